@@ -1,0 +1,43 @@
+# The black-box contract (../shared/CONTRACT.md): run, up, down, test, bench; plus status, logs.
+SHELL := /bin/bash
+PY := uv run --frozen --no-sync python
+STACK := $(PY) deploy/local/stack.py
+
+.PHONY: bootstrap run up down status logs test test-unit lint typecheck bench chaos
+
+bootstrap:
+	@bash deploy/local/bootstrap.sh
+
+run: bootstrap
+	@$(STACK) run
+
+up: bootstrap
+	@$(STACK) up
+
+down:
+	@if command -v uv >/dev/null 2>&1 && [ -d .venv ]; then $(STACK) down; else echo "[stack] nothing to stop"; fi
+
+status:
+	@$(STACK) status
+
+logs:
+	@$(STACK) logs $(PART)
+
+# The whole suite: starts the stack it needs, runs every test, stops the stack.
+test: bootstrap
+	@bash deploy/local/run-tests.sh
+
+test-unit: bootstrap
+	@uv run --frozen --no-sync pytest -m "not stack" -q
+
+lint:
+	@uv run --frozen --no-sync ruff check .
+
+typecheck:
+	@uv run --frozen --no-sync mypy libs/sagakit/src libs/saga-contracts/src services/*/src
+
+bench: bootstrap
+	@$(PY) bench/run.py
+
+chaos: bootstrap
+	@$(PY) -m chaos

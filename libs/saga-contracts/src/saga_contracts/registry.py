@@ -1,0 +1,149 @@
+"""Loads the event schemas and checks payloads and schema evolution against them.
+
+Schemas live in ``schemas/<EventType>/<MAJOR.MINOR.PATCH>.json``: every version ever published
+stays in the tree, so compatibility can be checked between consecutive versions.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from jsonschema import Draft202012Validator, FormatChecker
+
+SCHEMA_DIR = Path(__file__).parent / "schemas"
+
+
+class UnknownEventType(LookupError):
+    """No schema exists for this event type (or this major version of it)."""
+
+
+class SchemaViolation(ValueError):
+    """A payload does not satisfy its event schema."""
+
+    def __init__(self, event_type: str, version: str, errors: list[str]) -> None:
+        super().__init__(f"{event_type} {version}: " + "; ".join(errors))
+        self.event_type = event_type
+        self.version = version
+        self.errors = errors
+
+
+def parse_version(version: str) -> tuple[int, int, int]:
+    major, minor, patch = (int(p) for p in version.split("."))
+    return major, minor, patch
+
+
+@dataclass(frozen=True)
+class EventSchema:
+    event_type: str
+    version: str
+    producer: str
+    topic: str
+    document: dict[str, Any]
+
+    @property
+    def major(self) -> int:
+        return parse_version(self.version)[0]
+
+
+@cache
+def all_schemas() -> dict[str, list[EventSchema]]:
+    """Every event type with its versions, oldest first."""
+    found: dict[str, list[EventSchema]] = {}
+    for path in sorted(SCHEMA_DIR.glob("*/*.json")):
+        doc = json.loads(path.read_text())
+        schema = EventSchema(path.parent.name, path.stem, doc["x-producer"], doc["x-topic"], doc)
+        found.setdefault(schema.event_type, []).append(schema)
+    for versions in found.values():
+        versions.sort(key=lambda s: parse_version(s.version))
+    return found
+
+
+def latest(event_type: str) -> EventSchema:
+    versions = all_schemas().get(event_type)
+    if not versions:
+        raise UnknownEventType(event_type)
+    return versions[-1]
+
+
+def schema_for(event_type: str, version: str) -> EventSchema:
+    """The newest schema of the same MAJOR: a consumer accepts any MINOR/PATCH of a major it knows."""
+    versions = all_schemas().get(event_type)
+    if not versions:
+        raise UnknownEventType(event_type)
+    try:
+        major = parse_version(version)[0]
+    except ValueError as exc:
+        raise UnknownEventType(f"{event_type} with malformed schema_version {version!r}") from exc
+    same_major = [s for s in versions if s.major == major]
+    if not same_major:
+        raise UnknownEventType(f"{event_type} major version {major}")
+    return same_major[-1]
+
+
+@cache
+def _validator(event_type: str, version: str) -> Draft202012Validator:
+    return Draft202012Validator(schema_for(event_type, version).document,
+                                format_checker=FormatChecker())
+
+
+def validate(event_type: str, version: str, payload: Any) -> None:
+    errors = sorted(_validator(event_type, version).iter_errors(payload), key=lambda e: e.path)
+    if errors:
+        raise SchemaViolation(event_type, version, [
+            f"{'/'.join(str(p) for p in e.absolute_path) or '(root)'}: {e.message}" for e in errors
+        ])
+
+
+def topic_of(event_type: str) -> str:
+    return latest(event_type).topic
+
+
+# ------------------------------------------------------------------ evolution rules
+
+
+def _type_of(prop: dict[str, Any]) -> Any:
+    return prop.get("type"), prop.get("format"), prop.get("pattern")
+
+
+def breaking_changes(old: dict[str, Any], new: dict[str, Any], path: str = "") -> list[str]:
+    """What in ``new`` would break a consumer written against ``old`` (Part I §6.2)."""
+    problems: list[str] = []
+    old_props = old.get("properties", {})
+    new_props = new.get("properties", {})
+    for name, old_prop in old_props.items():
+        where = f"{path}{name}"
+        if name not in new_props:
+            problems.append(f"field {where} was removed")
+            continue
+        new_prop = new_props[name]
+        if _type_of(old_prop) != _type_of(new_prop):
+            problems.append(f"field {where} changed type {_type_of(old_prop)} -> {_type_of(new_prop)}")
+        if "enum" in old_prop and set(old_prop["enum"]) - set(new_prop.get("enum", old_prop["enum"])):
+            problems.append(f"field {where} lost enum values")
+        if old_prop.get("type") == "object":
+            problems += breaking_changes(old_prop, new_prop, f"{where}.")
+        if old_prop.get("type") == "array" and isinstance(old_prop.get("items"), dict):
+            problems += breaking_changes(old_prop["items"], new_prop.get("items", {}), f"{where}[].")
+    for name in set(new.get("required", [])) - set(old.get("required", [])):
+        problems.append(f"field {path}{name} became required")
+    return problems
+
+
+def check_evolution(versions: list[EventSchema]) -> list[str]:
+    """Every step between consecutive versions must bump MAJOR if it breaks compatibility."""
+    problems = []
+    for old, new in itertools.pairwise(versions):
+        o, n = parse_version(old.version), parse_version(new.version)
+        if n <= o:
+            problems.append(f"{new.event_type}: version {new.version} does not increase")
+            continue
+        if n[0] == o[0]:
+            for p in breaking_changes(old.document, new.document):
+                problems.append(f"{new.event_type} {old.version} -> {new.version}: {p} "
+                                "without a MAJOR bump")
+    return problems

@@ -1,0 +1,365 @@
+"""The consumer loop: decode, validate, deduplicate, handle, commit, then acknowledge.
+
+For each record, in partition order:
+1. Decode the envelope and validate its payload against its schema. Bytes that are not an
+   envelope, an unknown event type or an invalid payload are dead-lettered at once.
+2. Event types this service does not handle are acknowledged and skipped.
+3. In one unit of work: claim the message id in ``processed_messages`` (a duplicate stops here),
+   run the handler, commit. The offset is committed to Kafka only after that.
+4. ``TransientError`` (and database serialisation failures, deadlocks, lock timeouts) are
+   retried with exponential backoff and jitter; when the attempts run out, and at once for a
+   ``PermanentError`` or any other exception, the message goes to the service's dead-letter
+   topic, written through the outbox together with an inbox row marking it dead-lettered.
+5. An unreachable database is nobody's fault but the infrastructure's: the record is not
+   dead-lettered; the partition is rewound to it and retried after a backoff.
+Partitions of one fetch are handled concurrently, each in order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import logging
+import random
+import time
+import traceback
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.errors import KafkaError
+from saga_contracts import headers as h
+from saga_contracts import registry
+from saga_contracts.topics import dead_letter_topic
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
+
+from sagakit import metrics
+from sagakit.backoff import Backoff
+from sagakit.context import current_message
+from sagakit.envelope import Envelope, UndecodableMessage, decode_headers, utc_now_iso
+from sagakit.errors import PermanentError, TransientError
+from sagakit.kafka import manual_commit_consumer
+from sagakit.settings import MessagingSettings
+from sagakit.tables import INBOX_DEAD_LETTERED
+from sagakit.unit_of_work import UnitOfWork
+
+log = logging.getLogger("sagakit.consumer")
+
+Handler = Callable[[UnitOfWork, Envelope], Awaitable[None]]
+
+# SQLSTATEs worth another try: serialization_failure, deadlock_detected, lock_not_available,
+# query_canceled (statement_timeout).
+RETRYABLE_SQLSTATES = {"40001", "40P01", "55P03", "57014"}
+# serialization_failure and deadlock_detected: retried at once a few times before they count
+# as an attempt, because under contention they are expected and resolve immediately.
+CONFLICT_SQLSTATES = {"40001", "40P01"}
+MAX_QUICK_RETRIES = 20
+
+
+class InfrastructureDown(Exception):
+    """The database is unreachable: retry the record later, never dead-letter it for that."""
+
+
+@dataclass
+class Attempt:
+    number: int
+    at: str
+    error: str
+
+
+@dataclass
+class Outcome:
+    status: str  # processed | duplicate | skipped | dead_lettered
+    attempts: list[Attempt] = field(default_factory=list)
+
+
+def _sqlstate(exc: BaseException) -> str | None:
+    orig = getattr(exc, "orig", None)
+    for candidate in (orig, getattr(orig, "__cause__", None)):
+        code = getattr(candidate, "sqlstate", None) or getattr(candidate, "pgcode", None)
+        if code:
+            return str(code)
+    return None
+
+
+def classify(exc: BaseException) -> str:
+    """'infrastructure', 'transient' or 'permanent'."""
+    if isinstance(exc, TransientError):
+        return "transient"
+    if isinstance(exc, PermanentError):
+        return "permanent"
+    if isinstance(exc, DBAPIError):
+        if _sqlstate(exc) in RETRYABLE_SQLSTATES:
+            return "transient"
+        if exc.connection_invalidated or isinstance(exc, (OperationalError, InterfaceError)):
+            return "infrastructure"
+        return "permanent"
+    if isinstance(exc, (ConnectionError, OSError, asyncio.TimeoutError)):
+        return "infrastructure"
+    return "permanent"
+
+
+@dataclass
+class RawRecord:
+    """What the loop needs of a Kafka record; tests build these to drive ``process`` directly."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    headers: list[tuple[str, bytes]]
+    timestamp: int = 0
+
+
+class EventConsumer:
+    def __init__(self, *, service: str, topics: list[str], handlers: dict[str, Handler],
+                 uow_factory: Callable[..., UnitOfWork], settings: MessagingSettings,
+                 on_event: Callable[[str, Envelope, float], None] | None = None) -> None:
+        self.service = service
+        self.topics = topics
+        self.handlers = handlers
+        self.uow_factory = uow_factory
+        self.settings = settings
+        self.dlq_topic = dead_letter_topic(service)
+        self.retry_backoff = Backoff(settings.retry_initial_backoff_s,
+                                     settings.retry_backoff_factor,
+                                     settings.retry_max_backoff_s, settings.retry_jitter)
+        self.infra_backoff = Backoff(0.2, 2.0, 5.0)
+        self._on_event = on_event
+        self._consumer: AIOKafkaConsumer | None = None
+        self.assigned = asyncio.Event()
+
+    # ------------------------------------------------------------------ Kafka loop
+
+    async def run(self, stop: asyncio.Event) -> None:
+        failures = 0
+        while not stop.is_set():
+            consumer = manual_commit_consumer(self.settings.kafka_bootstrap_servers,
+                                              self.service, self.topics,
+                                              f"{self.service}-consumer")
+            try:
+                await consumer.start()
+                self._consumer = consumer
+                failures = 0
+                await self._loop(consumer, stop)
+            except asyncio.CancelledError:
+                raise
+            except (KafkaError, OSError) as exc:
+                failures += 1
+                delay = self.infra_backoff.delay(failures)
+                log.warning("consumer lost Kafka, reconnecting in %.2fs: %r", delay, exc,
+                            extra={"service": self.service})
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(stop.wait(), delay)
+            finally:
+                self._consumer = None
+                self.assigned.clear()
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(consumer.stop(), 10)
+
+    async def _loop(self, consumer: AIOKafkaConsumer, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            batch = await consumer.getmany(timeout_ms=200,
+                                           max_records=self.settings.consumer_max_records)
+            if consumer.assignment():
+                self.assigned.set()
+            if not batch:
+                continue
+            await asyncio.gather(*(self._partition(consumer, tp, records)
+                                   for tp, records in batch.items()))
+
+    async def _partition(self, consumer: AIOKafkaConsumer, tp: TopicPartition,
+                         records: list[Any]) -> None:
+        done_offset: int | None = None
+        try:
+            for rec in records:
+                raw = RawRecord(rec.topic, rec.partition, rec.offset, rec.key, rec.value,
+                                list(rec.headers or []), rec.timestamp)
+                failures = 0
+                while True:
+                    try:
+                        await self.process(raw)
+                        break
+                    except InfrastructureDown as exc:
+                        failures += 1
+                        delay = self.infra_backoff.delay(failures)
+                        log.warning("database unreachable, retrying record in %.2fs: %r",
+                                    delay, exc.__cause__ or exc,
+                                    extra={"service": self.service, "attempt": failures})
+                        await asyncio.sleep(delay)
+                done_offset = rec.offset
+        finally:
+            if done_offset is not None:
+                # Only after the local transaction committed (or the record was dead-lettered).
+                await consumer.commit({tp: done_offset + 1})
+
+    # ------------------------------------------------------------------ one record
+
+    async def process(self, raw: RawRecord) -> Outcome:
+        started = time.perf_counter()
+        try:
+            envelope = Envelope.from_record_value(raw.value)
+        except UndecodableMessage as exc:
+            return await self._dead_letter(raw, None, "undecodable", exc, [
+                Attempt(1, utc_now_iso(), repr(exc))])
+        event_type = envelope.event_type
+        try:
+            registry.validate(event_type, envelope.schema_version, envelope.payload)
+        except registry.UnknownEventType as exc:
+            return await self._dead_letter(raw, envelope, "unknown_event_type", exc, [
+                Attempt(1, utc_now_iso(), repr(exc))])
+        except registry.SchemaViolation as exc:
+            return await self._dead_letter(raw, envelope, "schema_invalid", exc, [
+                Attempt(1, utc_now_iso(), str(exc))])
+        handler = self.handlers.get(event_type)
+        if handler is None:
+            metrics.MESSAGES_CONSUMED.labels(self.service, event_type, "skipped").inc()
+            return Outcome("skipped")
+
+        token = current_message.set(envelope)
+        attempts: list[Attempt] = []
+        conflicts = 0
+        try:
+            while True:
+                number = len(attempts) + 1
+                try:
+                    status = await self._handle_once(handler, envelope)
+                    elapsed = time.perf_counter() - started
+                    metrics.HANDLER_DURATION.labels(self.service, event_type).observe(elapsed)
+                    metrics.MESSAGES_CONSUMED.labels(self.service, event_type, status).inc()
+                    if self._on_event:
+                        self._on_event(status, envelope, elapsed)
+                    log.info("event %s", "duplicate ignored" if status == "duplicate"
+                             else "processed",
+                             extra={"service": self.service, "saga_id": envelope.saga_id,
+                                    "event_type": event_type, "status": "SUCCESS",
+                                    "duration_ms": round(elapsed * 1000, 2), "attempt": number,
+                                    "message_id": envelope.message_id,
+                                    "schema_version": envelope.schema_version,
+                                    "span_id": envelope.span_id,
+                                    "parent_span_id": envelope.parent_span_id,
+                                    "duplicate": status == "duplicate"})
+                    return Outcome(status, attempts)
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:
+                    kind = classify(exc)
+                    if kind == "infrastructure":
+                        raise InfrastructureDown(str(exc)) from exc
+                    if _sqlstate(exc) in CONFLICT_SQLSTATES and conflicts < MAX_QUICK_RETRIES:
+                        # Lost a race for a row lock under REPEATABLE READ: the other
+                        # transaction has just committed, so try again at once.
+                        conflicts += 1
+                        await asyncio.sleep(random.uniform(0, 0.005 * conflicts))
+                        continue
+                    attempts.append(Attempt(number, utc_now_iso(), repr(exc)[:2000]))
+                    metrics.STEP_ERRORS.labels(self.service, event_type, kind).inc()
+                    if kind == "permanent" or number >= self.settings.retry_max_attempts:
+                        reason = "permanent" if kind == "permanent" else "retries_exhausted"
+                        return await self._dead_letter(raw, envelope, reason, exc, attempts)
+                    delay = self.retry_backoff.delay(number)
+                    log.warning("transient failure, retrying in %.2fs: %r", delay, exc,
+                                extra={"service": self.service, "saga_id": envelope.saga_id,
+                                       "event_type": event_type, "status": "FAILED",
+                                       "attempt": number,
+                                       "schema_version": envelope.schema_version,
+                                       "span_id": envelope.span_id,
+                                       "parent_span_id": envelope.parent_span_id})
+                    await asyncio.sleep(delay)
+        finally:
+            current_message.reset(token)
+
+    async def _handle_once(self, handler: Handler, envelope: Envelope) -> str:
+        # A handler may ask for a stronger isolation level (inventario's allocation does).
+        isolation = getattr(handler, "isolation_level", None)
+        uow = self.uow_factory(isolation_level=isolation) if isolation else self.uow_factory()
+        async with uow:
+            if not await uow.claim(envelope.message_id, envelope.event_type, envelope.saga_id):
+                return "duplicate"
+            await handler(uow, envelope)
+            if not uow.committed:
+                await uow.commit()
+        return "processed"
+
+    # ------------------------------------------------------------------ dead letters
+
+    async def _dead_letter(self, raw: RawRecord, envelope: Envelope | None, reason: str,
+                           exc: BaseException, attempts: list[Attempt]) -> Outcome:
+        hdrs = decode_headers(raw.headers)
+        message_id = (envelope.message_id if envelope else
+                      hdrs.get(h.MESSAGE_ID) or f"kafka:{raw.topic}:{raw.partition}:{raw.offset}")
+        event_type = envelope.event_type if envelope else hdrs.get(h.EVENT_TYPE, "undecodable")
+        saga_id = envelope.saga_id if envelope else (hdrs.get(h.SAGA_ID) or None)
+        try:
+            original_value: dict[str, Any] = {"encoding": "utf-8",
+                                              "data": (raw.value or b"").decode("utf-8")}
+        except UnicodeDecodeError:
+            original_value = {"encoding": "base64",
+                              "data": base64.b64encode(raw.value or b"").decode()}
+        record = {
+            "dead_lettered_at": utc_now_iso(),
+            "consumer_service": self.service,
+            "reason": reason,
+            "error_class": type(exc).__name__,
+            "attempt_count": len(attempts),
+            "attempts": [{"attempt": a.number, "at": a.at, "error": a.error} for a in attempts],
+            "last_traceback": "".join(traceback.format_exception(exc))[-8000:],
+            "original": {
+                "topic": raw.topic,
+                "partition": raw.partition,
+                "offset": raw.offset,
+                "timestamp": raw.timestamp,
+                "key": (raw.key or b"").decode(errors="replace"),
+                "headers": hdrs,
+                "value": original_value,
+                "message_id": message_id,
+                "event_type": event_type,
+            },
+        }
+        out_headers = {**hdrs,
+                       h.DLQ_ORIGINAL_TOPIC: raw.topic,
+                       h.DLQ_ORIGINAL_PARTITION: str(raw.partition),
+                       h.DLQ_ORIGINAL_OFFSET: str(raw.offset),
+                       h.DLQ_ATTEMPTS: str(len(attempts)),
+                       h.DLQ_ERROR_CLASS: reason}
+        try:
+            async with self.uow_factory() as uow:
+                if not await uow.claim(message_id, event_type, saga_id,
+                                       status=INBOX_DEAD_LETTERED):
+                    return Outcome("duplicate", attempts)
+                uow.emit_raw(topic=self.dlq_topic,
+                             key=saga_id or (raw.key or b"").decode(errors="replace") or message_id,
+                             event_type=event_type, value=record, headers=out_headers)
+                await uow.commit()
+        except Exception as db_exc:
+            if classify(db_exc) in ("infrastructure", "transient"):
+                raise InfrastructureDown(str(db_exc)) from db_exc
+            raise
+        metrics.MESSAGES_CONSUMED.labels(self.service, event_type, "dead_lettered").inc()
+        log.error("message dead-lettered (%s): %s", reason, exc,
+                  extra={"service": self.service, "saga_id": saga_id, "event_type": event_type,
+                         "status": "FAILED", "attempt": len(attempts),
+                         "message_id": message_id, "dlq_topic": self.dlq_topic,
+                         "schema_version": envelope.schema_version if envelope else None,
+                         "span_id": envelope.span_id if envelope else None,
+                         "parent_span_id": envelope.parent_span_id if envelope else None})
+        return Outcome("dead_lettered", attempts)
+
+    # ------------------------------------------------------------------ lag
+
+    async def refresh_lag(self) -> None:
+        consumer = self._consumer
+        if consumer is None:
+            return
+        assignment = consumer.assignment()
+        if not assignment:
+            return
+        with contextlib.suppress(Exception):
+            ends = await consumer.end_offsets(list(assignment))
+            for tp in assignment:
+                committed = await consumer.committed(tp) or 0
+                metrics.CONSUMER_LAG.labels(self.service, tp.topic, str(tp.partition)).set(
+                    max(0, ends.get(tp, 0) - committed))

@@ -1,0 +1,9 @@
+"""How a handler tells the consumer loop what kind of failure it hit (Part I §5.4)."""
+
+
+class TransientError(Exception):
+    """Might succeed if tried again later: retried with backoff, then dead-lettered."""
+
+
+class PermanentError(Exception):
+    """Will never succeed as it is: dead-lettered at once, with its history."""

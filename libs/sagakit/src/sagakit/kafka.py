@@ -1,0 +1,39 @@
+"""Kafka clients configured for the saga's guarantees."""
+
+from __future__ import annotations
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+
+def durable_producer(bootstrap: str, client_id: str) -> AIOKafkaProducer:
+    """acks=all plus idempotence: a retried send is written once, in order, per partition."""
+    return AIOKafkaProducer(
+        bootstrap_servers=bootstrap,
+        client_id=client_id,
+        acks="all",
+        enable_idempotence=True,
+        linger_ms=1,
+        request_timeout_ms=10_000,
+        retry_backoff_ms=100,
+        metadata_max_age_ms=30_000,
+    )
+
+
+def manual_commit_consumer(bootstrap: str, group_id: str, topics: list[str],
+                           client_id: str) -> AIOKafkaConsumer:
+    """Offsets are committed by the consumer loop, only after the local transaction."""
+    return AIOKafkaConsumer(
+        *topics,
+        bootstrap_servers=bootstrap,
+        group_id=group_id,
+        client_id=client_id,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        isolation_level="read_committed",
+        fetch_max_wait_ms=100,
+        max_poll_interval_ms=300_000,
+        session_timeout_ms=10_000,
+        heartbeat_interval_ms=2_000,
+        retry_backoff_ms=100,
+        metadata_max_age_ms=30_000,
+    )

@@ -1,0 +1,78 @@
+"""Prometheus metrics: the five of Part I §7.3 plus what operating the plumbing needs.
+
+Label names are the standard's, in English: saga_type (tipo_de_saga), final_status
+(estado_final), service (nombre_servicio), event_type (tipo_evento), error_type (tipo_error),
+reason (razón_compensación).
+"""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Gauge, Histogram
+
+# ---- mandated (Part I §7.3)
+SAGA_DURATION = Histogram(
+    "saga_duration_seconds", "Time from the start of a saga to its conclusion",
+    ["saga_type", "final_status"],
+    buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 3600, 7200),
+)
+STEP_ERRORS = Counter(
+    "saga_step_errors_total", "Failures while processing saga events",
+    ["service", "event_type", "error_type"],
+)
+COMPENSATIONS = Counter(
+    "saga_compensations_total", "Compensating transactions executed",
+    ["service", "reason"],
+)
+OUTBOX_PENDING = Gauge(
+    "outbox_pending_messages", "Outbox rows waiting to be published", ["service"],
+)
+DLQ_MESSAGES = Gauge(
+    "dlq_messages_total", "Messages this service has sent to its dead-letter topic",
+    ["service", "event_type"],
+)
+
+# ---- operations
+OUTBOX_OLDEST_AGE = Gauge(
+    "outbox_oldest_pending_age_seconds", "Age of the oldest unpublished outbox row", ["service"],
+)
+OUTBOX_FAILED = Gauge(
+    "outbox_failed_messages", "Outbox rows the relay gave up on", ["service"],
+)
+RELAY_PUBLISHED = Counter(
+    "outbox_published_total", "Outbox rows published and acknowledged by Kafka", ["service"],
+)
+RELAY_PUBLISH_ERRORS = Counter(
+    "outbox_publish_errors_total", "Failed publish attempts of the relay", ["service", "error_type"],
+)
+RELAY_COMMIT_TO_ACK = Histogram(
+    "outbox_commit_to_ack_seconds", "From the outbox row's creation to Kafka's acknowledgement",
+    ["service"], buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5, 30),
+)
+MESSAGES_CONSUMED = Counter(
+    "saga_messages_consumed_total", "Messages handled by the consumer loop, by outcome",
+    ["service", "event_type", "outcome"],
+)
+HANDLER_DURATION = Histogram(
+    "saga_handler_duration_seconds", "Time to handle one message, commit included",
+    ["service", "event_type"],
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5, 30),
+)
+CONSUMER_LAG = Gauge(
+    "kafka_consumer_lag", "Messages between the committed offset and the end of the partition",
+    ["service", "topic", "partition"],
+)
+STEP_TIMEOUTS = Counter(
+    "saga_step_timeouts_total", "Steps whose deadline passed", ["service", "step"],
+)
+SAGAS_STARTED = Counter("sagas_started_total", "Sagas started", ["saga_type"])
+SAGAS_FINISHED = Counter("sagas_finished_total", "Sagas that reached a terminal state",
+                         ["saga_type", "status"])
+GATEWAY_LATENCY = Histogram(
+    "payment_gateway_request_duration_seconds", "Calls to the payment gateway",
+    ["operation", "outcome"],
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+)
+ALERTS = Counter(
+    "saga_alerts_total", "Operational alerts raised by a service (critical refunds, expiries)",
+    ["service", "alert", "severity"],
+)

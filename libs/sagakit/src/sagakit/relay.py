@@ -1,0 +1,270 @@
+"""Polling outbox relay (Part I §4.3 option A), woken early by LISTEN/NOTIFY.
+
+Guarantees:
+- A row is marked published only after Kafka acknowledged it (acks=all, idempotent producer).
+  A crash in between republishes it; the consumers' inbox absorbs the duplicate.
+- Per-saga order: rows are read in id order, and the unit of work gives one saga's rows ids in
+  commit order. Only one relay instance of a service publishes at a time (a session advisory
+  lock held on the relay's own connection); the others stand by and take over when it dies.
+- A row committed late is never skipped: the relay selects by status, not "after the last id".
+- Broker unavailable: the relay backs off (capped) and retries the same rows for as long as it
+  takes; the backlog shows in ``outbox_pending_messages``. A row Kafka refuses for itself
+  (too large, unknown topic...) is retried up to ``relay_max_attempts`` and then marked failed;
+  later rows of the same saga wait behind it until an operator resolves it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+import asyncpg
+from aiokafka.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError
+from sqlalchemy import and_, delete, exists, func, select, update
+from sqlalchemy.engine import URL
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from sagakit import metrics
+from sagakit.backoff import Backoff
+from sagakit.kafka import durable_producer
+from sagakit.settings import MessagingSettings
+from sagakit.tables import OUTBOX_FAILED, OUTBOX_PENDING, OUTBOX_PUBLISHED, MessagingTables
+
+log = logging.getLogger("sagakit.relay")
+
+# Errors that say "the broker is not there right now", not "this row is bad".
+BROKER_UNAVAILABLE = (KafkaConnectionError, KafkaTimeoutError, asyncio.TimeoutError, OSError)
+
+
+def asyncpg_dsn(url: URL | str) -> str:
+    from sqlalchemy.engine import make_url
+
+    u = make_url(url) if isinstance(url, str) else url
+    return u.set(drivername="postgresql").render_as_string(hide_password=False)
+
+
+class OutboxRelay:
+    def __init__(self, engine: AsyncEngine, tables: MessagingTables, service: str,
+                 settings: MessagingSettings) -> None:
+        self.engine = engine
+        self.tables = tables
+        self.service = service
+        self.settings = settings
+        self._wake = asyncio.Event()
+        self._leader = False
+        self._listen_conn: asyncpg.Connection | None = None
+        self._producer: Any = None
+        self._backoff = Backoff(0.1, 2.0, settings.relay_backoff_cap_s)
+        self._failures = 0
+        self.published_total = 0
+
+    @property
+    def is_leader(self) -> bool:
+        return self._leader
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def run(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            try:
+                await self._ensure_connection()
+                if not self._leader:
+                    await self._try_lead()
+                if not self._leader:
+                    await self._wait(stop, self.settings.relay_poll_interval_s)
+                    continue
+                published = await self.publish_batch()
+                if published == 0:
+                    await self._wait(stop, self.settings.relay_poll_interval_s)
+            except asyncio.CancelledError:
+                raise
+            except (*BROKER_UNAVAILABLE, KafkaError) as exc:
+                await self._on_failure(stop, exc, broker=True)
+            except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError) as exc:
+                await self._drop_connection()
+                await self._on_failure(stop, exc, broker=False)
+            except Exception as exc:
+                log.exception("relay error", extra={"service": self.service})
+                await self._on_failure(stop, exc, broker=False)
+        await self.close()
+
+    async def close(self) -> None:
+        await self._stop_producer()
+        await self._drop_connection()
+
+    async def _on_failure(self, stop: asyncio.Event, exc: BaseException, *, broker: bool) -> None:
+        self._failures += 1
+        delay = self._backoff.delay(self._failures)
+        metrics.RELAY_PUBLISH_ERRORS.labels(self.service, type(exc).__name__).inc()
+        log.warning("relay %s error, retrying in %.2fs: %r",
+                    "broker" if broker else "database", delay, exc,
+                    extra={"service": self.service, "attempt": self._failures})
+        if broker:
+            await self._stop_producer()
+        await self._wait(stop, delay)
+
+    async def _wait(self, stop: asyncio.Event, wait_s: float) -> None:
+        waiter = asyncio.ensure_future(self._wake.wait())
+        stopper = asyncio.ensure_future(stop.wait())
+        try:
+            await asyncio.wait({waiter, stopper}, timeout=wait_s,
+                               return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            waiter.cancel()
+            stopper.cancel()
+        self._wake.clear()
+
+    # ------------------------------------------------------------------ leadership
+
+    async def _ensure_connection(self) -> None:
+        if self._listen_conn is not None and not self._listen_conn.is_closed():
+            return
+        self._leader = False
+        self._listen_conn = await asyncpg.connect(asyncpg_dsn(self.engine.url), timeout=10)
+        await self._listen_conn.add_listener(self.tables.notify_channel, self._on_notify)
+
+    def _on_notify(self, *_: Any) -> None:
+        self._wake.set()
+
+    async def _try_lead(self) -> None:
+        assert self._listen_conn is not None
+        key = f"outbox-relay:{self.tables.schema}"
+        self._leader = bool(await self._listen_conn.fetchval(
+            "SELECT pg_try_advisory_lock(hashtextextended($1, 0))", key))
+        if self._leader:
+            log.info("relay is the active publisher", extra={"service": self.service})
+
+    async def _drop_connection(self) -> None:
+        self._leader = False
+        if self._listen_conn is not None:
+            with contextlib.suppress(Exception):
+                await self._listen_conn.close(timeout=2)
+        self._listen_conn = None
+
+    # ------------------------------------------------------------------ publishing
+
+    async def _ensure_producer(self) -> Any:
+        if self._producer is None:
+            producer = durable_producer(self.settings.kafka_bootstrap_servers,
+                                        f"{self.service}-relay")
+            try:
+                await asyncio.wait_for(producer.start(), self.settings.relay_publish_timeout_s)
+            except BaseException:
+                with contextlib.suppress(Exception):
+                    await producer.stop()
+                raise
+            self._producer = producer
+        return self._producer
+
+    async def _stop_producer(self) -> None:
+        producer, self._producer = self._producer, None
+        if producer is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(producer.stop(), 5)
+
+    async def publish_batch(self) -> int:
+        """Publishes the oldest pending rows; returns how many were acknowledged."""
+        o = self.tables.outbox
+        blocked = o.alias("blocked")
+        query = (
+            select(o.c.id, o.c.topic, o.c.saga_id, o.c.payload, o.c.headers, o.c.created_at,
+                   o.c.attempts)
+            .where(o.c.status == OUTBOX_PENDING)
+            .where(~exists().where(and_(blocked.c.saga_id == o.c.saga_id,
+                                        blocked.c.status == OUTBOX_FAILED,
+                                        blocked.c.id < o.c.id)))
+            .order_by(o.c.id)
+            .limit(self.settings.relay_batch_size)
+        )
+        async with self.engine.connect() as conn:
+            rows = (await conn.execute(query)).all()
+        if not rows:
+            return 0
+        producer = await self._ensure_producer()
+        futures = []
+        for row in rows:
+            value = json.dumps(row.payload, separators=(",", ":"), ensure_ascii=False).encode()
+            headers = [(k, str(v).encode()) for k, v in row.headers.items()]
+            futures.append(await producer.send(row.topic, value=value, key=row.saga_id.encode(),
+                                               headers=headers))
+        acked: list[int] = []
+        failure: BaseException | None = None
+        failed_row = None
+        deadline = time.monotonic() + self.settings.relay_publish_timeout_s
+        for row, fut in zip(rows, futures, strict=True):
+            try:
+                await asyncio.wait_for(fut, max(0.01, deadline - time.monotonic()))
+            except Exception as exc:
+                failure, failed_row = exc, row
+                break
+            acked.append(row.id)
+        if acked:
+            async with self.engine.begin() as conn:
+                await conn.execute(update(o).where(o.c.id.in_(acked)).values(
+                    status=OUTBOX_PUBLISHED, published_at=func.now(),
+                    attempts=o.c.attempts + 1))
+            now = datetime.now(UTC)
+            by_id = {r.id: r for r in rows}
+            for rid in acked:
+                metrics.RELAY_COMMIT_TO_ACK.labels(self.service).observe(
+                    max(0.0, (now - by_id[rid].created_at).total_seconds()))
+            metrics.RELAY_PUBLISHED.labels(self.service).inc(len(acked))
+            self.published_total += len(acked)
+            self._failures = 0
+        if failure is not None:
+            assert failed_row is not None
+            await self._record_failure(failed_row, failure)
+            if isinstance(failure, BROKER_UNAVAILABLE):
+                raise failure
+            raise KafkaError(f"row {failed_row.id} refused: {failure!r}")
+        return len(acked)
+
+    async def _record_failure(self, row: Any, exc: BaseException) -> None:
+        o = self.tables.outbox
+        give_up = (not isinstance(exc, BROKER_UNAVAILABLE)
+                   and row.attempts + 1 >= self.settings.relay_max_attempts)
+        async with self.engine.begin() as conn:
+            await conn.execute(update(o).where(o.c.id == row.id).values(
+                attempts=o.c.attempts + 1, last_error=repr(exc)[:2000],
+                status=OUTBOX_FAILED if give_up else OUTBOX_PENDING))
+        if give_up:
+            log.error("outbox row %s marked failed after %s attempts: %r", row.id,
+                      row.attempts + 1, exc, extra={"service": self.service,
+                                                   "saga_id": row.saga_id})
+
+    # ------------------------------------------------------------------ housekeeping
+
+    async def refresh_gauges(self) -> None:
+        o = self.tables.outbox
+        async with self.engine.connect() as conn:
+            pending, oldest = (await conn.execute(
+                select(func.count(), func.min(o.c.created_at)).where(o.c.status == OUTBOX_PENDING)
+            )).one()
+            failed = (await conn.execute(
+                select(func.count()).where(o.c.status == OUTBOX_FAILED))).scalar_one()
+            db_now = (await conn.execute(select(func.now()))).scalar_one()
+        metrics.OUTBOX_PENDING.labels(self.service).set(pending)
+        metrics.OUTBOX_FAILED.labels(self.service).set(failed)
+        metrics.OUTBOX_OLDEST_AGE.labels(self.service).set(
+            (db_now - oldest).total_seconds() if oldest else 0)
+
+    async def cleanup(self) -> int:
+        """Deletes published rows past their retention, in bounded batches."""
+        o = self.tables.outbox
+        removed = 0
+        cutoff = func.now() - func.make_interval(0, 0, 0, 0, 0, 0,
+                                                 self.settings.outbox_retention_days * 86400)
+        while True:
+            ids = (select(o.c.id).where(o.c.status == OUTBOX_PUBLISHED,
+                                        o.c.published_at < cutoff)
+                   .limit(self.settings.cleanup_batch_size).scalar_subquery())
+            async with self.engine.begin() as conn:
+                n = (await conn.execute(delete(o).where(o.c.id.in_(ids)))).rowcount
+            removed += n
+            if n < self.settings.cleanup_batch_size:
+                return removed

@@ -1,0 +1,218 @@
+"""The composition root shared by the services: engine, relay, consumer, periodic jobs, and the
+operational endpoints (/health, /ready, /metrics), all built in the FastAPI lifespan.
+
+A service supplies its name, tables, the topics it reads, its handlers, its routers and its
+periodic jobs; nothing is built at import time, so tests can build as many apps as they need.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from fastapi import APIRouter, FastAPI, Request, Response
+from fastapi.responses import JSONResponse
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+from sagakit import inbox
+from sagakit.consumer import EventConsumer, Handler
+from sagakit.relay import OutboxRelay
+from sagakit.settings import MessagingSettings, load
+from sagakit.tables import MessagingTables
+from sagakit.unit_of_work import UnitOfWork
+
+log = logging.getLogger("sagakit.runtime")
+
+
+class ServiceSettings(BaseSettings):
+    model_config = SettingsConfigDict(extra="ignore")
+
+    service_name: str = Field("service", validation_alias="SERVICE_NAME")
+    http_host: str = Field("127.0.0.1", validation_alias="HTTP_HOST")
+    http_port: int = Field(8000, validation_alias="HTTP_PORT")
+    database_url: str = Field(..., validation_alias="DATABASE_URL")
+    db_pool_size: int = Field(10, ge=1, validation_alias="DB_POOL_SIZE")
+    log_level: str = Field("INFO", validation_alias="LOG_LEVEL")
+    run_consumer: bool = Field(True, validation_alias="RUN_CONSUMER")
+    run_relay: bool = Field(True, validation_alias="RUN_RELAY")
+    run_jobs: bool = Field(True, validation_alias="RUN_JOBS")
+
+
+@dataclass
+class Runtime:
+    name: str
+    engine: AsyncEngine
+    tables: MessagingTables
+    settings: MessagingSettings
+    service_settings: ServiceSettings
+    relay: OutboxRelay
+    consumer: EventConsumer | None = None
+    extras: dict[str, Any] = field(default_factory=dict)
+
+    def uow(self, isolation_level: str | None = None) -> UnitOfWork:
+        return UnitOfWork(self.engine, self.tables, self.name, isolation_level=isolation_level)
+
+
+@dataclass(frozen=True)
+class PeriodicJob:
+    name: str
+    interval_s: float
+    run: Callable[[Runtime], Awaitable[Any]]
+
+
+@dataclass
+class ServiceDefinition:
+    name: str
+    tables: MessagingTables
+    topics: list[str]
+    make_handlers: Callable[[Runtime], dict[str, Handler]]
+    routers: list[APIRouter]
+    jobs: list[PeriodicJob] = field(default_factory=list)
+    on_start: Callable[[Runtime], Awaitable[None]] | None = None
+    on_stop: Callable[[Runtime], Awaitable[None]] | None = None
+    description: str = ""
+
+
+def messaging_jobs(settings: MessagingSettings) -> list[PeriodicJob]:
+    async def gauges(rt: Runtime) -> None:
+        await rt.relay.refresh_gauges()
+        await inbox.refresh_dead_letter_gauge(rt.engine, rt.tables, rt.name)
+        if rt.consumer:
+            await rt.consumer.refresh_lag()
+
+    async def cleanup(rt: Runtime) -> None:
+        outbox_rows = await rt.relay.cleanup()
+        inbox_rows = await inbox.cleanup_processed(rt.engine, rt.tables,
+                                                   settings.inbox_retention_days,
+                                                   settings.cleanup_batch_size)
+        if outbox_rows or inbox_rows:
+            log.info("cleanup removed %s outbox and %s inbox rows", outbox_rows, inbox_rows)
+
+    return [PeriodicJob("messaging-gauges", 2.0, gauges),
+            PeriodicJob("messaging-cleanup", settings.cleanup_interval_s, cleanup)]
+
+
+async def _run_periodic(job: PeriodicJob, rt: Runtime, stop: asyncio.Event) -> None:
+    while not stop.is_set():
+        try:
+            await job.run(rt)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.warning("periodic job %s failed", job.name, exc_info=True)
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(stop.wait(), job.interval_s)
+
+
+def build_engine(url: str, name: str, pool_size: int) -> AsyncEngine:
+    return create_async_engine(
+        url,
+        pool_size=pool_size,
+        max_overflow=pool_size,
+        pool_recycle=1800,
+        connect_args={"server_settings": {"application_name": name}, "command_timeout": 30,
+                      "timeout": 10},
+    )
+
+
+def create_app(definition: ServiceDefinition) -> FastAPI:
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        svc = load(ServiceSettings)
+        msg = load(MessagingSettings)
+        engine = build_engine(svc.database_url, definition.name, svc.db_pool_size)
+        relay = OutboxRelay(engine, definition.tables, definition.name, msg)
+        rt = Runtime(definition.name, engine, definition.tables, msg, svc, relay)
+        if definition.topics:
+            rt.consumer = EventConsumer(service=definition.name, topics=definition.topics,
+                                        handlers=definition.make_handlers(rt),
+                                        uow_factory=rt.uow, settings=msg)
+        app.state.runtime = rt
+        if definition.on_start:
+            await definition.on_start(rt)
+        stop = asyncio.Event()
+        tasks = []
+        if svc.run_relay:
+            tasks.append(asyncio.create_task(relay.run(stop), name="relay"))
+        if rt.consumer and svc.run_consumer:
+            tasks.append(asyncio.create_task(rt.consumer.run(stop), name="consumer"))
+        if svc.run_jobs:
+            for job in [*messaging_jobs(msg), *definition.jobs]:
+                tasks.append(asyncio.create_task(_run_periodic(job, rt, stop), name=job.name))
+        log.info("%s started", definition.name)
+        try:
+            yield
+        finally:
+            stop.set()
+            _, pending = await asyncio.wait(tasks, timeout=10) if tasks else (set(), set())
+            for t in pending:
+                t.cancel()
+            if definition.on_stop:
+                await definition.on_stop(rt)
+            await relay.close()
+            await engine.dispose()
+
+    app = FastAPI(title=definition.name, description=definition.description, lifespan=lifespan,
+                  version="1.0.0")
+    app.include_router(operational_router())
+    for router in definition.routers:
+        app.include_router(router)
+    return app
+
+
+def runtime_of(request: Request) -> Runtime:
+    return request.app.state.runtime  # type: ignore[no-any-return]
+
+
+def operational_router() -> APIRouter:
+    router = APIRouter(tags=["operations"])
+
+    @router.get("/health")
+    async def health() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @router.get("/ready")
+    async def ready(request: Request) -> JSONResponse:
+        rt = runtime_of(request)
+        checks: dict[str, str] = {}
+        try:
+            async with rt.engine.connect() as conn:
+                await asyncio.wait_for(conn.execute(text("SELECT 1")), 2)
+            checks["database"] = "ok"
+        except Exception as exc:
+            checks["database"] = f"unreachable: {type(exc).__name__}"
+        if rt.consumer is not None and rt.service_settings.run_consumer:
+            checks["kafka"] = "ok" if rt.consumer.assigned.is_set() else "not connected"
+        ok = all(v == "ok" for v in checks.values())
+        return JSONResponse({"status": "ready" if ok else "not ready", "checks": checks},
+                            status_code=200 if ok else 503)
+
+    @router.get("/metrics")
+    async def metrics_endpoint() -> Response:
+        return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
+
+    return router
+
+
+def serve(app_factory: Callable[[], FastAPI], service: str) -> None:
+    """Entry point of ``python -m <service>``."""
+    import uvicorn
+
+    from sagakit.structured_logging import configure
+
+    svc = load(ServiceSettings)
+    configure(service, svc.log_level)
+    started = time.monotonic()
+    log.info("starting %s on %s:%s", service, svc.http_host, svc.http_port)
+    uvicorn.run(app_factory(), host=svc.http_host, port=svc.http_port, log_config=None,
+                access_log=False, lifespan="on", timeout_graceful_shutdown=10)
+    log.info("%s stopped after %.0fs", service, time.monotonic() - started)

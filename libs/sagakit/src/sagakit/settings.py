@@ -1,0 +1,87 @@
+"""Messaging limits from the environment, validated against the standard's minimums (Part I §8.1).
+
+A value below a minimum stops the service with a message naming the variable. Tests and the
+benchmark may go below the minimums only with SAGA_ALLOW_UNSAFE_LIMITS=1, which is logged.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Self, TypeVar
+
+from pydantic import Field, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+log = logging.getLogger("sagakit.settings")
+
+S = TypeVar("S", bound=BaseSettings)
+
+# (field, minimum, env var) from Part I §8.1 and §4.3.
+STANDARD_MINIMUMS: list[tuple[str, float, str]] = [
+    ("retry_max_attempts", 3, "SAGA_RETRY_MAX_ATTEMPTS"),
+    ("retry_initial_backoff_s", 0.1, "SAGA_RETRY_INITIAL_BACKOFF_S"),
+    ("retry_max_backoff_s", 30, "SAGA_RETRY_MAX_BACKOFF_S"),
+]
+
+
+class InvalidConfiguration(SystemExit):
+    pass
+
+
+class MessagingSettings(BaseSettings):
+    """Everything the outbox relay, the inbox and the consumer loop need."""
+
+    model_config = SettingsConfigDict(env_prefix="SAGA_", extra="ignore")
+
+    # Relay (Part I §4.3: 100-500 ms, never above 1 s)
+    relay_poll_interval_s: float = Field(0.2, gt=0, le=1.0)
+    relay_batch_size: int = Field(200, ge=1, le=5000)
+    relay_publish_timeout_s: float = Field(10.0, gt=0)
+    relay_max_attempts: int = Field(10, ge=1)
+    relay_backoff_cap_s: float = Field(5.0, gt=0)
+    outbox_retention_days: float = Field(7.0, gt=0)
+    inbox_retention_days: float = Field(7.0, gt=0)
+    cleanup_interval_s: float = Field(600.0, gt=0)
+    cleanup_batch_size: int = Field(1000, ge=1)
+
+    # Consumer retries (Part I §5.4)
+    retry_max_attempts: int = 5
+    retry_initial_backoff_s: float = 0.5
+    retry_backoff_factor: float = Field(2.0, ge=1.0)
+    retry_max_backoff_s: float = 60.0
+    retry_jitter: float = Field(0.2, ge=0.1, le=0.25)
+
+    consumer_max_records: int = Field(500, ge=1)
+    kafka_bootstrap_servers: str = Field("127.0.0.1:9092", validation_alias="KAFKA_BOOTSTRAP_SERVERS")
+
+    allow_unsafe_limits: bool = False
+
+    @model_validator(mode="after")
+    def _check_minimums(self) -> Self:
+        below = [(env, getattr(self, name), minimum) for name, minimum, env in STANDARD_MINIMUMS
+                 if getattr(self, name) < minimum]
+        if below and not self.allow_unsafe_limits:
+            detail = ", ".join(f"{env}={value} is below the standard's minimum {minimum}"
+                               for env, value, minimum in below)
+            raise ValueError(f"invalid configuration: {detail} "
+                             "(set SAGA_ALLOW_UNSAFE_LIMITS=1 only in tests)")
+        for env, value, minimum in below:
+            log.warning("unsafe limit allowed by SAGA_ALLOW_UNSAFE_LIMITS: %s=%s (minimum %s)",
+                        env, value, minimum)
+        return self
+
+
+def load(cls: type[S]) -> S:
+    """Builds settings or stops the process with a message that names the bad variable."""
+    from pydantic import ValidationError
+
+    try:
+        return cls()
+    except ValidationError as exc:
+        lines = []
+        for err in exc.errors():
+            loc = ".".join(str(p) for p in err["loc"])
+            prefix = cls.model_config.get("env_prefix", "")
+            name = f"{prefix}{loc}".upper() if loc else "(settings)"
+            lines.append(f"  {name}: {err['msg']}")
+        raise InvalidConfiguration("invalid configuration:\n" + "\n".join(lines)) from exc

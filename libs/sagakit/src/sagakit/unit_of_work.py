@@ -1,0 +1,177 @@
+"""The one commit point of a handler: business rows, the inbox row and the outbox rows together.
+
+    async with uow_factory() as uow:
+        if not await uow.claim(envelope):       # duplicate: nothing to do
+            return
+        ...business changes on uow.connection...
+        uow.emit("StockVerificado", payload)      # validated, enveloped, queued
+        await uow.commit()                        # one transaction, then NOTIFY the relay
+
+Nothing else commits and nothing publishes to Kafka: the relay does, from the outbox.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any
+
+from saga_contracts import registry
+from sqlalchemy import func, select, text
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from sagakit.context import current_message
+from sagakit.envelope import Envelope
+from sagakit.tables import INBOX_PROCESSED, OUTBOX_PENDING, MessagingTables
+
+
+@dataclass
+class _OutgoingRow:
+    envelope: Envelope | None
+    topic: str
+    key: str
+    event_type: str
+    schema_version: str
+    value: dict[str, Any]
+    headers: dict[str, str]
+    traceparent: str | None
+
+
+class UnitOfWork:
+    def __init__(self, engine: AsyncEngine, tables: MessagingTables, service: str,
+                 traceparent: Callable[[], str | None] | None = None,
+                 isolation_level: str | None = None) -> None:
+        self._engine = engine
+        self._isolation_level = isolation_level
+        self._after_commit: list[Callable[[], None]] = []
+        self.tables = tables
+        self.service = service
+        self._traceparent = traceparent or (lambda: None)
+        self._conn: AsyncConnection | None = None
+        self._outgoing: list[_OutgoingRow] = []
+        self.committed = False
+
+    @property
+    def connection(self) -> AsyncConnection:
+        if self._conn is None:
+            raise RuntimeError("unit of work used outside 'async with'")
+        return self._conn
+
+    async def __aenter__(self) -> UnitOfWork:
+        self._conn = await self._engine.connect()
+        await self._conn.begin()
+        if self._isolation_level:
+            # Must be the transaction's first statement, before any snapshot is taken.
+            await self._conn.execute(text(f"SET TRANSACTION ISOLATION LEVEL {self._isolation_level}"))
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        assert self._conn is not None
+        try:
+            if not self.committed:
+                await self._conn.rollback()
+        finally:
+            await self._conn.close()
+            self._conn = None
+
+    # ---------------------------------------------------------------- inbox
+
+    async def claim(self, message_id: str, event_type: str, saga_id: str | None,
+                    status: str = INBOX_PROCESSED) -> bool:
+        """Records the message as processed by this service; False if it already was.
+
+        A concurrent delivery of the same message waits here until the first transaction ends,
+        then finds the row and backs off: the primary key is the arbiter.
+        """
+        t = self.tables.processed_messages
+        stmt = (pg_insert(t)
+                .values(message_id=message_id, event_type=event_type, saga_id=saga_id,
+                        status=status)
+                .on_conflict_do_nothing(index_elements=[t.c.message_id])
+                .returning(t.c.message_id))
+        return (await self.connection.execute(stmt)).first() is not None
+
+    # ---------------------------------------------------------------- outbox
+
+    def emit(self, event_type: str, payload: dict[str, Any], *, saga_id: str | None = None,
+             metadata: dict[str, Any] | None = None,
+             parent_span_id: str | None = None) -> Envelope:
+        """Queues a domain event for the outbox; it is written when the unit of work commits.
+
+        Saga id and parent span default to those of the message being handled (Part I §7.1);
+        work that runs outside a handler (a timer, a retry) names its parent span itself.
+        """
+        cause = current_message.get()
+        if saga_id is None:
+            if cause is None:
+                raise ValueError("saga_id is required outside a message handler")
+            saga_id = cause.saga_id
+        schema = registry.latest(event_type)
+        registry.validate(event_type, schema.version, payload)
+        meta = dict(metadata or {})
+        if cause is not None:
+            meta.setdefault("causation_id", cause.message_id)
+            for k in ("correlation_id", "user_id", "channel"):
+                if k in cause.metadata:
+                    meta.setdefault(k, cause.metadata[k])
+        envelope = Envelope.new(saga_id=saga_id, event_type=event_type,
+                                schema_version=schema.version, source_service=self.service,
+                                payload=payload,
+                                parent_span_id=cause.span_id if cause else parent_span_id,
+                                metadata=meta)
+        tp = self._traceparent()
+        self._outgoing.append(_OutgoingRow(envelope, schema.topic, saga_id, event_type,
+                                           schema.version, envelope.to_dict(),
+                                           envelope.kafka_headers(tp), tp))
+        return envelope
+
+    def emit_raw(self, *, topic: str, key: str, event_type: str, value: dict[str, Any],
+                 headers: dict[str, str]) -> None:
+        """Queues a message that is not a domain event (a dead letter) for the outbox."""
+        self._outgoing.append(_OutgoingRow(None, topic, key, event_type, "-", value, headers,
+                                           None))
+
+    @property
+    def emitted(self) -> list[Envelope]:
+        return [r.envelope for r in self._outgoing if r.envelope is not None]
+
+    async def commit(self) -> None:
+        conn = self.connection
+        if self._outgoing:
+            # Rows of one saga must get outbox ids in commit order, or the relay could publish a
+            # later event before an earlier one that committed late. A transaction-scoped
+            # advisory lock per saga, taken right before the insert, serialises them.
+            for saga in sorted({r.key for r in self._outgoing}):
+                await conn.execute(select(func.pg_advisory_xact_lock(
+                    func.hashtextextended(f"{self.tables.schema}:{saga}", 0))))
+            await conn.execute(self.tables.outbox.insert(), [
+                {
+                    "message_id": uuid.UUID(r.envelope.message_id) if r.envelope else uuid.uuid4(),
+                    "saga_id": r.key,
+                    "topic": r.topic,
+                    "event_type": r.event_type,
+                    "schema_version": r.schema_version,
+                    "payload": r.value,
+                    "headers": r.headers,
+                    "traceparent": r.traceparent,
+                    "status": OUTBOX_PENDING,
+                }
+                for r in self._outgoing
+            ])
+            await conn.execute(text("SELECT pg_notify(:channel, '')"),
+                               {"channel": self.tables.notify_channel})
+        await conn.commit()
+        self.committed = True
+        for callback in self._after_commit:
+            callback()
+
+    def after_commit(self, callback: Callable[[], None]) -> None:
+        """Runs ``callback`` once the transaction has committed (never if it rolls back)."""
+        self._after_commit.append(callback)
+
+
+UnitOfWorkFactory = Callable[..., UnitOfWork]

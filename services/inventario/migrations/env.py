@@ -1,0 +1,3 @@
+from sagakit.alembic_env import run_migrations
+
+run_migrations(schema="inventario")

@@ -1,0 +1,37 @@
+"""inventario's tables, in its own schema."""
+
+from sagakit.tables import messaging_tables, service_metadata
+from sqlalchemy import CheckConstraint, Column, DateTime, Integer, Table, Text, Uuid, func
+from sqlalchemy.dialects.postgresql import JSONB
+
+SCHEMA = "inventario"
+metadata = service_metadata(SCHEMA)
+messaging = messaging_tables(metadata)
+
+products = Table(
+    "products", metadata,
+    Column("sku", Text, primary_key=True),
+    Column("quantity", Integer, nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    CheckConstraint("quantity >= 0", name="quantity_not_negative"),
+)
+
+# The outcome of each validation: what was asked, so allocation knows what to lock later.
+stock_checks = Table(
+    "stock_checks", metadata,
+    Column("saga_id", Text, primary_key=True),
+    Column("order_id", Uuid, nullable=False),
+    Column("items", JSONB, nullable=False),
+    Column("result", Text, nullable=False),
+    Column("checked_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+)
+
+allocations = Table(
+    "allocations", metadata,
+    Column("saga_id", Text, primary_key=True),
+    Column("order_id", Uuid),
+    Column("status", Text, nullable=False),
+    Column("items", JSONB, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+)

@@ -1,0 +1,35 @@
+"""Composition root of inventario."""
+
+from __future__ import annotations
+
+from fastapi import FastAPI
+from saga_contracts.topics import ORDER_EVENTS, PAYMENT_EVENTS
+from sagakit.consumer import Handler
+from sagakit.runtime import Runtime, ServiceDefinition, create_app
+
+from inventario.adapters.tables import messaging
+from inventario.entrypoints.http import router
+from inventario.usecases.allocate_stock import on_pago_exitoso
+from inventario.usecases.release_stock import on_orden_cancelada
+from inventario.usecases.validate_stock import on_orden_solicitada
+
+SERVICE = "inventario"
+
+
+def handlers(_: Runtime) -> dict[str, Handler]:
+    return {
+        "OrdenSolicitada": on_orden_solicitada,
+        "PagoExitoso": on_pago_exitoso,
+        "OrdenCancelada": on_orden_cancelada,
+    }
+
+
+def create() -> FastAPI:
+    return create_app(ServiceDefinition(
+        name=SERVICE,
+        tables=messaging,
+        topics=[ORDER_EVENTS, PAYMENT_EVENTS],
+        make_handlers=handlers,
+        routers=[router],
+        description="Stock validation (no locks), allocation (row locks) and release.",
+    ))

@@ -1,0 +1,44 @@
+"""inventario's HTTP API: stock administration and queries (never a saga step)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated
+
+from fastapi import APIRouter, HTTPException, Path, Request
+from pydantic import BaseModel, ConfigDict, Field
+from sagakit.runtime import runtime_of
+
+from inventario.adapters.stock_repository import StockRepository
+from inventario.usecases.set_stock import set_stock
+
+router = APIRouter(tags=["products"])
+
+Sku = Annotated[str, Path(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9._\-]+$")]
+
+
+class StockUpdate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    quantity: int = Field(..., ge=0, le=10_000_000)
+
+
+class Product(BaseModel):
+    sku: str
+    quantity: int
+    updated_at: datetime
+
+
+@router.put("/products/{sku}", response_model=Product)
+async def put_product(sku: Sku, body: StockUpdate, request: Request) -> Product:
+    async with runtime_of(request).uow() as uow:
+        product = await set_stock(uow, sku, body.quantity)
+    return Product(**product)
+
+
+@router.get("/products/{sku}", response_model=Product)
+async def get_product(sku: Sku, request: Request) -> Product:
+    async with runtime_of(request).engine.connect() as conn:
+        product = await StockRepository(conn).product(sku)
+    if product is None:
+        raise HTTPException(404, detail=f"product {sku} not found")
+    return Product(**product)

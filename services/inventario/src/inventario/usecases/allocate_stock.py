@@ -1,0 +1,55 @@
+"""PagoExitoso → StockAsignado | FalloAsignacion, under REPEATABLE READ and row locks.
+
+The products are locked in SKU order (SELECT … FOR UPDATE), re-checked, and either decremented
+or left alone; the transaction commits either way so that the outcome event is published.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from sagakit.envelope import Envelope
+from sagakit.errors import PermanentError
+from sagakit.unit_of_work import UnitOfWork
+
+from inventario.adapters.stock_repository import StockRepository, lines_to_json
+from inventario.domain.stock import (
+    AllocationDecision,
+    AllocationStatus,
+    on_payment_succeeded,
+    shortages,
+)
+
+log = logging.getLogger("inventario.allocate_stock")
+
+
+async def on_pago_exitoso(uow: UnitOfWork, event: Envelope) -> None:
+    repo = StockRepository(uow.connection)
+    order_id = event.payload["order_id"]
+    existing = await repo.lock_allocation(event.saga_id)
+    decision = on_payment_succeeded(existing[0] if existing else None)
+    if decision is AllocationDecision.IGNORE:
+        log.info("allocation skipped: saga already %s", existing[0] if existing else None,
+                 extra={"saga_id": event.saga_id, "event_type": event.event_type})
+        await uow.commit()
+        return
+    lines = await repo.checked_lines(event.saga_id)
+    if lines is None:
+        raise PermanentError(f"no stock validation recorded for saga {event.saga_id}")
+    on_hand = await repo.lock_on_hand([line.sku for line in lines])
+    missing = shortages(lines, on_hand)
+    if missing:
+        await repo.insert_allocation(event.saga_id, order_id, AllocationStatus.FAILED, lines)
+        uow.emit("FalloAsignacion", {
+            "order_id": order_id,
+            "reason": "race condition: stock consumed after validation",
+            "unavailable": [s.as_dict() for s in missing],
+        })
+    else:
+        await repo.decrement(lines)
+        await repo.insert_allocation(event.saga_id, order_id, AllocationStatus.ALLOCATED, lines)
+        uow.emit("StockAsignado", {"order_id": order_id, "items": lines_to_json(lines)})
+    await uow.commit()
+
+
+on_pago_exitoso.isolation_level = "REPEATABLE READ"  # type: ignore[attr-defined]

@@ -1,0 +1,100 @@
+"""Queries of pagos' tables, on the unit of work's connection."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from sqlalchemy import func, select, text, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from pagos.adapters.tables import payments
+from pagos.domain.payment import CHARGE_WORK, REFUND_WORK, PaymentStatus
+
+
+@dataclass(frozen=True)
+class Payment:
+    payment_id: str
+    saga_id: str
+    order_id: str | None
+    status: PaymentStatus
+    amount: Decimal | None
+    currency: str | None
+    token: str | None
+    charge_id: str | None
+    charge_attempts: int
+    refund_attempts: int
+    leased: bool
+    trigger_span_id: str | None = None
+
+    @classmethod
+    def from_row(cls, row: Any, leased: bool = False) -> Payment:
+        return cls(str(row.payment_id), row.saga_id, str(row.order_id) if row.order_id else None,
+                   PaymentStatus(row.status), row.amount, row.currency, row.payment_token,
+                   row.charge_id, row.charge_attempts, row.refund_attempts, leased,
+                   (row.trigger or {}).get("span_id"))
+
+
+class PaymentRepository:
+    def __init__(self, conn: AsyncConnection) -> None:
+        self.conn = conn
+
+    async def lock(self, saga_id: str) -> Payment | None:
+        row = (await self.conn.execute(
+            select(payments, (payments.c.lease_until > func.now()).label("leased"))
+            .where(payments.c.saga_id == saga_id).with_for_update())).first()
+        return Payment.from_row(row, bool(row.leased)) if row else None
+
+    async def insert(self, *, saga_id: str, order_id: str | None, status: PaymentStatus,
+                     amount: Decimal | None = None, currency: str | None = None,
+                     token: str | None = None, due_now: bool = False,
+                     trigger: dict[str, Any] | None = None) -> bool:
+        """False when the saga already has a payment (the unique saga id arbitrates)."""
+        res = await self.conn.execute(
+            pg_insert(payments).values(
+                payment_id=uuid.uuid4(), saga_id=saga_id,
+                order_id=uuid.UUID(order_id) if order_id else None, status=status.value,
+                amount=amount, currency=currency, payment_token=token,
+                next_attempt_at=func.now() if due_now else None, trigger=trigger)
+            .on_conflict_do_nothing(index_elements=[payments.c.saga_id])
+            .returning(payments.c.payment_id))
+        return res.first() is not None
+
+    async def update(self, saga_id: str, expected: PaymentStatus, **values: Any) -> bool:
+        """Conditional transition: applies only if the status is still ``expected``."""
+        res = await self.conn.execute(
+            update(payments)
+            .where(payments.c.saga_id == saga_id, payments.c.status == expected.value)
+            .values(updated_at=func.now(), **values))
+        return res.rowcount == 1
+
+    async def log_attempt(self, saga_id: str, entry: dict[str, Any]) -> None:
+        await self.conn.execute(
+            text("UPDATE pagos.payments SET attempt_log = attempt_log || jsonb_build_array("
+                 "CAST(:entry AS jsonb)) WHERE saga_id = :saga_id"),
+            {"entry": json.dumps(entry), "saga_id": saga_id})
+
+    async def claim_due(self, limit: int, lease_s: float) -> list[Payment]:
+        """Leases due work (charges, resolutions, refunds); SKIP LOCKED lets workers share."""
+        due = (select(payments.c.payment_id)
+               .where(payments.c.status.in_([s.value for s in CHARGE_WORK + REFUND_WORK]),
+                      payments.c.next_attempt_at <= func.now(),
+                      (payments.c.lease_until.is_(None)) | (payments.c.lease_until < func.now()))
+               .order_by(payments.c.next_attempt_at)
+               .limit(limit)
+               .with_for_update(skip_locked=True)
+               .scalar_subquery())
+        rows = (await self.conn.execute(
+            update(payments).where(payments.c.payment_id.in_(due))
+            .values(lease_until=func.now() + func.make_interval(0, 0, 0, 0, 0, 0, lease_s))
+            .returning(*payments.c))).all()
+        return [Payment.from_row(r, True) for r in rows]
+
+    async def for_saga(self, saga_id: str) -> list[dict[str, Any]]:
+        rows = (await self.conn.execute(select(payments).where(payments.c.saga_id == saga_id)
+                                        .order_by(payments.c.created_at))).all()
+        return [dict(r._mapping) for r in rows]

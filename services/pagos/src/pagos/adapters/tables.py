@@ -1,0 +1,43 @@
+"""pagos' tables, in its own schema."""
+
+from sagakit.tables import messaging_tables, service_metadata
+from sqlalchemy import (
+    Boolean,
+    Column,
+    DateTime,
+    Integer,
+    Numeric,
+    Table,
+    Text,
+    Uuid,
+    func,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+
+SCHEMA = "pagos"
+metadata = service_metadata(SCHEMA)
+messaging = messaging_tables(metadata)
+
+payments = Table(
+    "payments", metadata,
+    Column("payment_id", Uuid, primary_key=True),
+    Column("saga_id", Text, nullable=False, unique=True),
+    Column("order_id", Uuid),
+    Column("status", Text, nullable=False),
+    Column("amount", Numeric(12, 2)),
+    Column("currency", Text),
+    Column("payment_token", Text),  # sensitive: never logged, cleared once no call needs it
+    Column("charge_id", Text),
+    Column("decline_code", Text),
+    Column("refund_id", Text),
+    Column("amount_refunded", Numeric(12, 2), nullable=False, server_default="0"),
+    Column("charge_attempts", Integer, nullable=False, server_default="0"),
+    Column("refund_attempts", Integer, nullable=False, server_default="0"),
+    Column("next_attempt_at", DateTime(timezone=True)),
+    Column("lease_until", DateTime(timezone=True)),
+    Column("attempt_log", JSONB, nullable=False, server_default="[]"),
+    Column("manual_refund_required", Boolean, nullable=False, server_default="false"),
+    Column("trigger", JSONB),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+)

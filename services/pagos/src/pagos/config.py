@@ -1,0 +1,37 @@
+"""pagos settings (Part II §5.4): gateway timeout 30 s, 3 retries at 2-8-18 s, 5 refund attempts."""
+
+from __future__ import annotations
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+def _floats(value: object) -> tuple[float, ...]:
+    if isinstance(value, str):
+        return tuple(float(v) for v in value.split(",") if v.strip())
+    return tuple(value)  # type: ignore[arg-type]
+
+
+class PagosSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="PAGOS_", extra="ignore")
+
+    gateway_url: str = Field("http://127.0.0.1:8010", validation_alias="GATEWAY_URL")
+    gateway_timeout_s: float = Field(30.0, gt=0, le=120)
+    charge_retry_schedule_s: tuple[float, ...] = (2.0, 8.0, 18.0)
+    refund_retry_schedule_s: tuple[float, ...] = (2.0, 4.0, 8.0, 16.0)
+    resolve_attempts: int = Field(5, ge=1)
+    worker_poll_interval_s: float = Field(0.5, gt=0, le=5)
+    worker_concurrency: int = Field(16, ge=1, le=256)
+
+    @field_validator("charge_retry_schedule_s", "refund_retry_schedule_s", mode="before")
+    @classmethod
+    def _parse(cls, value: object) -> tuple[float, ...]:
+        parsed = _floats(value)
+        if not parsed or any(v < 0 for v in parsed):
+            raise ValueError("a comma-separated list of non-negative seconds")
+        return parsed
+
+    @property
+    def lease_s(self) -> float:
+        """How long a gateway call owns its payment row; past it, another worker may retry."""
+        return self.gateway_timeout_s + 15

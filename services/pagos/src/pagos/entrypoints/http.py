@@ -1,0 +1,68 @@
+"""pagos' HTTP API: read-only payment records."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from decimal import Decimal
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Request
+from pydantic import BaseModel
+from sagakit.runtime import runtime_of
+
+from pagos.adapters.payment_repository import PaymentRepository
+
+router = APIRouter(tags=["payments"])
+
+
+class Refund(BaseModel):
+    refund_id: str | None
+    amount: str
+    status: str
+
+
+class PaymentRecord(BaseModel):
+    payment_id: str
+    saga_id: str
+    order_id: str | None
+    status: str
+    amount: str | None
+    currency: str | None
+    charge_id: str | None
+    decline_code: str | None
+    charge_attempts: int
+    refund_attempts: int
+    manual_refund_required: bool
+    refund: Refund | None
+    attempts: list[dict[str, Any]]
+    created_at: datetime
+    updated_at: datetime
+
+
+def _money(value: Decimal | None) -> str | None:
+    return f"{value:.2f}" if value is not None else None
+
+
+def _record(row: dict[str, Any]) -> PaymentRecord:
+    refund = None
+    if row["status"] in ("REFUNDING", "REFUNDED", "REFUND_FAILED"):
+        refund = Refund(refund_id=row["refund_id"], amount=_money(row["amount_refunded"]) or "0.00",
+                        status={"REFUNDING": "pending", "REFUNDED": "succeeded",
+                                "REFUND_FAILED": "failed"}[row["status"]])
+    return PaymentRecord(
+        payment_id=str(row["payment_id"]), saga_id=row["saga_id"],
+        order_id=str(row["order_id"]) if row["order_id"] else None, status=row["status"],
+        amount=_money(row["amount"]), currency=row["currency"], charge_id=row["charge_id"],
+        decline_code=row["decline_code"], charge_attempts=row["charge_attempts"],
+        refund_attempts=row["refund_attempts"],
+        manual_refund_required=row["manual_refund_required"], refund=refund,
+        attempts=row["attempt_log"], created_at=row["created_at"], updated_at=row["updated_at"])
+
+
+@router.get("/payments", response_model=list[PaymentRecord])
+async def list_payments(request: Request,
+                        saga_id: Annotated[str, Query(min_length=1, max_length=64)]
+                        ) -> list[PaymentRecord]:
+    async with runtime_of(request).engine.connect() as conn:
+        rows = await PaymentRepository(conn).for_saga(saga_id)
+    return [_record(r) for r in rows]

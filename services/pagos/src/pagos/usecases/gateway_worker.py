@@ -1,0 +1,233 @@
+"""Runs the payment work that is due: charges, resolutions of cancelled charges, refunds.
+
+Waiting is a row: each payment with work has ``next_attempt_at``. The worker leases due rows
+(so two workers never call the gateway for the same payment at once), calls the gateway with
+no transaction open, then records the outcome in one unit of work: the new status, the next
+attempt time with its jitter already applied, and the outcome event in the outbox. A crash at
+any point leaves a row that is due again once its lease expires; the gateway's idempotency keys
+(derived from the saga id) make the repeated call harmless.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from saga_contracts.topics import dead_letter_topic
+from sagakit import metrics
+from sagakit.envelope import utc_now_iso
+from sagakit.unit_of_work import UnitOfWork
+from sqlalchemy import func
+
+from pagos.adapters.gateway_client import GatewayClient
+from pagos.adapters.payment_repository import Payment, PaymentRepository
+from pagos.config import PagosSettings
+from pagos.domain import payment as domain
+
+log = logging.getLogger("pagos.gateway_worker")
+SERVICE = "pagos"
+
+
+def charge_key(saga_id: str) -> str:
+    return f"charge-{saga_id}"
+
+
+def refund_key(saga_id: str) -> str:
+    return f"refund-{saga_id}"
+
+
+def jittered(seconds: float) -> float:
+    return seconds * (1 + random.uniform(-0.2, 0.2))
+
+
+class GatewayWorker:
+    def __init__(self, uow_factory: Callable[[], UnitOfWork], gateway: GatewayClient,
+                 settings: PagosSettings) -> None:
+        self.uow_factory = uow_factory
+        self.gateway = gateway
+        self.settings = settings
+        self._wake = asyncio.Event()
+        self._running: set[asyncio.Task[None]] = set()
+
+    def kick(self) -> None:
+        self._wake.set()
+
+    async def run(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            try:
+                await self.run_due()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.warning("gateway worker tick failed", exc_info=True)
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self.settings.worker_poll_interval_s)
+            self._wake.clear()
+        if self._running:
+            await asyncio.wait(self._running, timeout=5)
+
+    async def run_due(self) -> int:
+        free = self.settings.worker_concurrency - len(self._running)
+        if free <= 0:
+            return 0
+        async with self.uow_factory() as uow:
+            due = await PaymentRepository(uow.connection).claim_due(free, self.settings.lease_s)
+            await uow.commit()
+        for payment in due:
+            task = asyncio.create_task(self.attempt(payment))
+            self._running.add(task)
+            task.add_done_callback(self._running.discard)
+        return len(due)
+
+    async def attempt(self, payment: Payment) -> None:
+        if payment.status is domain.PaymentStatus.REFUNDING:
+            await self._refund(payment)
+        else:
+            await self._charge(payment)
+
+    # ------------------------------------------------------------------ charge
+
+    async def _charge(self, payment: Payment) -> None:
+        assert payment.amount is not None and payment.currency is not None
+        if payment.token is None:
+            result_outcome, charge_id, decline, detail = domain.Outcome.REJECTED, None, None, \
+                "no payment token"
+        else:
+            result = await self.gateway.charge(
+                amount_minor=domain.to_minor_units(payment.amount),
+                currency=payment.currency.lower(), token=payment.token,
+                idempotency_key=charge_key(payment.saga_id), saga_id=payment.saga_id)
+            result_outcome, charge_id, decline, detail = (result.outcome, result.charge_id,
+                                                         result.decline_code, result.detail)
+        attempts_made = payment.charge_attempts + 1
+        async with self.uow_factory() as uow:
+            repo = PaymentRepository(uow.connection)
+            current = await repo.lock(payment.saga_id)
+            assert current is not None
+            change = domain.after_charge(current.status, result_outcome, attempts_made,
+                                         self.settings.charge_retry_schedule_s,
+                                         self.settings.resolve_attempts)
+            await repo.log_attempt(payment.saga_id, {
+                "kind": "charge", "attempt": attempts_made, "at": utc_now_iso(),
+                "outcome": result_outcome.value, "detail": detail})
+            values: dict[str, Any] = {"charge_attempts": attempts_made, "lease_until": None}
+            if charge_id:
+                values["charge_id"] = charge_id
+            if decline:
+                values["decline_code"] = decline
+            self._schedule(values, change)
+            if change.status is not None:
+                values["status"] = change.status.value
+            if change.status in (domain.PaymentStatus.DECLINED, domain.PaymentStatus.CANCELLED,
+                                 domain.PaymentStatus.CAPTURED,
+                                 domain.PaymentStatus.CHARGE_FAILED):
+                values["payment_token"] = None
+            await repo.update(payment.saga_id, current.status, **values)
+            if change.emit is domain.Emit.PAGO_EXITOSO:
+                uow.emit("PagoExitoso", {
+                    "order_id": current.order_id, "payment_id": current.payment_id,
+                    "charge_id": charge_id, "amount": f"{current.amount:.2f}",
+                    "currency": current.currency}, saga_id=payment.saga_id,
+                    parent_span_id=current.trigger_span_id)
+            elif change.emit is domain.Emit.PAGO_RECHAZADO:
+                uow.emit("PagoRechazado", {
+                    "order_id": current.order_id, "payment_id": current.payment_id,
+                    "decline_code": decline or "rejected", "reason": detail or "declined"},
+                    saga_id=payment.saga_id, parent_span_id=current.trigger_span_id)
+            elif change.emit is domain.Emit.FALLO_REEMBOLSO:
+                self._emit_refund_failed(uow, current, attempts_made, detail)
+            if change.dead_letter:
+                self._dead_letter(uow, current, attempts_made, detail)
+            self._after(uow, change, current)
+            await uow.commit()
+
+    # ------------------------------------------------------------------ refund
+
+    async def _refund(self, payment: Payment) -> None:
+        assert payment.amount is not None
+        if payment.charge_id is None:
+            succeeded, refund_id, detail = False, None, "no charge id to refund"
+        else:
+            result = await self.gateway.refund(charge_id=payment.charge_id,
+                                               amount_minor=domain.to_minor_units(payment.amount),
+                                               idempotency_key=refund_key(payment.saga_id))
+            succeeded, refund_id, detail = result.succeeded, result.refund_id, result.detail
+        attempts_made = payment.refund_attempts + 1
+        async with self.uow_factory() as uow:
+            repo = PaymentRepository(uow.connection)
+            current = await repo.lock(payment.saga_id)
+            assert current is not None
+            change = domain.after_refund(current.status, succeeded, attempts_made,
+                                         self.settings.refund_retry_schedule_s)
+            await repo.log_attempt(payment.saga_id, {
+                "kind": "refund", "attempt": attempts_made, "at": utc_now_iso(),
+                "outcome": "refunded" if succeeded else "failed", "detail": detail})
+            values: dict[str, Any] = {"refund_attempts": attempts_made, "lease_until": None}
+            self._schedule(values, change)
+            if change.status is not None:
+                values["status"] = change.status.value
+            if change.status is domain.PaymentStatus.REFUNDED:
+                values.update(refund_id=refund_id, amount_refunded=current.amount)
+            if change.status is domain.PaymentStatus.REFUND_FAILED:
+                values["manual_refund_required"] = True
+            await repo.update(payment.saga_id, current.status, **values)
+            if change.emit is domain.Emit.REEMBOLSO_EJECUTADO:
+                uow.emit("ReembolsoEjecutado", {
+                    "order_id": current.order_id, "payment_id": current.payment_id,
+                    "refund_id": refund_id, "amount": f"{current.amount:.2f}",
+                    "currency": current.currency}, saga_id=payment.saga_id)
+                uow.after_commit(lambda: metrics.COMPENSATIONS.labels(SERVICE, "refund").inc())
+            elif change.emit is domain.Emit.FALLO_REEMBOLSO:
+                self._emit_refund_failed(uow, current, attempts_made, detail)
+            self._after(uow, change, current)
+            await uow.commit()
+
+    # ------------------------------------------------------------------ helpers
+
+    def _schedule(self, values: dict[str, Any], change: domain.Change) -> None:
+        if change.retry_in_s is None:
+            values["next_attempt_at"] = None
+        else:
+            # The jitter is decided now and stored, so a restart retries at the same instant.
+            values["next_attempt_at"] = func.now() + func.make_interval(
+                0, 0, 0, 0, 0, 0, jittered(change.retry_in_s))
+
+    def _after(self, uow: UnitOfWork, change: domain.Change, payment: Payment) -> None:
+        if change.retry_in_s is not None:
+            uow.after_commit(self.kick)
+        if change.alert:
+            severity = "critical"
+            uow.after_commit(lambda: metrics.ALERTS.labels(SERVICE, change.alert,
+                                                           severity).inc())
+            log.critical("payment alert: %s", change.alert,
+                         extra={"saga_id": payment.saga_id, "status": "FAILED",
+                                "alert": change.alert, "severity": severity})
+
+    def _emit_refund_failed(self, uow: UnitOfWork, payment: Payment, attempts: int,
+                            detail: str) -> None:
+        uow.emit("FalloReembolso", {
+            "order_id": payment.order_id, "payment_id": payment.payment_id,
+            "reason": detail or "refund failed", "attempts": attempts}, saga_id=payment.saga_id)
+
+    def _dead_letter(self, uow: UnitOfWork, payment: Payment, attempts: int, detail: str) -> None:
+        """The charge could not be made after every retry: park it for an operator."""
+        record = {
+            "dead_lettered_at": datetime.now(UTC).isoformat(),
+            "consumer_service": SERVICE,
+            "reason": "gateway_retries_exhausted",
+            "error_class": "GatewayUnavailable",
+            "attempt_count": attempts,
+            "last_error": detail,
+            "original": {"saga_id": payment.saga_id, "order_id": payment.order_id,
+                         "payment_id": payment.payment_id, "event_type": "StockVerificado"},
+        }
+        uow.emit_raw(topic=dead_letter_topic(SERVICE), key=payment.saga_id,
+                     event_type="StockVerificado", value=record,
+                     headers={"X-Saga-ID": payment.saga_id,
+                              "X-DLQ-Error-Class": "gateway_retries_exhausted",
+                              "X-DLQ-Attempts": str(attempts)})

@@ -1,0 +1,171 @@
+"""Queries of pedidos' tables, on the unit of work's connection."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+from sqlalchemy import Select, func, select, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from pedidos.adapters.tables import notifications, orders, saga_audit, sagas
+from pedidos.domain.order import ACTIVE, STEP_OF, OrderStatus
+
+SAGA_TYPE = "OrderCheckThenPay"
+
+
+@dataclass(frozen=True)
+class SagaRow:
+    saga_id: str
+    order_id: str
+    customer_id: str
+    status: OrderStatus
+    total_amount: Decimal
+    currency: str
+    started_at: datetime
+    step_started_at: datetime
+    step_deadline_at: datetime | None
+    expires_at: datetime
+    db_now: datetime
+
+    @property
+    def elapsed_s(self) -> float:
+        return (self.db_now - self.started_at).total_seconds()
+
+    @property
+    def step_elapsed_ms(self) -> int:
+        return int((self.db_now - self.step_started_at).total_seconds() * 1000)
+
+
+def _interval(seconds: float) -> Any:
+    return func.make_interval(0, 0, 0, 0, 0, 0, seconds)
+
+
+class OrderRepository:
+    def __init__(self, conn: AsyncConnection) -> None:
+        self.conn = conn
+
+    # ---- creation
+
+    async def insert_order(self, *, order_id: uuid.UUID, saga_id: uuid.UUID,
+                           body: dict[str, Any], total: Decimal, idempotency_key: str | None,
+                           request_hash: str) -> bool:
+        """False if the idempotency key exists already (that request's order stands)."""
+        stmt = pg_insert(orders).values(
+            order_id=order_id, saga_id=saga_id, customer_id=body["customer_id"],
+            status=OrderStatus.PENDIENTE_VALIDACION.value, items=body["items"],
+            total_amount=total, currency=body["currency"],
+            shipping_address=body["shipping_address"],
+            payment_type=body["payment_method"]["type"], idempotency_key=idempotency_key,
+            request_hash=request_hash)
+        if idempotency_key is not None:
+            stmt = stmt.on_conflict_do_nothing(index_elements=[orders.c.idempotency_key])
+        res = await self.conn.execute(stmt.returning(orders.c.order_id))
+        return res.first() is not None
+
+    async def insert_saga(self, *, saga_id: uuid.UUID, order_id: uuid.UUID, owner: str,
+                          context: dict[str, Any], step_timeout_s: float,
+                          saga_timeout_s: float) -> None:
+        await self.conn.execute(sagas.insert().values(
+            saga_id=saga_id, saga_type=SAGA_TYPE, status=OrderStatus.PENDIENTE_VALIDACION.value,
+            current_step=STEP_OF[OrderStatus.PENDIENTE_VALIDACION], order_id=order_id,
+            owner=owner, context=context,
+            step_deadline_at=func.now() + _interval(step_timeout_s),
+            expires_at=func.now() + _interval(saga_timeout_s)))
+
+    async def by_idempotency_key(self, key: str) -> dict[str, Any] | None:
+        row = (await self.conn.execute(select(orders).where(orders.c.idempotency_key == key))
+               ).first()
+        return dict(row._mapping) if row else None
+
+    # ---- the saga's state
+
+    def _saga_query(self) -> Select[Any]:
+        return (select(sagas.c.saga_id, sagas.c.order_id, orders.c.customer_id, sagas.c.status,
+                       orders.c.total_amount, orders.c.currency, sagas.c.started_at,
+                       sagas.c.step_started_at, sagas.c.step_deadline_at, sagas.c.expires_at,
+                       func.now().label("db_now"))
+                .join(orders, orders.c.order_id == sagas.c.order_id))
+
+    @staticmethod
+    def _row(row: Any) -> SagaRow:
+        return SagaRow(str(row.saga_id), str(row.order_id), row.customer_id,
+                       OrderStatus(row.status), row.total_amount, row.currency, row.started_at,
+                       row.step_started_at, row.step_deadline_at, row.expires_at, row.db_now)
+
+    async def lock_saga(self, saga_id: str, skip_locked: bool = False) -> SagaRow | None:
+        """Locks the saga row: every decision about one saga is taken one at a time."""
+        query = (self._saga_query().where(sagas.c.saga_id == uuid.UUID(saga_id))
+                 .with_for_update(of=sagas, skip_locked=skip_locked))
+        row = (await self.conn.execute(query)).first()
+        return self._row(row) if row else None
+
+    async def transition(self, saga: SagaRow, to: OrderStatus, *,
+                         step_timeout_s: float | None, **order_values: Any) -> bool:
+        """Conditional: applies only if the status is still the one the decision was made on."""
+        expected = saga.status.value
+        res = await self.conn.execute(
+            update(orders).where(orders.c.order_id == uuid.UUID(saga.order_id),
+                                 orders.c.status == expected)
+            .values(status=to.value, updated_at=func.now(), **order_values))
+        if res.rowcount != 1:
+            return False
+        values: dict[str, Any] = {
+            "status": to.value, "updated_at": func.now(), "current_step": STEP_OF.get(to),
+            "step_started_at": func.now(),
+            "step_deadline_at": (func.now() + _interval(step_timeout_s)
+                                 if step_timeout_s is not None else None),
+        }
+        if to not in ACTIVE:
+            values["finished_at"] = func.now()
+        await self.conn.execute(update(sagas).where(sagas.c.saga_id == uuid.UUID(saga.saga_id),
+                                                    sagas.c.status == expected).values(**values))
+        return True
+
+    async def annotate(self, order_id: str, **values: Any) -> None:
+        await self.conn.execute(update(orders).where(orders.c.order_id == uuid.UUID(order_id))
+                                .values(updated_at=func.now(), **values))
+
+    async def due_sagas(self, limit: int) -> list[str]:
+        active = [s.value for s in ACTIVE]
+        rows = await self.conn.execute(
+            select(sagas.c.saga_id)
+            .where(sagas.c.status.in_(active),
+                   (sagas.c.step_deadline_at <= func.now()) | (sagas.c.expires_at <= func.now()))
+            .order_by(sagas.c.step_deadline_at).limit(limit))
+        return [str(r.saga_id) for r in rows]
+
+    # ---- audit and notifications
+
+    async def audit(self, saga_id: str, *, event_type: str, actor: str,
+                    from_status: OrderStatus | None, to_status: OrderStatus | None,
+                    message_id: str | None = None, detail: dict[str, Any] | None = None) -> None:
+        await self.conn.execute(saga_audit.insert().values(
+            saga_id=uuid.UUID(saga_id), event_type=event_type, actor=actor,
+            from_status=from_status.value if from_status else None,
+            to_status=to_status.value if to_status else None, message_id=message_id,
+            detail=detail or {}))
+
+    async def notify(self, order_id: str, customer_id: str, kind: str, message: str) -> None:
+        await self.conn.execute(notifications.insert().values(
+            order_id=uuid.UUID(order_id), customer_id=customer_id, kind=kind, message=message))
+
+    # ---- queries
+
+    async def order(self, order_id: uuid.UUID) -> dict[str, Any] | None:
+        row = (await self.conn.execute(select(orders).where(orders.c.order_id == order_id))
+               ).first()
+        return dict(row._mapping) if row else None
+
+    async def saga(self, saga_id: uuid.UUID) -> dict[str, Any] | None:
+        row = (await self.conn.execute(select(sagas).where(sagas.c.saga_id == saga_id))).first()
+        return dict(row._mapping) if row else None
+
+    async def history(self, saga_id: uuid.UUID) -> list[dict[str, Any]]:
+        rows = await self.conn.execute(select(saga_audit).where(saga_audit.c.saga_id == saga_id)
+                                       .order_by(saga_audit.c.id))
+        return [dict(r._mapping) for r in rows]

@@ -1,0 +1,71 @@
+"""pedidos' tables, in its own schema."""
+
+from sagakit.tables import messaging_tables, service_metadata
+from sqlalchemy import BigInteger, Column, DateTime, Numeric, Table, Text, Uuid, func
+from sqlalchemy.dialects.postgresql import JSONB
+
+SCHEMA = "pedidos"
+metadata = service_metadata(SCHEMA)
+messaging = messaging_tables(metadata)
+
+orders = Table(
+    "orders", metadata,
+    Column("order_id", Uuid, primary_key=True),
+    Column("saga_id", Uuid, nullable=False, unique=True),
+    Column("customer_id", Text, nullable=False),
+    Column("status", Text, nullable=False),
+    Column("items", JSONB, nullable=False),
+    Column("total_amount", Numeric(12, 2), nullable=False),
+    Column("currency", Text, nullable=False),
+    Column("shipping_address", JSONB, nullable=False),
+    Column("payment_type", Text, nullable=False),
+    Column("idempotency_key", Text, unique=True),
+    Column("request_hash", Text, nullable=False),
+    Column("charge_id", Text),
+    Column("refund_status", Text),
+    Column("cancel_reason", Text),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+)
+
+# Part III §1.2: one row per saga with its step, deadlines and business context.
+sagas = Table(
+    "sagas", metadata,
+    Column("saga_id", Uuid, primary_key=True),
+    Column("saga_type", Text, nullable=False),
+    Column("status", Text, nullable=False),
+    Column("current_step", Text),
+    Column("order_id", Uuid, nullable=False),
+    Column("owner", Text, nullable=False),
+    Column("context", JSONB, nullable=False),
+    Column("started_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Column("step_started_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Column("step_deadline_at", DateTime(timezone=True)),
+    Column("expires_at", DateTime(timezone=True), nullable=False),
+    Column("finished_at", DateTime(timezone=True)),
+)
+
+# Part I §7.4: every transition and every event, never deleted.
+saga_audit = Table(
+    "saga_audit", metadata,
+    Column("id", BigInteger, primary_key=True, autoincrement=True),
+    Column("saga_id", Uuid, nullable=False),
+    Column("at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Column("from_status", Text),
+    Column("to_status", Text),
+    Column("event_type", Text, nullable=False),
+    Column("message_id", Text),
+    Column("actor", Text, nullable=False),
+    Column("detail", JSONB, nullable=False, server_default="{}"),
+)
+
+notifications = Table(
+    "notifications", metadata,
+    Column("id", BigInteger, primary_key=True, autoincrement=True),
+    Column("order_id", Uuid, nullable=False),
+    Column("customer_id", Text, nullable=False),
+    Column("kind", Text, nullable=False),
+    Column("message", Text, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+)

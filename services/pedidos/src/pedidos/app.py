@@ -1,0 +1,50 @@
+"""Composition root of pedidos."""
+
+from __future__ import annotations
+
+from fastapi import FastAPI
+from saga_contracts.topics import INVENTORY_EVENTS, PAYMENT_EVENTS
+from sagakit.consumer import Handler
+from sagakit.privacy import declare_model
+from sagakit.runtime import PeriodicJob, Runtime, ServiceDefinition, create_app
+from sagakit.settings import load
+
+from pedidos.adapters.tables import messaging
+from pedidos.config import PedidosSettings
+from pedidos.entrypoints.http import router
+from pedidos.entrypoints.schemas import OrderRequest
+from pedidos.usecases.enforce_deadlines import enforce_deadlines
+from pedidos.usecases.track_saga import TRACKED_EVENTS, make_track_saga
+
+SERVICE = "pedidos"
+
+
+def _settings(rt: Runtime) -> PedidosSettings:
+    if "settings" not in rt.extras:
+        rt.extras["settings"] = load(PedidosSettings)
+    return rt.extras["settings"]  # type: ignore[no-any-return]
+
+
+def handlers(rt: Runtime) -> dict[str, Handler]:
+    track = make_track_saga(_settings(rt))
+    return dict.fromkeys(TRACKED_EVENTS, track)
+
+
+async def on_start(rt: Runtime) -> None:
+    _settings(rt)
+
+
+def create() -> FastAPI:
+    declare_model(OrderRequest)
+    settings = load(PedidosSettings)
+    return create_app(ServiceDefinition(
+        name=SERVICE,
+        tables=messaging,
+        topics=[INVENTORY_EVENTS, PAYMENT_EVENTS],
+        make_handlers=handlers,
+        routers=[router],
+        jobs=[PeriodicJob("deadlines", settings.deadline_scan_interval_s,
+                          lambda rt: enforce_deadlines(rt, _settings(rt)))],
+        on_start=on_start,
+        description="Orders and the state of their Check-Then-Pay saga.",
+    ))

@@ -1,0 +1,51 @@
+"""pedidos settings: the saga's deadlines (Part II §5.4), validated against Part I §8.1.
+
+Part I §8.1 sets 30 s as the minimum for a step and 1 h for a saga. Part II §5.4 sets 15 s for
+the allocation step, which is one local transaction in inventario (lock timeout 10 s): we keep
+15 s for it and allow it as the one exception (docs/adr/0001-allocation-step-timeout.md).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Self
+
+from pydantic import Field, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+log = logging.getLogger("pedidos.config")
+
+MIN_STEP_S = 30.0
+MIN_ALLOCATION_STEP_S = 15.0
+MIN_SAGA_S = 3600.0
+
+
+class PedidosSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="PEDIDOS_", extra="ignore")
+
+    validation_timeout_s: float = 30.0
+    payment_timeout_s: float = 60.0
+    allocation_timeout_s: float = 15.0
+    saga_timeout_s: float = 7200.0
+    deadline_scan_interval_s: float = Field(1.0, gt=0, le=60)
+    allow_unsafe_limits: bool = Field(False, validation_alias="SAGA_ALLOW_UNSAFE_LIMITS")
+
+    @model_validator(mode="after")
+    def _check(self) -> Self:
+        checks = [
+            ("PEDIDOS_VALIDATION_TIMEOUT_S", self.validation_timeout_s, MIN_STEP_S),
+            ("PEDIDOS_PAYMENT_TIMEOUT_S", self.payment_timeout_s, MIN_STEP_S),
+            ("PEDIDOS_ALLOCATION_TIMEOUT_S", self.allocation_timeout_s, MIN_ALLOCATION_STEP_S),
+            ("PEDIDOS_SAGA_TIMEOUT_S", self.saga_timeout_s, MIN_SAGA_S),
+        ]
+        below = [(name, value, minimum) for name, value, minimum in checks if value < minimum]
+        if below and not self.allow_unsafe_limits:
+            raise ValueError("; ".join(f"{n}={v} is below the minimum {m}" for n, v, m in below))
+        for name, value, minimum in below:
+            log.warning("unsafe limit allowed by SAGA_ALLOW_UNSAFE_LIMITS: %s=%s (minimum %s)",
+                        name, value, minimum)
+        return self
+
+    def step_timeout_s(self, step: str) -> float | None:
+        return {"validacion": self.validation_timeout_s, "pago": self.payment_timeout_s,
+                "asignacion": self.allocation_timeout_s}.get(step)

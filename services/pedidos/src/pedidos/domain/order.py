@@ -1,0 +1,163 @@
+"""The order's state machine (Part II §3.1), free of infrastructure.
+
+Events of one saga arrive on different topics, so they are not ordered relative to each other:
+a PagoExitoso can arrive before the StockVerificado it depends on. The machine therefore moves
+*forward* on any event that proves progress and ignores events that are behind the current
+state; terminal states never change. The repository applies each decision as a conditional
+update (``WHERE status = :expected``), so a duplicated or stale event changes nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class OrderStatus(StrEnum):
+    PENDIENTE_VALIDACION = "PENDIENTE_VALIDACION"
+    PENDIENTE_PAGO = "PENDIENTE_PAGO"
+    PENDIENTE_ASIGNACION = "PENDIENTE_ASIGNACION"
+    # Allocation failed after the charge: waiting for pagos to confirm the refund.
+    PENDIENTE_REEMBOLSO = "PENDIENTE_REEMBOLSO"
+    COMPLETADA = "COMPLETADA"
+    CANCELADA_SIN_STOCK = "CANCELADA_SIN_STOCK"
+    CANCELADA_PAGO_RECHAZADO = "CANCELADA_PAGO_RECHAZADO"
+    CANCELADA_CON_REEMBOLSO = "CANCELADA_CON_REEMBOLSO"
+    CANCELADA_TIMEOUT = "CANCELADA_TIMEOUT"
+    CANCELADA_POR_USUARIO = "CANCELADA_POR_USUARIO"
+    # The refund kept failing: pagos marked the payment for manual refund.
+    REEMBOLSO_FALLIDO = "REEMBOLSO_FALLIDO"
+    TIMED_OUT = "TIMED_OUT"
+
+
+S = OrderStatus
+ACTIVE = frozenset({S.PENDIENTE_VALIDACION, S.PENDIENTE_PAGO, S.PENDIENTE_ASIGNACION,
+                    S.PENDIENTE_REEMBOLSO})
+TERMINAL = frozenset(set(S) - ACTIVE)
+# The forward part of the happy path, by progress.
+_BEFORE_PAYMENT = frozenset({S.PENDIENTE_VALIDACION, S.PENDIENTE_PAGO})
+_BEFORE_ALLOCATION = _BEFORE_PAYMENT | {S.PENDIENTE_ASIGNACION}
+
+STEP_OF = {
+    S.PENDIENTE_VALIDACION: "validacion",
+    S.PENDIENTE_PAGO: "pago",
+    S.PENDIENTE_ASIGNACION: "asignacion",
+    S.PENDIENTE_REEMBOLSO: "reembolso",
+}
+
+
+class CancelReason(StrEnum):
+    STOCK_INSUFICIENTE = "stock_insuficiente"
+    PAGO_RECHAZADO = "pago_rechazado"
+    FALLO_ASIGNACION = "fallo_asignacion"
+    CANCELADA_POR_USUARIO = "cancelada_por_usuario"
+    TIMEOUT = "timeout"
+    SAGA_EXPIRADA = "saga_expirada"
+
+
+class RefundStatus(StrEnum):
+    PENDING = "PENDING"
+    REFUNDED = "REFUNDED"
+    FAILED = "FAILED"
+
+
+NOTIFICATIONS = {
+    S.COMPLETADA: "Tu orden ha sido confirmada",
+    S.CANCELADA_SIN_STOCK: "Lo sentimos, el producto está agotado",
+    S.CANCELADA_PAGO_RECHAZADO: "Tu pago fue rechazado; la orden fue cancelada",
+    S.CANCELADA_CON_REEMBOLSO: ("Tu pago ha sido reembolsado, el producto se agotó durante "
+                                "el proceso"),
+    S.CANCELADA_TIMEOUT: "Tu orden fue cancelada porque un paso no respondió a tiempo",
+    S.CANCELADA_POR_USUARIO: "Tu orden fue cancelada a tu pedido",
+    S.REEMBOLSO_FALLIDO: "No pudimos reembolsar tu pago automáticamente; lo haremos a mano",
+    S.TIMED_OUT: "Tu orden expiró sin completarse y fue cancelada",
+}
+
+
+@dataclass(frozen=True)
+class Transition:
+    to: OrderStatus
+    cancel_reason: CancelReason | None = None
+    refund_status: RefundStatus | None = None
+
+    @property
+    def completes(self) -> bool:
+        return self.to is S.COMPLETADA
+
+    @property
+    def cancels(self) -> bool:
+        """Final without the order: OrdenCancelada tells participants to compensate."""
+        return self.to in TERMINAL and self.to is not S.COMPLETADA
+
+
+@dataclass(frozen=True)
+class Annotation:
+    """No state change, but a fact to record on a terminal order (a late refund outcome)."""
+
+    refund_status: RefundStatus
+
+
+Decision = Transition | Annotation | None
+
+
+def on_event(status: OrderStatus, event_type: str) -> Decision:
+    """What an incoming event does to an order in ``status``; None means nothing."""
+    if event_type == "StockVerificado" and status is S.PENDIENTE_VALIDACION:
+        return Transition(S.PENDIENTE_PAGO)
+    if event_type == "StockNoDisponible" and status is S.PENDIENTE_VALIDACION:
+        return Transition(S.CANCELADA_SIN_STOCK, CancelReason.STOCK_INSUFICIENTE)
+    if event_type == "PagoExitoso" and status in _BEFORE_PAYMENT:
+        return Transition(S.PENDIENTE_ASIGNACION)
+    if event_type == "PagoRechazado" and status in _BEFORE_PAYMENT:
+        return Transition(S.CANCELADA_PAGO_RECHAZADO, CancelReason.PAGO_RECHAZADO)
+    if event_type == "StockAsignado" and status in _BEFORE_ALLOCATION:
+        return Transition(S.COMPLETADA)
+    if event_type == "FalloAsignacion" and status in _BEFORE_ALLOCATION:
+        return Transition(S.PENDIENTE_REEMBOLSO, refund_status=RefundStatus.PENDING)
+    if event_type == "ReembolsoEjecutado":
+        if status in ACTIVE:
+            # Only the allocation failure refunds an active order; the refund may simply have
+            # overtaken its FalloAsignacion on another topic.
+            return Transition(S.CANCELADA_CON_REEMBOLSO, CancelReason.FALLO_ASIGNACION,
+                              RefundStatus.REFUNDED)
+        return Annotation(RefundStatus.REFUNDED)
+    if event_type == "FalloReembolso":
+        if status in ACTIVE:
+            return Transition(S.REEMBOLSO_FALLIDO, CancelReason.FALLO_ASIGNACION,
+                              RefundStatus.FAILED)
+        return Annotation(RefundStatus.FAILED)
+    return None
+
+
+class CannotCancel(Exception):
+    def __init__(self, status: OrderStatus) -> None:
+        super().__init__(f"saga is {status}: nothing to cancel")
+        self.status = status
+
+
+def on_cancel_requested(status: OrderStatus) -> Transition:
+    if status in TERMINAL or status is S.PENDIENTE_REEMBOLSO:
+        raise CannotCancel(status)
+    return Transition(S.CANCELADA_POR_USUARIO, CancelReason.CANCELADA_POR_USUARIO)
+
+
+def on_step_deadline(status: OrderStatus) -> Transition | None:
+    if status in _BEFORE_ALLOCATION:
+        return Transition(S.CANCELADA_TIMEOUT, CancelReason.TIMEOUT)
+    return None
+
+
+def on_saga_deadline(status: OrderStatus) -> Transition | None:
+    if status in ACTIVE:
+        return Transition(S.TIMED_OUT, CancelReason.SAGA_EXPIRADA)
+    return None
+
+
+def final_status_label(status: OrderStatus) -> str:
+    """The ``final_status`` label of saga_duration_seconds: success, compensated or failed."""
+    if status is S.COMPLETADA:
+        return "success"
+    if status in (S.CANCELADA_CON_REEMBOLSO, S.CANCELADA_TIMEOUT, S.CANCELADA_POR_USUARIO,
+                  S.TIMED_OUT):
+        return "compensated"
+    return "failed"

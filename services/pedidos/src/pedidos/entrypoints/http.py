@@ -1,0 +1,108 @@
+"""pedidos' HTTP API: place orders, read them, and query or cancel their saga."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Annotated
+
+from fastapi import APIRouter, Header, HTTPException, Request, Response
+from fastapi.responses import JSONResponse
+from sagakit.runtime import runtime_of
+
+from pedidos.adapters.order_repository import OrderRepository
+from pedidos.config import PedidosSettings
+from pedidos.domain.order import TERMINAL, CannotCancel, OrderStatus
+from pedidos.entrypoints.schemas import (
+    HistoryEntry,
+    OrderAccepted,
+    OrderRequest,
+    OrderView,
+    SagaHistoryView,
+    SagaStatusView,
+)
+from pedidos.usecases.cancel_saga import SagaNotFound, cancel_saga
+from pedidos.usecases.place_order import IdempotencyKeyReused, place_order
+
+router = APIRouter()
+
+
+def settings_of(request: Request) -> PedidosSettings:
+    return runtime_of(request).extras["settings"]  # type: ignore[no-any-return]
+
+
+@router.post("/orders", status_code=202, response_model=OrderAccepted, tags=["orders"],
+             responses={422: {"description": "Invalid body, or Idempotency-Key reused with "
+                                             "another body"}})
+async def create_order(body: OrderRequest, request: Request, response: Response,
+                       idempotency_key: Annotated[str | None, Header(max_length=255)] = None
+                       ) -> OrderAccepted | JSONResponse:
+    rt = runtime_of(request)
+    try:
+        async with rt.uow() as uow:
+            placed = await place_order(uow, body.wire(), body.computed_total, idempotency_key,
+                                       settings_of(request))
+    except IdempotencyKeyReused:
+        return JSONResponse(status_code=422, content={"detail": [{
+            "loc": ["header", "Idempotency-Key"], "type": "idempotency_key_reused",
+            "msg": "this Idempotency-Key was used with a different request body"}]})
+    response.headers["Location"] = f"/orders/{placed.order_id}"
+    return OrderAccepted(order_id=placed.order_id, saga_id=placed.saga_id, status=placed.status)
+
+
+@router.get("/orders/{order_id}", response_model=OrderView, tags=["orders"])
+async def get_order(order_id: uuid.UUID, request: Request) -> OrderView:
+    async with runtime_of(request).engine.connect() as conn:
+        order = await OrderRepository(conn).order(order_id)
+    if order is None:
+        raise HTTPException(404, detail=f"order {order_id} not found")
+    return OrderView(
+        order_id=str(order["order_id"]), saga_id=str(order["saga_id"]),
+        customer_id=order["customer_id"], status=order["status"],
+        terminal=OrderStatus(order["status"]) in TERMINAL, items=order["items"],
+        total_amount=f"{order['total_amount']:.2f}", currency=order["currency"],
+        charge_id=order["charge_id"], refund_status=order["refund_status"],
+        cancel_reason=order["cancel_reason"], created_at=order["created_at"],
+        updated_at=order["updated_at"])
+
+
+@router.get("/sagas/{saga_id}/status", response_model=SagaStatusView, tags=["sagas"])
+async def saga_status(saga_id: uuid.UUID, request: Request) -> SagaStatusView:
+    async with runtime_of(request).engine.connect() as conn:
+        saga = await OrderRepository(conn).saga(saga_id)
+    if saga is None:
+        raise HTTPException(404, detail=f"saga {saga_id} not found")
+    return SagaStatusView(
+        saga_id=str(saga["saga_id"]), saga_type=saga["saga_type"],
+        order_id=str(saga["order_id"]), status=saga["status"],
+        terminal=OrderStatus(saga["status"]) in TERMINAL, current_step=saga["current_step"],
+        owner=saga["owner"], started_at=saga["started_at"], updated_at=saga["updated_at"],
+        step_deadline_at=saga["step_deadline_at"], expires_at=saga["expires_at"],
+        finished_at=saga["finished_at"])
+
+
+@router.get("/sagas/{saga_id}/history", response_model=SagaHistoryView, tags=["sagas"])
+async def saga_history(saga_id: uuid.UUID, request: Request) -> SagaHistoryView:
+    async with runtime_of(request).engine.connect() as conn:
+        repo = OrderRepository(conn)
+        if await repo.saga(saga_id) is None:
+            raise HTTPException(404, detail=f"saga {saga_id} not found")
+        rows = await repo.history(saga_id)
+    return SagaHistoryView(saga_id=str(saga_id), entries=[HistoryEntry(
+        at=r["at"], event_type=r["event_type"], from_status=r["from_status"],
+        to_status=r["to_status"], actor=r["actor"], message_id=r["message_id"],
+        detail=r["detail"]) for r in rows])
+
+
+@router.post("/sagas/{saga_id}/cancel", status_code=202, tags=["sagas"],
+             responses={409: {"description": "The saga is terminal or already compensating"}})
+async def cancel(saga_id: uuid.UUID, request: Request) -> JSONResponse:
+    try:
+        async with runtime_of(request).uow() as uow:
+            status = await cancel_saga(uow, str(saga_id), "api", settings_of(request))
+    except SagaNotFound:
+        raise HTTPException(404, detail=f"saga {saga_id} not found") from None
+    except CannotCancel as exc:
+        return JSONResponse(status_code=409, content={
+            "detail": str(exc), "saga_id": str(saga_id), "status": exc.status.value})
+    return JSONResponse(status_code=202, content={"saga_id": str(saga_id),
+                                                  "status": status.value})

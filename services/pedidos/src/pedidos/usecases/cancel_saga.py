@@ -1,0 +1,28 @@
+"""POST /sagas/{id}/cancel: cancels an active saga; participants compensate on OrdenCancelada."""
+
+from __future__ import annotations
+
+from sagakit.unit_of_work import UnitOfWork
+
+from pedidos.adapters.order_repository import OrderRepository
+from pedidos.config import PedidosSettings
+from pedidos.domain.order import OrderStatus, on_cancel_requested
+from pedidos.usecases.transitions import apply_transition
+
+
+class SagaNotFound(Exception):
+    pass
+
+
+async def cancel_saga(uow: UnitOfWork, saga_id: str, actor: str,
+                      settings: PedidosSettings) -> OrderStatus:
+    """Raises ``CannotCancel`` (409) when the saga is terminal or already compensating."""
+    repo = OrderRepository(uow.connection)
+    saga = await repo.lock_saga(saga_id)
+    if saga is None:
+        raise SagaNotFound(saga_id)
+    transition = on_cancel_requested(saga.status)
+    await apply_transition(uow, saga, transition, cause="CancelacionSolicitada", actor=actor,
+                           settings=settings)
+    await uow.commit()
+    return transition.to

@@ -1,0 +1,74 @@
+"""POST /orders: the order, its saga row, the first audit entry and OrdenSolicitada, in one
+transaction. The same Idempotency-Key with the same body returns the first order."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from sagakit import metrics
+from sagakit.unit_of_work import UnitOfWork
+
+from pedidos.adapters.order_repository import SAGA_TYPE, OrderRepository
+from pedidos.config import PedidosSettings
+from pedidos.domain.order import OrderStatus
+
+
+class IdempotencyKeyReused(Exception):
+    """The key was first used with another body."""
+
+
+@dataclass(frozen=True)
+class PlacedOrder:
+    order_id: str
+    saga_id: str
+    status: str
+    created: bool
+
+
+def request_hash(body: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
+                          ).hexdigest()
+
+
+async def place_order(uow: UnitOfWork, body: dict[str, Any], total: Decimal,
+                      idempotency_key: str | None, settings: PedidosSettings) -> PlacedOrder:
+    """``body`` is the validated request in JSON form (money as two-decimal strings)."""
+    repo = OrderRepository(uow.connection)
+    fingerprint = request_hash(body)
+    order_id, saga_id = uuid.uuid4(), uuid.uuid4()
+    if not await repo.insert_order(order_id=order_id, saga_id=saga_id, body=body, total=total,
+                                   idempotency_key=idempotency_key, request_hash=fingerprint):
+        assert idempotency_key is not None
+        existing = await repo.by_idempotency_key(idempotency_key)
+        assert existing is not None
+        if existing["request_hash"] != fingerprint:
+            raise IdempotencyKeyReused(idempotency_key)
+        return PlacedOrder(str(existing["order_id"]), str(existing["saga_id"]),
+                           existing["status"], created=False)
+    await repo.insert_saga(saga_id=saga_id, order_id=order_id, owner=body["customer_id"],
+                           context={"order_id": str(order_id), "total_amount": str(total),
+                                    "currency": body["currency"],
+                                    "items": len(body["items"])},
+                           step_timeout_s=settings.validation_timeout_s,
+                           saga_timeout_s=settings.saga_timeout_s)
+    await repo.audit(str(saga_id), event_type="OrdenSolicitada", actor=body["customer_id"],
+                     from_status=None, to_status=OrderStatus.PENDIENTE_VALIDACION)
+    uow.emit("OrdenSolicitada", {
+        "order_id": str(order_id),
+        "customer_id": body["customer_id"],
+        "items": body["items"],
+        "total_amount": f"{total:.2f}",
+        "currency": body["currency"],
+        "shipping_address": body["shipping_address"],
+        "payment_method": body["payment_method"],
+    }, saga_id=str(saga_id), metadata={"correlation_id": str(order_id),
+                                       "user_id": body["customer_id"], "channel": "api"})
+    uow.after_commit(lambda: metrics.SAGAS_STARTED.labels(SAGA_TYPE).inc())
+    await uow.commit()
+    return PlacedOrder(str(order_id), str(saga_id), OrderStatus.PENDIENTE_VALIDACION.value,
+                       created=True)

@@ -1,0 +1,70 @@
+"""Applies a decided transition: the conditional update, its audit row, its events, the
+customer notification and the metrics, all inside the caller's unit of work."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from sagakit import metrics
+from sagakit.unit_of_work import UnitOfWork
+
+from pedidos.adapters.order_repository import SAGA_TYPE, OrderRepository, SagaRow
+from pedidos.config import PedidosSettings
+from pedidos.domain.order import (
+    NOTIFICATIONS,
+    STEP_OF,
+    CancelReason,
+    Transition,
+    final_status_label,
+)
+
+log = logging.getLogger("pedidos.transitions")
+
+
+async def apply_transition(uow: UnitOfWork, saga: SagaRow, transition: Transition, *,
+                           cause: str, actor: str, settings: PedidosSettings,
+                           message_id: str | None = None,
+                           detail: dict[str, Any] | None = None,
+                           order_values: dict[str, Any] | None = None) -> bool:
+    repo = OrderRepository(uow.connection)
+    values = dict(order_values or {})
+    if transition.cancel_reason:
+        values["cancel_reason"] = transition.cancel_reason.value
+    if transition.refund_status:
+        values["refund_status"] = transition.refund_status.value
+    step = STEP_OF.get(transition.to)
+    applied = await repo.transition(saga, transition.to,
+                                    step_timeout_s=settings.step_timeout_s(step) if step else None,
+                                    **values)
+    if not applied:
+        return False
+    await repo.audit(saga.saga_id, event_type=cause, actor=actor, from_status=saga.status,
+                     to_status=transition.to, message_id=message_id, detail=detail)
+    if transition.completes:
+        uow.emit("OrdenCompletada", {"order_id": saga.order_id,
+                                     "total_amount": f"{saga.total_amount:.2f}",
+                                     "currency": saga.currency}, saga_id=saga.saga_id)
+    elif transition.cancels:
+        reason = transition.cancel_reason or CancelReason.TIMEOUT
+        uow.emit("OrdenCancelada", {"order_id": saga.order_id, "status": transition.to.value,
+                                    "reason": reason.value}, saga_id=saga.saga_id)
+    if transition.to in NOTIFICATIONS:
+        await repo.notify(saga.order_id, saga.customer_id, transition.to.value,
+                          NOTIFICATIONS[transition.to])
+    if transition.completes or transition.cancels:
+        label = final_status_label(transition.to)
+        elapsed = saga.elapsed_s
+
+        def record() -> None:
+            metrics.SAGA_DURATION.labels(SAGA_TYPE, label).observe(elapsed)
+            metrics.SAGAS_FINISHED.labels(SAGA_TYPE, transition.to.value).inc()
+            if transition.cancels:
+                metrics.COMPENSATIONS.labels("pedidos", (transition.cancel_reason
+                                                         or CancelReason.TIMEOUT).value).inc()
+
+        uow.after_commit(record)
+    log.info("order %s -> %s", saga.status.value, transition.to.value,
+             extra={"saga_id": saga.saga_id, "event_type": cause, "order_id": saga.order_id,
+                    "status": "COMPENSATING" if transition.cancels else "SUCCESS"})
+    return True
