@@ -40,6 +40,7 @@ from sagakit.backoff import Backoff
 from sagakit.context import current_message
 from sagakit.envelope import Envelope, UndecodableMessage, decode_headers, utc_now_iso
 from sagakit.errors import PermanentError, TransientError
+from sagakit.faults import crash_now
 from sagakit.kafka import manual_commit_consumer
 from sagakit.settings import MessagingSettings
 from sagakit.tables import INBOX_DEAD_LETTERED
@@ -73,6 +74,7 @@ class Attempt:
 class Outcome:
     status: str  # processed | duplicate | skipped | dead_lettered
     attempts: list[Attempt] = field(default_factory=list)
+    event_type: str | None = None
 
 
 def _sqlstate(exc: BaseException) -> str | None:
@@ -181,7 +183,11 @@ class EventConsumer:
                 failures = 0
                 while True:
                     try:
-                        await self.process(raw)
+                        outcome = await self.process(raw)
+                        if (self.settings.crash_after_commit and outcome.status == "processed"
+                                and outcome.event_type == self.settings.crash_after_commit):
+                            crash_now("consumer: after commit, before offset commit",
+                                      outcome.event_type)
                         break
                     except InfrastructureDown as exc:
                         failures += 1
@@ -242,7 +248,7 @@ class EventConsumer:
                                     "span_id": envelope.span_id,
                                     "parent_span_id": envelope.parent_span_id,
                                     "duplicate": status == "duplicate"})
-                    return Outcome(status, attempts)
+                    return Outcome(status, attempts, event_type)
                 except asyncio.CancelledError:
                     raise
                 except Exception as exc:

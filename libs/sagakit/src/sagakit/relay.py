@@ -31,6 +31,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from sagakit import metrics
 from sagakit.backoff import Backoff
+from sagakit.faults import crash_now
 from sagakit.kafka import durable_producer
 from sagakit.settings import MessagingSettings
 from sagakit.tables import OUTBOX_FAILED, OUTBOX_PENDING, OUTBOX_PUBLISHED, MessagingTables
@@ -203,6 +204,12 @@ class OutboxRelay:
                 failure, failed_row = exc, row
                 break
             acked.append(row.id)
+        if acked and self.settings.crash_after_publish:
+            by_id = {r.id: r for r in rows}
+            if any(by_id[i].payload.get("event_type") == self.settings.crash_after_publish
+                   for i in acked):
+                crash_now("relay: after broker ack, before marking published",
+                          self.settings.crash_after_publish)
         if acked:
             async with self.engine.begin() as conn:
                 await conn.execute(update(o).where(o.c.id.in_(acked)).values(

@@ -56,6 +56,14 @@ class MessagingSettings(BaseSettings):
 
     allow_unsafe_limits: bool = False
 
+    # Fault injection for the crash tests (Part IV §3.3 scenario 1); never set in production.
+    # The process kills itself with SIGKILL right after the local commit of a message of this
+    # event type and before its offset is committed (consumer), or right after Kafka
+    # acknowledged a row of this event type and before the row is marked published (relay).
+    crash_after_commit: str | None = Field(None, validation_alias="SAGA_FAULT_CRASH_AFTER_COMMIT")
+    crash_after_publish: str | None = Field(None,
+                                            validation_alias="SAGA_FAULT_CRASH_AFTER_PUBLISH")
+
     @model_validator(mode="after")
     def _check_minimums(self) -> Self:
         below = [(env, getattr(self, name), minimum) for name, minimum, env in STANDARD_MINIMUMS

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# The whole test suite (`make test`): starts a fresh local stack with the test settings, runs
+# every test against it, stops it, and then checks that nothing of the stack is left running.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+
+# Gateway timings short enough for the timeout and retry tests to take seconds, not minutes.
+# Every other limit keeps the standard's defaults; tests that need shorter saga deadlines
+# restart pedidos with them and restore it afterwards.
+export PAGOS_GATEWAY_TIMEOUT_S="${PAGOS_GATEWAY_TIMEOUT_S:-2}"
+export GATEWAY_SLOW_SECONDS="${GATEWAY_SLOW_SECONDS:-5}"
+export PAGOS_CHARGE_RETRY_SCHEDULE_S="${PAGOS_CHARGE_RETRY_SCHEDULE_S:-0.5,1,2}"
+export PAGOS_REFUND_RETRY_SCHEDULE_S="${PAGOS_REFUND_RETRY_SCHEDULE_S:-0.2,0.4,0.8,1.6}"
+export PYTHONUNBUFFERED=1
+
+PY="uv run --frozen --no-sync python"
+PYTEST="uv run --frozen --no-sync pytest"
+
+$PY deploy/local/stack.py down >/dev/null 2>&1 || true
+if ! $PY deploy/local/stack.py up; then
+  echo "[test] the stack did not start; its logs:" >&2
+  tail -n 50 .local/logs/*.log >&2 || true
+  $PY deploy/local/stack.py down || true
+  exit 1
+fi
+
+$PYTEST -m "not after_down" "$@"
+rc=$?
+
+if [ $rc -ne 0 ]; then
+  echo "[test] failures: last lines of each part's log" >&2
+  for f in .local/logs/*.log; do echo "== $f" >&2; tail -n 25 "$f" >&2; done
+fi
+
+$PY deploy/local/stack.py down
+$PYTEST -m after_down -q
+rc2=$?
+
+[ $rc -ne 0 ] && exit $rc
+exit $rc2

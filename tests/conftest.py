@@ -1,0 +1,22 @@
+"""Fixtures shared by the end-to-end and cross-service tests (they need the running stack)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import httpx
+import pytest
+from harness import stack
+from harness.clients import Saga
+
+
+@pytest.fixture(scope="session")
+def running_stack() -> None:
+    """Brings the stack up if it is not (idempotent); a part that cannot start fails the run."""
+    stack.up()
+
+
+@pytest.fixture
+async def saga(running_stack: None) -> AsyncIterator[Saga]:
+    async with httpx.AsyncClient(timeout=30) as client:
+        yield Saga(client)

@@ -1,0 +1,59 @@
+"""Each service's login role reaches its own schema and nothing else (database-as-api.md)."""
+
+from __future__ import annotations
+
+import asyncpg
+import pytest
+from harness import config
+
+SERVICES = {"pedidos": "orders", "inventario": "products", "pagos": "payments"}
+
+
+@pytest.mark.parametrize("service", sorted(SERVICES))
+async def test_role_uses_its_own_schema(running_stack: None, service: str) -> None:
+    conn = await asyncpg.connect(config.role_dsn(service))
+    try:
+        await conn.fetchval(f"SELECT count(*) FROM {service}.{SERVICES[service]}")
+        await conn.fetchval(f"SELECT count(*) FROM {service}.outbox")
+        await conn.fetchval(f"SELECT count(*) FROM {service}.processed_messages")
+    finally:
+        await conn.close()
+
+
+@pytest.mark.parametrize(("service", "other"), [(s, o) for s in SERVICES for o in SERVICES
+                                                if s != o])
+async def test_role_cannot_read_or_write_another_schema(running_stack: None, service: str,
+                                                        other: str) -> None:
+    conn = await asyncpg.connect(config.role_dsn(service))
+    try:
+        with pytest.raises(asyncpg.InsufficientPrivilegeError):
+            await conn.fetchval(f"SELECT count(*) FROM {other}.{SERVICES[other]}")
+        with pytest.raises(asyncpg.InsufficientPrivilegeError):
+            await conn.execute(f"DELETE FROM {other}.outbox")
+        with pytest.raises(asyncpg.InsufficientPrivilegeError):
+            await conn.execute(f"CREATE TABLE {other}.intruder (x int)")
+    finally:
+        await conn.close()
+
+
+@pytest.mark.parametrize("service", sorted(SERVICES))
+async def test_runtime_role_cannot_change_the_schema(running_stack: None, service: str) -> None:
+    conn = await asyncpg.connect(config.role_dsn(service))
+    try:
+        with pytest.raises(asyncpg.InsufficientPrivilegeError):
+            await conn.execute(f"CREATE TABLE {service}.intruder (x int)")
+        with pytest.raises(asyncpg.InsufficientPrivilegeError):
+            await conn.execute("CREATE TABLE public.intruder (x int)")
+    finally:
+        await conn.close()
+
+
+async def test_audit_trail_is_append_only_for_pedidos(running_stack: None) -> None:
+    conn = await asyncpg.connect(config.role_dsn("pedidos"))
+    try:
+        with pytest.raises(asyncpg.InsufficientPrivilegeError):
+            await conn.execute("DELETE FROM pedidos.saga_audit")
+        with pytest.raises(asyncpg.InsufficientPrivilegeError):
+            await conn.execute("UPDATE pedidos.saga_audit SET actor = 'x'")
+    finally:
+        await conn.close()

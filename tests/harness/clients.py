@@ -1,0 +1,101 @@
+"""HTTP helpers for the services and the gateway."""
+
+from __future__ import annotations
+
+import uuid
+from decimal import Decimal
+from typing import Any
+
+import httpx
+
+from harness import config
+from harness.waiting import wait_for
+
+TERMINAL = {"COMPLETADA", "CANCELADA_SIN_STOCK", "CANCELADA_PAGO_RECHAZADO",
+            "CANCELADA_CON_REEMBOLSO", "CANCELADA_TIMEOUT", "CANCELADA_POR_USUARIO",
+            "REEMBOLSO_FALLIDO", "TIMED_OUT"}
+
+
+def new_sku(prefix: str = "SKU-TEST") -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:10]}"
+
+
+def order_body(items: list[tuple[str, int]], *, token: str = "tok_visa", price: str = "5.00",
+               customer: str | None = None) -> dict[str, Any]:
+    return {
+        "customer_id": customer or f"cust-{uuid.uuid4().hex[:8]}",
+        "items": [{"sku": sku, "quantity": qty, "price": price} for sku, qty in items],
+        "currency": "USD",
+        "shipping_address": {"street": "Av. Siempre Viva 742", "city": "Lima", "country": "PE",
+                             "postal_code": "15001"},
+        "payment_method": {"type": "credit_card", "token": token},
+    }
+
+
+class Saga:
+    """The stack as a customer, an operator and an auditor see it."""
+
+    def __init__(self, client: httpx.AsyncClient) -> None:
+        self.http = client
+
+    async def set_stock(self, sku: str, quantity: int) -> None:
+        r = await self.http.put(f"{config.INVENTARIO}/products/{sku}", json={"quantity": quantity})
+        r.raise_for_status()
+
+    async def stock(self, sku: str) -> int:
+        r = await self.http.get(f"{config.INVENTARIO}/products/{sku}")
+        r.raise_for_status()
+        return int(r.json()["quantity"])
+
+    async def place(self, body: dict[str, Any], key: str | None = None) -> dict[str, Any]:
+        headers = {"Idempotency-Key": key} if key else {}
+        r = await self.http.post(f"{config.PEDIDOS}/orders", json=body, headers=headers)
+        assert r.status_code == 202, r.text
+        return r.json()  # type: ignore[no-any-return]
+
+    async def order(self, order_id: str) -> dict[str, Any]:
+        r = await self.http.get(f"{config.PEDIDOS}/orders/{order_id}")
+        r.raise_for_status()
+        return r.json()  # type: ignore[no-any-return]
+
+    async def history(self, saga_id: str) -> list[dict[str, Any]]:
+        r = await self.http.get(f"{config.PEDIDOS}/sagas/{saga_id}/history")
+        r.raise_for_status()
+        return r.json()["entries"]  # type: ignore[no-any-return]
+
+    async def payments(self, saga_id: str) -> list[dict[str, Any]]:
+        r = await self.http.get(f"{config.PAGOS}/payments", params={"saga_id": saga_id})
+        r.raise_for_status()
+        return r.json()  # type: ignore[no-any-return]
+
+    async def ledger(self) -> dict[str, Any]:
+        r = await self.http.get(f"{config.GATEWAY}/ledger")
+        r.raise_for_status()
+        return r.json()  # type: ignore[no-any-return]
+
+    async def wait_status(self, order_id: str, accept: set[str] | str, timeout: float = 10
+                          ) -> dict[str, Any]:
+        wanted = {accept} if isinstance(accept, str) else accept
+        return await wait_for(lambda: self.order(order_id), lambda o: o["status"] in wanted,
+                              timeout=timeout, what=f"order {order_id} in {sorted(wanted)}")
+
+    async def wait_terminal(self, order_id: str, timeout: float = 15) -> dict[str, Any]:
+        return await self.wait_status(order_id, TERMINAL, timeout)
+
+    async def money_of(self, saga_id: str) -> tuple[Decimal, int, int]:
+        """Net charged (charges − refunds, in currency units), charges, refunds in the ledger."""
+        ledger = await self.ledger()
+        charges = [c for c in ledger["charges"]
+                   if c["idempotency_key"] == f"charge-{saga_id}" and c["status"] == "succeeded"]
+        ids = {c["id"] for c in charges}
+        refunds = [r for r in ledger["refunds"] if r["charge"] in ids]
+        net = sum(c["amount"] for c in charges) - sum(r["amount"] for r in refunds)
+        return Decimal(net) / 100, len(charges), len(refunds)
+
+    async def wait_payment_settled(self, saga_id: str, timeout: float = 20) -> None:
+        """Until pagos has no gateway work left for the saga (a refund may follow the order's
+        terminal state)."""
+        busy = {"CHARGING", "CANCEL_REQUESTED", "REFUNDING"}
+        await wait_for(lambda: self.payments(saga_id),
+                       lambda ps: all(p["status"] not in busy for p in ps),
+                       timeout=timeout, what=f"payment of saga {saga_id} settled")
