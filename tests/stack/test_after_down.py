@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -34,6 +36,8 @@ def test_no_port_of_the_stack_is_listening() -> None:
 
 def test_no_process_of_the_stack_is_left() -> None:
     state = str(Path(os.environ.get("SAGA_STATE_DIR", ROOT / ".local")))
+    pg_data = subprocess.run([sys.executable, str(ROOT / "deploy/local/stack.py"), "pg-data-dir"],
+                             capture_output=True, text=True, check=True).stdout.strip()
     leftovers = []
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit() or int(proc.name) == os.getpid():
@@ -50,6 +54,6 @@ def test_no_process_of_the_stack_is_left() -> None:
         runs_stack_part = ("kafka.Kafka" in cmd or "postgres" in cmd.split()[0:1]
                            or any(f"-m {m}" in cmd for m in
                                   ("pedidos", "inventario", "pagos", "fake_gateway")))
-        if (started_by_stack and runs_stack_part) or state in cmd:
+        if (started_by_stack and runs_stack_part) or state in cmd or pg_data in cmd:
             leftovers.append((proc.name, cmd[:150]))
     assert leftovers == []

@@ -76,3 +76,9 @@ ALERTS = Counter(
     "saga_alerts_total", "Operational alerts raised by a service (critical refunds, expiries)",
     ["service", "alert", "severity"],
 )
+SAGA_DEADLINE_USED = Gauge(
+    "saga_deadline_used_ratio",
+    "Largest fraction of its overall deadline used by an active saga (1.0 = expired)",
+    ["saga_type"],
+)
+SAGAS_ACTIVE = Gauge("sagas_active", "Sagas not yet in a terminal state", ["saga_type"])

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from fastapi import FastAPI
 from saga_contracts.topics import INVENTORY_EVENTS, PAYMENT_EVENTS
+from sagakit import metrics
 from sagakit.consumer import Handler
 from sagakit.privacy import declare_model
 from sagakit.runtime import PeriodicJob, Runtime, ServiceDefinition, create_app
 from sagakit.settings import load
 
+from pedidos.adapters.order_repository import SAGA_TYPE, OrderRepository
 from pedidos.adapters.tables import messaging
 from pedidos.config import PedidosSettings
 from pedidos.entrypoints.http import router
@@ -17,6 +19,13 @@ from pedidos.usecases.enforce_deadlines import enforce_deadlines
 from pedidos.usecases.track_saga import TRACKED_EVENTS, make_track_saga
 
 SERVICE = "pedidos"
+
+
+async def saga_gauges(rt: Runtime) -> None:
+    async with rt.engine.connect() as conn:
+        active, worst = await OrderRepository(conn).active_stats()
+    metrics.SAGAS_ACTIVE.labels(SAGA_TYPE).set(active)
+    metrics.SAGA_DEADLINE_USED.labels(SAGA_TYPE).set(worst)
 
 
 def _settings(rt: Runtime) -> PedidosSettings:
@@ -44,7 +53,8 @@ def create() -> FastAPI:
         make_handlers=handlers,
         routers=[router],
         jobs=[PeriodicJob("deadlines", settings.deadline_scan_interval_s,
-                          lambda rt: enforce_deadlines(rt, _settings(rt)))],
+                          lambda rt: enforce_deadlines(rt, _settings(rt))),
+              PeriodicJob("saga-gauges", 5.0, saga_gauges)],
         on_start=on_start,
         description="Orders and the state of their Check-Then-Pay saga.",
     ))

@@ -139,6 +139,16 @@ class OrderRepository:
             .order_by(sagas.c.step_deadline_at).limit(limit))
         return [str(r.saga_id) for r in rows]
 
+    async def active_stats(self) -> tuple[int, float]:
+        """How many sagas are active and the largest fraction of its deadline one has used."""
+        active = [s.value for s in ACTIVE]
+        used = func.extract("epoch", func.now() - sagas.c.started_at) / func.nullif(
+            func.extract("epoch", sagas.c.expires_at - sagas.c.started_at), 0)
+        count, worst = (await self.conn.execute(
+            select(func.count(), func.coalesce(func.max(used), 0))
+            .where(sagas.c.status.in_(active)))).one()
+        return int(count), float(worst)
+
     # ---- audit and notifications
 
     async def audit(self, saga_id: str, *, event_type: str, actor: str,
