@@ -185,19 +185,27 @@ def as_pg_user(argv: list[str]) -> list[str]:
 
 
 def pg_data_dir() -> Path:
-    """The cluster's folder: under the state dir when the postgres user can reach it."""
-    preferred = STATE / "pg"
+    """The cluster's folder: under the state dir when the postgres user can reach it.
+
+    The choice is made once and remembered in the state dir, so that ``down`` always finds the
+    cluster that ``up`` started.
+    """
+    STATE.mkdir(parents=True, exist_ok=True)
+    remembered = STATE / "pg.location"
+    if remembered.exists():
+        return Path(remembered.read_text().strip())
+    chosen = STATE / "pg"
     user = pg_os_user()
-    if user is None:
-        return preferred
-    probe = subprocess.run(["runuser", "-u", user, "--", "test", "-x", str(STATE)],
-                           capture_output=True)
-    if probe.returncode == 0:
-        return preferred
-    # The checkout lives somewhere the postgres user cannot traverse (a private temp dir):
-    # keep the cluster in a folder of its own, named after the checkout.
-    tag = hashlib.sha1(str(ROOT).encode()).hexdigest()[:10]
-    return Path(f"/var/tmp/saga-choreography-{tag}/pg")
+    if user is not None:
+        probe = subprocess.run(["runuser", "-u", user, "--", "test", "-x", str(STATE)],
+                               capture_output=True)
+        if probe.returncode != 0:
+            # The checkout lives where the postgres user cannot go (a private temp dir):
+            # keep the cluster in a folder of its own, named after the checkout.
+            tag = hashlib.sha1(str(ROOT).encode()).hexdigest()[:10]
+            chosen = Path(f"/var/tmp/saga-choreography-{tag}/pg")
+    remembered.write_text(str(chosen))
+    return chosen
 
 
 def pg_ready() -> bool:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from pydantic import Field, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 
 def _floats(value: object) -> tuple[float, ...]:
@@ -17,8 +19,9 @@ class PagosSettings(BaseSettings):
 
     gateway_url: str = Field("http://127.0.0.1:8010", validation_alias="GATEWAY_URL")
     gateway_timeout_s: float = Field(30.0, gt=0, le=120)
-    charge_retry_schedule_s: tuple[float, ...] = (2.0, 8.0, 18.0)
-    refund_retry_schedule_s: tuple[float, ...] = (2.0, 4.0, 8.0, 16.0)
+    # Comma-separated seconds in the environment: "2,8,18".
+    charge_retry_schedule_s: Annotated[tuple[float, ...], NoDecode] = (2.0, 8.0, 18.0)
+    refund_retry_schedule_s: Annotated[tuple[float, ...], NoDecode] = (2.0, 4.0, 8.0, 16.0)
     resolve_attempts: int = Field(5, ge=1)
     worker_poll_interval_s: float = Field(0.5, gt=0, le=5)
     worker_concurrency: int = Field(16, ge=1, le=256)

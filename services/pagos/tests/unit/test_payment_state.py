@@ -1,0 +1,141 @@
+"""The payment state machine: a charge and its cancellation racing in every order (Hypothesis).
+
+The gateway here is a model: a charge call may go through, be declined, or fail in a way that
+leaves its outcome unknown (and may still have gone through). Whatever the interleaving, once
+pagos has no work left, a payment whose order was cancelled or whose allocation failed has no
+net charge, unless it is flagged for a manual refund.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pytest
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+from pagos.domain import payment as d
+
+P = d.PaymentStatus
+CHARGE_SCHEDULE = (2.0, 8.0, 18.0)
+REFUND_SCHEDULE = (2.0, 4.0, 8.0, 16.0)
+
+
+def test_money_conversion_never_uses_floats() -> None:
+    assert d.to_minor_units(Decimal("12.34")) == 1234
+    assert d.to_minor_units(Decimal("0.10")) * 3 == 30
+    assert d.from_minor_units(1999) == Decimal("19.99")
+
+
+def test_charge_retries_follow_the_schedule_then_give_up_with_an_alert() -> None:
+    waits = [d.after_charge(P.CHARGING, d.Outcome.UNAVAILABLE, n, CHARGE_SCHEDULE, 5).retry_in_s
+             for n in (1, 2, 3)]
+    assert waits == [2.0, 8.0, 18.0]
+    last = d.after_charge(P.CHARGING, d.Outcome.UNAVAILABLE, 4, CHARGE_SCHEDULE, 5)
+    assert last.status is P.CHARGE_FAILED and last.dead_letter and last.alert
+
+
+def test_refund_gives_up_after_five_attempts() -> None:
+    assert d.after_refund(P.REFUNDING, False, 4, REFUND_SCHEDULE).retry_in_s == 16.0
+    final = d.after_refund(P.REFUNDING, False, 5, REFUND_SCHEDULE)
+    assert final.status is P.REFUND_FAILED and final.emit is d.Emit.FALLO_REEMBOLSO
+
+
+@pytest.mark.parametrize(("status", "attempted", "to"), [
+    (None, False, P.CANCELLED),
+    (P.CHARGING, False, P.CANCELLED),
+    (P.CHARGING, True, P.CANCEL_REQUESTED),
+    (P.CAPTURED, False, P.REFUNDING),
+    (P.CHARGE_FAILED, True, P.CANCEL_REQUESTED),
+])
+def test_cancellation(status: P | None, attempted: bool, to: P) -> None:
+    assert d.on_order_cancelled(status, attempted).status is to
+
+
+@pytest.mark.parametrize("status", [P.DECLINED, P.CANCELLED, P.REFUNDING, P.REFUNDED,
+                                    P.REFUND_FAILED, P.CANCEL_REQUESTED])
+def test_cancellation_twice_or_after_the_end_does_nothing(status: P) -> None:
+    assert d.on_order_cancelled(status, True) == d.NOTHING
+
+
+class PaymentRace(RuleBasedStateMachine):
+    @initialize()
+    def start(self) -> None:
+        self.status: P | None = None
+        self.charge_attempts = 0
+        self.refund_attempts = 0
+        self.in_flight = False        # a charge call has been sent and not answered
+        self.charged = 0              # what the gateway really captured (0 or 1)
+        self.refunded = 0
+        self.compensate = False       # a cancellation or an allocation failure was delivered
+        self.refund_works = True
+
+    def _apply(self, change: d.Change) -> None:
+        if change.status is not None:
+            self.status = change.status
+
+    @rule()
+    def stock_verified(self) -> None:
+        if self.status is None:
+            self.status = P.CHARGING
+
+    @rule()
+    def order_cancelled(self) -> None:
+        self.compensate = True
+        attempted = self.charge_attempts > 0 or self.in_flight
+        change = d.on_order_cancelled(self.status, attempted)
+        self._apply(change)
+
+    @precondition(lambda self: self.status in (P.CAPTURED, P.CHARGING))
+    @rule()
+    def allocation_failed(self) -> None:
+        self.compensate = True
+        self._apply(d.on_allocation_failed(self.status))
+
+    @precondition(lambda self: self.status in d.CHARGE_WORK and not self.in_flight)
+    @rule()
+    def send_charge(self) -> None:
+        self.in_flight = True
+
+    @precondition(lambda self: self.in_flight)
+    @rule(outcome=st.sampled_from(list(d.Outcome)), went_through=st.booleans())
+    def charge_answered(self, outcome: d.Outcome, went_through: bool) -> None:
+        self.in_flight = False
+        # The gateway's idempotency key: a charge happens at most once per saga.
+        if outcome is d.Outcome.APPROVED or (outcome is d.Outcome.UNAVAILABLE and went_through):
+            self.charged = 1
+        if self.charged and outcome is not d.Outcome.UNAVAILABLE:
+            outcome = d.Outcome.APPROVED  # a replayed key answers what it did the first time
+        self.charge_attempts += 1
+        assert self.status is not None
+        self._apply(d.after_charge(self.status, outcome, self.charge_attempts, CHARGE_SCHEDULE,
+                                   5))
+
+    @precondition(lambda self: self.status is P.REFUNDING)
+    @rule(works=st.booleans())
+    def refund_answered(self, works: bool) -> None:
+        ok = works and self.refund_works
+        if ok:
+            self.refunded = self.charged
+        self.refund_attempts += 1
+        self._apply(d.after_refund(P.REFUNDING, ok, self.refund_attempts, REFUND_SCHEDULE))
+
+    @invariant()
+    def never_refunds_more_than_charged(self) -> None:
+        assert self.refunded <= self.charged
+
+    @invariant()
+    def captured_means_charged(self) -> None:
+        if self.status in (P.CAPTURED, P.REFUNDING, P.REFUNDED):
+            assert self.charged == 1
+
+    @invariant()
+    def once_settled_a_compensated_payment_has_no_net_charge(self) -> None:
+        settled = self.status not in (*d.CHARGE_WORK, *d.REFUND_WORK) and not self.in_flight
+        if settled and self.compensate and self.status is not P.REFUND_FAILED \
+                and self.status is not P.CHARGE_FAILED:
+            assert self.charged - self.refunded == 0, self.status
+
+
+TestPaymentRace = PaymentRace.TestCase
+TestPaymentRace.settings = settings(max_examples=400, stateful_step_count=40, deadline=None)

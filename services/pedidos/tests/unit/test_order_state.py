@@ -1,0 +1,149 @@
+"""The order state machine, including duplicated, reordered and late events (Hypothesis)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+from pedidos.domain.order import (
+    ACTIVE,
+    TERMINAL,
+    Annotation,
+    CannotCancel,
+    OrderStatus,
+    RefundStatus,
+    Transition,
+    on_cancel_requested,
+    on_event,
+    on_saga_deadline,
+    on_step_deadline,
+)
+
+S = OrderStatus
+
+
+@pytest.mark.parametrize(("status", "event", "to"), [
+    (S.PENDIENTE_VALIDACION, "StockVerificado", S.PENDIENTE_PAGO),
+    (S.PENDIENTE_VALIDACION, "StockNoDisponible", S.CANCELADA_SIN_STOCK),
+    (S.PENDIENTE_PAGO, "PagoExitoso", S.PENDIENTE_ASIGNACION),
+    (S.PENDIENTE_PAGO, "PagoRechazado", S.CANCELADA_PAGO_RECHAZADO),
+    (S.PENDIENTE_ASIGNACION, "StockAsignado", S.COMPLETADA),
+    (S.PENDIENTE_ASIGNACION, "FalloAsignacion", S.PENDIENTE_REEMBOLSO),
+    (S.PENDIENTE_REEMBOLSO, "ReembolsoEjecutado", S.CANCELADA_CON_REEMBOLSO),
+    (S.PENDIENTE_REEMBOLSO, "FalloReembolso", S.REEMBOLSO_FALLIDO),
+    # Overtaking: an event from another topic arrives before the one it depends on.
+    (S.PENDIENTE_VALIDACION, "PagoExitoso", S.PENDIENTE_ASIGNACION),
+    (S.PENDIENTE_PAGO, "StockAsignado", S.COMPLETADA),
+    (S.PENDIENTE_ASIGNACION, "ReembolsoEjecutado", S.CANCELADA_CON_REEMBOLSO),
+])
+def test_standard_transitions(status: OrderStatus, event: str, to: OrderStatus) -> None:
+    decision = on_event(status, event)
+    assert isinstance(decision, Transition) and decision.to is to
+
+
+@pytest.mark.parametrize(("status", "event"), [
+    (S.PENDIENTE_PAGO, "StockVerificado"),          # duplicate by meaning
+    (S.PENDIENTE_ASIGNACION, "StockVerificado"),    # late
+    (S.COMPLETADA, "PagoExitoso"),                  # late, terminal
+    (S.CANCELADA_TIMEOUT, "StockAsignado"),         # after a timeout: compensation handles it
+    (S.PENDIENTE_ASIGNACION, "StockNoDisponible"),  # impossible story: ignored
+])
+def test_stale_events_change_nothing(status: OrderStatus, event: str) -> None:
+    assert on_event(status, event) is None
+
+
+def test_a_late_refund_is_recorded_on_a_terminal_order() -> None:
+    assert on_event(S.CANCELADA_TIMEOUT, "ReembolsoEjecutado") == Annotation(RefundStatus.REFUNDED)
+    assert on_event(S.CANCELADA_POR_USUARIO, "FalloReembolso") == Annotation(RefundStatus.FAILED)
+
+
+def test_cancel_only_while_active_and_not_already_compensating() -> None:
+    assert on_cancel_requested(S.PENDIENTE_PAGO).to is S.CANCELADA_POR_USUARIO
+    for status in [*TERMINAL, S.PENDIENTE_REEMBOLSO]:
+        with pytest.raises(CannotCancel):
+            on_cancel_requested(status)
+
+
+def test_deadlines() -> None:
+    assert on_step_deadline(S.PENDIENTE_ASIGNACION).to is S.CANCELADA_TIMEOUT  # type: ignore[union-attr]
+    assert on_step_deadline(S.PENDIENTE_REEMBOLSO) is None
+    assert on_saga_deadline(S.PENDIENTE_REEMBOLSO).to is S.TIMED_OUT  # type: ignore[union-attr]
+    assert on_saga_deadline(S.COMPLETADA) is None
+
+
+# What the participants can really emit for one saga, by how the saga went.
+STORIES = {
+    "happy": ["StockVerificado", "PagoExitoso", "StockAsignado"],
+    "no_stock": ["StockNoDisponible"],
+    "declined": ["StockVerificado", "PagoRechazado"],
+    "race_lost": ["StockVerificado", "PagoExitoso", "FalloAsignacion", "ReembolsoEjecutado"],
+    "refund_failed": ["StockVerificado", "PagoExitoso", "FalloAsignacion", "FalloReembolso"],
+}
+RANK = {S.PENDIENTE_VALIDACION: 0, S.PENDIENTE_PAGO: 1, S.PENDIENTE_ASIGNACION: 2,
+        S.PENDIENTE_REEMBOLSO: 3}
+PROOF = {S.COMPLETADA: "StockAsignado", S.CANCELADA_SIN_STOCK: "StockNoDisponible",
+         S.CANCELADA_PAGO_RECHAZADO: "PagoRechazado",
+         S.CANCELADA_CON_REEMBOLSO: "ReembolsoEjecutado", S.REEMBOLSO_FALLIDO: "FalloReembolso"}
+
+
+class OrderUnderChaos(RuleBasedStateMachine):
+    """Delivers a saga's events duplicated and in any order, with cancels and deadlines."""
+
+    @initialize(story=st.sampled_from(sorted(STORIES)))
+    def start(self, story: str) -> None:
+        self.events = STORIES[story]
+        self.status = S.PENDIENTE_VALIDACION
+        self.delivered: set[str] = set()
+        self.terminal_at: OrderStatus | None = None
+        self.refund: RefundStatus | None = None
+
+    def _apply(self, decision: Transition | Annotation | None) -> None:
+        before = self.status
+        if isinstance(decision, Transition):
+            assert before not in TERMINAL, "a terminal order never changes"
+            if decision.to in ACTIVE:
+                assert RANK[decision.to] > RANK[before], "active states only move forward"
+            self.status = decision.to
+        elif isinstance(decision, Annotation):
+            assert before in TERMINAL
+            self.refund = decision.refund_status
+
+    @rule(data=st.data())
+    def deliver(self, data: st.DataObject) -> None:
+        event = data.draw(st.sampled_from(self.events))
+        self.delivered.add(event)
+        self._apply(on_event(self.status, event))
+
+    @rule()
+    def cancel(self) -> None:
+        try:
+            self._apply(on_cancel_requested(self.status))
+        except CannotCancel:
+            assert self.status in TERMINAL or self.status is S.PENDIENTE_REEMBOLSO
+
+    @rule()
+    def step_deadline(self) -> None:
+        self._apply(on_step_deadline(self.status))
+
+    @precondition(lambda self: self.status in ACTIVE)
+    @rule()
+    def saga_deadline(self) -> None:
+        self._apply(on_saga_deadline(self.status))
+
+    @invariant()
+    def terminal_states_are_final(self) -> None:
+        if self.terminal_at is not None:
+            assert self.status is self.terminal_at
+        elif self.status in TERMINAL:
+            self.terminal_at = self.status
+
+    @invariant()
+    def outcomes_are_proven_by_events(self) -> None:
+        proof = PROOF.get(self.status)
+        if proof is not None:
+            assert proof in self.delivered, (self.status, self.delivered)
+
+
+TestOrderUnderChaos = OrderUnderChaos.TestCase
+TestOrderUnderChaos.settings = settings(max_examples=300, stateful_step_count=30, deadline=None)
