@@ -1,0 +1,107 @@
+"""Units of the plumbing that need neither PostgreSQL nor Kafka."""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import uuid
+
+import pytest
+from sagakit.backoff import Backoff
+from sagakit.consumer import classify
+from sagakit.envelope import Envelope, UndecodableMessage
+from sagakit.errors import PermanentError, TransientError
+from sagakit.privacy import MASK, redact
+from sagakit.settings import InvalidConfiguration, MessagingSettings, load
+from sqlalchemy.exc import OperationalError
+
+
+def test_backoff_follows_the_standard_progression_with_bounded_jitter() -> None:
+    b = Backoff(0.5, 2.0, 60.0, jitter=0.2)
+    assert [b.nominal(k) for k in range(1, 6)] == [0.5, 1.0, 2.0, 4.0, 8.0]
+    assert b.nominal(20) == 60.0
+    rng = random.Random(1)
+    delays = [b.delay(3, rng) for _ in range(200)]
+    assert min(delays) >= 2.0 * 0.8 and max(delays) <= 2.0 * 1.2
+    assert len({round(d, 6) for d in delays}) > 100, "jitter spreads retries"
+
+
+def test_envelope_round_trip_and_headers() -> None:
+    env = Envelope.new(saga_id=str(uuid.uuid4()), event_type="OrdenCompletada",
+                       schema_version="1.0.0", source_service="pedidos",
+                       payload={"x": 1}, parent_span_id="p-1")
+    back = Envelope.from_record_value(json.dumps(env.to_dict()).encode())
+    assert back == env
+    headers = env.kafka_headers("00-abc-def-01")
+    assert headers["X-Saga-ID"] == env.saga_id and headers["X-Parent-Span-ID"] == "p-1"
+    assert headers["X-Span-ID"] == env.span_id and headers["traceparent"] == "00-abc-def-01"
+    assert env.timestamp.endswith("Z")
+
+
+@pytest.mark.parametrize("raw", [b"\xff\x00", b"[1, 2]", b'{"event_type": "X"}', None,
+                                 b'{"message_id": "no", "saga_id": "no", "span_id": "s", '
+                                 b'"schema_version": "1.0.0", "timestamp": "t", '
+                                 b'"source_service": "x", "event_type": "E", "payload": {}}'])
+def test_what_is_not_an_envelope_is_undecodable(raw: bytes | None) -> None:
+    with pytest.raises(UndecodableMessage):
+        Envelope.from_record_value(raw)
+
+
+def test_errors_are_classified() -> None:
+    assert classify(TransientError()) == "transient"
+    assert classify(PermanentError()) == "permanent"
+    assert classify(KeyError("bug")) == "permanent"
+    assert classify(ConnectionRefusedError()) == "infrastructure"
+    assert classify(OperationalError("SELECT 1", {}, Exception("down"))) == "infrastructure"
+
+
+def test_declared_sensitive_fields_are_masked_or_omitted_at_any_depth() -> None:
+    event = {"payload": {"payment_method": {"type": "credit_card", "token": "tok_visa"},
+                         "shipping_address": {"street": "Calle 1"}, "items": [{"sku": "A"}]}}
+    out = redact(event)
+    assert out["payload"]["payment_method"] == {"type": "credit_card", "token": MASK}
+    assert "shipping_address" not in out["payload"]
+    assert out["payload"]["items"] == [{"sku": "A"}]
+    assert event["payload"]["payment_method"]["token"] == "tok_visa", "the input is not changed"
+
+
+def test_structured_logs_never_show_a_token(capsys: pytest.CaptureFixture[str]) -> None:
+    from sagakit.structured_logging import configure
+
+    configure("test")
+    logging.getLogger("t").info("payload", extra={"saga_id": "s-1", "event_type": "E",
+                                                  "payload": {"payment_method": {
+                                                      "token": "tok_secret_123"}}})
+    line = capsys.readouterr().out.strip().splitlines()[-1]
+    doc = json.loads(line)
+    assert "tok_secret_123" not in line
+    assert doc["service"] == "test" and doc["saga_id"] == "s-1" and doc["level"] == "info"
+    assert doc["timestamp"].endswith("Z")
+    for field in ("event_type", "schema_version", "span_id", "parent_span_id", "status",
+                  "duration_ms", "attempt"):
+        assert field in doc
+
+
+def test_limits_below_the_standard_stop_the_service(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SAGA_RETRY_MAX_ATTEMPTS", "2")
+    with pytest.raises(InvalidConfiguration) as err:
+        load(MessagingSettings)
+    assert "SAGA_RETRY_MAX_ATTEMPTS" in str(err.value)
+
+
+def test_relay_interval_above_one_second_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SAGA_RELAY_POLL_INTERVAL_S", "1.5")
+    with pytest.raises(InvalidConfiguration) as err:
+        load(MessagingSettings)
+    assert "SAGA_RELAY_POLL_INTERVAL_S" in str(err.value)
+
+
+def test_unsafe_limits_need_the_explicit_override(monkeypatch: pytest.MonkeyPatch,
+                                                 caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch.setenv("SAGA_RETRY_MAX_BACKOFF_S", "1")
+    monkeypatch.setenv("SAGA_ALLOW_UNSAFE_LIMITS", "1")
+    with caplog.at_level(logging.WARNING):
+        settings = load(MessagingSettings)
+    assert settings.retry_max_backoff_s == 1
+    assert "SAGA_RETRY_MAX_BACKOFF_S" in caplog.text
