@@ -550,6 +550,22 @@ def follow_logs(parts: list[str]) -> None:
             time.sleep(0.2)
 
 
+def stop(part: str) -> None:
+    if part == "postgres":
+        stop_postgres()
+    else:
+        stop_group(part, grace_s=30)
+
+
+def start(part: str) -> None:
+    if part == "postgres":
+        start_postgres()
+    elif part == "kafka":
+        start_kafka()
+    else:
+        start_py(next(p for p in py_parts() if p.name == part))
+
+
 def restart(part: str) -> None:
     if part == "postgres":
         stop_postgres()
@@ -567,7 +583,7 @@ def main() -> None:
     os.environ["SAGA_STACK_ROOT"] = str(ROOT)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("command", choices=["up", "down", "status", "logs", "run", "restart",
-                                            "kill", "pg-data-dir"])
+                                            "start", "stop", "kill", "pg-data-dir"])
     parser.add_argument("part", nargs="?")
     parser.add_argument("--prometheus", action="store_true",
                         help="also start Prometheus scraping the services")
@@ -584,6 +600,10 @@ def main() -> None:
         follow_logs([args.part] if args.part else [*PART_ORDER, "prometheus"])
     elif args.command == "restart":
         restart(args.part)
+    elif args.command == "start":
+        start(args.part)
+    elif args.command == "stop":
+        stop(args.part)
     elif args.command == "kill":
         stop_group(args.part, signal.SIGKILL)
     elif args.command == "run":

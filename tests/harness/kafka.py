@@ -82,18 +82,30 @@ class TopicReader:
     async def __aexit__(self, *exc: object) -> None:
         await self.consumer.stop()
 
-    async def wait_for(self, accept: Callable[[Any], bool], timeout: float = 15) -> Any:
+    async def wait_until(self, done: Callable[[list[Any]], bool], timeout: float = 15) -> None:
+        """Reads until ``done`` holds for every record read so far."""
         deadline = time.monotonic() + timeout
-        for rec in self.records:
-            if accept(rec):
-                return rec
-        while time.monotonic() < deadline:
+        while not done(self.records):
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{self.topic}: condition not met within {timeout}s "
+                                     f"({len(self.records)} records read)")
             batch = await self.consumer.getmany(timeout_ms=200)
             for records in batch.values():
-                for rec in records:
-                    self.records.append(rec)
-                    if accept(rec):
-                        return rec
+                self.records.extend(records)
+
+    async def wait_for(self, accept: Callable[[Any], bool], timeout: float = 15) -> Any:
+        deadline = time.monotonic() + timeout
+        seen = 0
+        while True:
+            for rec in self.records[seen:]:
+                if accept(rec):
+                    return rec
+            seen = len(self.records)
+            if time.monotonic() > deadline:
+                break
+            batch = await self.consumer.getmany(timeout_ms=200)
+            for records in batch.values():
+                self.records.extend(records)
             await asyncio.sleep(0)
         raise AssertionError(f"no matching record on {self.topic} within {timeout}s "
                              f"({len(self.records)} seen)")

@@ -32,6 +32,16 @@ def restart(part: str, env: dict[str, str] | None = None) -> None:
         raise RuntimeError(f"restart of {part} failed:\n{res.stdout}\n{res.stderr}")
 
 
+def stop(part: str) -> None:
+    stack("stop", part)
+
+
+def start(part: str, env: dict[str, str] | None = None) -> None:
+    res = stack("start", part, env=env, check=False)
+    if res.returncode != 0:
+        raise RuntimeError(f"start of {part} failed:\n{res.stdout}\n{res.stderr}")
+
+
 def pid(part: str) -> int:
     return int((STATE / "run" / f"{part}.pid").read_text().strip())
 

@@ -1,0 +1,48 @@
+"""Part IV §3.3 scenario 2: Kafka stops while orders keep coming. The outbox holds them, the
+gauge shows the backlog, and when Kafka is back every saga completes, its events in order."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+
+from harness import config, stack
+from harness.clients import Saga, new_sku, order_body
+from harness.kafka import TopicReader, headers_of
+from harness.waiting import wait_for
+
+
+async def _pending(saga: Saga) -> float:
+    text = (await saga.http.get(f"{config.PEDIDOS}/metrics")).text
+    m = re.search(r'^outbox_pending_messages\{service="pedidos"\} (\S+)$', text, re.M)
+    return float(m.group(1)) if m else -1.0
+
+
+async def test_orders_survive_a_broker_outage(saga: Saga) -> None:
+    sku = new_sku()
+    await saga.set_stock(sku, 100)
+    async with TopicReader("order-events") as topic:
+        stack.stop("kafka")
+        try:
+            placed = await asyncio.gather(*(saga.place(order_body([(sku, 1)]))
+                                            for _ in range(8)))
+            await wait_for(lambda: _pending(saga), lambda n: n >= 8, timeout=15,
+                           what="outbox backlog visible in outbox_pending_messages")
+            for p in placed:
+                assert (await saga.order(p["order_id"]))["status"] == "PENDIENTE_VALIDACION"
+        finally:
+            stack.start("kafka")
+        orders = await asyncio.gather(*(saga.wait_terminal(p["order_id"], timeout=60)
+                                        for p in placed))
+        assert {o["status"] for o in orders} == {"COMPLETADA"}
+        await wait_for(lambda: _pending(saga), lambda n: n == 0, timeout=15,
+                       what="outbox drained")
+        for p in placed:
+            events = []
+            await topic.wait_for(lambda r, sid=p["saga_id"]: headers_of(r).get("X-Saga-ID") == sid
+                                 and headers_of(r)["X-Event-Type"] == "OrdenCompletada",
+                                 timeout=30)
+            events = [headers_of(r)["X-Event-Type"] for r in topic.records
+                      if headers_of(r).get("X-Saga-ID") == p["saga_id"]]
+            assert events == ["OrdenSolicitada", "OrdenCompletada"], events
+    assert await saga.stock(sku) == 92
