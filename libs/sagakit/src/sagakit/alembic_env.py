@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from typing import Any
 
 from alembic import context
 from sqlalchemy import pool, text
@@ -20,7 +21,7 @@ def run_migrations(schema: str) -> None:
     if not url:
         raise SystemExit("DATABASE_URL is not set (the schema owner's connection URL)")
 
-    def configure(connection: Connection | None = None, **kw: object) -> None:
+    def configure(connection: Connection | None = None, **kw: Any) -> None:
         context.configure(connection=connection, version_table_schema=schema,
                           include_schemas=False, transaction_per_migration=True, **kw)
 

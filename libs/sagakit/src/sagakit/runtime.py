@@ -170,7 +170,7 @@ def create_app(definition: ServiceDefinition) -> FastAPI:
 
 
 def runtime_of(request: Request) -> Runtime:
-    return request.app.state.runtime  # type: ignore[no-any-return]
+    return request.app.state.runtime
 
 
 def operational_router() -> APIRouter:

@@ -35,7 +35,7 @@ def _saga_defaults(_: Any, __: str, event_dict: dict[str, Any]) -> dict[str, Any
 
 
 def _redact(_: Any, __: str, event_dict: dict[str, Any]) -> dict[str, Any]:
-    return redact(event_dict)  # type: ignore[no-any-return]
+    return redact(event_dict)
 
 
 def configure(service: str, level: str = "INFO") -> None:

@@ -60,7 +60,7 @@ def create_app(ledger_path: Path | None = None, slow_seconds: float | None = Non
     app = FastAPI(title="fake payment gateway", lifespan=lifespan)
 
     def ledger(request: Request) -> Ledger:
-        return request.app.state.ledger  # type: ignore[no-any-return]
+        return request.app.state.ledger
 
     async def idempotent(request: Request, endpoint: str, key: str | None, body: BaseModel
                          ) -> tuple[JSONResponse | None, int]:

@@ -26,7 +26,7 @@ def _worker(rt: Runtime) -> GatewayWorker:
         settings = load(PagosSettings)
         rt.extras["worker"] = GatewayWorker(
             rt.uow, GatewayClient(settings.gateway_url, settings.gateway_timeout_s), settings)
-    return rt.extras["worker"]  # type: ignore[no-any-return]
+    return rt.extras["worker"]
 
 
 def handlers(rt: Runtime) -> dict[str, Handler]:

@@ -31,7 +31,7 @@ async def saga_gauges(rt: Runtime) -> None:
 def _settings(rt: Runtime) -> PedidosSettings:
     if "settings" not in rt.extras:
         rt.extras["settings"] = load(PedidosSettings)
-    return rt.extras["settings"]  # type: ignore[no-any-return]
+    return rt.extras["settings"]
 
 
 def handlers(rt: Runtime) -> dict[str, Handler]:

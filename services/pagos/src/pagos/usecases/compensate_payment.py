@@ -5,8 +5,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
+from sagakit.consumer import Handler
 from sagakit.envelope import Envelope
 from sagakit.unit_of_work import UnitOfWork
+from sqlalchemy import func
 
 from pagos.adapters.payment_repository import PaymentRepository
 from pagos.domain import payment as domain
@@ -14,7 +16,7 @@ from pagos.domain import payment as domain
 log = logging.getLogger("pagos.compensate")
 
 
-def make_compensation_handlers(kick: Callable[[], None]):  # type: ignore[no-untyped-def]
+def make_compensation_handlers(kick: Callable[[], None]) -> tuple[Handler, Handler]:
     async def apply(uow: UnitOfWork, event: Envelope, change: domain.Change,
                     current: domain.PaymentStatus | None) -> None:
         repo = PaymentRepository(uow.connection)
@@ -27,7 +29,6 @@ def make_compensation_handlers(kick: Callable[[], None]):  # type: ignore[no-unt
         else:
             values: dict[str, object] = {"status": change.status.value}
             if change.retry_in_s is not None:
-                from sqlalchemy import func
                 values["next_attempt_at"] = func.now()
                 uow.after_commit(kick)
             if change.status is domain.PaymentStatus.CANCELLED:

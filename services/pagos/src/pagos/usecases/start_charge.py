@@ -7,6 +7,7 @@ import logging
 from collections.abc import Callable
 from decimal import Decimal
 
+from sagakit.consumer import Handler
 from sagakit.envelope import Envelope
 from sagakit.unit_of_work import UnitOfWork
 
@@ -16,7 +17,7 @@ from pagos.domain.payment import PaymentStatus
 log = logging.getLogger("pagos.start_charge")
 
 
-def make_on_stock_verificado(kick: Callable[[], None]):  # type: ignore[no-untyped-def]
+def make_on_stock_verificado(kick: Callable[[], None]) -> Handler:
     async def on_stock_verificado(uow: UnitOfWork, event: Envelope) -> None:
         p = event.payload
         repo = PaymentRepository(uow.connection)

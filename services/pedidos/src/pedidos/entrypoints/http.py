@@ -27,7 +27,7 @@ router = APIRouter()
 
 
 def settings_of(request: Request) -> PedidosSettings:
-    return runtime_of(request).extras["settings"]  # type: ignore[no-any-return]
+    return runtime_of(request).extras["settings"]
 
 
 @router.post("/orders", status_code=202, response_model=OrderAccepted, tags=["orders"],

@@ -40,8 +40,7 @@ async def enforce_deadlines(rt: Runtime, settings: PedidosSettings, batch: int =
                          saga_id=saga.saga_id)
                 await apply_transition(uow, saga, transition, cause="SagaExpirada",
                                        actor="pedidos.deadlines", settings=settings)
-                uow.after_commit(lambda: metrics.ALERTS.labels("pedidos", "saga_expired",
-                                                               "high").inc())
+                uow.after_commit(metrics.ALERTS.labels("pedidos", "saga_expired", "high").inc)
                 log.error("saga expired", extra={"saga_id": saga.saga_id,
                                                  "event_type": "SagaExpirada",
                                                  "status": "COMPENSATING"})
@@ -56,7 +55,7 @@ async def enforce_deadlines(rt: Runtime, settings: PedidosSettings, batch: int =
                 await apply_transition(uow, saga, transition, cause="StepTimedOut",
                                        actor="pedidos.deadlines", settings=settings,
                                        detail={"step": step, "elapsed_ms": saga.step_elapsed_ms})
-                uow.after_commit(lambda s=step: metrics.STEP_TIMEOUTS.labels("pedidos", s).inc())
+                uow.after_commit(metrics.STEP_TIMEOUTS.labels("pedidos", step).inc)
                 log.error("step timed out", extra={"saga_id": saga.saga_id,
                                                    "event_type": "StepTimedOut", "step": step,
                                                    "status": "COMPENSATING"})

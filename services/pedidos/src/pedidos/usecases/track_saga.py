@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 
+from sagakit.consumer import Handler
 from sagakit.envelope import Envelope
 from sagakit.unit_of_work import UnitOfWork
 
@@ -22,7 +23,7 @@ TRACKED_EVENTS = ("StockVerificado", "StockNoDisponible", "PagoExitoso", "PagoRe
                   "StockAsignado", "FalloAsignacion", "ReembolsoEjecutado", "FalloReembolso")
 
 
-def make_track_saga(settings: PedidosSettings):  # type: ignore[no-untyped-def]
+def make_track_saga(settings: PedidosSettings) -> Handler:
     async def track_saga(uow: UnitOfWork, event: Envelope) -> None:
         repo = OrderRepository(uow.connection)
         saga = await repo.lock_saga(event.saga_id)

@@ -1,0 +1,24 @@
+"""The code base stays typed and linted: ruff and mypy run as part of the suite."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_ruff() -> None:
+    res = subprocess.run([sys.executable, "-m", "ruff", "check", "."], cwd=ROOT,
+                         capture_output=True, text=True)
+    assert res.returncode == 0, res.stdout + res.stderr
+
+
+def test_mypy() -> None:
+    res = subprocess.run([sys.executable, "-m", "mypy", "libs/sagakit/src",
+                          "libs/saga-contracts/src", "services/pedidos/src",
+                          "services/inventario/src", "services/pagos/src",
+                          "services/fake-gateway/src"],
+                         cwd=ROOT, capture_output=True, text=True)
+    assert res.returncode == 0, res.stdout + res.stderr
