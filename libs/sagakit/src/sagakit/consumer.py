@@ -7,11 +7,13 @@ For each record, in partition order:
 3. In one unit of work: claim the message id in ``processed_messages`` (a duplicate stops here),
    run the handler, commit. The offset is committed to Kafka only after that.
 4. ``TransientError`` (and database serialisation failures, deadlocks, lock timeouts) are
-   retried with exponential backoff and jitter; when the attempts run out, and at once for a
-   ``PermanentError`` or any other exception, the message goes to the service's dead-letter
-   topic, written through the outbox together with an inbox row marking it dead-lettered.
+   retried with exponential backoff and jitter. While a record waits for its retry, its
+   partition is rewound to it and paused, so the other partitions keep flowing. When the
+   attempts run out, and at once for a ``PermanentError`` or any other exception, the message
+   goes to the service's dead-letter topic, written through the outbox together with an inbox
+   row marking it dead-lettered, with every attempt's time and error.
 5. An unreachable database is nobody's fault but the infrastructure's: the record is not
-   dead-lettered; the partition is rewound to it and retried after a backoff.
+   dead-lettered; it is retried after a capped backoff for as long as it takes.
 Partitions of one fetch are handled concurrently, each in order.
 """
 
@@ -72,9 +74,10 @@ class Attempt:
 
 @dataclass
 class Outcome:
-    status: str  # processed | duplicate | skipped | dead_lettered
+    status: str  # processed | duplicate | skipped | dead_lettered | retry
     attempts: list[Attempt] = field(default_factory=list)
     event_type: str | None = None
+    retry_in_s: float | None = None
 
 
 def _sqlstate(exc: BaseException) -> str | None:
@@ -132,6 +135,7 @@ class EventConsumer:
         self.infra_backoff = Backoff(0.2, 2.0, 5.0)
         self._on_event = on_event
         self._consumer: AIOKafkaConsumer | None = None
+        self._retrying: dict[tuple[TopicPartition, int], list[Attempt]] = {}
         self.assigned = asyncio.Event()
 
     # ------------------------------------------------------------------ Kafka loop
@@ -183,11 +187,8 @@ class EventConsumer:
                 failures = 0
                 while True:
                     try:
-                        outcome = await self.process(raw)
-                        if (self.settings.crash_after_commit and outcome.status == "processed"
-                                and outcome.event_type == self.settings.crash_after_commit):
-                            crash_now("consumer: after commit, before offset commit",
-                                      outcome.event_type)
+                        prior = self._retrying.pop((tp, rec.offset), None)
+                        outcome = await self.process(raw, prior)
                         break
                     except InfrastructureDown as exc:
                         failures += 1
@@ -196,15 +197,37 @@ class EventConsumer:
                                     delay, exc.__cause__ or exc,
                                     extra={"service": self.service, "attempt": failures})
                         await asyncio.sleep(delay)
+                if outcome.status == "retry":
+                    # Wait without holding the loop: rewind this partition to the record,
+                    # pause it, and let the other partitions go on until the backoff ends.
+                    self._retrying[(tp, rec.offset)] = outcome.attempts
+                    consumer.seek(tp, rec.offset)
+                    consumer.pause(tp)
+                    asyncio.get_running_loop().call_later(outcome.retry_in_s or 0,
+                                                          self._resume, consumer, tp)
+                    return
+                if (self.settings.crash_after_commit and outcome.status == "processed"
+                        and outcome.event_type == self.settings.crash_after_commit):
+                    crash_now("consumer: after commit, before offset commit",
+                              outcome.event_type)
                 done_offset = rec.offset
         finally:
             if done_offset is not None:
                 # Only after the local transaction committed (or the record was dead-lettered).
                 await consumer.commit({tp: done_offset + 1})
 
+    @staticmethod
+    def _resume(consumer: AIOKafkaConsumer, tp: TopicPartition) -> None:
+        with contextlib.suppress(Exception):  # revoked meanwhile: nothing to resume
+            consumer.resume(tp)
+
     # ------------------------------------------------------------------ one record
 
-    async def process(self, raw: RawRecord) -> Outcome:
+    async def process(self, raw: RawRecord, prior_attempts: list[Attempt] | None = None
+                      ) -> Outcome:
+        """Handles one record once. A transient failure with attempts left returns a ``retry``
+        outcome with the backoff to wait; the caller redelivers the record with the attempts
+        so far (``prior_attempts``)."""
         started = time.perf_counter()
         try:
             envelope = Envelope.from_record_value(raw.value)
@@ -226,7 +249,7 @@ class EventConsumer:
             return Outcome("skipped")
 
         token = current_message.set(envelope)
-        attempts: list[Attempt] = []
+        attempts: list[Attempt] = list(prior_attempts or [])
         conflicts = 0
         try:
             while True:
@@ -274,7 +297,7 @@ class EventConsumer:
                                        "schema_version": envelope.schema_version,
                                        "span_id": envelope.span_id,
                                        "parent_span_id": envelope.parent_span_id})
-                    await asyncio.sleep(delay)
+                    return Outcome("retry", attempts, event_type, delay)
         finally:
             current_message.reset(token)
 

@@ -1,0 +1,118 @@
+"""The consumer loop against real Kafka and PostgreSQL, outside any service: a record waiting
+for its retry does not hold up other partitions, and exhausted retries are dead-lettered with
+their history."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from collections.abc import AsyncIterator
+from datetime import datetime
+
+import pytest
+from aiokafka import AIOKafkaProducer
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from harness import config
+from harness.kafka import envelope
+from harness.waiting import wait_for
+from sagakit.consumer import EventConsumer
+from sagakit.envelope import Envelope
+from sagakit.errors import TransientError
+from sagakit.settings import MessagingSettings
+from sagakit.tables import MessagingTables, messaging_tables, service_metadata
+from sagakit.unit_of_work import UnitOfWork
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+SERVICE = "consumertest"
+TOPIC = "consumer-test-events"
+
+
+@pytest.fixture
+async def scratch(running_stack: None) -> AsyncIterator[tuple[AsyncEngine, MessagingTables]]:
+    metadata = service_metadata(SERVICE)
+    tables = messaging_tables(metadata)
+    engine = create_async_engine(config.admin_dsn().replace("postgresql://",
+                                                            "postgresql+asyncpg://"))
+    async with engine.begin() as conn:
+        await conn.execute(text(f"DROP SCHEMA IF EXISTS {SERVICE} CASCADE"))
+        await conn.execute(text(f"CREATE SCHEMA {SERVICE}"))
+        await conn.run_sync(metadata.create_all)
+    admin = AIOKafkaAdminClient(bootstrap_servers=config.KAFKA)
+    await admin.start()
+    try:
+        # A fresh topic each run, so the consumer group starts from its beginning.
+        if TOPIC in await admin.list_topics():
+            await admin.delete_topics([TOPIC])
+            await asyncio.sleep(1)
+        await admin.create_topics([NewTopic(TOPIC, num_partitions=3, replication_factor=1)])
+    finally:
+        await admin.close()
+    yield engine, tables
+    async with engine.begin() as conn:
+        await conn.execute(text(f"DROP SCHEMA {SERVICE} CASCADE"))
+    await engine.dispose()
+
+
+def _event(saga_id: str) -> dict:
+    return envelope("OrdenCompletada", {"order_id": str(uuid.uuid4()), "total_amount": "1.00",
+                                        "currency": "USD"}, saga_id=saga_id, source="test")
+
+
+async def test_a_retrying_partition_does_not_hold_up_the_others(scratch) -> None:  # type: ignore[no-untyped-def]
+    engine, tables = scratch
+    slow, fast, poison = (str(uuid.uuid4()) for _ in range(3))
+    calls: dict[str, list[float]] = {slow: [], fast: [], poison: []}
+    done: dict[str, float] = {}
+
+    async def handler(uow: UnitOfWork, event: Envelope) -> None:
+        calls[event.saga_id].append(time.monotonic())
+        if event.saga_id == poison or (event.saga_id == slow and len(calls[slow]) < 3):
+            raise TransientError("gateway busy")
+        done[event.saga_id] = time.monotonic()
+        await uow.commit()
+
+    settings = MessagingSettings(kafka_bootstrap_servers=config.KAFKA,
+                                 retry_initial_backoff_s=0.4, retry_max_attempts=5)
+    consumer = EventConsumer(service=SERVICE, topics=[TOPIC],
+                             handlers={"OrdenCompletada": handler},
+                             uow_factory=lambda **kw: UnitOfWork(engine, tables, SERVICE, **kw),
+                             settings=settings)
+    stop = asyncio.Event()
+    task = asyncio.create_task(consumer.run(stop))
+    producer = AIOKafkaProducer(bootstrap_servers=config.KAFKA, acks="all")
+    await producer.start()
+    try:
+        started = time.monotonic()
+        await producer.send_and_wait(TOPIC, json.dumps(_event(slow)).encode(), partition=0)
+        await producer.send_and_wait(TOPIC, json.dumps(_event(poison)).encode(), partition=2)
+        await producer.send_and_wait(TOPIC, json.dumps(_event(fast)).encode(), partition=1)
+
+        async def finished() -> int:
+            return len(done)
+        await wait_for(finished, lambda n: n == 2, timeout=30, what="slow and fast handled")
+        await wait_for(lambda: _dead_letters(engine), lambda rows: len(rows) == 1,
+                       timeout=30, what="poison dead-lettered")
+    finally:
+        stop.set()
+        await task
+        await producer.stop()
+
+    assert done[fast] - started < 2.0, "the fast partition was not held up by the others"
+    assert done[fast] < done[slow], "the retrying record finished later"
+    assert len(calls[slow]) == 3 and calls[slow][1] - calls[slow][0] >= 0.4 * 0.8
+    record = (await _dead_letters(engine))[0]
+    assert record["reason"] == "retries_exhausted" and record["attempt_count"] == 5
+    stamps = [datetime.fromisoformat(a["at"].replace("Z", "+00:00")) for a in record["attempts"]]
+    gaps = [(b - a).total_seconds() for a, b in zip(stamps, stamps[1:], strict=False)]
+    assert all(g >= 0.4 * 0.8 * 2 ** i for i, g in enumerate(gaps)), gaps
+    assert all("gateway busy" in a["error"] for a in record["attempts"])
+
+
+async def _dead_letters(engine: AsyncEngine) -> list[dict]:
+    async with engine.connect() as conn:
+        rows = (await conn.execute(text(
+            f"SELECT payload FROM {SERVICE}.outbox WHERE topic = '{SERVICE}-dlq'"))).all()
+    return [r.payload for r in rows]
