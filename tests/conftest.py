@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 
 import httpx
 import pytest
 from harness import stack
 from harness.clients import Saga
+
+# The tests' own Kafka clients report every broker outage a test provokes on purpose.
+logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
 
 
 @pytest.fixture(scope="session")

@@ -18,6 +18,8 @@ async def _wait_dead(part: str) -> None:
 async def test_consumer_killed_after_commit_before_offset_commit(saga: Saga) -> None:
     sku = new_sku()
     await saga.set_stock(sku, 10)
+    # Nothing older may reach the fault: it must hit this test's own PagoExitoso.
+    await saga.wait_caught_up("inventario")
     stack.restart("inventario", {"SAGA_FAULT_CRASH_AFTER_COMMIT": "PagoExitoso"})
     try:
         placed = await saga.place(order_body([(sku, 3)]))
@@ -41,6 +43,7 @@ async def test_consumer_killed_after_commit_before_offset_commit(saga: Saga) -> 
 async def test_relay_killed_after_publish_before_marking(saga: Saga) -> None:
     sku = new_sku()
     await saga.set_stock(sku, 10)
+    await saga.wait_caught_up("inventario")
     async with TopicReader("inventory-events") as topic:
         stack.restart("inventario", {"SAGA_FAULT_CRASH_AFTER_PUBLISH": "StockAsignado"})
         try:

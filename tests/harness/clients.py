@@ -73,6 +73,20 @@ class Saga:
         r.raise_for_status()
         return r.json()  # type: ignore[no-any-return]
 
+    async def lag(self, service: str) -> float:
+        """Messages the service's consumer has not committed yet, from its /metrics."""
+        base = {"pedidos": config.PEDIDOS, "inventario": config.INVENTARIO,
+                "pagos": config.PAGOS}[service]
+        text = (await self.http.get(f"{base}/metrics")).text
+        values = [float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+                  if line.startswith("kafka_consumer_lag{")]
+        return sum(values) if values else float("inf")
+
+    async def wait_caught_up(self, service: str, timeout: float = 30) -> None:
+        """Until the service has consumed everything published so far (its lag gauge is 0)."""
+        await wait_for(lambda: self.lag(service), lambda n: n == 0, timeout=timeout,
+                       what=f"{service} caught up", interval=0.5)
+
     async def wait_status(self, order_id: str, accept: set[str] | str, timeout: float = 10
                           ) -> dict[str, Any]:
         wanted = {accept} if isinstance(accept, str) else accept

@@ -6,6 +6,7 @@ import json
 import logging
 import random
 import uuid
+from collections.abc import Iterator
 
 import pytest
 from sagakit.backoff import Backoff
@@ -66,7 +67,17 @@ def test_declared_sensitive_fields_are_masked_or_omitted_at_any_depth() -> None:
     assert event["payload"]["payment_method"]["token"] == "tok_visa", "the input is not changed"
 
 
-def test_structured_logs_never_show_a_token(capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.fixture
+def restore_logging() -> Iterator[None]:
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
+
+
+def test_structured_logs_never_show_a_token(capsys: pytest.CaptureFixture[str],
+                                            restore_logging: None) -> None:
     from sagakit.structured_logging import configure
 
     configure("test")

@@ -87,7 +87,9 @@ def messaging_jobs(settings: MessagingSettings) -> list[PeriodicJob]:
         await rt.relay.refresh_gauges()
         await inbox.refresh_dead_letter_gauge(rt.engine, rt.tables, rt.name)
         if rt.consumer:
-            await rt.consumer.refresh_lag()
+            # Asking Kafka can hang while it is down; the other gauges must go on meanwhile.
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(rt.consumer.refresh_lag(), 1.5)
 
     async def cleanup(rt: Runtime) -> None:
         outbox_rows = await rt.relay.cleanup()
