@@ -4,13 +4,12 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 
-# Gateway timings short enough for the timeout and retry tests to take seconds, not minutes.
-# Every other limit keeps the standard's defaults; tests that need shorter saga deadlines
-# restart pedidos with them and restore it afterwards.
-export PAGOS_GATEWAY_TIMEOUT_S="${PAGOS_GATEWAY_TIMEOUT_S:-2}"
-export GATEWAY_SLOW_SECONDS="${GATEWAY_SLOW_SECONDS:-5}"
-export PAGOS_CHARGE_RETRY_SCHEDULE_S="${PAGOS_CHARGE_RETRY_SCHEDULE_S:-0.5,1,2}"
-export PAGOS_REFUND_RETRY_SCHEDULE_S="${PAGOS_REFUND_RETRY_SCHEDULE_S:-0.2,0.4,0.8,1.6}"
+# The test settings (tests that need shorter saga deadlines restart pedidos with them and
+# restore it afterwards).
+set -a
+# shellcheck source=deploy/local/test.env
+. deploy/local/test.env
+set +a
 export PYTHONUNBUFFERED=1
 
 PY="uv run --frozen --no-sync python"

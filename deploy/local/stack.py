@@ -607,14 +607,25 @@ def main() -> None:
     elif args.command == "kill":
         stop_group(args.part, signal.SIGKILL)
     elif args.command == "run":
+        stopping = False
+
+        def stop_once(signum: int, frame: object) -> None:
+            # Ctrl-C reaches every process of the terminal's group (make, uv, us), so the
+            # signal can come more than once: the first one stops the stack, the rest wait.
+            nonlocal stopping
+            if not stopping:
+                stopping = True
+                raise KeyboardInterrupt
+
+        signal.signal(signal.SIGINT, stop_once)
+        signal.signal(signal.SIGTERM, stop_once)
         try:
             up(args.prometheus or os.environ.get("WITH_PROMETHEUS") == "1")
             log("following logs; Ctrl-C stops the whole stack")
             follow_logs([*PART_ORDER, "prometheus"])
         except KeyboardInterrupt:
-            pass
+            log("stopping the stack")
         finally:
-            signal.signal(signal.SIGINT, signal.SIG_IGN)
             down()
 
 

@@ -65,3 +65,27 @@ async def test_refund_that_fails_transiently_is_retried(saga: Saga) -> None:
     payment = (await saga.payments(placed["saga_id"]))[0]
     assert payment["refund_attempts"] == 3
     assert await saga.money_of(placed["saga_id"]) == (Decimal(0), 1, 1)
+
+
+async def test_a_gateway_that_stays_down_dead_letters_the_charge_with_an_alert(
+        saga: Saga) -> None:
+    from harness import config
+    from harness.kafka import TopicReader, headers_of
+
+    sku = new_sku()
+    await saga.set_stock(sku, 5)
+    async with TopicReader("pagos-dlq") as dlq:
+        placed = await saga.place(order_body([(sku, 1)], token="tok_transient9"))
+        record = await dlq.wait_for(
+            lambda r: headers_of(r).get("X-Saga-ID") == placed["saga_id"], timeout=30)
+    assert headers_of(record)["X-DLQ-Error-Class"] == "gateway_retries_exhausted"
+    payment = (await saga.payments(placed["saga_id"]))[0]
+    assert payment["status"] == "CHARGE_FAILED" and payment["charge_attempts"] == 4
+    metrics = (await saga.http.get(f"{config.PAGOS}/metrics")).text
+    assert 'saga_alerts_total{alert="charge_failed",service="pagos",severity="critical"}' \
+        in metrics
+    # Nothing was captured; the order stays waiting for its payment deadline or a cancel.
+    assert (await saga.order(placed["order_id"]))["status"] == "PENDIENTE_PAGO"
+    assert (await saga.money_of(placed["saga_id"]))[1] == 0
+    r = await saga.http.post(f"{config.PEDIDOS}/sagas/{placed['saga_id']}/cancel")
+    assert r.status_code == 202
