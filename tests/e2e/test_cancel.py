@@ -17,11 +17,9 @@ async def _cancel(saga: Saga, saga_id: str) -> tuple[int, dict]:
 
 
 async def _settled_with_nothing_net(saga: Saga, saga_id: str, sku: str, stock: int) -> None:
-    await saga.wait_payment_settled(saga_id)
+    await saga.wait_no_net_charge(saga_id)
     await wait_for(lambda: saga.stock(sku), lambda q: q == stock, timeout=15,
                    what="stock back to where it was")
-    net, _, _ = await saga.money_of(saga_id)
-    assert net == Decimal(0)
 
 
 async def test_cancel_while_validating(saga: Saga) -> None:

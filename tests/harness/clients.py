@@ -106,6 +106,15 @@ class Saga:
         net = sum(c["amount"] for c in charges) - sum(r["amount"] for r in refunds)
         return Decimal(net) / 100, len(charges), len(refunds)
 
+    async def wait_no_net_charge(self, saga_id: str, timeout: float = 20) -> None:
+        """Until the gateway's ledger shows no net charge for the saga and pagos has no work
+        left for it (a CAPTURED payment is settled, yet its refund may still be on the way)."""
+        async def net() -> Decimal:
+            return (await self.money_of(saga_id))[0]
+        await wait_for(net, lambda n: n == 0, timeout=timeout,
+                       what=f"no net charge for saga {saga_id}")
+        await self.wait_payment_settled(saga_id, timeout)
+
     async def wait_payment_settled(self, saga_id: str, timeout: float = 20) -> None:
         """Until pagos has no gateway work left for the saga (a refund may follow the order's
         terminal state)."""

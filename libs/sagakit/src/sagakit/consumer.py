@@ -59,6 +59,7 @@ RETRYABLE_SQLSTATES = {"40001", "40P01", "55P03", "57014"}
 # as an attempt, because under contention they are expected and resolve immediately.
 CONFLICT_SQLSTATES = {"40001", "40P01"}
 MAX_QUICK_RETRIES = 20
+OFFSET_COMMIT_INTERVAL_S = 0.1
 
 
 class InfrastructureDown(Exception):
@@ -136,6 +137,8 @@ class EventConsumer:
         self._on_event = on_event
         self._consumer: AIOKafkaConsumer | None = None
         self._retrying: dict[tuple[TopicPartition, int], list[Attempt]] = {}
+        self._offsets: dict[TopicPartition, int] = {}
+        self._offsets_ready = asyncio.Event()
         self.assigned = asyncio.Event()
 
     # ------------------------------------------------------------------ Kafka loop
@@ -166,9 +169,45 @@ class EventConsumer:
                 with contextlib.suppress(Exception):
                     await asyncio.wait_for(consumer.stop(), 10)
 
-    async def _loop(self, consumer: AIOKafkaConsumer, stop: asyncio.Event) -> None:
+    async def _commit_offsets(self, consumer: AIOKafkaConsumer) -> None:
+        if not self._offsets:
+            return
+        offsets, self._offsets = self._offsets, {}
+        assigned = consumer.assignment()
+        try:
+            await consumer.commit({tp: o for tp, o in offsets.items() if tp in assigned})
+        except KafkaError:
+            # Keep them for the next try, unless newer offsets were recorded meanwhile.
+            for tp, o in offsets.items():
+                self._offsets.setdefault(tp, o)
+            raise
+
+    async def _committer(self, consumer: AIOKafkaConsumer, stop: asyncio.Event) -> None:
         while not stop.is_set():
-            batch = await consumer.getmany(timeout_ms=200,
+            await self._offsets_ready.wait()
+            self._offsets_ready.clear()
+            await asyncio.sleep(OFFSET_COMMIT_INTERVAL_S)  # let a burst share one commit
+            try:
+                await self._commit_offsets(consumer)
+            except KafkaError as exc:
+                log.warning("offset commit failed, will retry: %r", exc,
+                            extra={"service": self.service})
+                self._offsets_ready.set()
+
+    async def _loop(self, consumer: AIOKafkaConsumer, stop: asyncio.Event) -> None:
+        committer = asyncio.create_task(self._committer(consumer, stop))
+        try:
+            await self._fetch_loop(consumer, stop)
+        finally:
+            committer.cancel()
+            with contextlib.suppress(asyncio.CancelledError, KafkaError):
+                await committer
+            with contextlib.suppress(KafkaError):
+                await self._commit_offsets(consumer)
+
+    async def _fetch_loop(self, consumer: AIOKafkaConsumer, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            batch = await consumer.getmany(timeout_ms=1000,
                                            max_records=self.settings.consumer_max_records)
             if consumer.assignment():
                 self.assigned.set()
@@ -214,7 +253,10 @@ class EventConsumer:
         finally:
             if done_offset is not None:
                 # Only after the local transaction committed (or the record was dead-lettered).
-                await consumer.commit({tp: done_offset + 1})
+                # The committer sends it to Kafka within ``OFFSET_COMMIT_INTERVAL_S``: a crash
+                # before then redelivers a few records, which the inbox absorbs.
+                self._offsets[tp] = done_offset + 1
+                self._offsets_ready.set()
 
     @staticmethod
     def _resume(consumer: AIOKafkaConsumer, tp: TopicPartition) -> None:

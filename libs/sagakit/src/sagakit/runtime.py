@@ -99,7 +99,7 @@ def messaging_jobs(settings: MessagingSettings) -> list[PeriodicJob]:
         if outbox_rows or inbox_rows:
             log.info("cleanup removed %s outbox and %s inbox rows", outbox_rows, inbox_rows)
 
-    return [PeriodicJob("messaging-gauges", 2.0, gauges),
+    return [PeriodicJob("messaging-gauges", 5.0, gauges),
             PeriodicJob("messaging-cleanup", settings.cleanup_interval_s, cleanup)]
 
 
@@ -216,5 +216,6 @@ def serve(app_factory: Callable[[], FastAPI], service: str) -> None:
     started = time.monotonic()
     log.info("starting %s on %s:%s", service, svc.http_host, svc.http_port)
     uvicorn.run(app_factory(), host=svc.http_host, port=svc.http_port, log_config=None,
-                access_log=False, lifespan="on", timeout_graceful_shutdown=10)
+                access_log=False, lifespan="on", timeout_graceful_shutdown=10,
+                loop="uvloop", http="httptools")
     log.info("%s stopped after %.0fs", service, time.monotonic() - started)

@@ -34,7 +34,7 @@ class MessagingSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="SAGA_", extra="ignore")
 
     # Relay (Part I §4.3: 100-500 ms, never above 1 s)
-    relay_poll_interval_s: float = Field(0.2, gt=0, le=1.0)
+    relay_poll_interval_s: float = Field(0.5, gt=0, le=1.0)
     relay_batch_size: int = Field(200, ge=1, le=5000)
     relay_publish_timeout_s: float = Field(10.0, gt=0)
     relay_max_attempts: int = Field(10, ge=1)

@@ -19,7 +19,7 @@ from types import TracebackType
 from typing import Any
 
 from saga_contracts import registry
-from sqlalchemy import func, select, text
+from sqlalchemy import text
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -145,9 +145,17 @@ class UnitOfWork:
             # Rows of one saga must get outbox ids in commit order, or the relay could publish a
             # later event before an earlier one that committed late. A transaction-scoped
             # advisory lock per saga, taken right before the insert, serialises them.
-            for saga in sorted({r.key for r in self._outgoing}):
-                await conn.execute(select(func.pg_advisory_xact_lock(
-                    func.hashtextextended(f"{self.tables.schema}:{saga}", 0))))
+            # One round trip takes the locks (in a fixed order) and queues the relay's wake-up,
+            # which PostgreSQL delivers only if and when the transaction commits.
+            keys = sorted({f"{self.tables.schema}:{r.key}" for r in self._outgoing})
+            await conn.execute(
+                text("SELECT pg_advisory_xact_lock(hashtextextended(k, 0)) "
+                     "FROM unnest(CAST(:keys AS text[])) WITH ORDINALITY AS t(k, n) ORDER BY n; "
+                     ) if len(keys) > 1 else
+                text("SELECT pg_advisory_xact_lock(hashtextextended(:key, 0)), "
+                     "pg_notify(:channel, '')"),
+                {"keys": keys} if len(keys) > 1 else
+                {"key": keys[0], "channel": self.tables.notify_channel})
             await conn.execute(self.tables.outbox.insert(), [
                 {
                     "message_id": uuid.UUID(r.envelope.message_id) if r.envelope else uuid.uuid4(),
@@ -162,8 +170,9 @@ class UnitOfWork:
                 }
                 for r in self._outgoing
             ])
-            await conn.execute(text("SELECT pg_notify(:channel, '')"),
-                               {"channel": self.tables.notify_channel})
+            if len(keys) > 1:
+                await conn.execute(text("SELECT pg_notify(:channel, '')"),
+                                   {"channel": self.tables.notify_channel})
         await conn.commit()
         self.committed = True
         for callback in self._after_commit:

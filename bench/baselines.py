@@ -1,0 +1,111 @@
+"""The floor: a raw saga-step transaction in PostgreSQL and a raw Kafka hop, on this machine."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from typing import Any
+
+import asyncpg
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+from bench.common import admin_dsn, config, summary_ms
+
+SCHEMA = "benchraw"
+
+
+async def _setup_pg(conn: asyncpg.Connection) -> None:
+    await conn.execute(f"DROP SCHEMA IF EXISTS {SCHEMA} CASCADE; CREATE SCHEMA {SCHEMA};"
+                       f"CREATE TABLE {SCHEMA}.state (id int PRIMARY KEY, n bigint);"
+                       f"CREATE TABLE {SCHEMA}.inbox (id text PRIMARY KEY, at timestamptz "
+                       "DEFAULT now());"
+                       f"CREATE TABLE {SCHEMA}.outbox (id bigserial PRIMARY KEY, payload jsonb,"
+                       " created_at timestamptz DEFAULT now());"
+                       f"INSERT INTO {SCHEMA}.state SELECT g, 0 FROM generate_series(1, 1000) g")
+
+
+async def _step(conn: asyncpg.Connection, row: int) -> None:
+    """What one saga step commits: the inbox row, a state change, an outbox row."""
+    async with conn.transaction():
+        await conn.execute(f"INSERT INTO {SCHEMA}.inbox (id) VALUES ($1)", str(uuid.uuid4()))
+        await conn.execute(f"UPDATE {SCHEMA}.state SET n = n + 1 WHERE id = $1", row)
+        await conn.execute(f"INSERT INTO {SCHEMA}.outbox (payload) VALUES ($1)",
+                           json.dumps({"k": row}))
+
+
+async def pg_step(single: int = 500, clients: int = 16, seconds: float = 5.0) -> dict[str, Any]:
+    conn = await asyncpg.connect(admin_dsn())
+    await _setup_pg(conn)
+    latencies = []
+    for i in range(single):
+        t = time.perf_counter()
+        await _step(conn, i % 1000 + 1)
+        latencies.append(time.perf_counter() - t)
+    await conn.close()
+
+    conns = [await asyncpg.connect(admin_dsn()) for _ in range(clients)]
+    done = 0
+    stop_at = time.perf_counter() + seconds
+
+    async def worker(c: asyncpg.Connection, k: int) -> None:
+        nonlocal done
+        i = k
+        while time.perf_counter() < stop_at:
+            await _step(c, i % 1000 + 1)
+            i += clients
+            done += 1
+
+    started = time.perf_counter()
+    await asyncio.gather(*(worker(c, k) for k, c in enumerate(conns)))
+    elapsed = time.perf_counter() - started
+    for c in conns:
+        await c.close()
+    conn = await asyncpg.connect(admin_dsn())
+    await conn.execute(f"DROP SCHEMA {SCHEMA} CASCADE")
+    await conn.close()
+    return {"single_client": summary_ms(latencies),
+            f"rate_{clients}_clients_per_s": round(done / elapsed)}
+
+
+async def ensure_topic(name: str, partitions: int = 6) -> None:
+    admin = AIOKafkaAdminClient(bootstrap_servers=config.KAFKA)
+    await admin.start()
+    try:
+        if name not in await admin.list_topics():
+            await admin.create_topics([NewTopic(name, num_partitions=partitions,
+                                                replication_factor=1)])
+    finally:
+        await admin.close()
+
+
+async def kafka_hop(n: int = 500) -> dict[str, Any]:
+    """Produce (acks=all) → consume round trip of one small message at a time."""
+    topic = "bench-hop"
+    await ensure_topic(topic, 1)
+    producer = AIOKafkaProducer(bootstrap_servers=config.KAFKA, acks="all",
+                                enable_idempotence=True, linger_ms=0)
+    consumer = AIOKafkaConsumer(bootstrap_servers=config.KAFKA, enable_auto_commit=False,
+                                fetch_max_wait_ms=10)
+    await producer.start()
+    await consumer.start()
+    tp = TopicPartition(topic, 0)
+    consumer.assign([tp])
+    await consumer.seek_to_end(tp)
+    await consumer.position(tp)
+    latencies = []
+    try:
+        for i in range(n):
+            t = time.perf_counter()
+            await producer.send_and_wait(topic, json.dumps({"i": i}).encode(), partition=0)
+            got = False
+            while not got:
+                batch = await consumer.getmany(tp, timeout_ms=1000)
+                got = bool(batch.get(tp))
+            latencies.append(time.perf_counter() - t)
+    finally:
+        await producer.stop()
+        await consumer.stop()
+    return {"produce_to_consume": summary_ms(latencies)}

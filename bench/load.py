@@ -1,0 +1,186 @@
+"""Drives the real stack through POST /orders and measures every saga from its audit trail."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from typing import Any
+
+import asyncpg
+import httpx
+
+from bench.common import admin_dsn, config, cpu_between, pct, sample_cpu, summary_ms
+
+TERMINAL = ("COMPLETADA", "CANCELADA_SIN_STOCK", "CANCELADA_PAGO_RECHAZADO",
+            "CANCELADA_CON_REEMBOLSO", "CANCELADA_TIMEOUT", "CANCELADA_POR_USUARIO",
+            "REEMBOLSO_FALLIDO", "TIMED_OUT")
+
+
+def body(sku: str, qty: int = 1) -> dict[str, Any]:
+    return {"customer_id": f"bench-{uuid.uuid4().hex[:6]}",
+            "items": [{"sku": sku, "quantity": qty, "price": "9.99"}], "currency": "USD",
+            "shipping_address": {"street": "s", "city": "c", "country": "PE",
+                                 "postal_code": "1"},
+            "payment_method": {"type": "credit_card", "token": "tok_visa"}}
+
+
+async def set_stock(http: httpx.AsyncClient, sku: str, qty: int) -> None:
+    (await http.put(f"{config.INVENTARIO}/products/{sku}", json={"quantity": qty})
+     ).raise_for_status()
+
+
+async def _backlog(conn: asyncpg.Connection) -> int:
+    return int(await conn.fetchval(
+        "SELECT (SELECT count(*) FROM pedidos.outbox WHERE status = 'pending') + "
+        "(SELECT count(*) FROM inventario.outbox WHERE status = 'pending') + "
+        "(SELECT count(*) FROM pagos.outbox WHERE status = 'pending')"))
+
+
+async def wait_terminal(conn: asyncpg.Connection, saga_ids: list[str], timeout: float) -> int:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        left = await conn.fetchval("SELECT count(*) FROM pedidos.orders WHERE saga_id = "
+                                   "ANY($1::uuid[]) AND NOT status = ANY($2::text[])",
+                                   saga_ids, list(TERMINAL))
+        if left == 0:
+            return 0
+        await asyncio.sleep(0.2)
+    return int(left)
+
+
+async def saga_latencies(conn: asyncpg.Connection, saga_ids: list[str]) -> dict[str, Any]:
+    """Request → terminal state, from the audit trail; and the outcome counts."""
+    rows = await conn.fetch(
+        "SELECT o.status, extract(epoch FROM max(a.at) FILTER (WHERE a.to_status = o.status "
+        "AND a.from_status IS DISTINCT FROM a.to_status) - min(a.at)) AS seconds "
+        "FROM pedidos.orders o JOIN pedidos.saga_audit a ON a.saga_id = o.saga_id "
+        "WHERE o.saga_id = ANY($1::uuid[]) GROUP BY o.saga_id, o.status", saga_ids)
+    outcomes: dict[str, int] = {}
+    for r in rows:
+        outcomes[r["status"]] = outcomes.get(r["status"], 0) + 1
+    done = [float(r["seconds"]) for r in rows if r["status"] in TERMINAL and r["seconds"]]
+    return {"latency": summary_ms(done), "outcomes": outcomes}
+
+
+HOPS = [  # (event, emitted by, consumed by on the critical path)
+    ("OrdenSolicitada", "pedidos", "inventario"),
+    ("StockVerificado", "inventario", "pagos"),
+    ("PagoExitoso", "pagos", "inventario"),
+    ("StockAsignado", "inventario", "pedidos"),
+]
+
+
+async def hop_latencies(conn: asyncpg.Connection, saga_ids: list[str]) -> dict[str, Any]:
+    """Per hop: commit → broker ack (relay) and broker ack → the consumer's transaction."""
+    out: dict[str, Any] = {}
+    for event, producer, consumer in HOPS:
+        rows = await conn.fetch(
+            f"SELECT extract(epoch FROM o.published_at - o.created_at) AS relay, "
+            f"extract(epoch FROM p.processed_at - o.published_at) AS delivery "
+            f"FROM {producer}.outbox o JOIN {consumer}.processed_messages p "
+            f"ON p.message_id = o.message_id::text "
+            f"WHERE o.event_type = $1 AND o.saga_id = ANY($2::text[])", event, saga_ids)
+        relay = [float(r["relay"]) for r in rows if r["relay"] is not None]
+        delivery = [max(0.0, float(r["delivery"])) for r in rows if r["delivery"] is not None]
+        out[f"{event} {producer}->{consumer}"] = {
+            "commit_to_ack_p50_ms": round(pct(relay, 0.5) * 1000, 2),
+            "commit_to_ack_p99_ms": round(pct(relay, 0.99) * 1000, 2),
+            "ack_to_consumer_p50_ms": round(pct(delivery, 0.5) * 1000, 2),
+            "ack_to_consumer_p99_ms": round(pct(delivery, 0.99) * 1000, 2)}
+    rows = await conn.fetch(
+        "SELECT (SELECT payload->>'timestamp' FROM pagos.outbox x WHERE x.saga_id = "
+        "p.saga_id AND x.event_type = 'PagoExitoso') AS t, p.updated_at, p.created_at "
+        "FROM pagos.payments p WHERE p.saga_id = ANY($1::text[])", saga_ids)
+    charge = [(r["updated_at"] - r["created_at"]).total_seconds() for r in rows]
+    out["pagos charge (row created -> outcome committed, gateway call included)"] = {
+        "p50_ms": round(pct(charge, 0.5) * 1000, 2), "p99_ms": round(pct(charge, 0.99) * 1000, 2)}
+    return out
+
+
+async def open_loop(rate: float, seconds: float, *, sku: str, qty: int = 1,
+                    timeout: float = 120) -> dict[str, Any]:
+    conn = await asyncpg.connect(admin_dsn())
+    limits = httpx.Limits(max_connections=200, max_keepalive_connections=200)
+    async with httpx.AsyncClient(timeout=30, limits=limits) as http:
+        saga_ids: list[str] = []
+        errors = 0
+        peak_backlog = 0
+        stop_sampling = asyncio.Event()
+
+        async def sampler() -> None:
+            nonlocal peak_backlog
+            sconn = await asyncpg.connect(admin_dsn())
+            while not stop_sampling.is_set():
+                peak_backlog = max(peak_backlog, await _backlog(sconn))
+                await asyncio.sleep(0.1)
+            await sconn.close()
+
+        async def post() -> None:
+            nonlocal errors
+            try:
+                r = await http.post(f"{config.PEDIDOS}/orders", json=body(sku, qty))
+                r.raise_for_status()
+                saga_ids.append(r.json()["saga_id"])
+            except httpx.HTTPError:
+                errors += 1
+
+        sampling = asyncio.create_task(sampler())
+        cpu0 = sample_cpu()
+        t0 = time.perf_counter()
+        tasks = []
+        n = int(rate * seconds)
+        for i in range(n):
+            await asyncio.sleep(max(0.0, t0 + i / rate - time.perf_counter()))
+            tasks.append(asyncio.create_task(post()))
+        await asyncio.gather(*tasks)
+        left = await wait_terminal(conn, saga_ids, timeout)
+        elapsed = time.perf_counter() - t0
+        cpu1 = sample_cpu()
+        stop_sampling.set()
+        await sampling
+    result = {
+        "target_rate_per_s": rate, "duration_s": seconds, "orders": n, "accepted": len(saga_ids),
+        "http_errors": errors, "unfinished": left,
+        "sustained_sagas_per_s": round((len(saga_ids) - left) / elapsed, 1),
+        **await saga_latencies(conn, saga_ids),
+        "peak_outbox_backlog": peak_backlog,
+        "hops": await hop_latencies(conn, saga_ids),
+        "resources": cpu_between(cpu0, cpu1, elapsed),
+    }
+    await conn.close()
+    return result
+
+
+async def closed_loop(concurrency: int, seconds: float, sku: str) -> dict[str, Any]:
+    """Each client places an order and waits for its terminal state before the next."""
+    latencies: list[float] = []
+    stop_at = time.perf_counter() + seconds
+    limits = httpx.Limits(max_connections=concurrency * 2 + 10)
+    async with httpx.AsyncClient(timeout=30, limits=limits) as http:
+        async def client() -> None:
+            while time.perf_counter() < stop_at:
+                t = time.perf_counter()
+                r = await http.post(f"{config.PEDIDOS}/orders", json=body(sku))
+                order_id = r.json()["order_id"]
+                while True:
+                    o = (await http.get(f"{config.PEDIDOS}/orders/{order_id}")).json()
+                    if o["status"] in TERMINAL:
+                        break
+                    await asyncio.sleep(0.01)
+                latencies.append(time.perf_counter() - t)
+
+        started = time.perf_counter()
+        await asyncio.gather(*(client() for _ in range(concurrency)))
+        elapsed = time.perf_counter() - started
+    return {"concurrency": concurrency, "sagas_per_s": round(len(latencies) / elapsed, 1),
+            "latency": summary_ms(latencies)}
+
+
+async def idle_cpu(seconds: float = 10.0) -> dict[str, Any]:
+    a = sample_cpu()
+    await asyncio.sleep(seconds)
+    b = sample_cpu()
+    per_part = cpu_between(a, b, seconds)
+    return {"seconds": seconds, "total_pct_of_core": round(sum(
+        v["cpu_pct_of_core"] for v in per_part.values()), 1), "parts": per_part}

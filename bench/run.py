@@ -1,0 +1,163 @@
+"""`make bench`: baselines, relay vs raw producer, open-loop rates, contention, closed loop,
+idle cost. Prints a table and writes bench-results/bench-<date>.json and a latency plot.
+
+Environment: BENCH_RATES (default 10,50,100,200), BENCH_SECONDS per rate (default 10),
+BENCH_CLOSED_LOOP (default 2,4,8,16,32,64), BENCH_QUICK=1 for a short smoke run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import platform
+import subprocess
+import sys
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import httpx
+import psutil
+
+from bench import baselines, load, relay_bench
+from bench.common import ROOT
+
+OUT = ROOT / "bench-results"
+
+
+def machine() -> dict[str, Any]:
+    def version(cmd: list[str]) -> str:
+        try:
+            return subprocess.run(cmd, capture_output=True, text=True).stdout.strip()
+        except OSError:
+            return "unknown"
+    return {"cores": psutil.cpu_count(), "memory_gb": round(psutil.virtual_memory().total / 2**30),
+            "cpu": platform.processor() or platform.machine(), "kernel": platform.release(),
+            "python": platform.python_version(),
+            "postgres": version(["psql", "--version"]),
+            "kafka": "4.1.1 (KRaft, single node)",
+            "date": datetime.now(UTC).isoformat(timespec="seconds")}
+
+
+def ms(x: Any) -> str:
+    return f"{x:8.1f}" if isinstance(x, int | float) else f"{'-':>8}"
+
+
+async def main() -> None:
+    quick = os.environ.get("BENCH_QUICK") == "1"
+    rates = [float(r) for r in os.environ.get("BENCH_RATES", "10,50" if quick
+                                                 else "10,50,100,200").split(",")]
+    seconds = float(os.environ.get("BENCH_SECONDS", "4" if quick else "10"))
+    closed = [int(c) for c in os.environ.get("BENCH_CLOSED_LOOP", "4,16" if quick
+                                             else "2,4,8,16,32,64").split(",")]
+    results: dict[str, Any] = {"machine": machine()}
+    print("measuring the floor (raw PostgreSQL step, raw Kafka hop)...", flush=True)
+    results["baseline_pg_step"] = await baselines.pg_step(seconds=3 if quick else 5)
+    results["baseline_kafka_hop"] = await baselines.kafka_hop(200 if quick else 500)
+    floor_ms = (7 * results["baseline_pg_step"]["single_client"]["p50_ms"]
+                + 6 * results["baseline_kafka_hop"]["produce_to_consume"]["p50_ms"])
+    results["floor_one_saga_ms"] = round(floor_ms, 2)
+    print("relay vs raw producer...", flush=True)
+    results["relay"] = await relay_bench.relay_vs_raw(n=2000 if quick else 5000)
+    print("idle stack...", flush=True)
+    results["idle"] = await load.idle_cpu(5 if quick else 10)
+
+    async with httpx.AsyncClient() as http:
+        sku = f"BENCH-{uuid.uuid4().hex[:8]}"
+        await load.set_stock(http, sku, 10_000_000)
+        print("warm-up...", flush=True)
+        await load.open_loop(10, 2, sku=sku)
+        results["open_loop"] = []
+        for rate in rates:
+            print(f"open loop at {rate:g} orders/s for {seconds:g}s...", flush=True)
+            r = await load.open_loop(rate, seconds, sku=sku)
+            r["p50_multiple_of_floor"] = round(r["latency"]["p50_ms"] / floor_ms, 1)
+            results["open_loop"].append(r)
+        hot = f"BENCH-HOT-{uuid.uuid4().hex[:6]}"
+        await load.set_stock(http, hot, 10)
+        print("contention: 100 orders for 10 units at 50/s...", flush=True)
+        results["contention"] = await load.open_loop(50, 2, sku=hot)
+        results["closed_loop"] = []
+        for c in closed:
+            print(f"closed loop with {c} clients...", flush=True)
+            r = await load.closed_loop(c, seconds, sku)
+            results["closed_loop"].append(r)
+            if r["latency"]["p99_ms"] > 1000:
+                break
+    under = [r for r in results["closed_loop"] if r["latency"]["p99_ms"] <= 1000]
+    results["max_sustained_sagas_per_s_p99_under_1s"] = max(
+        [r["sagas_per_s"] for r in under] + [r["sustained_sagas_per_s"]
+                                             for r in results["open_loop"]
+                                             if r["latency"]["p99_ms"] <= 1000 and
+                                             r["unfinished"] == 0] or [0])
+    OUT.mkdir(exist_ok=True)
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    path = OUT / f"bench-{stamp}.json"
+    path.write_text(json.dumps(results, indent=2))
+    plot(results, OUT / f"latency-{stamp}.png")
+    report(results)
+    print(f"\nresults: {path}")
+
+
+def report(r: dict[str, Any]) -> None:
+    pg, hop = r["baseline_pg_step"], r["baseline_kafka_hop"]["produce_to_consume"]
+    print("\n== floor")
+    print(f"  PostgreSQL saga step: p50 {pg['single_client']['p50_ms']} ms, "
+          f"{list(pg.values())[1]} tx/s with 16 clients")
+    print(f"  Kafka hop (produce → consume): p50 {hop['p50_ms']} ms, p99 {hop['p99_ms']} ms")
+    print(f"  floor of one saga (7 tx + 6 hops): {r['floor_one_saga_ms']} ms")
+    rel = r["relay"]
+    print("\n== relay vs raw producer")
+    print(f"  throughput: relay {rel['relay_events_per_s']}/s, raw {rel['raw_producer_events_per_s']}/s"
+          f" ({rel['relay_share_of_raw']:.0%})")
+    print(f"  commit → ack: p50 {rel['relay_commit_to_ack']['p50_ms']} ms, "
+          f"p99 {rel['relay_commit_to_ack']['p99_ms']} ms (raw send → ack p50 "
+          f"{rel['raw_send_to_ack']['p50_ms']} ms)")
+    print("\n== open loop: request → terminal state")
+    print(f"  {'rate/s':>7} {'done/s':>7} {'p50':>8} {'p95':>8} {'p99':>8} {'max':>8} "
+          f"{'×floor':>6} {'backlog':>7}  outcomes")
+    for o in r["open_loop"]:
+        lat = o["latency"]
+        print(f"  {o['target_rate_per_s']:7g} {o['sustained_sagas_per_s']:7g} {ms(lat['p50_ms'])}"
+              f" {ms(lat['p95_ms'])} {ms(lat['p99_ms'])} {ms(lat['max_ms'])} "
+              f"{o['p50_multiple_of_floor']:6} {o['peak_outbox_backlog']:7}  {o['outcomes']}")
+    c = r["contention"]
+    print(f"\n== contention: {c['outcomes']}, p99 {c['latency']['p99_ms']} ms")
+    print("\n== closed loop")
+    for cl in r["closed_loop"]:
+        print(f"  {cl['concurrency']:3} clients: {cl['sagas_per_s']:7g} sagas/s, "
+              f"p50 {cl['latency']['p50_ms']} ms, p99 {cl['latency']['p99_ms']} ms")
+    print(f"\n  highest throughput with p99 < 1 s: "
+          f"{r['max_sustained_sagas_per_s_p99_under_1s']} sagas/s")
+    print(f"\n== idle stack: {r['idle']['total_pct_of_core']} % of one core")
+
+
+def plot(r: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rates = [o["target_rate_per_s"] for o in r["open_loop"]]
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for key, label in (("p50_ms", "p50"), ("p95_ms", "p95"), ("p99_ms", "p99")):
+        ax.plot(rates, [o["latency"][key] for o in r["open_loop"]], marker="o", label=label)
+    ax.axhline(r["floor_one_saga_ms"], color="grey", linestyle="--", label="floor (7 tx + 6 hops)")
+    ax.set_xlabel("arrival rate (orders/s)")
+    ax.set_ylabel("request → terminal state (ms)")
+    ax.set_yscale("log")
+    ax.set_title(f"Check-Then-Pay saga latency, {r['machine']['cores']} cores")
+    ax.legend()
+    ax.grid(True, which="both", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+if __name__ == "__main__":
+    subprocess.run([sys.executable, str(ROOT / "deploy/local/stack.py"), "up"], check=True,
+                   stdout=subprocess.DEVNULL)
+    asyncio.run(main())
