@@ -17,3 +17,5 @@ DLQ_ATTEMPTS = "X-DLQ-Attempts"
 DLQ_ERROR_CLASS = "X-DLQ-Error-Class"
 # A replayed dead letter gets a new message id and points back at the one it replays.
 REPLAY_OF = "X-Replay-Of"
+# ...and is addressed to the one consumer that dead-lettered it; the others skip it.
+REPLAY_FOR = "X-Replay-For"

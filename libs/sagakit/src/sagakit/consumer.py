@@ -32,12 +32,13 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
+from opentelemetry.trace import SpanKind
 from saga_contracts import headers as h
 from saga_contracts import registry
 from saga_contracts.topics import dead_letter_topic
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 
-from sagakit import metrics
+from sagakit import metrics, tracing
 from sagakit.backoff import Backoff
 from sagakit.context import current_message
 from sagakit.envelope import Envelope, UndecodableMessage, decode_headers, utc_now_iso
@@ -271,6 +272,10 @@ class EventConsumer:
         outcome with the backoff to wait; the caller redelivers the record with the attempts
         so far (``prior_attempts``)."""
         started = time.perf_counter()
+        replay_for = decode_headers(raw.headers).get(h.REPLAY_FOR)
+        if replay_for and replay_for != self.service:
+            # A dead letter replayed for another consumer: this service processed the original.
+            return Outcome("skipped")
         try:
             envelope = Envelope.from_record_value(raw.value)
         except UndecodableMessage as exc:
@@ -297,7 +302,8 @@ class EventConsumer:
             while True:
                 number = len(attempts) + 1
                 try:
-                    status = await self._handle_once(handler, envelope)
+                    status = await self._handle_once(
+                        handler, envelope, decode_headers(raw.headers).get(h.TRACEPARENT))
                     elapsed = time.perf_counter() - started
                     metrics.HANDLER_DURATION.labels(self.service, event_type).observe(elapsed)
                     metrics.MESSAGES_CONSUMED.labels(self.service, event_type, status).inc()
@@ -343,16 +349,26 @@ class EventConsumer:
         finally:
             current_message.reset(token)
 
-    async def _handle_once(self, handler: Handler, envelope: Envelope) -> str:
+    async def _handle_once(self, handler: Handler, envelope: Envelope,
+                           traceparent: str | None = None) -> str:
         # A handler may ask for a stronger isolation level (inventario's allocation does).
         isolation = getattr(handler, "isolation_level", None)
         uow = self.uow_factory(isolation_level=isolation) if isolation else self.uow_factory()
-        async with uow:
-            if not await uow.claim(envelope.message_id, envelope.event_type, envelope.saga_id):
-                return "duplicate"
-            await handler(uow, envelope)
-            if not uow.committed:
-                await uow.commit()
+        with tracing.tracer().start_as_current_span(
+                f"{envelope.event_type} process", context=tracing.context_from(traceparent),
+                kind=SpanKind.CONSUMER,
+                attributes=tracing.attributes(id=envelope.saga_id,
+                                              event_type=envelope.event_type,
+                                              message_id=envelope.message_id,
+                                              service=self.service)) as span:
+            async with uow:
+                if not await uow.claim(envelope.message_id, envelope.event_type,
+                                       envelope.saga_id):
+                    span.set_attribute("saga.duplicate", True)
+                    return "duplicate"
+                await handler(uow, envelope)
+                if not uow.committed:
+                    await uow.commit()
         return "processed"
 
     # ------------------------------------------------------------------ dead letters

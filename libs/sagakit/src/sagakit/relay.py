@@ -25,11 +25,12 @@ from typing import Any
 
 import asyncpg
 from aiokafka.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError
+from opentelemetry.trace import SpanKind
 from sqlalchemy import and_, delete, exists, func, select, update
 from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from sagakit import metrics
+from sagakit import metrics, tracing
 from sagakit.backoff import Backoff
 from sagakit.faults import crash_now
 from sagakit.kafka import durable_producer
@@ -174,7 +175,7 @@ class OutboxRelay:
         blocked = o.alias("blocked")
         query = (
             select(o.c.id, o.c.topic, o.c.saga_id, o.c.payload, o.c.headers, o.c.created_at,
-                   o.c.attempts)
+                   o.c.attempts, o.c.traceparent, o.c.event_type)
             .where(o.c.status == OUTBOX_PENDING)
             .where(~exists().where(and_(blocked.c.saga_id == o.c.saga_id,
                                         blocked.c.status == OUTBOX_FAILED,
@@ -190,9 +191,17 @@ class OutboxRelay:
         futures = []
         for row in rows:
             value = json.dumps(row.payload, separators=(",", ":"), ensure_ascii=False).encode()
-            headers = [(k, str(v).encode()) for k, v in row.headers.items()]
-            futures.append(await producer.send(row.topic, value=value, key=row.saga_id.encode(),
-                                               headers=headers))
+            row_headers = dict(row.headers)
+            # The trace goes on from the transaction that wrote the row, through this publish.
+            with tracing.tracer().start_as_current_span(
+                    f"{row.topic} publish", context=tracing.context_from(row.traceparent),
+                    kind=SpanKind.PRODUCER,
+                    attributes=tracing.attributes(id=row.saga_id, event_type=row.event_type)):
+                if tracing.enabled():
+                    row_headers["traceparent"] = tracing.current_traceparent() or ""
+                headers = [(k, str(v).encode()) for k, v in row_headers.items() if v != ""]
+                futures.append(await producer.send(row.topic, value=value,
+                                                   key=row.saga_id.encode(), headers=headers))
         acked: list[int] = []
         failure: BaseException | None = None
         failed_row = None

@@ -23,7 +23,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from sagakit import inbox
+from sagakit import inbox, tracing
 from sagakit.consumer import EventConsumer, Handler
 from sagakit.relay import OutboxRelay
 from sagakit.settings import MessagingSettings, load
@@ -165,6 +165,10 @@ def create_app(definition: ServiceDefinition) -> FastAPI:
 
     app = FastAPI(title=definition.name, description=definition.description, lifespan=lifespan,
                   version="1.0.0")
+    if tracing.configure(definition.name):
+        from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
+
+        FastAPIInstrumentor.instrument_app(app, excluded_urls="health,ready,metrics")
     app.include_router(operational_router())
     for router in definition.routers:
         app.include_router(router)

@@ -23,6 +23,7 @@ from sqlalchemy import text
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from sagakit import tracing
 from sagakit.context import current_message
 from sagakit.envelope import Envelope
 from sagakit.tables import INBOX_PROCESSED, OUTBOX_PENDING, MessagingTables
@@ -49,7 +50,7 @@ class UnitOfWork:
         self._after_commit: list[Callable[[], None]] = []
         self.tables = tables
         self.service = service
-        self._traceparent = traceparent or (lambda: None)
+        self._traceparent = traceparent or tracing.current_traceparent
         self._conn: AsyncConnection | None = None
         self._outgoing: list[_OutgoingRow] = []
         self.committed = False
@@ -140,6 +141,12 @@ class UnitOfWork:
         return [r.envelope for r in self._outgoing if r.envelope is not None]
 
     async def commit(self) -> None:
+        with tracing.tracer().start_as_current_span(
+                "db commit", attributes={"db.system": "postgresql",
+                                         "saga.outbox_rows": len(self._outgoing)}):
+            await self._commit()
+
+    async def _commit(self) -> None:
         conn = self.connection
         if self._outgoing:
             # Rows of one saga must get outbox ids in commit order, or the relay could publish a
@@ -150,7 +157,7 @@ class UnitOfWork:
             keys = sorted({f"{self.tables.schema}:{r.key}" for r in self._outgoing})
             await conn.execute(
                 text("SELECT pg_advisory_xact_lock(hashtextextended(k, 0)) "
-                     "FROM unnest(CAST(:keys AS text[])) WITH ORDINALITY AS t(k, n) ORDER BY n; "
+                     "FROM unnest(CAST(:keys AS text[])) WITH ORDINALITY AS t(k, n) ORDER BY n"
                      ) if len(keys) > 1 else
                 text("SELECT pg_advisory_xact_lock(hashtextextended(:key, 0)), "
                      "pg_notify(:channel, '')"),

@@ -6,10 +6,12 @@ from fastapi import FastAPI
 from saga_contracts.topics import ORDER_EVENTS, PAYMENT_EVENTS
 from sagakit.consumer import Handler
 from sagakit.runtime import Runtime, ServiceDefinition, create_app
+from sagakit.settings import load
 
 from inventario.adapters.tables import messaging
+from inventario.config import InventarioSettings
 from inventario.entrypoints.http import router
-from inventario.usecases.allocate_stock import on_pago_exitoso
+from inventario.usecases.allocate_stock import make_on_pago_exitoso
 from inventario.usecases.release_stock import on_orden_cancelada
 from inventario.usecases.validate_stock import on_orden_solicitada
 
@@ -19,7 +21,7 @@ SERVICE = "inventario"
 def handlers(_: Runtime) -> dict[str, Handler]:
     return {
         "OrdenSolicitada": on_orden_solicitada,
-        "PagoExitoso": on_pago_exitoso,
+        "PagoExitoso": make_on_pago_exitoso(load(InventarioSettings)),
         "OrdenCancelada": on_orden_cancelada,
     }
 

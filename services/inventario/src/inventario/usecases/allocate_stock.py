@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import logging
 
+from sagakit.consumer import Handler
 from sagakit.envelope import Envelope
 from sagakit.errors import PermanentError
 from sagakit.unit_of_work import UnitOfWork
+from sqlalchemy import text
 
 from inventario.adapters.stock_repository import StockRepository, lines_to_json
+from inventario.config import InventarioSettings
 from inventario.domain.stock import (
     AllocationDecision,
     AllocationStatus,
@@ -23,7 +26,22 @@ from inventario.domain.stock import (
 log = logging.getLogger("inventario.allocate_stock")
 
 
-async def on_pago_exitoso(uow: UnitOfWork, event: Envelope) -> None:
+def make_on_pago_exitoso(settings: InventarioSettings) -> Handler:
+    async def on_pago_exitoso(uow: UnitOfWork, event: Envelope) -> None:
+        # A lock held too long fails the attempt (SQLSTATE 55P03): retried with backoff,
+        # then dead-lettered, instead of holding the consumer forever.
+        await uow.connection.execute(
+            text("SELECT set_config('lock_timeout', :lock, true), "
+                 "set_config('statement_timeout', :statement, true)"),
+            {"lock": f"{int(settings.lock_timeout_s * 1000)}ms",
+             "statement": f"{int(settings.statement_timeout_s * 1000)}ms"})
+        await allocate(uow, event)
+
+    on_pago_exitoso.isolation_level = "REPEATABLE READ"  # type: ignore[attr-defined]
+    return on_pago_exitoso
+
+
+async def allocate(uow: UnitOfWork, event: Envelope) -> None:
     repo = StockRepository(uow.connection)
     order_id = event.payload["order_id"]
     existing = await repo.lock_allocation(event.saga_id)
@@ -51,5 +69,3 @@ async def on_pago_exitoso(uow: UnitOfWork, event: Envelope) -> None:
         uow.emit("StockAsignado", {"order_id": order_id, "items": lines_to_json(lines)})
     await uow.commit()
 
-
-on_pago_exitoso.isolation_level = "REPEATABLE READ"  # type: ignore[attr-defined]

@@ -30,13 +30,14 @@ class Payment:
     refund_attempts: int
     leased: bool
     trigger_span_id: str | None = None
+    trigger_traceparent: str | None = None
 
     @classmethod
     def from_row(cls, row: Any, leased: bool = False) -> Payment:
         return cls(str(row.payment_id), row.saga_id, str(row.order_id) if row.order_id else None,
                    PaymentStatus(row.status), row.amount, row.currency, row.payment_token,
                    row.charge_id, row.charge_attempts, row.refund_attempts, leased,
-                   (row.trigger or {}).get("span_id"))
+                   (row.trigger or {}).get("span_id"), (row.trigger or {}).get("traceparent"))
 
 
 class PaymentRepository:

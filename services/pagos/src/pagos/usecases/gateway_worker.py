@@ -18,8 +18,9 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from opentelemetry.trace import SpanKind
 from saga_contracts.topics import dead_letter_topic
-from sagakit import metrics
+from sagakit import metrics, tracing
 from sagakit.envelope import utc_now_iso
 from sagakit.unit_of_work import UnitOfWork
 from sqlalchemy import func
@@ -85,10 +86,19 @@ class GatewayWorker:
         return len(due)
 
     async def attempt(self, payment: Payment) -> None:
-        if payment.status is domain.PaymentStatus.REFUNDING:
-            await self._refund(payment)
-        else:
-            await self._charge(payment)
+        # The saga's trace goes on from the StockVerificado that asked for this payment.
+        refund = payment.status is domain.PaymentStatus.REFUNDING
+        with tracing.tracer().start_as_current_span(
+                f"gateway {'refund' if refund else 'charge'}",
+                context=tracing.context_from(payment.trigger_traceparent),
+                kind=SpanKind.CLIENT,
+                attributes=tracing.attributes(id=payment.saga_id,
+                                              attempt=(payment.refund_attempts if refund
+                                                       else payment.charge_attempts) + 1)):
+            if refund:
+                await self._refund(payment)
+            else:
+                await self._charge(payment)
 
     # ------------------------------------------------------------------ charge
 

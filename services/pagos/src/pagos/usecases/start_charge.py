@@ -7,6 +7,7 @@ import logging
 from collections.abc import Callable
 from decimal import Decimal
 
+from sagakit import tracing
 from sagakit.consumer import Handler
 from sagakit.envelope import Envelope
 from sagakit.unit_of_work import UnitOfWork
@@ -26,7 +27,7 @@ def make_on_stock_verificado(kick: Callable[[], None]) -> Handler:
             amount=Decimal(p["total_amount"]), currency=p["currency"],
             token=p["payment_method"]["token"], due_now=True,
             trigger={"message_id": event.message_id, "event_type": event.event_type,
-                     "span_id": event.span_id})
+                     "span_id": event.span_id, "traceparent": tracing.current_traceparent()})
         if not created:
             # Cancelled before stock was verified, or already charging: never charge twice.
             log.info("charge not started: saga already has a payment",

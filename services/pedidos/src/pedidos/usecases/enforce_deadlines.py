@@ -8,8 +8,9 @@ block a saga that an event is moving right now).
 from __future__ import annotations
 
 import logging
+import uuid
 
-from sagakit import metrics
+from sagakit import metrics, tracing
 from sagakit.runtime import Runtime
 
 from pedidos.adapters.order_repository import OrderRepository
@@ -25,15 +26,26 @@ async def enforce_deadlines(rt: Runtime, settings: PedidosSettings, batch: int =
         due = await OrderRepository(conn).due_sagas(batch)
     handled = 0
     for saga_id in due:
+        handled += await _enforce(rt, settings, saga_id)
+    return handled
+
+
+async def _enforce(rt: Runtime, settings: PedidosSettings, saga_id: str) -> int:
+    async with rt.engine.connect() as conn:
+        stored = await OrderRepository(conn).saga(uuid.UUID(saga_id))
+    # The timer's work belongs to the saga's trace, continued from where the saga started.
+    parent = tracing.context_from((stored or {}).get("context", {}).get("traceparent"))
+    with tracing.tracer().start_as_current_span("deadline check", context=parent,
+                                                attributes=tracing.attributes(id=saga_id)):
         async with rt.uow() as uow:
             repo = OrderRepository(uow.connection)
             saga = await repo.lock_saga(saga_id, skip_locked=True)
             if saga is None:
-                continue
+                return 0
             if saga.expires_at <= saga.db_now:
                 transition = on_saga_deadline(saga.status)
                 if transition is None:
-                    continue
+                    return 0
                 uow.emit("SagaExpirada", {"order_id": saga.order_id,
                                           "previous_status": saga.status.value,
                                           "elapsed_ms": int(saga.elapsed_s * 1000)},
@@ -47,7 +59,7 @@ async def enforce_deadlines(rt: Runtime, settings: PedidosSettings, batch: int =
             elif saga.step_deadline_at is not None and saga.step_deadline_at <= saga.db_now:
                 transition = on_step_deadline(saga.status)
                 if transition is None:
-                    continue
+                    return 0
                 step = STEP_OF[saga.status]
                 uow.emit("StepTimedOut", {"order_id": saga.order_id, "step": step,
                                           "elapsed_ms": saga.step_elapsed_ms},
@@ -60,7 +72,6 @@ async def enforce_deadlines(rt: Runtime, settings: PedidosSettings, batch: int =
                                                    "event_type": "StepTimedOut", "step": step,
                                                    "status": "COMPENSATING"})
             else:
-                continue
+                return 0
             await uow.commit()
-            handled += 1
-    return handled
+            return 1

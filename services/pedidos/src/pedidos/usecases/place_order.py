@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from sagakit import metrics
+from sagakit import metrics, tracing
 from sagakit.unit_of_work import UnitOfWork
 
 from pedidos.adapters.order_repository import SAGA_TYPE, OrderRepository
@@ -53,7 +53,8 @@ async def place_order(uow: UnitOfWork, body: dict[str, Any], total: Decimal,
     await repo.insert_saga(saga_id=saga_id, order_id=order_id, owner=body["customer_id"],
                            context={"order_id": str(order_id), "total_amount": str(total),
                                     "currency": body["currency"],
-                                    "items": len(body["items"])},
+                                    "items": len(body["items"]),
+                                    "traceparent": tracing.current_traceparent()},
                            step_timeout_s=settings.validation_timeout_s,
                            saga_timeout_s=settings.saga_timeout_s)
     await repo.audit(str(saga_id), event_type="OrdenSolicitada", actor=body["customer_id"],

@@ -1,0 +1,126 @@
+"""sagactl — list sagas (and the stuck ones), show a saga's timeline, list dead letters,
+replay one safely.
+
+    sagactl sagas [--status S]... [--older-than SECONDS] [--stuck] [--limit N]
+    sagactl timeline SAGA_ID
+    sagactl dlq [--service S] [--limit N] [--errors]
+    sagactl replay DEAD_LETTER_ID --service S [--payload FILE] [--dry-run]
+
+Connects with SAGACTL_DATABASE_URL (default: the local stack's admin role) and
+KAFKA_BOOTSTRAP_SERVERS (default 127.0.0.1:9092).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+from typing import Any
+
+import asyncpg
+
+from sagactl import queries, replay
+
+
+def _dsn() -> str:
+    return os.environ.get("SAGACTL_DATABASE_URL",
+                          "postgresql://saga_admin:saga_admin@127.0.0.1:55432/saga")
+
+
+def _table(rows: list[dict[str, Any]], columns: list[str]) -> str:
+    if not rows:
+        return "(none)"
+    cells = [[str(r.get(c, "") if r.get(c) is not None else "") for c in columns] for r in rows]
+    widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(columns)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True))]
+    lines += ["  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)) for row in cells]
+    return "\n".join(lines)
+
+
+async def run(args: argparse.Namespace) -> int:
+    conn = await asyncpg.connect(_dsn())
+    try:
+        if args.command == "sagas":
+            rows = await queries.sagas(conn, statuses=args.status or None,
+                                       older_than_s=args.older_than, stuck_only=args.stuck,
+                                       limit=args.limit)
+            for r in rows:
+                r["age"] = f"{r['age_s']:.0f}s"
+                r["idle"] = f"{r['idle_s']:.0f}s"
+                r["flag"] = "STUCK" if r["stuck"] else ""
+            print(_table(rows, ["saga_id", "status", "current_step", "age", "idle",
+                                "step_deadline_at", "flag"]))
+        elif args.command == "timeline":
+            entries = await queries.timeline(conn, args.saga_id)
+            if not entries:
+                print(f"no saga {args.saga_id}", file=sys.stderr)
+                return 1
+            print(_table(entries, ["at", "where", "what", "detail"]))
+        elif args.command == "dlq":
+            rows = await queries.dead_letters(conn, args.service, args.limit)
+            for r in rows:
+                r["tries"] = len(r["attempts"])
+                r["last_error"] = (r["attempts"][-1]["error"][:80] if r["attempts"] else "")
+            print(_table(rows, ["id", "service", "at", "event_type", "saga_id", "reason",
+                                "tries", "last_error"]))
+            if args.errors:
+                for r in rows:
+                    print(f"\n{r['id']} ({r['service']}, {r['event_type']})")
+                    for a in r["attempts"]:
+                        print(f"  #{a['attempt']} {a['at']}: {a['error']}")
+        elif args.command == "replay":
+            record = await queries.dead_letter(conn, args.service, args.dead_letter_id)
+            if record is None:
+                print(f"no dead letter {args.dead_letter_id} in {args.service}", file=sys.stderr)
+                return 1
+            fixed = args.fixed_payload
+            try:
+                plan = replay.build(record, args.service, args.dead_letter_id, fixed)
+            except replay.CannotReplay as exc:
+                print(f"cannot replay: {exc}", file=sys.stderr)
+                return 2
+            print(json.dumps({"topic": plan.topic, "key": plan.key, "headers": plan.headers,
+                              "value": plan.value}, indent=2))
+            if args.dry_run:
+                print("dry run: nothing sent")
+            else:
+                await replay.publish(plan, os.environ.get("KAFKA_BOOTSTRAP_SERVERS",
+                                                          "127.0.0.1:9092"))
+                print(f"replayed as {plan.value['message_id']} for {args.service}")
+        return 0
+    finally:
+        await conn.close()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="sagactl", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("sagas", help="sagas by state and age; --stuck for the stuck ones")
+    p.add_argument("--status", action="append")
+    p.add_argument("--older-than", type=float, default=0.0, metavar="SECONDS")
+    p.add_argument("--stuck", action="store_true")
+    p.add_argument("--limit", type=int, default=50)
+    p = sub.add_parser("timeline", help="one saga's transitions, events and timings")
+    p.add_argument("saga_id")
+    p = sub.add_parser("dlq", help="dead letters with their error history")
+    p.add_argument("--service", choices=queries.SERVICES)
+    p.add_argument("--limit", type=int, default=20)
+    p.add_argument("--errors", action="store_true", help="print every attempt's error")
+    p = sub.add_parser("replay", help="replay a dead letter under a new message id")
+    p.add_argument("dead_letter_id")
+    p.add_argument("--service", choices=queries.SERVICES, required=True)
+    p.add_argument("--payload", help="a JSON file with the fixed payload")
+    p.add_argument("--dry-run", action="store_true")
+    args = parser.parse_args(argv)
+    if getattr(args, "payload", None):
+        with open(args.payload) as f:
+            args.fixed_payload = json.load(f)
+    else:
+        args.fixed_payload = None
+    sys.exit(asyncio.run(run(args)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,73 @@
+"""Replaying a dead letter safely.
+
+The replayed message gets a new message id (the consumer's inbox recorded the original as
+dead-lettered and would swallow it), points back at the original in ``metadata.replay_of`` and
+the ``X-Replay-Of`` header, and is addressed with ``X-Replay-For`` to the one consumer that gave
+up on it: the other consumers of the topic processed the original already and skip it.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from aiokafka import AIOKafkaProducer
+from saga_contracts import headers as h
+from saga_contracts import registry
+
+
+class CannotReplay(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class Replay:
+    topic: str
+    key: str
+    value: dict[str, Any]
+    headers: dict[str, str]
+
+
+def build(record: dict[str, Any], service: str, dead_letter_id: str,
+          fixed_payload: dict[str, Any] | None = None) -> Replay:
+    original = record["original"]
+    raw = original["value"]
+    if raw.get("encoding") != "utf-8":
+        raise CannotReplay("the original bytes are not text; nothing to replay as an event")
+    try:
+        envelope = json.loads(raw["data"])
+    except json.JSONDecodeError as exc:
+        raise CannotReplay(f"the original is not JSON ({exc}); fix it by hand") from exc
+    if not isinstance(envelope, dict) or "event_type" not in envelope:
+        raise CannotReplay("the original is not an event envelope")
+    if fixed_payload is not None:
+        envelope["payload"] = fixed_payload
+    try:
+        registry.validate(envelope["event_type"], envelope.get("schema_version", ""),
+                          envelope.get("payload"))
+    except (registry.SchemaViolation, registry.UnknownEventType) as exc:
+        raise CannotReplay(f"still invalid, give a fixed payload with --payload: {exc}") from exc
+    original_id = str(envelope.get("message_id"))
+    envelope["message_id"] = str(uuid.uuid4())
+    envelope["metadata"] = {**(envelope.get("metadata") or {}), "replay_of": original_id,
+                            "dead_letter_id": dead_letter_id}
+    headers = {k: v for k, v in (original.get("headers") or {}).items()
+               if not k.startswith("X-DLQ-")}
+    headers.update({h.MESSAGE_ID: envelope["message_id"], h.REPLAY_OF: original_id,
+                    h.REPLAY_FOR: service, h.EVENT_TYPE: envelope["event_type"],
+                    h.SAGA_ID: envelope.get("saga_id", "")})
+    return Replay(original["topic"], original.get("key") or envelope.get("saga_id", ""),
+                  envelope, headers)
+
+
+async def publish(replay: Replay, bootstrap: str) -> None:
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", enable_idempotence=True)
+    await producer.start()
+    try:
+        await producer.send_and_wait(replay.topic, json.dumps(replay.value).encode(),
+                                     key=replay.key.encode(),
+                                     headers=[(k, v.encode()) for k, v in replay.headers.items()])
+    finally:
+        await producer.stop()
