@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import uuid
 from typing import Annotated
 
@@ -24,6 +25,7 @@ from pedidos.usecases.cancel_saga import SagaNotFound, cancel_saga
 from pedidos.usecases.place_order import IdempotencyKeyReused, place_order
 
 router = APIRouter()
+log = logging.getLogger("pedidos.http")
 
 
 def settings_of(request: Request) -> PedidosSettings:
@@ -45,6 +47,12 @@ async def create_order(body: OrderRequest, request: Request, response: Response,
         return JSONResponse(status_code=422, content={"detail": [{
             "loc": ["header", "Idempotency-Key"], "type": "idempotency_key_reused",
             "msg": "this Idempotency-Key was used with a different request body"}]})
+    # The request is logged whole: the declared sensitive fields (token, address) are masked or
+    # dropped by the log pipeline, not by this call.
+    log.info("order %s", "accepted" if placed.created else "replayed by Idempotency-Key",
+             extra={"saga_id": placed.saga_id, "event_type": "OrdenSolicitada",
+                    "schema_version": "1.0.0", "status": "SUCCESS", "order_id": placed.order_id,
+                    "order": body.wire()})
     response.headers["Location"] = f"/orders/{placed.order_id}"
     return OrderAccepted(order_id=placed.order_id, saga_id=placed.saga_id, status=placed.status)
 
