@@ -605,7 +605,10 @@ def main() -> None:
     elif args.command == "stop":
         stop(args.part)
     elif args.command == "kill":
-        stop_group(args.part, signal.SIGKILL)
+        if args.part == "postgres":
+            stop_postgres("immediate")  # no checkpoint, no clean shutdown: a crash
+        else:
+            stop_group(args.part, signal.SIGKILL)
     elif args.command == "run":
         stopping = False
 

@@ -48,7 +48,13 @@ async def test_race_lost_is_refunded_and_only_then_cancelled(saga: Saga) -> None
 
 
 async def test_a_refund_that_keeps_failing_is_flagged_for_manual_refund(saga: Saga) -> None:
+    from harness import config
+
     placed = await _lose_the_race(saga, "tok_refundFails")
+    await saga.wait_status(placed["order_id"], "PENDIENTE_REEMBOLSO")
+    # The compensation is already running: a cancel has nothing left to do.
+    r = await saga.http.post(f"{config.PEDIDOS}/sagas/{placed['saga_id']}/cancel")
+    assert (r.status_code, r.json()["status"]) == (409, "PENDIENTE_REEMBOLSO")
     order = await saga.wait_terminal(placed["order_id"], timeout=30)
     assert order["status"] == "REEMBOLSO_FALLIDO"
     assert order["refund_status"] == "FAILED"

@@ -82,3 +82,23 @@ SAGA_DEADLINE_USED = Gauge(
     ["saga_type"],
 )
 SAGAS_ACTIVE = Gauge("sagas_active", "Sagas not yet in a terminal state", ["saga_type"])
+
+SAGA_TYPES = ("OrderCheckThenPay",)
+FINAL_STATUSES = ("success", "failed", "compensated")
+ERROR_TYPES = ("transient", "permanent")
+
+
+def initialise(service: str, handled_event_types: list[str],
+               compensation_reasons: list[str]) -> None:
+    """Creates every known series at zero, so that each service exposes the standard's metrics
+    from its start and ``rate()`` sees the first increment (Part I §7.3)."""
+    for saga_type in SAGA_TYPES:
+        for status in FINAL_STATUSES:
+            SAGA_DURATION.labels(saga_type, status)
+    for event_type in handled_event_types:
+        for error_type in ERROR_TYPES:
+            STEP_ERRORS.labels(service, event_type, error_type)
+        DLQ_MESSAGES.labels(service, event_type)
+    for reason in compensation_reasons:
+        COMPENSATIONS.labels(service, reason)
+    OUTBOX_PENDING.labels(service)

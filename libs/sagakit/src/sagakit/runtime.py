@@ -23,7 +23,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from sagakit import inbox, tracing
+from sagakit import inbox, metrics, tracing
 from sagakit.consumer import EventConsumer, Handler
 from sagakit.relay import OutboxRelay
 from sagakit.settings import MessagingSettings, load
@@ -80,6 +80,7 @@ class ServiceDefinition:
     on_start: Callable[[Runtime], Awaitable[None]] | None = None
     on_stop: Callable[[Runtime], Awaitable[None]] | None = None
     description: str = ""
+    compensation_reasons: list[str] = field(default_factory=list)
 
 
 def messaging_jobs(settings: MessagingSettings) -> list[PeriodicJob]:
@@ -134,10 +135,11 @@ def create_app(definition: ServiceDefinition) -> FastAPI:
         engine = build_engine(svc.database_url, definition.name, svc.db_pool_size)
         relay = OutboxRelay(engine, definition.tables, definition.name, msg)
         rt = Runtime(definition.name, engine, definition.tables, msg, svc, relay)
+        handlers = definition.make_handlers(rt) if definition.topics else {}
         if definition.topics:
             rt.consumer = EventConsumer(service=definition.name, topics=definition.topics,
-                                        handlers=definition.make_handlers(rt),
-                                        uow_factory=rt.uow, settings=msg)
+                                        handlers=handlers, uow_factory=rt.uow, settings=msg)
+        metrics.initialise(definition.name, sorted(handlers), definition.compensation_reasons)
         app.state.runtime = rt
         if definition.on_start:
             await definition.on_start(rt)

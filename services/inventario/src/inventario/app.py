@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from fastapi import FastAPI
+from saga_contracts.registry import latest
 from saga_contracts.topics import ORDER_EVENTS, PAYMENT_EVENTS
 from sagakit.consumer import Handler
 from sagakit.runtime import Runtime, ServiceDefinition, create_app
@@ -33,5 +34,7 @@ def create() -> FastAPI:
         topics=[ORDER_EVENTS, PAYMENT_EVENTS],
         make_handlers=handlers,
         routers=[router],
+        # inventario releases stock for whatever reason the order was cancelled.
+        compensation_reasons=latest("OrdenCancelada").document["properties"]["reason"]["enum"],
         description="Stock validation (no locks), allocation (row locks) and release.",
     ))

@@ -62,6 +62,7 @@ def create() -> FastAPI:
         topics=[INVENTORY_EVENTS, ORDER_EVENTS],
         make_handlers=handlers,
         routers=[router],
+        compensation_reasons=["refund"],
         on_start=on_start,
         on_stop=on_stop,
         description="Charges after stock was verified; refunds on allocation failure or cancel.",

@@ -13,6 +13,7 @@ from sagakit.settings import load
 from pedidos.adapters.order_repository import SAGA_TYPE, OrderRepository
 from pedidos.adapters.tables import messaging
 from pedidos.config import PedidosSettings
+from pedidos.domain.order import CancelReason
 from pedidos.entrypoints.http import router
 from pedidos.entrypoints.schemas import OrderRequest
 from pedidos.usecases.enforce_deadlines import enforce_deadlines
@@ -52,6 +53,7 @@ def create() -> FastAPI:
         topics=[INVENTORY_EVENTS, PAYMENT_EVENTS],
         make_handlers=handlers,
         routers=[router],
+        compensation_reasons=[r.value for r in CancelReason],
         jobs=[PeriodicJob("deadlines", settings.deadline_scan_interval_s,
                           lambda rt: enforce_deadlines(rt, _settings(rt))),
               PeriodicJob("saga-gauges", 5.0, saga_gauges)],

@@ -1,0 +1,158 @@
+"""A chaos scenario: orders at a steady rate with contention, a fault schedule, healing,
+quiescence, then the invariant check. Schedules are random but seeded (reproducible) or
+scripted; every fault is undone before the check."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import signal
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+from harness import config, stack
+
+from chaos import snapshot
+from chaos.checker import TERMINAL, Violation, check
+
+SERVICES = ["pedidos", "inventario", "pagos"]
+PARTS = [*SERVICES, "gateway", "kafka", "postgres"]
+
+
+@dataclass(frozen=True)
+class Fault:
+    at_s: float          # after the start of the load
+    kind: str            # kill | pause
+    part: str
+    duration_s: float    # down or paused for this long
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.part} at {self.at_s:.1f}s for {self.duration_s:.1f}s"
+
+
+def random_schedule(seed: int, load_s: float, faults: int = 3) -> list[Fault]:
+    """At least two different parts, each fault over before the load ends."""
+    rng = random.Random(seed)
+    while True:
+        chosen = [Fault(round(rng.uniform(1.0, load_s - 4.0), 1), rng.choice(["kill", "pause"]),
+                        rng.choice(PARTS), round(rng.uniform(1.0, 3.0), 1))
+                  for _ in range(faults)]
+        chosen = [f if not (f.part == "postgres" and f.kind == "pause") else
+                  Fault(f.at_s, "kill", f.part, f.duration_s) for f in chosen]
+        if len({f.part for f in chosen}) >= 2:
+            return sorted(chosen, key=lambda f: f.at_s)
+
+
+@dataclass
+class Report:
+    name: str
+    faults: list[Fault]
+    orders_sent: int = 0
+    acknowledged: list[str] = field(default_factory=list)
+    outcomes: dict[str, int] = field(default_factory=dict)
+    violations: list[Violation] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def render(self) -> str:
+        lines = [f"scenario {self.name} ({self.seconds:.0f}s)",
+                 "  faults: " + ("; ".join(str(f) for f in self.faults) or "none"),
+                 f"  orders: {self.orders_sent} sent, {len(self.acknowledged)} acknowledged",
+                 f"  outcomes: {self.outcomes}",
+                 "  invariants: " + ("all hold" if not self.violations else
+                                     f"{len(self.violations)} VIOLATED")]
+        lines += [f"    - {v}" for v in self.violations]
+        return "\n".join(lines)
+
+
+async def _inject(fault: Fault) -> None:
+    if fault.kind == "pause":
+        await asyncio.to_thread(stack.signal_part, fault.part, signal.SIGSTOP)
+        await asyncio.sleep(fault.duration_s)
+        await asyncio.to_thread(stack.signal_part, fault.part, signal.SIGCONT)
+    else:
+        await asyncio.to_thread(stack.stack, "kill", fault.part)
+        await asyncio.sleep(fault.duration_s)
+        await asyncio.to_thread(stack.start, fault.part)
+
+
+def _body(sku: str, qty: int, token: str) -> dict[str, Any]:
+    return {"customer_id": f"chaos-{uuid.uuid4().hex[:6]}",
+            "items": [{"sku": sku, "quantity": qty, "price": "2.50"}], "currency": "USD",
+            "shipping_address": {"street": "s", "city": "c", "country": "PE", "postal_code": "1"},
+            "payment_method": {"type": "credit_card", "token": token}}
+
+
+async def run(name: str, faults: list[Fault], *, seed: int = 0, rate: float = 5.0,
+              load_s: float = 20.0, skus: int = 3, units: int = 12,
+              quiesce_s: float = 240.0) -> Report:
+    rng = random.Random(seed)
+    report = Report(name, faults)
+    started = time.monotonic()
+    stack.up()
+    initial = {f"CHAOS-{uuid.uuid4().hex[:8]}": units for _ in range(skus)}
+    async with httpx.AsyncClient(timeout=10) as http:
+        for sku, qty in initial.items():
+            (await http.put(f"{config.INVENTARIO}/products/{sku}",
+                            json={"quantity": qty})).raise_for_status()
+
+        async def place(i: int) -> None:
+            body = _body(rng.choice(list(initial)), rng.randint(1, 2),
+                         "tok_chargeDeclined" if i % 10 == 9 else "tok_visa")
+            try:
+                r = await http.post(f"{config.PEDIDOS}/orders", json=body)
+                if r.status_code == 202:
+                    report.acknowledged.append(r.json()["order_id"])
+            except httpx.HTTPError:
+                pass  # not acknowledged: the client would retry; nothing was promised
+
+        chaos = [asyncio.create_task(_delayed(f)) for f in faults]
+        t0 = time.monotonic()
+        sends = []
+        total = int(rate * load_s)
+        for i in range(total):
+            await asyncio.sleep(max(0.0, t0 + i / rate - time.monotonic()))
+            sends.append(asyncio.create_task(place(i)))
+        report.orders_sent = total
+        await asyncio.gather(*sends)
+        await asyncio.gather(*chaos)
+    stack.up()  # heal: anything still down comes back
+    await _quiesce(report.acknowledged, quiesce_s)
+    snap = await snapshot.take(report.acknowledged, initial)
+    for o in snap.orders.values():
+        report.outcomes[o.status] = report.outcomes.get(o.status, 0) + 1
+    report.violations = check(snap)
+    report.seconds = time.monotonic() - started
+    return report
+
+
+async def _delayed(fault: Fault) -> None:
+    await asyncio.sleep(fault.at_s)
+    await _inject(fault)
+
+
+async def _quiesce(order_ids: list[str], timeout: float) -> None:
+    """Until every acknowledged order is terminal and pagos has no work left for them."""
+    import asyncpg
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            conn = await asyncpg.connect(config.admin_dsn())
+            try:
+                busy = await conn.fetchval(
+                    "SELECT (SELECT count(*) FROM pedidos.orders WHERE order_id = "
+                    "ANY($1::uuid[]) AND NOT status = ANY($2::text[])) + (SELECT count(*) FROM "
+                    "pagos.payments p JOIN pedidos.orders o ON o.saga_id::text = p.saga_id "
+                    "WHERE o.order_id = ANY($1::uuid[]) AND p.status IN "
+                    "('CHARGING', 'CANCEL_REQUESTED', 'REFUNDING'))",
+                    order_ids, list(TERMINAL))
+            finally:
+                await conn.close()
+            if busy == 0:
+                return
+        except (OSError, asyncpg.PostgresError):
+            pass
+        await asyncio.sleep(0.5)
