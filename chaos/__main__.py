@@ -36,10 +36,14 @@ async def main() -> int:
     parser.add_argument("--rate", type=float, default=float(os.environ.get("CHAOS_RATE", "5")))
     parser.add_argument("--load-seconds", type=float, default=20.0)
     args = parser.parse_args()
-    seeds = args.seed or list(range(1, int(os.environ.get("CHAOS_SEEDS", "20")) + 1))
+    if args.seed or args.scripted:
+        seeds = args.seed or []
+        scripted = args.scripted or []
+    else:
+        seeds = list(range(1, int(os.environ.get("CHAOS_SEEDS", "20")) + 1))
+        scripted = sorted(SCRIPTED)
     runs = [(f"seed-{s}", scenario.random_schedule(s, args.load_seconds), s) for s in seeds]
-    if not args.seed:
-        runs += [(name, SCRIPTED[name], 0) for name in (args.scripted or sorted(SCRIPTED))]
+    runs += [(name, SCRIPTED[name], 0) for name in scripted]
     failed = 0
     for name, faults, seed in runs:
         report = await scenario.run(name, faults, seed=seed, rate=args.rate,

@@ -5,6 +5,7 @@ scripted; every fault is undone before the check."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import signal
 import time
@@ -69,13 +70,18 @@ class Report:
 
 async def _inject(fault: Fault) -> None:
     if fault.kind == "pause":
-        await asyncio.to_thread(stack.signal_part, fault.part, signal.SIGSTOP)
+        try:
+            stack.signal_part(fault.part, signal.SIGSTOP)
+        except (FileNotFoundError, ProcessLookupError):
+            return  # killed by an earlier fault and not back yet: nothing to pause
         await asyncio.sleep(fault.duration_s)
-        await asyncio.to_thread(stack.signal_part, fault.part, signal.SIGCONT)
+        with contextlib.suppress(FileNotFoundError, ProcessLookupError):
+            stack.signal_part(fault.part, signal.SIGCONT)
     else:
         await asyncio.to_thread(stack.stack, "kill", fault.part)
         await asyncio.sleep(fault.duration_s)
-        await asyncio.to_thread(stack.start, fault.part)
+        # Other faults may be in force: start it and let it find its way back on its own.
+        await asyncio.to_thread(stack.stack, "start", fault.part, "--no-wait", check=False)
 
 
 def _body(sku: str, qty: int, token: str) -> dict[str, Any]:

@@ -436,15 +436,18 @@ def py_parts() -> list[PyPart]:
     return [gateway, *services]
 
 
-def start_py(part: PyPart) -> None:
+def start_py(part: PyPart, wait: bool = True) -> None:
+    """``wait=False`` (chaos restarts): no migrations, no health wait; the part must recover
+    by itself while other parts may still be down."""
     if alive(read_pid(part.name)) and http_ok(part.health_url()):
         return
     stop_group(part.name)
-    if part.name in SERVICE_PORTS:
+    if wait and part.name in SERVICE_PORTS:
         migrate(part.name)
     env = {**os.environ, **part.env, "PYTHONUNBUFFERED": "1"}
     spawn(part.name, [sys.executable, "-m", part.module], env)
-    wait_for(part.health_url(), lambda: http_ok(part.health_url()), 60, part.name)
+    if wait:
+        wait_for(part.health_url(), lambda: http_ok(part.health_url()), 60, part.name)
 
 
 # ---------------------------------------------------------------- Prometheus (optional)
@@ -557,13 +560,13 @@ def stop(part: str) -> None:
         stop_group(part, grace_s=30)
 
 
-def start(part: str) -> None:
+def start(part: str, wait: bool = True) -> None:
     if part == "postgres":
         start_postgres()
     elif part == "kafka":
         start_kafka()
     else:
-        start_py(next(p for p in py_parts() if p.name == part))
+        start_py(next(p for p in py_parts() if p.name == part), wait)
 
 
 def restart(part: str) -> None:
@@ -585,6 +588,8 @@ def main() -> None:
     parser.add_argument("command", choices=["up", "down", "status", "logs", "run", "restart",
                                             "start", "stop", "kill", "pg-data-dir"])
     parser.add_argument("part", nargs="?")
+    parser.add_argument("--no-wait", action="store_true",
+                        help="start: do not wait for health (chaos restarts)")
     parser.add_argument("--prometheus", action="store_true",
                         help="also start Prometheus scraping the services")
     args = parser.parse_args()
@@ -601,7 +606,7 @@ def main() -> None:
     elif args.command == "restart":
         restart(args.part)
     elif args.command == "start":
-        start(args.part)
+        start(args.part, wait=not args.no_wait)
     elif args.command == "stop":
         stop(args.part)
     elif args.command == "kill":
