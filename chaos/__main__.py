@@ -46,8 +46,13 @@ async def main() -> int:
     runs += [(name, SCRIPTED[name], 0) for name in scripted]
     failed = 0
     for name, faults, seed in runs:
-        report = await scenario.run(name, faults, seed=seed, rate=args.rate,
-                                    load_s=args.load_seconds)
+        try:
+            report = await scenario.run(name, faults, seed=seed, rate=args.rate,
+                                        load_s=args.load_seconds)
+        except RuntimeError as exc:  # the stack could not be healed: that is a failure too
+            print(f"scenario {name}: the stack did not recover: {exc}", flush=True)
+            failed += 1
+            continue
         print(report.render(), flush=True)
         failed += bool(report.violations)
     print(f"\n{len(runs) - failed} of {len(runs)} scenarios kept every invariant")

@@ -124,7 +124,7 @@ async def run(name: str, faults: list[Fault], *, seed: int = 0, rate: float = 5.
         report.orders_sent = total
         await asyncio.gather(*sends)
         await asyncio.gather(*chaos)
-    stack.up()  # heal: anything still down comes back
+    await _heal()
     await _quiesce(report.acknowledged, quiesce_s)
     snap = await snapshot.take(report.acknowledged, initial)
     for o in snap.orders.values():
@@ -132,6 +132,18 @@ async def run(name: str, faults: list[Fault], *, seed: int = 0, rate: float = 5.
     report.violations = check(snap)
     report.seconds = time.monotonic() - started
     return report
+
+
+async def _heal() -> None:
+    """Anything still down comes back (a part may still be restarting: try a few times)."""
+    for attempt in range(3):
+        try:
+            await asyncio.to_thread(stack.up)
+            return
+        except RuntimeError:
+            if attempt == 2:
+                raise
+            await asyncio.sleep(2)
 
 
 async def _delayed(fault: Fault) -> None:

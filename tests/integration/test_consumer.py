@@ -14,18 +14,18 @@ from datetime import datetime
 
 import pytest
 from aiokafka import AIOKafkaProducer
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from harness import config
 from harness.kafka import envelope
+from harness.scratch import scratch_outbox
 from harness.waiting import wait_for
 from sagakit.consumer import EventConsumer
 from sagakit.envelope import Envelope
 from sagakit.errors import TransientError
 from sagakit.settings import MessagingSettings
-from sagakit.tables import MessagingTables, messaging_tables, service_metadata
+from sagakit.tables import MessagingTables
 from sagakit.unit_of_work import UnitOfWork
 from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 SERVICE = "consumertest"
 TOPIC = "consumer-test-events"
@@ -33,28 +33,8 @@ TOPIC = "consumer-test-events"
 
 @pytest.fixture
 async def scratch(running_stack: None) -> AsyncIterator[tuple[AsyncEngine, MessagingTables]]:
-    metadata = service_metadata(SERVICE)
-    tables = messaging_tables(metadata)
-    engine = create_async_engine(config.admin_dsn().replace("postgresql://",
-                                                            "postgresql+asyncpg://"))
-    async with engine.begin() as conn:
-        await conn.execute(text(f"DROP SCHEMA IF EXISTS {SERVICE} CASCADE"))
-        await conn.execute(text(f"CREATE SCHEMA {SERVICE}"))
-        await conn.run_sync(metadata.create_all)
-    admin = AIOKafkaAdminClient(bootstrap_servers=config.KAFKA)
-    await admin.start()
-    try:
-        # A fresh topic each run, so the consumer group starts from its beginning.
-        if TOPIC in await admin.list_topics():
-            await admin.delete_topics([TOPIC])
-            await asyncio.sleep(1)
-        await admin.create_topics([NewTopic(TOPIC, num_partitions=3, replication_factor=1)])
-    finally:
-        await admin.close()
-    yield engine, tables
-    async with engine.begin() as conn:
-        await conn.execute(text(f"DROP SCHEMA {SERVICE} CASCADE"))
-    await engine.dispose()
+    async with scratch_outbox(SERVICE, TOPIC, 3, fresh_topic=True) as made:
+        yield made
 
 
 def _event(saga_id: str) -> dict:

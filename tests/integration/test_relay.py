@@ -14,41 +14,24 @@ from collections import defaultdict
 from collections.abc import AsyncIterator
 
 import pytest
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from harness import config
 from harness.kafka import TopicReader
+from harness.scratch import scratch_outbox
 from sagakit.relay import OutboxRelay
 from sagakit.settings import MessagingSettings
-from sagakit.tables import messaging_tables, service_metadata
+from sagakit.tables import MessagingTables
 from sagakit.unit_of_work import UnitOfWork
 from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 SCHEMA = "relaytest"
 TOPIC = "relay-test-events"
 
 
 @pytest.fixture
-async def scratch(running_stack: None) -> AsyncIterator[tuple[AsyncEngine, object]]:
-    metadata = service_metadata(SCHEMA)
-    tables = messaging_tables(metadata)
-    engine = create_async_engine(config.admin_dsn().replace("postgresql://",
-                                                            "postgresql+asyncpg://"))
-    async with engine.begin() as conn:
-        await conn.execute(text(f"DROP SCHEMA IF EXISTS {SCHEMA} CASCADE"))
-        await conn.execute(text(f"CREATE SCHEMA {SCHEMA}"))
-        await conn.run_sync(metadata.create_all)
-    admin = AIOKafkaAdminClient(bootstrap_servers=config.KAFKA)
-    await admin.start()
-    try:
-        if TOPIC not in await admin.list_topics():
-            await admin.create_topics([NewTopic(TOPIC, num_partitions=6, replication_factor=1)])
-    finally:
-        await admin.close()
-    yield engine, tables
-    async with engine.begin() as conn:
-        await conn.execute(text(f"DROP SCHEMA {SCHEMA} CASCADE"))
-    await engine.dispose()
+async def scratch(running_stack: None) -> AsyncIterator[tuple[AsyncEngine, MessagingTables]]:
+    async with scratch_outbox(SCHEMA, TOPIC, 6) as made:
+        yield made
 
 
 def _settings() -> MessagingSettings:
