@@ -152,17 +152,15 @@ class UnitOfWork:
             # Rows of one saga must get outbox ids in commit order, or the relay could publish a
             # later event before an earlier one that committed late. A transaction-scoped
             # advisory lock per saga, taken right before the insert, serialises them.
-            # One round trip takes the locks (in a fixed order) and queues the relay's wake-up,
-            # which PostgreSQL delivers only if and when the transaction commits.
+            # The lock (one per saga, in a fixed order) and the relay's wake-up go in one round
+            # trip; PostgreSQL delivers the NOTIFY only if and when the transaction commits.
             keys = sorted({f"{self.tables.schema}:{r.key}" for r in self._outgoing})
-            await conn.execute(
-                text("SELECT pg_advisory_xact_lock(hashtextextended(k, 0)) "
-                     "FROM unnest(CAST(:keys AS text[])) WITH ORDINALITY AS t(k, n) ORDER BY n"
-                     ) if len(keys) > 1 else
-                text("SELECT pg_advisory_xact_lock(hashtextextended(:key, 0)), "
-                     "pg_notify(:channel, '')"),
-                {"keys": keys} if len(keys) > 1 else
-                {"key": keys[0], "channel": self.tables.notify_channel})
+            for key in keys[:-1]:
+                await conn.execute(text("SELECT pg_advisory_xact_lock(hashtextextended(:key, 0))"),
+                                   {"key": key})
+            await conn.execute(text("SELECT pg_advisory_xact_lock(hashtextextended(:key, 0)), "
+                                    "pg_notify(:channel, '')"),
+                               {"key": keys[-1], "channel": self.tables.notify_channel})
             await conn.execute(self.tables.outbox.insert(), [
                 {
                     "message_id": uuid.UUID(r.envelope.message_id) if r.envelope else uuid.uuid4(),
@@ -177,9 +175,6 @@ class UnitOfWork:
                 }
                 for r in self._outgoing
             ])
-            if len(keys) > 1:
-                await conn.execute(text("SELECT pg_notify(:channel, '')"),
-                                   {"channel": self.tables.notify_channel})
         await conn.commit()
         self.committed = True
         for callback in self._after_commit:
