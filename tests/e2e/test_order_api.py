@@ -99,3 +99,22 @@ async def test_twenty_concurrent_retries_create_one_order(saga: Saga) -> None:
     assert await _orders_of(customer) == 1
     await saga.wait_status(results[0]["order_id"], "COMPLETADA")
     assert await saga.stock(sku) == 48
+
+
+async def test_an_order_while_the_database_is_down_is_refused_with_503(saga: Saga) -> None:
+    from harness import stack
+
+    customer = f"down-{uuid.uuid4().hex[:8]}"
+    stack.stack("kill", "postgres")
+    try:
+        r = await saga.http.post(f"{config.PEDIDOS}/orders",
+                                 json=order_body([("SKU-X", 1)], customer=customer))
+        assert r.status_code == 503, r.text
+        assert r.headers["Retry-After"] == "1" and "nothing was done" in r.json()["detail"]
+    finally:
+        stack.start("postgres")
+    assert await _orders_of(customer) == 0
+    sku = new_sku()
+    await saga.set_stock(sku, 1)
+    placed = await saga.place(order_body([(sku, 1)]))
+    await saga.wait_status(placed["order_id"], "COMPLETADA", timeout=30)

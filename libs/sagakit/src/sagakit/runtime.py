@@ -21,6 +21,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 from sqlalchemy import text
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from sagakit import inbox, metrics, tracing
@@ -122,6 +123,9 @@ def build_engine(url: str, name: str, pool_size: int) -> AsyncEngine:
         pool_size=pool_size,
         max_overflow=pool_size,
         pool_recycle=1800,
+        # A database restart leaves every pooled connection dead: test each one on checkout
+        # (one round trip) rather than fail the first request that draws it.
+        pool_pre_ping=True,
         connect_args={"server_settings": {"application_name": name}, "command_timeout": 30,
                       "timeout": 10},
     )
@@ -171,6 +175,17 @@ def create_app(definition: ServiceDefinition) -> FastAPI:
         from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
 
         FastAPIInstrumentor.instrument_app(app, excluded_urls="health,ready,metrics")
+    @app.exception_handler(DBAPIError)
+    @app.exception_handler(OSError)
+    async def database_unavailable(request: Request, exc: Exception) -> JSONResponse:
+        if isinstance(exc, DBAPIError) and not (
+                exc.connection_invalidated or isinstance(exc, OperationalError | InterfaceError)):
+            raise exc
+        # Nothing was committed: the client may retry (with the same Idempotency-Key).
+        log.warning("request failed, database unavailable: %r", exc)
+        return JSONResponse({"detail": "database unavailable, nothing was done; retry later"},
+                            status_code=503, headers={"Retry-After": "1"})
+
     app.include_router(operational_router())
     for router in definition.routers:
         app.include_router(router)
