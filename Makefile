@@ -28,7 +28,7 @@ test: bootstrap
 	@bash deploy/local/run-tests.sh
 
 test-unit: bootstrap
-	@uv run --frozen --no-sync pytest -m "not stack" -q
+	@uv run --frozen --no-sync pytest -m "not stack and not after_down" -q
 
 lint:
 	@uv run --frozen --no-sync ruff check .

@@ -24,3 +24,10 @@ def running_stack() -> None:
 async def saga(running_stack: None) -> AsyncIterator[Saga]:
     async with httpx.AsyncClient(timeout=30) as client:
         yield Saga(client)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests that need the running stack are marked so: `pytest -m "not stack"` skips them."""
+    for item in items:
+        if "running_stack" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.stack)
