@@ -3,6 +3,7 @@
     python -m chaos                  # seeds 1..20 and the scripted scenarios
     python -m chaos --seed 7         # replay one seed
     CHAOS_SEEDS=5 python -m chaos    # fewer seeds
+    CHAOS_RATE=5 python -m chaos     # orders per second (default 20)
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ async def main() -> int:
     parser = argparse.ArgumentParser(description="chaos scenarios with the invariant check")
     parser.add_argument("--seed", type=int, action="append")
     parser.add_argument("--scripted", action="append", choices=sorted(SCRIPTED))
-    parser.add_argument("--rate", type=float, default=float(os.environ.get("CHAOS_RATE", "5")))
+    parser.add_argument("--rate", type=float, default=float(os.environ.get("CHAOS_RATE", "20")))
     parser.add_argument("--load-seconds", type=float, default=20.0)
     args = parser.parse_args()
     if args.seed or args.scripted:
