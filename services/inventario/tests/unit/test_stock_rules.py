@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import settings
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 from inventario.domain.stock import (
     AllocationDecision,
     AllocationStatus,
@@ -30,28 +30,43 @@ def test_the_same_sku_twice_is_checked_against_the_sum() -> None:
     assert shortages([Line("A", 3), Line("A", 3)], {"A": 5})[0].requested == 6
 
 
-EVENTS = st.lists(st.sampled_from(["pago", "cancel"]), min_size=1, max_size=8)
+class AllocationUnderChaos(RuleBasedStateMachine):
+    """PagoExitoso and OrdenCancelada of one saga, duplicated and in any order (they travel on
+    different topics): stock is allocated at most once, never after a cancellation, and a
+    cancelled order keeps no stock."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.status: AllocationStatus | None = None
+        self.allocated = 0
+        self.released = 0
+        self.cancelled = False
+
+    @rule()
+    def payment_succeeded(self) -> None:
+        if on_payment_succeeded(self.status) is AllocationDecision.ALLOCATE:
+            assert not self.cancelled, "allocated for a cancelled order"
+            self.status, self.allocated = AllocationStatus.ALLOCATED, self.allocated + 1
+
+    @rule()
+    def order_cancelled(self) -> None:
+        self.cancelled = True
+        decision = on_order_cancelled(self.status)
+        if decision is ReleaseDecision.RELEASE:
+            self.status, self.released = AllocationStatus.RELEASED, self.released + 1
+        elif decision is ReleaseDecision.BLOCK:
+            self.status = AllocationStatus.BLOCKED
+
+    @invariant()
+    def allocated_at_most_once(self) -> None:
+        assert self.allocated <= 1 and self.released <= self.allocated
+
+    @invariant()
+    def a_cancelled_order_keeps_no_stock(self) -> None:
+        if self.cancelled:
+            assert self.allocated - self.released == 0
 
 
-@settings(max_examples=300)
-@given(EVENTS)
-def test_any_interleaving_allocates_at_most_once_and_never_after_a_cancel(events: list[str]
-                                                                          ) -> None:
-    status: AllocationStatus | None = None
-    allocated = released = 0
-    cancelled = False
-    for event in events:
-        if event == "pago":
-            if on_payment_succeeded(status) is AllocationDecision.ALLOCATE:
-                assert not cancelled, "allocated for a cancelled order"
-                status, allocated = AllocationStatus.ALLOCATED, allocated + 1
-        else:
-            cancelled = True
-            decision = on_order_cancelled(status)
-            if decision is ReleaseDecision.RELEASE:
-                status, released = AllocationStatus.RELEASED, released + 1
-            elif decision is ReleaseDecision.BLOCK:
-                status = AllocationStatus.BLOCKED
-    assert allocated <= 1 and released <= allocated
-    if cancelled:
-        assert allocated - released == 0, "a cancelled order keeps no stock"
+TestAllocationUnderChaos = AllocationUnderChaos.TestCase
+TestAllocationUnderChaos.settings = settings(max_examples=300, stateful_step_count=12,
+                                             deadline=None)
