@@ -213,6 +213,9 @@ class OutboxRelay:
                 failure, failed_row = exc, row
                 break
             acked.append(row.id)
+        for fut in futures[len(acked) + (failure is not None):]:
+            # The rest of a failed batch is sent again next time; their outcome is not needed.
+            fut.add_done_callback(lambda f: f.cancelled() or f.exception())
         if acked and self.settings.crash_after_publish:
             by_id = {r.id: r for r in rows}
             if any(by_id[i].payload.get("event_type") == self.settings.crash_after_publish
