@@ -28,6 +28,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+from chaos import netproxy  # noqa: E402  (the proxy's port layout, shared with the chaos suite)
+
 STATE = Path(os.environ.get("SAGA_STATE_DIR", ROOT / ".local")).resolve()
 LOGS = STATE / "logs"
 RUN = STATE / "run"
@@ -47,6 +50,9 @@ SERVICE_PORTS = {
 }
 PROMETHEUS_PORT = int(os.environ.get("PROMETHEUS_PORT", "9090"))
 KAFKA_BOOTSTRAP = f"127.0.0.1:{KAFKA_PORT}"
+# SAGA_NETPROXY=1: every service reaches PostgreSQL, Kafka and the gateway through the chaos
+# suite's TCP proxy (chaos/netproxy.py), which can then add latency, black holes and resets.
+NETPROXY = os.environ.get("SAGA_NETPROXY") == "1"
 TOPIC_PARTITIONS = int(os.environ.get("KAFKA_TOPIC_PARTITIONS", "6"))
 UP_DEADLINE_S = float(os.environ.get("STACK_UP_TIMEOUT", "120"))
 
@@ -59,8 +65,8 @@ def service_role_password(service: str, kind: str) -> str:
     return os.environ.get(f"{service.upper()}_{kind.upper()}_PASSWORD", f"{service}_{kind}")
 
 
-def dsn(user: str, password: str, driver: str = "postgresql+asyncpg") -> str:
-    return f"{driver}://{user}:{password}@127.0.0.1:{PG_PORT}/{PG_DB}"
+def dsn(user: str, password: str, driver: str = "postgresql+asyncpg", port: int = PG_PORT) -> str:
+    return f"{driver}://{user}:{password}@127.0.0.1:{port}/{PG_DB}"
 
 
 # ---------------------------------------------------------------- process helpers
@@ -342,8 +348,15 @@ def kafka_config() -> Path:
     data = KAFKA_DIR / "data"
     data.mkdir(parents=True, exist_ok=True)
     text = (ROOT / "deploy/local/kafka/server.properties").read_text()
+    # One extra listener per service, advertised at that service's proxy port: a client that
+    # bootstraps through the proxy keeps using it for the broker connections that follow.
+    proxied = [(netproxy.kafka_listener_name(svc), netproxy.kafka_listener_port(svc),
+                netproxy.route_port(svc, "kafka")) for svc in netproxy.SERVICES]
     for k, v in {"${KAFKA_PORT}": str(KAFKA_PORT), "${CONTROLLER_PORT}": str(KAFKA_CONTROLLER_PORT),
-                 "${KAFKA_DATA}": str(data)}.items():
+                 "${KAFKA_DATA}": str(data),
+                 "${PROXIED_LISTENERS}": "".join(f",{n}://127.0.0.1:{p}" for n, p, _ in proxied),
+                 "${PROXIED_ADVERTISED}": "".join(f",{n}://127.0.0.1:{a}" for n, _, a in proxied),
+                 "${PROXIED_PROTOCOLS}": "".join(f",{n}:PLAINTEXT" for n, _, _ in proxied)}.items():
         text = text.replace(k, v)
     conf = KAFKA_DIR / "server.properties"
     conf.write_text(text)
@@ -417,7 +430,7 @@ class PyPart:
 
 
 def service_env(service: str) -> dict[str, str]:
-    return {
+    env = {
         "SERVICE_NAME": service,
         "HTTP_HOST": "127.0.0.1",
         "HTTP_PORT": str(SERVICE_PORTS[service]),
@@ -425,6 +438,13 @@ def service_env(service: str) -> dict[str, str]:
         "KAFKA_BOOTSTRAP_SERVERS": KAFKA_BOOTSTRAP,
         "GATEWAY_URL": f"http://127.0.0.1:{GATEWAY_PORT}",
     }
+    if NETPROXY:
+        env["DATABASE_URL"] = dsn(f"{service}_app", service_role_password(service, "app"),
+                                  port=netproxy.route_port(service, "postgres"))
+        env["KAFKA_BOOTSTRAP_SERVERS"] = f"127.0.0.1:{netproxy.route_port(service, 'kafka')}"
+        if service == "pagos":
+            env["GATEWAY_URL"] = f"http://127.0.0.1:{netproxy.route_port(service, 'gateway')}"
+    return env
 
 
 def py_parts() -> list[PyPart]:
@@ -433,7 +453,11 @@ def py_parts() -> list[PyPart]:
         "GATEWAY_LEDGER_PATH": str(STATE / "gateway" / "ledger.sqlite3"),
     })
     services = [PyPart(s, s, p, service_env(s)) for s, p in SERVICE_PORTS.items()]
-    return [gateway, *services]
+    return [gateway, *([NETPROXY_PART] if NETPROXY else []), *services]
+
+
+NETPROXY_PART = PyPart("netproxy", "chaos.netproxy", netproxy.CONTROL_PORT,
+                       {"PG_PORT": str(PG_PORT), "GATEWAY_PORT": str(GATEWAY_PORT)})
 
 
 def start_py(part: PyPart, wait: bool = True) -> None:
@@ -488,6 +512,7 @@ def up(with_prometheus: bool) -> None:
 def down() -> None:
     for part in reversed(py_parts()):
         stop_group(part.name)
+    stop_group(NETPROXY_PART.name)  # whether or not this shell asked for it
     stop_group("prometheus")
     stop_group("kafka", grace_s=30)
     stop_postgres()
@@ -503,7 +528,7 @@ def down() -> None:
 def stack_processes() -> list[tuple[int, str]]:
     """Processes that belong to this stack, found by what they run, not by pid files."""
     markers = [str(KAFKA_DIR), str(pg_data_dir())]
-    markers += [f"-m {p.module}" for p in py_parts()]
+    markers += [f"-m {p.module}" for p in [*py_parts(), NETPROXY_PART]]
     found = []
     me = os.getpid()
     for proc in Path("/proc").iterdir():
@@ -566,7 +591,7 @@ def start(part: str, wait: bool = True) -> None:
     elif part == "kafka":
         start_kafka()
     else:
-        start_py(next(p for p in py_parts() if p.name == part), wait)
+        start_py(next(p for p in [*py_parts(), NETPROXY_PART] if p.name == part), wait)
 
 
 def restart(part: str) -> None:
@@ -577,7 +602,7 @@ def restart(part: str) -> None:
         stop_group("kafka", grace_s=30)
         start_kafka()
     else:
-        target = next(p for p in py_parts() if p.name == part)
+        target = next(p for p in [*py_parts(), NETPROXY_PART] if p.name == part)
         stop_group(part)
         start_py(target)
 

@@ -97,3 +97,54 @@ async def _dead_letters(engine: AsyncEngine) -> list[dict]:
         rows = (await conn.execute(text(
             f"SELECT payload FROM {SERVICE}.outbox WHERE topic = '{SERVICE}-dlq'"))).all()
     return [r.payload for r in rows]
+
+
+async def test_a_handler_past_its_timeout_is_abandoned_retried_and_dead_lettered(scratch) -> None:  # type: ignore[no-untyped-def]
+    """Part IV §3.3 scenario 3 at the unit of the consumer: a transaction stuck on a slow
+    database is given up at the handler timeout, rolled back, retried, then dead-lettered."""
+    engine, tables = scratch
+    stuck = str(uuid.uuid4())
+    attempts: list[float] = []
+
+    async def handler(uow: UnitOfWork, event: Envelope) -> None:
+        attempts.append(time.monotonic())
+        await uow.connection.execute(text(
+            f"INSERT INTO {SERVICE}.processed_messages (message_id, event_type, saga_id, status) "
+            "VALUES (:m, 'Effect', :s, 'processed')"), {"m": str(uuid.uuid4()), "s": event.saga_id})
+        await uow.connection.execute(text("SELECT pg_sleep(5)"))  # a query that answers in seconds
+        await uow.commit()
+
+    settings = MessagingSettings(kafka_bootstrap_servers=config.KAFKA, handler_timeout_s=0.5,
+                                 retry_initial_backoff_s=0.1, retry_max_attempts=3)
+    consumer = EventConsumer(service=SERVICE, topics=[TOPIC],
+                             handlers={"OrdenCompletada": handler},
+                             uow_factory=lambda **kw: UnitOfWork(engine, tables, SERVICE, **kw),
+                             settings=settings)
+    stop = asyncio.Event()
+    task = asyncio.create_task(consumer.run(stop))
+    producer = AIOKafkaProducer(bootstrap_servers=config.KAFKA, acks="all")
+    await producer.start()
+    try:
+        await producer.send_and_wait(TOPIC, json.dumps(_event(stuck)).encode(), partition=0)
+        await wait_for(lambda: _dead_letters(engine), lambda rows: len(rows) == 1,
+                       timeout=30, what="the stuck event dead-lettered")
+    finally:
+        stop.set()
+        await task
+        await producer.stop()
+
+    record = (await _dead_letters(engine))[0]
+    assert record["reason"] == "retries_exhausted" and record["attempt_count"] == 3
+    assert all("ran past 0.5s" in a["error"] for a in record["attempts"]), record["attempts"]
+    assert len(attempts) == 3
+    async with engine.connect() as conn:
+        # Every abandoned attempt was rolled back: no half-done effect survived.
+        effects = (await conn.execute(text(
+            f"SELECT count(*) FROM {SERVICE}.processed_messages WHERE event_type = 'Effect'"))).scalar()
+        # And nothing is left holding a transaction open (the sleeping queries were cancelled or
+        # their connections dropped), so no lock outlives the attempt.
+        lingering = (await conn.execute(text(
+            "SELECT count(*) FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(5)' "
+            "AND state <> 'idle' AND now() - query_start > interval '4 seconds'"))).scalar()
+    assert effects == 0
+    assert lingering == 0

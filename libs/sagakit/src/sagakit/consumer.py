@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import functools
 import logging
 import random
 import time
@@ -42,7 +43,7 @@ from sagakit import metrics, tracing
 from sagakit.backoff import Backoff
 from sagakit.context import current_message
 from sagakit.envelope import Envelope, UndecodableMessage, decode_headers, utc_now_iso
-from sagakit.errors import PermanentError, TransientError
+from sagakit.errors import HandlerTimedOut, PermanentError, TransientError
 from sagakit.faults import crash_now
 from sagakit.kafka import manual_commit_consumer
 from sagakit.settings import MessagingSettings
@@ -140,6 +141,8 @@ class EventConsumer:
         self._retrying: dict[tuple[TopicPartition, int], list[Attempt]] = {}
         self._offsets: dict[TopicPartition, int] = {}
         self._offsets_ready = asyncio.Event()
+        self._busy: dict[TopicPartition, asyncio.Task[bool]] = {}
+        self._crashed: BaseException | None = None
         self.assigned = asyncio.Event()
 
     # ------------------------------------------------------------------ Kafka loop
@@ -147,6 +150,7 @@ class EventConsumer:
     async def run(self, stop: asyncio.Event) -> None:
         failures = 0
         while not stop.is_set():
+            self._crashed = None
             consumer = manual_commit_consumer(self.settings.kafka_bootstrap_servers,
                                               self.service, self.topics,
                                               f"{self.service}-consumer")
@@ -201,24 +205,54 @@ class EventConsumer:
             await self._fetch_loop(consumer, stop)
         finally:
             committer.cancel()
-            with contextlib.suppress(asyncio.CancelledError, KafkaError):
-                await committer
+            busy = list(self._busy.values())
+            for task in busy:
+                task.cancel()
+            await asyncio.gather(committer, *busy, return_exceptions=True)
+            self._busy.clear()
             with contextlib.suppress(KafkaError):
                 await self._commit_offsets(consumer)
 
     async def _fetch_loop(self, consumer: AIOKafkaConsumer, stop: asyncio.Event) -> None:
+        # Each partition's records are handled by a task of their own while that partition is
+        # paused, so a slow partition (a database answering in seconds, a dead letter being
+        # written) never holds up the fetches of the others. Order within a partition holds:
+        # a partition gets its next records only after its task is done.
         while not stop.is_set():
+            if self._crashed is not None:
+                raise self._crashed
             batch = await consumer.getmany(timeout_ms=1000,
                                            max_records=self.settings.consumer_max_records)
             if consumer.assignment():
                 self.assigned.set()
-            if not batch:
-                continue
-            await asyncio.gather(*(self._partition(consumer, tp, records)
-                                   for tp, records in batch.items()))
+            for tp, records in batch.items():
+                consumer.pause(tp)
+                if tp in self._busy:
+                    # Revoked and assigned again while its task still runs: fetch these
+                    # again once that task is done, never two tasks on one partition.
+                    consumer.seek(tp, records[0].offset)
+                    continue
+                task = asyncio.create_task(self._partition(consumer, tp, records))
+                self._busy[tp] = task
+                task.add_done_callback(functools.partial(self._partition_done, consumer, tp))
+
+    def _partition_done(self, consumer: AIOKafkaConsumer, tp: TopicPartition,
+                        task: asyncio.Task[bool]) -> None:
+        if self._busy.get(tp) is task:
+            del self._busy[tp]
+        if task.cancelled():
+            return
+        exc = task.exception()
+        if exc is not None:
+            self._crashed = exc  # raised by the fetch loop: the consumer restarts cleanly
+            return
+        if not task.result():  # not waiting for a retry: the partition may fetch again
+            self._resume(consumer, tp)
 
     async def _partition(self, consumer: AIOKafkaConsumer, tp: TopicPartition,
-                         records: list[Any]) -> None:
+                         records: list[Any]) -> bool:
+        """Handles the records in order; True when it stopped at a record waiting for a retry
+        (the partition stays paused until the retry's time)."""
         done_offset: int | None = None
         try:
             for rec in records:
@@ -239,18 +273,18 @@ class EventConsumer:
                         await asyncio.sleep(delay)
                 if outcome.status == "retry":
                     # Wait without holding the loop: rewind this partition to the record,
-                    # pause it, and let the other partitions go on until the backoff ends.
+                    # keep it paused, and let the other partitions go on until the backoff ends.
                     self._retrying[(tp, rec.offset)] = outcome.attempts
                     consumer.seek(tp, rec.offset)
-                    consumer.pause(tp)
                     asyncio.get_running_loop().call_later(outcome.retry_in_s or 0,
                                                           self._resume, consumer, tp)
-                    return
+                    return True
                 if (self.settings.crash_after_commit and outcome.status == "processed"
                         and outcome.event_type == self.settings.crash_after_commit):
                     crash_now("consumer: after commit, before offset commit",
                               outcome.event_type)
                 done_offset = rec.offset
+            return False
         finally:
             if done_offset is not None:
                 # Only after the local transaction committed (or the record was dead-lettered).
@@ -302,7 +336,7 @@ class EventConsumer:
             while True:
                 number = len(attempts) + 1
                 try:
-                    status = await self._handle_once(
+                    status = await self._handle_within_timeout(
                         handler, envelope, decode_headers(raw.headers).get(h.TRACEPARENT))
                     elapsed = time.perf_counter() - started
                     metrics.HANDLER_DURATION.labels(self.service, event_type).observe(elapsed)
@@ -348,6 +382,18 @@ class EventConsumer:
                     return Outcome("retry", attempts, event_type, delay)
         finally:
             current_message.reset(token)
+
+    async def _handle_within_timeout(self, handler: Handler, envelope: Envelope,
+                                     traceparent: str | None) -> str:
+        limit = self.settings.handler_timeout_s
+        try:
+            async with asyncio.timeout(limit) as deadline:
+                return await self._handle_once(handler, envelope, traceparent)
+        except TimeoutError as exc:
+            if deadline.expired():
+                # Ours, not a driver's connect timeout (that one means the database is down).
+                raise HandlerTimedOut(f"{envelope.event_type} handler ran past {limit}s") from exc
+            raise
 
     async def _handle_once(self, handler: Handler, envelope: Envelope,
                            traceparent: str | None = None) -> str:

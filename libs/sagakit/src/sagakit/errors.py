@@ -7,3 +7,8 @@ class TransientError(Exception):
 
 class PermanentError(Exception):
     """Will never succeed as it is: dead-lettered at once, with its history."""
+
+
+class HandlerTimedOut(TransientError):
+    """The handler ran past ``SAGA_HANDLER_TIMEOUT_S`` (a database answering in seconds, a lock
+    held too long): its transaction was abandoned; the attempt counts like any transient one."""

@@ -51,6 +51,11 @@ class MessagingSettings(BaseSettings):
     retry_max_backoff_s: float = 60.0
     retry_jitter: float = Field(0.2, ge=0.1, le=0.25)
 
+    # One attempt at a handler (its whole transaction) may take this long; past it the attempt
+    # is abandoned and counted as a transient failure (Part IV §3.3 scenario 3). Above the
+    # database lock and statement timeouts, below the shortest step timeout (30 s).
+    handler_timeout_s: float = Field(20.0, gt=0, le=300)
+
     consumer_max_records: int = Field(500, ge=1)
     kafka_bootstrap_servers: str = Field("127.0.0.1:9092", validation_alias="KAFKA_BOOTSTRAP_SERVERS")
 
