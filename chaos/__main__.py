@@ -4,6 +4,9 @@
     python -m chaos --seed 7         # replay one seed
     CHAOS_SEEDS=5 python -m chaos    # fewer seeds
     CHAOS_RATE=5 python -m chaos     # orders per second (default 20)
+
+Every service reaches PostgreSQL, Kafka and the gateway through chaos/netproxy.py
+(SAGA_NETPROXY=1), so schedules can add latency, black holes and resets on those routes.
 """
 
 from __future__ import annotations
@@ -16,6 +19,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
+import httpx
+from harness import stack
+
 from chaos import scenario
 
 SCRIPTED = {
@@ -26,8 +32,27 @@ SCRIPTED = {
                              scenario.Fault(6.0, "kill", "postgres", 2.0),
                              scenario.Fault(11.0, "kill", "pagos", 2.0)],
     "pause-everything-once": [scenario.Fault(2.0, "pause", p, 1.5) for p in
-                              ("pedidos", "inventario", "pagos", "gateway", "kafka")],
+                              ("pedidos", "inventario", "pagos", "gateway", "kafka", "postgres")],
+    # Part IV §3.3 scenario 3 under load: every query of every service slowed by 10 s for a
+    # while (handler timeouts, retries, step deadlines), then the database frozen by SIGSTOP.
+    "slow-database": [*(scenario.Fault(2.0, "latency", f"{s}-postgres", 8.0, latency_s=10.0)
+                        for s in scenario.SERVICES),
+                      scenario.Fault(12.0, "pause", "postgres", 3.0)],
+    # The network between the services and their dependencies: a partition from Kafka, resets
+    # of the database connections, a payment gateway that answers in seconds.
+    "network-partitions": [scenario.Fault(2.0, "blackhole", "pagos-kafka", 5.0),
+                           scenario.Fault(4.0, "reset", "inventario-postgres", 2.0),
+                           scenario.Fault(6.0, "latency", "pagos-gateway", 6.0, latency_s=3.0),
+                           scenario.Fault(9.0, "blackhole", "pedidos-postgres", 3.0)],
 }
+
+
+async def _proxy_running() -> bool:
+    try:
+        async with httpx.AsyncClient(timeout=2) as http:
+            return (await http.get(f"{scenario.CONTROL}/health")).status_code == 200
+    except httpx.HTTPError:
+        return False
 
 
 async def main() -> int:
@@ -43,7 +68,12 @@ async def main() -> int:
     else:
         seeds = list(range(1, int(os.environ.get("CHAOS_SEEDS", "20")) + 1))
         scripted = sorted(SCRIPTED)
-    runs = [(f"seed-{s}", scenario.random_schedule(s, args.load_seconds), s) for s in seeds]
+    # Network faults need every service behind the TCP proxy: (re)start the stack that way.
+    os.environ["SAGA_NETPROXY"] = "1"
+    if not await _proxy_running():
+        stack.stack("down")
+    runs = [(f"seed-{s}", scenario.random_schedule(s, args.load_seconds, network=2), s)
+            for s in seeds]
     runs += [(name, SCRIPTED[name], 0) for name in scripted]
     failed = 0
     for name, faults, seed in runs:

@@ -27,6 +27,9 @@ import socket
 import struct
 import time
 from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, Field
 
 log = logging.getLogger("chaos.netproxy")
 
@@ -233,14 +236,14 @@ def stack_routes(pg_port: int, gateway_port: int) -> dict[str, tuple[int, str, i
 
 # ---------------------------------------------------------------- the stack part
 
-def _control_app(proxies: ProxySet):  # type: ignore[no-untyped-def]
-    from fastapi import FastAPI, HTTPException
-    from pydantic import BaseModel
+class FaultChange(BaseModel):
+    latency_s: float | None = Field(None, ge=0)
+    blackhole: bool | None = None
+    refuse: bool | None = None
 
-    class FaultChange(BaseModel):
-        latency_s: float | None = None
-        blackhole: bool | None = None
-        refuse: bool | None = None
+
+def _control_app(proxies: ProxySet) -> Any:
+    from fastapi import FastAPI, HTTPException
 
     app = FastAPI(title="netproxy")
 

@@ -6,45 +6,58 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import random
 import signal
 import time
 import uuid
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import httpx
 from harness import config, stack
 
-from chaos import snapshot
+from chaos import netproxy, snapshot
 from chaos.checker import TERMINAL, Violation, check
 
 SERVICES = ["pedidos", "inventario", "pagos"]
 PARTS = [*SERVICES, "gateway", "kafka", "postgres"]
+# Network faults go through chaos/netproxy.py (the stack started with SAGA_NETPROXY=1).
+NETWORK_KINDS = ["latency", "blackhole", "reset"]
+ROUTES = sorted(netproxy.stack_routes(0, 0))
+CONTROL = f"http://127.0.0.1:{netproxy.CONTROL_PORT}"
 
 
 @dataclass(frozen=True)
 class Fault:
     at_s: float          # after the start of the load
-    kind: str            # kill | pause
-    part: str
-    duration_s: float    # down or paused for this long
+    kind: str            # kill | pause | latency | blackhole | reset
+    part: str            # a part of the stack, or a proxy route for network faults
+    duration_s: float    # down, paused or degraded for this long
+    latency_s: float = 0.0
 
     def __str__(self) -> str:
-        return f"{self.kind} {self.part} at {self.at_s:.1f}s for {self.duration_s:.1f}s"
+        extra = f" +{self.latency_s:g}s" if self.kind == "latency" else ""
+        return f"{self.kind}{extra} {self.part} at {self.at_s:.1f}s for {self.duration_s:.1f}s"
 
 
-def random_schedule(seed: int, load_s: float, faults: int = 3) -> list[Fault]:
-    """At least two different parts, each fault over before the load ends."""
+def random_schedule(seed: int, load_s: float, faults: int = 3, network: int = 0) -> list[Fault]:
+    """``faults`` kills and pauses of at least two different parts, plus ``network`` faults on
+    proxy routes; each fault over before the load ends."""
     rng = random.Random(seed)
     while True:
         chosen = [Fault(round(rng.uniform(1.0, load_s - 4.0), 1), rng.choice(["kill", "pause"]),
                         rng.choice(PARTS), round(rng.uniform(1.0, 3.0), 1))
                   for _ in range(faults)]
-        chosen = [f if not (f.part == "postgres" and f.kind == "pause") else
-                  Fault(f.at_s, "kill", f.part, f.duration_s) for f in chosen]
         if len({f.part for f in chosen}) >= 2:
-            return sorted(chosen, key=lambda f: f.at_s)
+            break
+    for _ in range(network):
+        kind = rng.choice(NETWORK_KINDS)
+        chosen.append(Fault(round(rng.uniform(1.0, load_s - 4.0), 1), kind, rng.choice(ROUTES),
+                            round(rng.uniform(1.0, 4.0), 1),
+                            round(rng.uniform(0.2, 3.0), 1) if kind == "latency" else 0.0))
+    return sorted(chosen, key=lambda f: f.at_s)
 
 
 @dataclass
@@ -69,19 +82,65 @@ class Report:
 
 
 async def _inject(fault: Fault) -> None:
-    if fault.kind == "pause":
-        try:
-            stack.signal_part(fault.part, signal.SIGSTOP)
-        except (FileNotFoundError, ProcessLookupError):
+    if fault.kind in NETWORK_KINDS:
+        await _network_fault(fault)
+    elif fault.kind == "pause":
+        if not _signal(fault.part, signal.SIGSTOP):
             return  # killed by an earlier fault and not back yet: nothing to pause
         await asyncio.sleep(fault.duration_s)
-        with contextlib.suppress(FileNotFoundError, ProcessLookupError):
-            stack.signal_part(fault.part, signal.SIGCONT)
+        _signal(fault.part, signal.SIGCONT)
     else:
         await asyncio.to_thread(stack.stack, "kill", fault.part)
         await asyncio.sleep(fault.duration_s)
         # Other faults may be in force: start it and let it find its way back on its own.
         await asyncio.to_thread(stack.stack, "start", fault.part, "--no-wait", check=False)
+
+
+def _signal(part: str, sig: signal.Signals) -> bool:
+    try:
+        if part == "postgres":
+            # The postmaster and every backend: the whole server freezes, as in a VM pause.
+            for pid in _postgres_pids():
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, sig)
+        else:
+            stack.signal_part(part, sig)
+        return True
+    except (FileNotFoundError, ProcessLookupError, ValueError):
+        return False
+
+
+def _postgres_pids() -> list[int]:
+    data_dir = stack.stack("pg-data-dir").stdout.strip()
+    postmaster = int((Path(data_dir) / "postmaster.pid").read_text().split()[0])
+    pids = [postmaster]
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            with contextlib.suppress(OSError, IndexError):
+                if int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1]) == postmaster:
+                    pids.append(int(proc.name))
+    return pids
+
+
+async def _network_fault(fault: Fault) -> None:
+    route = f"{CONTROL}/routes/{fault.part}"
+    async with httpx.AsyncClient(timeout=5) as http:
+        if fault.kind == "latency":
+            (await http.put(route, json={"latency_s": fault.latency_s})).raise_for_status()
+        elif fault.kind == "blackhole":
+            (await http.put(route, json={"blackhole": True})).raise_for_status()
+        else:  # reset what is open, refuse what comes, for the duration
+            (await http.put(route, json={"refuse": True})).raise_for_status()
+            (await http.post(f"{route}/reset")).raise_for_status()
+        await asyncio.sleep(fault.duration_s)
+        (await http.put(route, json={"latency_s": 0, "blackhole": False, "refuse": False})
+         ).raise_for_status()
+
+
+async def clear_network_faults() -> None:
+    with contextlib.suppress(httpx.HTTPError):
+        async with httpx.AsyncClient(timeout=5) as http:
+            await http.delete(f"{CONTROL}/faults")
 
 
 def _body(sku: str, qty: int, token: str) -> dict[str, Any]:
@@ -136,6 +195,7 @@ async def run(name: str, faults: list[Fault], *, seed: int = 0, rate: float = 5.
 
 async def _heal() -> None:
     """Anything still down comes back (a part may still be restarting: try a few times)."""
+    await clear_network_faults()
     for attempt in range(3):
         try:
             await asyncio.to_thread(stack.up)

@@ -98,3 +98,20 @@ async def test_reset_breaks_open_connections_and_refuse_new_ones(
         await asyncio.wait_for(_round_trip(port), 5)
     proxies["echo"].clear()
     assert (await _round_trip(port))[0] == b"ping"
+
+
+async def test_control_api_sets_and_clears_faults(proxied_echo: tuple[ProxySet, int]) -> None:
+    import httpx
+
+    from chaos.netproxy import _control_app
+
+    proxies, _ = proxied_echo
+    transport = httpx.ASGITransport(app=_control_app(proxies))
+    async with httpx.AsyncClient(transport=transport, base_url="http://proxy") as http:
+        r = await http.put("/routes/echo", json={"latency_s": 1.5, "blackhole": True})
+        assert r.status_code == 200 and r.json()["latency_s"] == 1.5 and r.json()["blackhole"]
+        assert proxies["echo"].faults.latency_s == 1.5
+        assert (await http.put("/routes/echo", json={"latency_s": -1})).status_code == 422
+        assert (await http.put("/routes/nope", json={"refuse": True})).status_code == 404
+        assert (await http.delete("/faults")).status_code == 200
+        assert proxies["echo"].faults == type(proxies["echo"].faults)()

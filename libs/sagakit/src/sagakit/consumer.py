@@ -44,7 +44,7 @@ from sagakit.backoff import Backoff
 from sagakit.context import current_message
 from sagakit.envelope import Envelope, UndecodableMessage, decode_headers, utc_now_iso
 from sagakit.errors import HandlerTimedOut, PermanentError, TransientError
-from sagakit.faults import crash_now
+from sagakit.faults import DeliveryFaults, crash_now
 from sagakit.kafka import manual_commit_consumer
 from sagakit.settings import MessagingSettings
 from sagakit.tables import INBOX_DEAD_LETTERED
@@ -142,6 +142,10 @@ class EventConsumer:
         self._offsets: dict[TopicPartition, int] = {}
         self._offsets_ready = asyncio.Event()
         self._busy: dict[TopicPartition, asyncio.Task[bool]] = {}
+        self.delivery_faults = DeliveryFaults(settings.fault_duplicate_delivery,
+                                              settings.fault_late_redelivery,
+                                              settings.fault_reorder_delivery)
+        self._late: dict[TopicPartition, list[RawRecord]] = {}
         self._crashed: BaseException | None = None
         self.assigned = asyncio.Event()
 
@@ -253,29 +257,21 @@ class EventConsumer:
                          records: list[Any]) -> bool:
         """Handles the records in order; True when it stopped at a record waiting for a retry
         (the partition stays paused until the retry's time)."""
-        done_offset: int | None = None
+        faults = self.delivery_faults
+        batch = [RawRecord(r.topic, r.partition, r.offset, r.key, r.value,
+                           list(r.headers or []), r.timestamp) for r in records]
+        if faults.active:
+            await self._deliver_late(tp)
+            batch = faults.shuffle(batch)
+        completed: set[int] = set()
         try:
-            for rec in records:
-                raw = RawRecord(rec.topic, rec.partition, rec.offset, rec.key, rec.value,
-                                list(rec.headers or []), rec.timestamp)
-                failures = 0
-                while True:
-                    try:
-                        prior = self._retrying.pop((tp, rec.offset), None)
-                        outcome = await self.process(raw, prior)
-                        break
-                    except InfrastructureDown as exc:
-                        failures += 1
-                        delay = self.infra_backoff.delay(failures)
-                        log.warning("database unreachable, retrying record in %.2fs: %r",
-                                    delay, exc.__cause__ or exc,
-                                    extra={"service": self.service, "attempt": failures})
-                        await asyncio.sleep(delay)
+            for raw in batch:
+                outcome = await self._process_until_decided(tp, raw)
                 if outcome.status == "retry":
-                    # Wait without holding the loop: rewind this partition to the record,
-                    # keep it paused, and let the other partitions go on until the backoff ends.
-                    self._retrying[(tp, rec.offset)] = outcome.attempts
-                    consumer.seek(tp, rec.offset)
+                    # Wait without holding the loop: rewind this partition to its first record
+                    # not done, keep it paused, and let the other partitions go on meanwhile.
+                    self._retrying[(tp, raw.offset)] = outcome.attempts
+                    consumer.seek(tp, min(r.offset for r in batch if r.offset not in completed))
                     asyncio.get_running_loop().call_later(outcome.retry_in_s or 0,
                                                           self._resume, consumer, tp)
                     return True
@@ -283,15 +279,49 @@ class EventConsumer:
                         and outcome.event_type == self.settings.crash_after_commit):
                     crash_now("consumer: after commit, before offset commit",
                               outcome.event_type)
-                done_offset = rec.offset
+                completed.add(raw.offset)
+                if faults.active and outcome.status != "skipped":
+                    if faults.again_now():
+                        await self._process_until_decided(tp, raw)
+                    if faults.again_later():
+                        self._late.setdefault(tp, []).append(raw)
             return False
         finally:
-            if done_offset is not None:
-                # Only after the local transaction committed (or the record was dead-lettered).
-                # The committer sends it to Kafka within ``OFFSET_COMMIT_INTERVAL_S``: a crash
-                # before then redelivers a few records, which the inbox absorbs.
-                self._offsets[tp] = done_offset + 1
+            # Only after the local transaction committed (or the record was dead-lettered),
+            # and only up to the first record not done. The committer sends it to Kafka within
+            # ``OFFSET_COMMIT_INTERVAL_S``: a crash before then redelivers a few records, which
+            # the inbox absorbs.
+            next_offset = None
+            for raw in sorted(batch, key=lambda r: r.offset):
+                if raw.offset not in completed:
+                    break
+                next_offset = raw.offset + 1
+            if next_offset is not None:
+                self._offsets[tp] = next_offset
                 self._offsets_ready.set()
+
+    async def _process_until_decided(self, tp: TopicPartition, raw: RawRecord) -> Outcome:
+        """One record, waiting out an unreachable database (never a reason to dead-letter)."""
+        failures = 0
+        while True:
+            try:
+                prior = self._retrying.pop((tp, raw.offset), None)
+                return await self.process(raw, prior)
+            except InfrastructureDown as exc:
+                failures += 1
+                delay = self.infra_backoff.delay(failures)
+                log.warning("database unreachable, retrying record in %.2fs: %r",
+                            delay, exc.__cause__ or exc,
+                            extra={"service": self.service, "attempt": failures})
+                await asyncio.sleep(delay)
+
+    async def _deliver_late(self, tp: TopicPartition) -> None:
+        """Records held back by the late-redelivery fault, handed over again after newer ones."""
+        for raw in self._late.pop(tp, []):
+            outcome = await self._process_until_decided(tp, raw)
+            log.warning("fault injection: late redelivery of %s at offset %s: %s",
+                        outcome.event_type, raw.offset, outcome.status,
+                        extra={"service": self.service})
 
     @staticmethod
     def _resume(consumer: AIOKafkaConsumer, tp: TopicPartition) -> None:

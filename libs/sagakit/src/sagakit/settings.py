@@ -69,6 +69,15 @@ class MessagingSettings(BaseSettings):
     crash_after_publish: str | None = Field(None,
                                             validation_alias="SAGA_FAULT_CRASH_AFTER_PUBLISH")
 
+    # Delivery faults for the chaos suite (probabilities, 0 = off): a record handled twice in a
+    # row, handled again after newer records, neighbouring records handled swapped.
+    fault_duplicate_delivery: float = Field(0.0, ge=0, le=1,
+                                            validation_alias="SAGA_FAULT_DUPLICATE_DELIVERY")
+    fault_late_redelivery: float = Field(0.0, ge=0, le=1,
+                                         validation_alias="SAGA_FAULT_LATE_REDELIVERY")
+    fault_reorder_delivery: float = Field(0.0, ge=0, le=1,
+                                          validation_alias="SAGA_FAULT_REORDER_DELIVERY")
+
     @model_validator(mode="after")
     def _check_minimums(self) -> Self:
         below = [(env, getattr(self, name), minimum) for name, minimum, env in STANDARD_MINIMUMS
