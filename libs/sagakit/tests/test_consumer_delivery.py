@@ -55,7 +55,7 @@ def _consumer(retry_at: set[int] | None = None, **faults: float
 
 async def test_in_order_by_default_and_the_offset_after_the_last() -> None:
     consumer, seen = _consumer()
-    assert await consumer._partition(FakeKafka(), TP, [Rec(o) for o in range(4)]) is False
+    assert await consumer._partition(FakeKafka(), TP, [Rec(o) for o in range(4)]) is None
     assert seen == [0, 1, 2, 3]
     assert consumer._offsets[TP] == 4
 
@@ -70,7 +70,7 @@ async def test_reordered_records_are_all_handled_before_the_offset_moves() -> No
 async def test_a_retry_after_a_swap_rewinds_to_the_first_record_not_done() -> None:
     consumer, seen = _consumer({1}, reorder_delivery=1.0)
     kafka = FakeKafka()
-    assert await consumer._partition(kafka, TP, [Rec(o) for o in range(3)]) is True
+    assert await consumer._partition(kafka, TP, [Rec(o) for o in range(3)]) == 0.0
     # Offset 1 came first and must wait: 0 was never handled, so the rewind goes to 0 and no
     # offset is committed.
     assert seen == [1] and kafka.seeks == [0] and TP not in consumer._offsets

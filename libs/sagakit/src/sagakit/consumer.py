@@ -141,7 +141,7 @@ class EventConsumer:
         self._retrying: dict[tuple[TopicPartition, int], list[Attempt]] = {}
         self._offsets: dict[TopicPartition, int] = {}
         self._offsets_ready = asyncio.Event()
-        self._busy: dict[TopicPartition, asyncio.Task[bool]] = {}
+        self._busy: dict[TopicPartition, asyncio.Task[float | None]] = {}
         self.delivery_faults = DeliveryFaults(settings.fault_duplicate_delivery,
                                               settings.fault_late_redelivery,
                                               settings.fault_reorder_delivery)
@@ -241,7 +241,7 @@ class EventConsumer:
                 task.add_done_callback(functools.partial(self._partition_done, consumer, tp))
 
     def _partition_done(self, consumer: AIOKafkaConsumer, tp: TopicPartition,
-                        task: asyncio.Task[bool]) -> None:
+                        task: asyncio.Task[float | None]) -> None:
         if self._busy.get(tp) is task:
             del self._busy[tp]
         if task.cancelled():
@@ -250,13 +250,16 @@ class EventConsumer:
         if exc is not None:
             self._crashed = exc  # raised by the fetch loop: the consumer restarts cleanly
             return
-        if not task.result():  # not waiting for a retry: the partition may fetch again
+        retry_in = task.result()
+        if retry_in is None:
             self._resume(consumer, tp)
+        else:  # the partition fetches again (from the record to retry) after the backoff
+            asyncio.get_running_loop().call_later(retry_in, self._resume, consumer, tp)
 
     async def _partition(self, consumer: AIOKafkaConsumer, tp: TopicPartition,
-                         records: list[Any]) -> bool:
-        """Handles the records in order; True when it stopped at a record waiting for a retry
-        (the partition stays paused until the retry's time)."""
+                         records: list[Any]) -> float | None:
+        """Handles the records in order. When it stops at a record waiting for a retry, returns
+        the backoff: the partition stays paused that long."""
         faults = self.delivery_faults
         batch = [RawRecord(r.topic, r.partition, r.offset, r.key, r.value,
                            list(r.headers or []), r.timestamp) for r in records]
@@ -272,9 +275,7 @@ class EventConsumer:
                     # not done, keep it paused, and let the other partitions go on meanwhile.
                     self._retrying[(tp, raw.offset)] = outcome.attempts
                     consumer.seek(tp, min(r.offset for r in batch if r.offset not in completed))
-                    asyncio.get_running_loop().call_later(outcome.retry_in_s or 0,
-                                                          self._resume, consumer, tp)
-                    return True
+                    return outcome.retry_in_s or 0.0
                 if (self.settings.crash_after_commit and outcome.status == "processed"
                         and outcome.event_type == self.settings.crash_after_commit):
                     crash_now("consumer: after commit, before offset commit",
@@ -285,7 +286,7 @@ class EventConsumer:
                         await self._process_until_decided(tp, raw)
                     if faults.again_later():
                         self._late.setdefault(tp, []).append(raw)
-            return False
+            return None
         finally:
             # Only after the local transaction committed (or the record was dead-lettered),
             # and only up to the first record not done. The committer sends it to Kafka within
