@@ -57,6 +57,7 @@ async def _deadlocks() -> int:
                                  "WHERE datname = current_database()"))
 
 
+@pytest.mark.timeout(600)  # about three minutes here: every dead letter takes seconds to write
 async def test_every_query_slowed_by_seconds(saga: Saga,
                                              inventario_behind_proxy: ProxySet) -> None:
     proxies = inventario_behind_proxy
