@@ -148,3 +148,49 @@ async def test_a_handler_past_its_timeout_is_abandoned_retried_and_dead_lettered
             "AND state <> 'idle' AND now() - query_start > interval '4 seconds'"))).scalar()
     assert effects == 0
     assert lingering == 0
+
+
+async def test_a_slow_partition_does_not_hold_up_the_others(scratch) -> None:  # type: ignore[no-untyped-def]
+    """Regression (chaos suite, slow database): records of one fetch used to be handled as one
+    batch, so a partition busy for seconds (a query on a slow database, a dead letter being
+    written) held back every other partition's next records."""
+    engine, tables = scratch
+    slow, first, second = (str(uuid.uuid4()) for _ in range(3))
+    done: dict[str, float] = {}
+    release = asyncio.Event()
+
+    async def handler(uow: UnitOfWork, event: Envelope) -> None:
+        if event.saga_id == slow:
+            await release.wait()  # busy until the other partition has moved on
+        done[event.saga_id] = time.monotonic()
+        await uow.commit()
+
+    settings = MessagingSettings(kafka_bootstrap_servers=config.KAFKA)
+    consumer = EventConsumer(service=SERVICE, topics=[TOPIC],
+                             handlers={"OrdenCompletada": handler},
+                             uow_factory=lambda **kw: UnitOfWork(engine, tables, SERVICE, **kw),
+                             settings=settings)
+    stop = asyncio.Event()
+    task = asyncio.create_task(consumer.run(stop))
+    producer = AIOKafkaProducer(bootstrap_servers=config.KAFKA, acks="all")
+    await producer.start()
+    try:
+        await consumer.assigned.wait()
+        await producer.send_and_wait(TOPIC, json.dumps(_event(slow)).encode(), partition=0)
+        await producer.send_and_wait(TOPIC, json.dumps(_event(first)).encode(), partition=1)
+
+        async def handled() -> set[str]:
+            return set(done)
+        await wait_for(handled, lambda d: first in d, timeout=15, what="partition 1 handled")
+        # A later record on the free partition, fetched while partition 0 is still busy.
+        await producer.send_and_wait(TOPIC, json.dumps(_event(second)).encode(), partition=1)
+        await wait_for(handled, lambda d: second in d, timeout=15,
+                       what="partition 1's next record handled while partition 0 is busy")
+        assert slow not in done
+        release.set()
+        await wait_for(handled, lambda d: slow in d, timeout=15, what="partition 0 handled")
+    finally:
+        release.set()
+        stop.set()
+        await task
+        await producer.stop()
