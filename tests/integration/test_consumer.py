@@ -5,11 +5,12 @@ their history."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import datetime
 
 import pytest
@@ -18,7 +19,7 @@ from harness import config
 from harness.kafka import envelope
 from harness.scratch import scratch_outbox
 from harness.waiting import wait_for
-from sagakit.consumer import EventConsumer
+from sagakit.consumer import EventConsumer, Handler
 from sagakit.envelope import Envelope
 from sagakit.errors import TransientError
 from sagakit.settings import MessagingSettings
@@ -37,13 +38,39 @@ async def scratch(running_stack: None) -> AsyncIterator[tuple[AsyncEngine, Messa
         yield made
 
 
+@contextlib.asynccontextmanager
+async def _consuming(scratch: tuple[AsyncEngine, MessagingTables], handler: Handler,
+                     settings: MessagingSettings) -> AsyncIterator[Callable[[str, int], Awaitable[None]]]:
+    """Runs an EventConsumer on the scratch topic; yields ``send(saga_id, partition)``."""
+    engine, tables = scratch
+    consumer = EventConsumer(service=SERVICE, topics=[TOPIC],
+                             handlers={"OrdenCompletada": handler},
+                             uow_factory=lambda **kw: UnitOfWork(engine, tables, SERVICE, **kw),
+                             settings=settings)
+    stop = asyncio.Event()
+    task = asyncio.create_task(consumer.run(stop))
+    producer = AIOKafkaProducer(bootstrap_servers=config.KAFKA, acks="all")
+    await producer.start()
+
+    async def send(saga_id: str, partition: int) -> None:
+        await producer.send_and_wait(TOPIC, json.dumps(_event(saga_id)).encode(),
+                                     partition=partition)
+    try:
+        await consumer.assigned.wait()
+        yield send
+    finally:
+        stop.set()
+        await task
+        await producer.stop()
+
+
 def _event(saga_id: str) -> dict:
     return envelope("OrdenCompletada", {"order_id": str(uuid.uuid4()), "total_amount": "1.00",
                                         "currency": "USD"}, saga_id=saga_id, source="test")
 
 
 async def test_a_retrying_partition_does_not_hold_up_the_others(scratch) -> None:  # type: ignore[no-untyped-def]
-    engine, tables = scratch
+    engine, _ = scratch
     slow, fast, poison = (str(uuid.uuid4()) for _ in range(3))
     calls: dict[str, list[float]] = {slow: [], fast: [], poison: []}
     done: dict[str, float] = {}
@@ -57,29 +84,17 @@ async def test_a_retrying_partition_does_not_hold_up_the_others(scratch) -> None
 
     settings = MessagingSettings(kafka_bootstrap_servers=config.KAFKA,
                                  retry_initial_backoff_s=0.4, retry_max_attempts=5)
-    consumer = EventConsumer(service=SERVICE, topics=[TOPIC],
-                             handlers={"OrdenCompletada": handler},
-                             uow_factory=lambda **kw: UnitOfWork(engine, tables, SERVICE, **kw),
-                             settings=settings)
-    stop = asyncio.Event()
-    task = asyncio.create_task(consumer.run(stop))
-    producer = AIOKafkaProducer(bootstrap_servers=config.KAFKA, acks="all")
-    await producer.start()
-    try:
+    async with _consuming(scratch, handler, settings) as send:
         started = time.monotonic()
-        await producer.send_and_wait(TOPIC, json.dumps(_event(slow)).encode(), partition=0)
-        await producer.send_and_wait(TOPIC, json.dumps(_event(poison)).encode(), partition=2)
-        await producer.send_and_wait(TOPIC, json.dumps(_event(fast)).encode(), partition=1)
+        await send(slow, 0)
+        await send(poison, 2)
+        await send(fast, 1)
 
         async def finished() -> int:
             return len(done)
         await wait_for(finished, lambda n: n == 2, timeout=30, what="slow and fast handled")
         await wait_for(lambda: _dead_letters(engine), lambda rows: len(rows) == 1,
                        timeout=30, what="poison dead-lettered")
-    finally:
-        stop.set()
-        await task
-        await producer.stop()
 
     assert done[fast] - started < 2.0, "the fast partition was not held up by the others"
     assert done[fast] < done[slow], "the retrying record finished later"
@@ -102,7 +117,7 @@ async def _dead_letters(engine: AsyncEngine) -> list[dict]:
 async def test_a_handler_past_its_timeout_is_abandoned_retried_and_dead_lettered(scratch) -> None:  # type: ignore[no-untyped-def]
     """Part IV §3.3 scenario 3 at the unit of the consumer: a transaction stuck on a slow
     database is given up at the handler timeout, rolled back, retried, then dead-lettered."""
-    engine, tables = scratch
+    engine, _ = scratch
     stuck = str(uuid.uuid4())
     attempts: list[float] = []
 
@@ -116,22 +131,10 @@ async def test_a_handler_past_its_timeout_is_abandoned_retried_and_dead_lettered
 
     settings = MessagingSettings(kafka_bootstrap_servers=config.KAFKA, handler_timeout_s=0.5,
                                  retry_initial_backoff_s=0.1, retry_max_attempts=3)
-    consumer = EventConsumer(service=SERVICE, topics=[TOPIC],
-                             handlers={"OrdenCompletada": handler},
-                             uow_factory=lambda **kw: UnitOfWork(engine, tables, SERVICE, **kw),
-                             settings=settings)
-    stop = asyncio.Event()
-    task = asyncio.create_task(consumer.run(stop))
-    producer = AIOKafkaProducer(bootstrap_servers=config.KAFKA, acks="all")
-    await producer.start()
-    try:
-        await producer.send_and_wait(TOPIC, json.dumps(_event(stuck)).encode(), partition=0)
+    async with _consuming(scratch, handler, settings) as send:
+        await send(stuck, 0)
         await wait_for(lambda: _dead_letters(engine), lambda rows: len(rows) == 1,
                        timeout=30, what="the stuck event dead-lettered")
-    finally:
-        stop.set()
-        await task
-        await producer.stop()
 
     record = (await _dead_letters(engine))[0]
     assert record["reason"] == "retries_exhausted" and record["attempt_count"] == 3
@@ -154,7 +157,6 @@ async def test_a_slow_partition_does_not_hold_up_the_others(scratch) -> None:  #
     """Regression (chaos suite, slow database): records of one fetch used to be handled as one
     batch, so a partition busy for seconds (a query on a slow database, a dead letter being
     written) held back every other partition's next records."""
-    engine, tables = scratch
     slow, first, second = (str(uuid.uuid4()) for _ in range(3))
     done: dict[str, float] = {}
     release = asyncio.Event()
@@ -166,31 +168,20 @@ async def test_a_slow_partition_does_not_hold_up_the_others(scratch) -> None:  #
         await uow.commit()
 
     settings = MessagingSettings(kafka_bootstrap_servers=config.KAFKA)
-    consumer = EventConsumer(service=SERVICE, topics=[TOPIC],
-                             handlers={"OrdenCompletada": handler},
-                             uow_factory=lambda **kw: UnitOfWork(engine, tables, SERVICE, **kw),
-                             settings=settings)
-    stop = asyncio.Event()
-    task = asyncio.create_task(consumer.run(stop))
-    producer = AIOKafkaProducer(bootstrap_servers=config.KAFKA, acks="all")
-    await producer.start()
-    try:
-        await consumer.assigned.wait()
-        await producer.send_and_wait(TOPIC, json.dumps(_event(slow)).encode(), partition=0)
-        await producer.send_and_wait(TOPIC, json.dumps(_event(first)).encode(), partition=1)
+    async with _consuming(scratch, handler, settings) as send:
+        try:
+            await send(slow, 0)
+            await send(first, 1)
 
-        async def handled() -> set[str]:
-            return set(done)
-        await wait_for(handled, lambda d: first in d, timeout=15, what="partition 1 handled")
-        # A later record on the free partition, fetched while partition 0 is still busy.
-        await producer.send_and_wait(TOPIC, json.dumps(_event(second)).encode(), partition=1)
-        await wait_for(handled, lambda d: second in d, timeout=15,
-                       what="partition 1's next record handled while partition 0 is busy")
-        assert slow not in done
-        release.set()
-        await wait_for(handled, lambda d: slow in d, timeout=15, what="partition 0 handled")
-    finally:
-        release.set()
-        stop.set()
-        await task
-        await producer.stop()
+            async def handled() -> set[str]:
+                return set(done)
+            await wait_for(handled, lambda d: first in d, timeout=15, what="partition 1 handled")
+            # A later record on the free partition, fetched while partition 0 is still busy.
+            await send(second, 1)
+            await wait_for(handled, lambda d: second in d, timeout=15,
+                           what="partition 1's next record handled while partition 0 is busy")
+            assert slow not in done
+            release.set()
+            await wait_for(handled, lambda d: slow in d, timeout=15, what="partition 0 handled")
+        finally:
+            release.set()
