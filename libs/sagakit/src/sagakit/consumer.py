@@ -157,7 +157,8 @@ class EventConsumer:
             self._crashed = None
             consumer = manual_commit_consumer(self.settings.kafka_bootstrap_servers,
                                               self.service, self.topics,
-                                              f"{self.service}-consumer")
+                                              f"{self.service}-consumer",
+                                              self.settings.consumer_fetch_max_wait_ms)
             try:
                 await consumer.start()
                 self._consumer = consumer

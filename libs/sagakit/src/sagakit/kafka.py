@@ -20,7 +20,7 @@ def durable_producer(bootstrap: str, client_id: str) -> AIOKafkaProducer:
 
 
 def manual_commit_consumer(bootstrap: str, group_id: str, topics: list[str],
-                           client_id: str) -> AIOKafkaConsumer:
+                           client_id: str, fetch_max_wait_ms: int = 100) -> AIOKafkaConsumer:
     """Offsets are committed by the consumer loop, only after the local transaction."""
     return AIOKafkaConsumer(
         *topics,
@@ -30,7 +30,7 @@ def manual_commit_consumer(bootstrap: str, group_id: str, topics: list[str],
         enable_auto_commit=False,
         auto_offset_reset="earliest",
         isolation_level="read_committed",
-        fetch_max_wait_ms=100,
+        fetch_max_wait_ms=fetch_max_wait_ms,
         max_poll_interval_ms=300_000,
         session_timeout_ms=10_000,
         heartbeat_interval_ms=2_000,
