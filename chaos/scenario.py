@@ -73,7 +73,8 @@ class Report:
     def render(self) -> str:
         lines = [f"scenario {self.name} ({self.seconds:.0f}s)",
                  "  faults: " + ("; ".join(str(f) for f in self.faults) or "none"),
-                 f"  orders: {self.orders_sent} sent, {len(self.acknowledged)} acknowledged",
+                 f"  orders: {self.orders_sent} sent, {len(self.acknowledged)} acknowledged, "
+                 f"{sum(self.outcomes.values())} in the database",
                  f"  outcomes: {self.outcomes}",
                  "  invariants: " + ("all hold" if not self.violations else
                                      f"{len(self.violations)} VIOLATED")]
@@ -184,7 +185,7 @@ async def run(name: str, faults: list[Fault], *, seed: int = 0, rate: float = 5.
         await asyncio.gather(*sends)
         await asyncio.gather(*chaos)
     await _heal()
-    await _quiesce(report.acknowledged, quiesce_s)
+    await _quiesce(report.acknowledged, list(initial), quiesce_s)
     snap = await snapshot.take(report.acknowledged, initial)
     for o in snap.orders.values():
         report.outcomes[o.status] = report.outcomes.get(o.status, 0) + 1
@@ -211,8 +212,9 @@ async def _delayed(fault: Fault) -> None:
     await _inject(fault)
 
 
-async def _quiesce(order_ids: list[str], timeout: float) -> None:
-    """Until every acknowledged order is terminal and pagos has no work left for them."""
+async def _quiesce(order_ids: list[str], skus: list[str], timeout: float) -> None:
+    """Until every order of the run (acknowledged, or for its products) is terminal and pagos
+    has no work left for them."""
     import asyncpg
 
     deadline = time.monotonic() + timeout
@@ -221,12 +223,13 @@ async def _quiesce(order_ids: list[str], timeout: float) -> None:
             conn = await asyncpg.connect(config.admin_dsn())
             try:
                 busy = await conn.fetchval(
-                    "SELECT (SELECT count(*) FROM pedidos.orders WHERE order_id = "
-                    "ANY($1::uuid[]) AND NOT status = ANY($2::text[])) + (SELECT count(*) FROM "
-                    "pagos.payments p JOIN pedidos.orders o ON o.saga_id::text = p.saga_id "
-                    "WHERE o.order_id = ANY($1::uuid[]) AND p.status IN "
-                    "('CHARGING', 'CANCEL_REQUESTED', 'REFUNDING'))",
-                    order_ids, list(TERMINAL))
+                    "WITH run AS (SELECT order_id, saga_id, status FROM pedidos.orders o "
+                    "WHERE order_id = ANY($1::uuid[]) OR EXISTS (SELECT 1 FROM "
+                    "jsonb_array_elements(o.items) i WHERE i->>'sku' = ANY($3::text[]))) "
+                    "SELECT (SELECT count(*) FROM run WHERE NOT status = ANY($2::text[])) + "
+                    "(SELECT count(*) FROM pagos.payments p JOIN run ON run.saga_id::text = "
+                    "p.saga_id WHERE p.status IN ('CHARGING', 'CANCEL_REQUESTED', 'REFUNDING'))",
+                    order_ids, list(TERMINAL), skus)
             finally:
                 await conn.close()
             if busy == 0:

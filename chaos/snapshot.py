@@ -25,9 +25,14 @@ async def take(acknowledged: list[str], initial_stock: dict[str, int],
                stale_after_s: float = 60.0) -> Snapshot:
     conn = await asyncpg.connect(config.admin_dsn())
     try:
-        order_ids = list(acknowledged)
-        rows = await conn.fetch("SELECT order_id::text, saga_id::text, status, total_amount, items "
-                                "FROM pedidos.orders WHERE order_id = ANY($1::uuid[])", order_ids)
+        # The acknowledged orders and every other order of the run's products: a request whose
+        # answer the client never saw (it timed out while the database restarted) may still
+        # have been committed, and its saga moves stock and money like any other.
+        rows = await conn.fetch(
+            "SELECT order_id::text, saga_id::text, status, total_amount, items "
+            "FROM pedidos.orders o WHERE order_id = ANY($1::uuid[]) OR EXISTS (SELECT 1 FROM "
+            "jsonb_array_elements(o.items) i WHERE i->>'sku' = ANY($2::text[]))",
+            list(acknowledged), list(initial_stock))
         orders = {r["order_id"]: Order(r["order_id"], r["saga_id"], r["status"],
                                        Decimal(r["total_amount"]), _json(r["items"]))  # type: ignore[arg-type]
                   for r in rows}

@@ -43,7 +43,8 @@ async def test_duplicated_late_and_swapped_deliveries_break_no_invariant(
                                 skus=2, units=8)
     print(report.render())
     assert len(report.acknowledged) == 50
-    assert sum(report.outcomes.values()) == len(report.acknowledged)
+    # Every acknowledged order, and any whose answer was lost, reached a terminal state.
+    assert sum(report.outcomes.values()) >= len(report.acknowledged)
     assert report.violations == []
     # The faults were really applied: every consumer absorbed copies it was handed.
     absorbed = await asyncio.gather(*(_duplicates_absorbed(u) for u in SERVICES.values()))

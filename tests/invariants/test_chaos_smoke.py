@@ -14,5 +14,6 @@ async def test_services_and_database_killed_under_load(running_stack: None) -> N
     report = await scenario.run("smoke", faults, seed=42, rate=5.0, load_s=14.0)
     print(report.render())
     assert report.acknowledged, "the load reached the stack"
-    assert sum(report.outcomes.values()) == len(report.acknowledged)
+    # Every acknowledged order, and any whose answer was lost, reached a terminal state.
+    assert sum(report.outcomes.values()) >= len(report.acknowledged)
     assert report.violations == []
