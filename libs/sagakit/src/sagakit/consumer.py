@@ -43,7 +43,7 @@ from sagakit import metrics, tracing
 from sagakit.backoff import Backoff
 from sagakit.context import current_message
 from sagakit.envelope import Envelope, UndecodableMessage, decode_headers, utc_now_iso
-from sagakit.errors import HandlerTimedOut, PermanentError, TransientError
+from sagakit.errors import CommitOutcomeUnknown, HandlerTimedOut, PermanentError, TransientError
 from sagakit.faults import DeliveryFaults, crash_now
 from sagakit.kafka import manual_commit_consumer
 from sagakit.settings import MessagingSettings
@@ -94,6 +94,8 @@ def _sqlstate(exc: BaseException) -> str | None:
 
 def classify(exc: BaseException) -> str:
     """'infrastructure', 'transient' or 'permanent'."""
+    if isinstance(exc, CommitOutcomeUnknown):
+        return "infrastructure"  # redelivered once the database is back; the inbox decides
     if isinstance(exc, TransientError):
         return "transient"
     if isinstance(exc, PermanentError):

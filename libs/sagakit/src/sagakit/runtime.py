@@ -21,11 +21,12 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 from sqlalchemy import text
-from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from sagakit import inbox, metrics, tracing
 from sagakit.consumer import EventConsumer, Handler
+from sagakit.errors import CommitOutcomeUnknown, is_connection_failure
 from sagakit.relay import OutboxRelay
 from sagakit.settings import MessagingSettings, load
 from sagakit.tables import MessagingTables
@@ -175,21 +176,34 @@ def create_app(definition: ServiceDefinition) -> FastAPI:
         from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
 
         FastAPIInstrumentor.instrument_app(app, excluded_urls="health,ready,metrics")
-    @app.exception_handler(DBAPIError)
-    @app.exception_handler(OSError)
-    async def database_unavailable(request: Request, exc: Exception) -> JSONResponse:
-        if isinstance(exc, DBAPIError) and not (
-                exc.connection_invalidated or isinstance(exc, OperationalError | InterfaceError)):
-            raise exc
-        # Nothing was committed: the client may retry (with the same Idempotency-Key).
-        log.warning("request failed, database unavailable: %r", exc)
-        return JSONResponse({"detail": "database unavailable, nothing was done; retry later"},
-                            status_code=503, headers={"Retry-After": "1"})
-
+    install_database_error_handlers(app)
     app.include_router(operational_router())
     for router in definition.routers:
         app.include_router(router)
     return app
+
+
+def install_database_error_handlers(app: FastAPI) -> None:
+    """503 + Retry-After when the database is unreachable, telling apart a request that failed
+    before its COMMIT (nothing was done) from one whose COMMIT was in flight (unknown)."""
+    @app.exception_handler(DBAPIError)
+    @app.exception_handler(OSError)
+    async def database_unavailable(request: Request, exc: Exception) -> JSONResponse:
+        if not is_connection_failure(exc):
+            raise exc
+        # Failed before COMMIT: nothing was committed; the client may simply retry.
+        log.warning("request failed, database unavailable: %r", exc)
+        return JSONResponse({"detail": "database unavailable, nothing was done; retry later"},
+                            status_code=503, headers={"Retry-After": "1"})
+
+    @app.exception_handler(CommitOutcomeUnknown)
+    async def commit_in_doubt(request: Request, exc: Exception) -> JSONResponse:
+        # The connection died with COMMIT in flight: the request may have taken effect.
+        log.warning("request outcome unknown, connection lost during commit: %r", exc.__cause__)
+        return JSONResponse({"detail": "database connection lost during commit: the request may "
+                                       "or may not have taken effect; retry with the same "
+                                       "Idempotency-Key to learn which"},
+                            status_code=503, headers={"Retry-After": "1"})
 
 
 def runtime_of(request: Request) -> Runtime:

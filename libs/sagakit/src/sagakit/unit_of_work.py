@@ -26,6 +26,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sagakit import tracing
 from sagakit.context import current_message
 from sagakit.envelope import Envelope
+from sagakit.errors import CommitOutcomeUnknown, is_connection_failure
 from sagakit.tables import INBOX_PROCESSED, OUTBOX_PENDING, MessagingTables
 
 
@@ -76,8 +77,14 @@ class UnitOfWork:
             if not self.committed:
                 await self._conn.rollback()
         finally:
-            await self._conn.close()
-            self._conn = None
+            try:
+                await self._conn.close()
+            except Exception:
+                if exc is None:
+                    raise
+                # Closing a dead connection must not hide why the unit of work failed.
+            finally:
+                self._conn = None
 
     # ---------------------------------------------------------------- inbox
 
@@ -175,7 +182,13 @@ class UnitOfWork:
                 }
                 for r in self._outgoing
             ])
-        await conn.commit()
+        try:
+            await conn.commit()
+        except Exception as exc:
+            if is_connection_failure(exc):
+                self.committed = True  # nothing left to roll back on a dead connection
+                raise CommitOutcomeUnknown(f"connection lost during COMMIT: {exc!r}") from exc
+            raise
         self.committed = True
         for callback in self._after_commit:
             callback()
