@@ -185,3 +185,39 @@ async def test_a_slow_partition_does_not_hold_up_the_others(scratch) -> None:  #
             await wait_for(handled, lambda d: slow in d, timeout=15, what="partition 0 handled")
         finally:
             release.set()
+
+
+async def test_a_busy_partition_stays_in_the_fetch(scratch) -> None:  # type: ignore[no-untyped-def]
+    """Regression (benchmark, issue 6): a partition used to be paused while its records were
+    handled, so the fetch sent meanwhile left it out and a record produced on it had to wait
+    for that fetch to come back empty — up to the whole fetch wait — before it was even asked
+    for. The fetch wait here is 4 s; the next record must not wait for it."""
+    first, second = str(uuid.uuid4()), str(uuid.uuid4())
+    done: dict[str, float] = {}
+    first_started = asyncio.Event()
+    release = asyncio.Event()
+
+    async def handler(uow: UnitOfWork, event: Envelope) -> None:
+        if event.saga_id == first:
+            first_started.set()
+            await release.wait()
+        done[event.saga_id] = time.monotonic()
+        await uow.commit()
+
+    settings = MessagingSettings(kafka_bootstrap_servers=config.KAFKA,
+                                 consumer_fetch_max_wait_ms=4000)
+    async with _consuming(scratch, handler, settings) as send:
+        try:
+            await send(first, 0)
+            await asyncio.wait_for(first_started.wait(), 15)
+            await send(second, 0)  # same partition, while the first record is being handled
+            release.set()
+
+            async def handled() -> set[str]:
+                return set(done)
+            await wait_for(handled, lambda d: second in d, timeout=15, what="second handled")
+            # Handled right behind the first: it was fetched while the first was still busy.
+            # Left out of the fetch, it would come 3.5-4 s later (the rest of the fetch wait).
+            assert done[second] - done[first] < 2.0, done[second] - done[first]
+        finally:
+            release.set()

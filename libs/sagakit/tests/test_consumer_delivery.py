@@ -3,11 +3,12 @@ first record not done, even when delivery faults reorder, repeat or hold back re
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
 from aiokafka import TopicPartition
-from sagakit.consumer import EventConsumer, Outcome, RawRecord
+from sagakit.consumer import EventConsumer, Outcome, RawRecord, RetryLater
 from sagakit.settings import MessagingSettings
 
 TP = TopicPartition("t", 0)
@@ -16,13 +17,18 @@ TP = TopicPartition("t", 0)
 @dataclass
 class FakeKafka:
     seeks: list[int] = field(default_factory=list)
+    paused: bool = False
+    pauses: int = 0
 
     def seek(self, tp: TopicPartition, offset: int) -> None:
         self.seeks.append(offset)
 
-    def pause(self, tp: TopicPartition) -> None: ...
+    def pause(self, tp: TopicPartition) -> None:
+        self.paused = True
+        self.pauses += 1
 
-    def resume(self, tp: TopicPartition) -> None: ...
+    def resume(self, tp: TopicPartition) -> None:
+        self.paused = False
 
 
 @dataclass
@@ -70,7 +76,7 @@ async def test_reordered_records_are_all_handled_before_the_offset_moves() -> No
 async def test_a_retry_after_a_swap_rewinds_to_the_first_record_not_done() -> None:
     consumer, seen = _consumer({1}, reorder_delivery=1.0)
     kafka = FakeKafka()
-    assert await consumer._partition(kafka, TP, [Rec(o) for o in range(3)]) == 0.0
+    assert await consumer._partition(kafka, TP, [Rec(o) for o in range(3)]) == RetryLater(0.0, 0)
     # Offset 1 came first and must wait: 0 was never handled, so the rewind goes to 0 and no
     # offset is committed.
     assert seen == [1] and kafka.seeks == [0] and TP not in consumer._offsets
@@ -91,3 +97,53 @@ async def test_duplicates_now_and_later() -> None:
     # The held-back copies of 0 and 1 come after newer records were handled, before 2.
     assert seen == [0, 0, 1, 1, 0, 1, 2, 2]
     assert consumer._offsets[TP] == 3
+
+
+# ---------------------------------------------------------------- lanes (the fetch loop's side)
+
+
+async def _lane_idle(consumer: EventConsumer) -> None:
+    worker = consumer._lanes[TP].worker
+    if worker is not None:
+        await worker
+
+
+async def test_a_busy_partition_is_not_paused_and_its_next_records_queue_behind() -> None:
+    consumer, seen = _consumer()
+    kafka = FakeKafka()
+    consumer._enqueue(kafka, TP, [Rec(0), Rec(1)])
+    consumer._enqueue(kafka, TP, [Rec(2)])  # fetched while 0 and 1 are being handled
+    assert not kafka.paused
+    await _lane_idle(consumer)
+    assert seen == [0, 1, 2] and consumer._offsets[TP] == 3
+
+
+async def test_records_fetched_again_after_a_reassignment_are_not_handled_twice() -> None:
+    consumer, seen = _consumer()
+    kafka = FakeKafka()
+    consumer._enqueue(kafka, TP, [Rec(0), Rec(1)])
+    consumer._enqueue(kafka, TP, [Rec(0), Rec(1), Rec(2)])  # from the committed offset again
+    await _lane_idle(consumer)
+    assert seen == [0, 1, 2]
+
+
+async def test_a_full_lane_pauses_its_partition_until_it_is_taken() -> None:
+    consumer, seen = _consumer()
+    consumer.settings.consumer_max_records = 2
+    kafka = FakeKafka()
+    consumer._enqueue(kafka, TP, [Rec(0), Rec(1)])
+    assert kafka.paused  # the fetch loop stops bringing more than the lane can take
+    await _lane_idle(consumer)
+    assert not kafka.paused and seen == [0, 1]
+
+
+async def test_a_retry_empties_the_lane_and_pauses_until_the_backoff_is_over() -> None:
+    consumer, seen = _consumer({1})
+    kafka = FakeKafka()
+    consumer._enqueue(kafka, TP, [Rec(0), Rec(1), Rec(2)])
+    await _lane_idle(consumer)
+    assert seen == [0, 1] and kafka.seeks == [1] and consumer._offsets[TP] == 1
+    lane = consumer._lanes[TP]
+    assert lane.records == [] and lane.next_offset == 1
+    await asyncio.sleep(0.01)  # the backoff (0 s here) is over: the partition fetches again
+    assert not kafka.paused and kafka.pauses == 1

@@ -14,7 +14,7 @@ For each record, in partition order:
    row marking it dead-lettered, with every attempt's time and error.
 5. An unreachable database is nobody's fault but the infrastructure's: the record is not
    dead-lettered; it is retried after a capped backoff for as long as it takes.
-Partitions of one fetch are handled concurrently, each in order.
+Partitions are handled concurrently, each in order, and stay in the fetch while busy.
 """
 
 from __future__ import annotations
@@ -37,13 +37,19 @@ from opentelemetry.trace import SpanKind
 from saga_contracts import headers as h
 from saga_contracts import registry
 from saga_contracts.topics import dead_letter_topic
-from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
+from sqlalchemy.exc import DBAPIError
 
 from sagakit import metrics, tracing
 from sagakit.backoff import Backoff
 from sagakit.context import current_message
 from sagakit.envelope import Envelope, UndecodableMessage, decode_headers, utc_now_iso
-from sagakit.errors import CommitOutcomeUnknown, HandlerTimedOut, PermanentError, TransientError
+from sagakit.errors import (
+    CommitOutcomeUnknown,
+    HandlerTimedOut,
+    PermanentError,
+    TransientError,
+    is_connection_failure,
+)
 from sagakit.faults import DeliveryFaults, crash_now
 from sagakit.kafka import manual_commit_consumer
 from sagakit.settings import MessagingSettings
@@ -100,15 +106,29 @@ def classify(exc: BaseException) -> str:
         return "transient"
     if isinstance(exc, PermanentError):
         return "permanent"
-    if isinstance(exc, DBAPIError):
-        if _sqlstate(exc) in RETRYABLE_SQLSTATES:
-            return "transient"
-        if exc.connection_invalidated or isinstance(exc, (OperationalError, InterfaceError)):
-            return "infrastructure"
-        return "permanent"
-    if isinstance(exc, (ConnectionError, OSError, asyncio.TimeoutError)):
-        return "infrastructure"
+    if isinstance(exc, DBAPIError) and _sqlstate(exc) in RETRYABLE_SQLSTATES:
+        return "transient"
+    if is_connection_failure(exc) or isinstance(exc, asyncio.TimeoutError):
+        return "infrastructure"  # a driver's connect timeout: the database is down
     return "permanent"
+
+
+@dataclass(frozen=True)
+class RetryLater:
+    """A partition rewound to ``from_offset``, to be fetched again after ``delay_s``."""
+
+    delay_s: float
+    from_offset: int
+
+
+@dataclass
+class _Lane:
+    """One partition's records fetched and not yet handled, and the task handling them."""
+
+    next_offset: int
+    records: list[Any] = field(default_factory=list)
+    worker: asyncio.Task[None] | None = None
+    full: bool = False
 
 
 @dataclass
@@ -143,7 +163,7 @@ class EventConsumer:
         self._retrying: dict[tuple[TopicPartition, int], list[Attempt]] = {}
         self._offsets: dict[TopicPartition, int] = {}
         self._offsets_ready = asyncio.Event()
-        self._busy: dict[TopicPartition, asyncio.Task[float | None]] = {}
+        self._lanes: dict[TopicPartition, _Lane] = {}
         self.delivery_faults = DeliveryFaults(settings.fault_duplicate_delivery,
                                               settings.fault_late_redelivery,
                                               settings.fault_reorder_delivery)
@@ -212,19 +232,21 @@ class EventConsumer:
             await self._fetch_loop(consumer, stop)
         finally:
             committer.cancel()
-            busy = list(self._busy.values())
-            for task in busy:
+            workers = [lane.worker for lane in self._lanes.values() if lane.worker]
+            for task in workers:
                 task.cancel()
-            await asyncio.gather(committer, *busy, return_exceptions=True)
-            self._busy.clear()
+            await asyncio.gather(committer, *workers, return_exceptions=True)
+            self._lanes.clear()
             with contextlib.suppress(KafkaError):
                 await self._commit_offsets(consumer)
 
     async def _fetch_loop(self, consumer: AIOKafkaConsumer, stop: asyncio.Event) -> None:
-        # Each partition's records are handled by a task of their own while that partition is
-        # paused, so a slow partition (a database answering in seconds, a dead letter being
-        # written) never holds up the fetches of the others. Order within a partition holds:
-        # a partition gets its next records only after its task is done.
+        # Each partition's records go to a lane of their own, handled in order by a task of
+        # their own, so a slow partition (a database answering in seconds, a dead letter being
+        # written) never holds up the others. A partition stays in the fetch while its lane is
+        # busy: its next records arrive as soon as they are produced instead of waiting out a
+        # fetch already in flight without it (up to the fetch wait). It is paused only while
+        # its lane is full (backpressure) or while a record waits for its retry.
         while not stop.is_set():
             if self._crashed is not None:
                 raise self._crashed
@@ -233,36 +255,55 @@ class EventConsumer:
             if consumer.assignment():
                 self.assigned.set()
             for tp, records in batch.items():
-                consumer.pause(tp)
-                if tp in self._busy:
-                    # Revoked and assigned again while its task still runs: fetch these
-                    # again once that task is done, never two tasks on one partition.
-                    consumer.seek(tp, records[0].offset)
-                    continue
-                task = asyncio.create_task(self._partition(consumer, tp, records))
-                self._busy[tp] = task
-                task.add_done_callback(functools.partial(self._partition_done, consumer, tp))
+                self._enqueue(consumer, tp, records)
 
-    def _partition_done(self, consumer: AIOKafkaConsumer, tp: TopicPartition,
-                        task: asyncio.Task[float | None]) -> None:
-        if self._busy.get(tp) is task:
-            del self._busy[tp]
+    def _enqueue(self, consumer: AIOKafkaConsumer, tp: TopicPartition, records: list[Any]) -> None:
+        lane = self._lanes.get(tp)
+        if lane is None:
+            lane = self._lanes[tp] = _Lane(next_offset=records[0].offset)
+        # Records already in the lane (or done by it) come again when the partition was revoked
+        # and assigned back meanwhile: fetched from the committed offset, which lags the lane.
+        fresh = [r for r in records if r.offset >= lane.next_offset]
+        if not fresh:
+            return
+        lane.records.extend(fresh)
+        lane.next_offset = fresh[-1].offset + 1
+        if len(lane.records) >= self.settings.consumer_max_records and not lane.full:
+            lane.full = True
+            consumer.pause(tp)
+        if lane.worker is None:
+            lane.worker = asyncio.create_task(self._drain(consumer, tp, lane))
+            lane.worker.add_done_callback(functools.partial(self._lane_done, tp, lane))
+
+    async def _drain(self, consumer: AIOKafkaConsumer, tp: TopicPartition, lane: _Lane) -> None:
+        while lane.records:
+            batch, lane.records = lane.records, []
+            if lane.full:
+                lane.full = False
+                self._resume(consumer, tp)
+            retry = await self._partition(consumer, tp, batch)
+            if retry is not None:
+                # The partition was rewound to the record to retry: whatever the lane holds
+                # after it comes again from Kafka once the backoff is over.
+                lane.records.clear()
+                lane.next_offset = retry.from_offset
+                lane.full = False
+                consumer.pause(tp)
+                asyncio.get_running_loop().call_later(retry.delay_s, self._resume, consumer, tp)
+                return
+
+    def _lane_done(self, tp: TopicPartition, lane: _Lane, task: asyncio.Task[None]) -> None:
+        lane.worker = None
         if task.cancelled():
             return
         exc = task.exception()
         if exc is not None:
             self._crashed = exc  # raised by the fetch loop: the consumer restarts cleanly
-            return
-        retry_in = task.result()
-        if retry_in is None:
-            self._resume(consumer, tp)
-        else:  # the partition fetches again (from the record to retry) after the backoff
-            asyncio.get_running_loop().call_later(retry_in, self._resume, consumer, tp)
 
     async def _partition(self, consumer: AIOKafkaConsumer, tp: TopicPartition,
-                         records: list[Any]) -> float | None:
-        """Handles the records in order. When it stops at a record waiting for a retry, returns
-        the backoff: the partition stays paused that long."""
+                         records: list[Any]) -> RetryLater | None:
+        """Handles the records in order. When it stops at a record waiting for a retry, it
+        rewinds the partition to the first record not done and says when to fetch again."""
         faults = self.delivery_faults
         batch = [RawRecord(r.topic, r.partition, r.offset, r.key, r.value,
                            list(r.headers or []), r.timestamp) for r in records]
@@ -277,8 +318,9 @@ class EventConsumer:
                     # Wait without holding the loop: rewind this partition to its first record
                     # not done, keep it paused, and let the other partitions go on meanwhile.
                     self._retrying[(tp, raw.offset)] = outcome.attempts
-                    consumer.seek(tp, min(r.offset for r in batch if r.offset not in completed))
-                    return outcome.retry_in_s or 0.0
+                    rewind = min(r.offset for r in batch if r.offset not in completed)
+                    consumer.seek(tp, rewind)
+                    return RetryLater(outcome.retry_in_s or 0.0, rewind)
                 if (self.settings.crash_after_commit and outcome.status == "processed"
                         and outcome.event_type == self.settings.crash_after_commit):
                     crash_now("consumer: after commit, before offset commit",
