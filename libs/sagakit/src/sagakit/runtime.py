@@ -22,10 +22,11 @@ from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from sagakit import inbox, metrics, tracing
 from sagakit.consumer import EventConsumer, Handler
+from sagakit.database import build_engine
 from sagakit.errors import CommitOutcomeUnknown, is_connection_failure
 from sagakit.relay import OutboxRelay
 from sagakit.settings import MessagingSettings, load
@@ -116,20 +117,6 @@ async def _run_periodic(job: PeriodicJob, rt: Runtime, stop: asyncio.Event) -> N
             log.warning("periodic job %s failed", job.name, exc_info=True)
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(stop.wait(), job.interval_s)
-
-
-def build_engine(url: str, name: str, pool_size: int) -> AsyncEngine:
-    return create_async_engine(
-        url,
-        pool_size=pool_size,
-        max_overflow=pool_size,
-        pool_recycle=1800,
-        # A database restart leaves every pooled connection dead: test each one on checkout
-        # (one round trip) rather than fail the first request that draws it.
-        pool_pre_ping=True,
-        connect_args={"server_settings": {"application_name": name}, "command_timeout": 30,
-                      "timeout": 10},
-    )
 
 
 def create_app(definition: ServiceDefinition) -> FastAPI:

@@ -1,0 +1,60 @@
+"""The services' pool against real PostgreSQL: a connection that sat idle is tested before it
+is handed out (one round trip) and replaced when dead; one handed back a moment ago is not
+tested at all (that is what makes the test affordable)."""
+
+from __future__ import annotations
+
+import asyncpg
+import pytest
+from harness import config
+from harness.waiting import wait_for
+from sagakit.database import build_engine
+from sagakit.errors import is_connection_failure
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+URL = config.admin_dsn().replace("postgresql://", "postgresql+asyncpg://")
+
+
+async def _backend_pid(engine: AsyncEngine) -> int:
+    async with engine.connect() as conn:
+        return int((await conn.execute(text("SELECT pg_backend_pid()"))).scalar_one())
+
+
+async def _kill_backend(pid: int) -> None:
+    admin = await asyncpg.connect(config.admin_dsn())
+    try:
+        await admin.execute("SELECT pg_terminate_backend($1)", pid)
+
+        async def alive() -> int:
+            return int(await admin.fetchval(
+                "SELECT count(*) FROM pg_stat_activity WHERE pid = $1", pid))
+        await wait_for(alive, lambda n: n == 0, timeout=10, what=f"backend {pid} gone")
+    finally:
+        await admin.close()
+
+
+async def test_an_idle_connection_killed_under_the_pool_is_replaced(running_stack: None) -> None:
+    engine = build_engine(URL, "pool-test", 1, ping_if_idle_for_s=0.0)  # every checkout idle
+    try:
+        dead = await _backend_pid(engine)
+        await _kill_backend(dead)
+        assert await _backend_pid(engine) != dead  # tested, found dead, replaced: no error
+    finally:
+        await engine.dispose()
+
+
+async def test_a_connection_used_a_moment_ago_is_not_tested(running_stack: None) -> None:
+    # The control: without the test on checkout the dead connection reaches the caller, as a
+    # connection failure (the services answer 503 "nothing was done", the consumer retries).
+    engine = build_engine(URL, "pool-test", 1, ping_if_idle_for_s=3600)
+    try:
+        dead = await _backend_pid(engine)
+        await _kill_backend(dead)
+        with pytest.raises(Exception) as failure:
+            await _backend_pid(engine)
+        assert is_connection_failure(failure.value), repr(failure.value)
+        # SQLAlchemy saw the disconnect and dropped the pool: the next checkout connects anew.
+        assert await _backend_pid(engine) != dead
+    finally:
+        await engine.dispose()
