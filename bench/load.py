@@ -152,29 +152,69 @@ async def open_loop(rate: float, seconds: float, *, sku: str, qty: int = 1,
     return result
 
 
+class TerminalWatch:
+    """Tells clients when their saga reached a terminal state, with one query for all of them
+    every few milliseconds: polling GET /orders per client would load pedidos far more than
+    the sagas themselves do."""
+
+    def __init__(self, interval_s: float = 0.005) -> None:
+        self.interval_s = interval_s
+        self._waiting: dict[str, asyncio.Future[str]] = {}
+
+    def wait(self, saga_id: str) -> asyncio.Future[str]:
+        fut: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        self._waiting[saga_id] = fut
+        return fut
+
+    async def run(self, stop: asyncio.Event) -> None:
+        conn = await asyncpg.connect(admin_dsn())
+        try:
+            while not stop.is_set():
+                if self._waiting:
+                    rows = await conn.fetch(
+                        "SELECT saga_id::text, status FROM pedidos.orders WHERE saga_id = "
+                        "ANY($1::uuid[]) AND status = ANY($2::text[])",
+                        list(self._waiting), list(TERMINAL))
+                    for r in rows:
+                        fut = self._waiting.pop(r["saga_id"], None)
+                        if fut is not None and not fut.done():
+                            fut.set_result(r["status"])
+                await asyncio.sleep(self.interval_s)
+        finally:
+            await conn.close()
+
+
 async def closed_loop(concurrency: int, seconds: float, sku: str) -> dict[str, Any]:
-    """Each client places an order and waits for its terminal state before the next."""
-    latencies: list[float] = []
+    """Each client places an order and waits for its terminal state before the next. Latency
+    is request → terminal state from the audit trail, as in the open loop."""
+    saga_ids: list[str] = []
     stop_at = time.perf_counter() + seconds
     limits = httpx.Limits(max_connections=concurrency * 2 + 10)
+    watch, stop = TerminalWatch(), asyncio.Event()
+    watching = asyncio.create_task(watch.run(stop))
     async with httpx.AsyncClient(timeout=30, limits=limits) as http:
         async def client() -> None:
             while time.perf_counter() < stop_at:
-                t = time.perf_counter()
                 r = await http.post(f"{config.PEDIDOS}/orders", json=body(sku))
-                order_id = r.json()["order_id"]
-                while True:
-                    o = (await http.get(f"{config.PEDIDOS}/orders/{order_id}")).json()
-                    if o["status"] in TERMINAL:
-                        break
-                    await asyncio.sleep(0.01)
-                latencies.append(time.perf_counter() - t)
+                r.raise_for_status()
+                saga_id = r.json()["saga_id"]
+                await asyncio.wait_for(watch.wait(saga_id), 60)
+                saga_ids.append(saga_id)
 
         started = time.perf_counter()
-        await asyncio.gather(*(client() for _ in range(concurrency)))
+        try:
+            await asyncio.gather(*(client() for _ in range(concurrency)))
+        finally:
+            stop.set()
+            await watching
         elapsed = time.perf_counter() - started
-    return {"concurrency": concurrency, "sagas_per_s": round(len(latencies) / elapsed, 1),
-            "latency": summary_ms(latencies)}
+    conn = await asyncpg.connect(admin_dsn())
+    try:
+        measured = await saga_latencies(conn, saga_ids)
+    finally:
+        await conn.close()
+    return {"concurrency": concurrency, "sagas_per_s": round(len(saga_ids) / elapsed, 1),
+            "latency": measured["latency"], "outcomes": measured["outcomes"]}
 
 
 async def idle_cpu(seconds: float = 10.0) -> dict[str, Any]:
