@@ -38,6 +38,8 @@ async def test_an_idle_connection_killed_under_the_pool_is_replaced(running_stac
     engine = build_engine(URL, "pool-test", 1, ping_if_idle_for_s=0.0)  # every checkout idle
     try:
         dead = await _backend_pid(engine)
+        # A live connection passes the test and is kept (no reconnect on every checkout).
+        assert await _backend_pid(engine) == dead
         await _kill_backend(dead)
         assert await _backend_pid(engine) != dead  # tested, found dead, replaced: no error
     finally:

@@ -10,13 +10,20 @@ throws the whole pool away, so the next checkout connects afresh.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any
 
+import asyncpg
 from sqlalchemy import event
 from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.util import await_only
+
+# What a dead connection raises: the socket is gone, or the server said it is shutting it down
+# (class 57, e.g. pg_terminate_backend) before it went.
+CONNECTION_LOST = (OSError, asyncio.TimeoutError, asyncpg.InterfaceError,
+                   asyncpg.PostgresConnectionError, asyncpg.OperatorInterventionError)
 
 # Long enough that a pool under load never tests; short enough that a connection which has
 # waited through a database restart is tested before it is used.
@@ -54,7 +61,7 @@ def ping_idle_connections(engine: AsyncEngine, idle_for_s: float) -> None:
             return
         try:
             # Runs inside SQLAlchemy's greenlet: await_only hands the coroutine to the loop.
-            await_only(dbapi_connection.driver_connection.execute(";"))
-        except Exception as exc:
+            await_only(dbapi_connection.driver_connection.fetchval("SELECT 1"))
+        except CONNECTION_LOST as exc:
             # The pool discards this connection and checks out a fresh one.
             raise DisconnectionError("idle pooled connection is dead") from exc
