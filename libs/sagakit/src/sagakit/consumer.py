@@ -164,6 +164,9 @@ class EventConsumer:
         self._offsets: dict[TopicPartition, int] = {}
         self._offsets_ready = asyncio.Event()
         self._lanes: dict[TopicPartition, _Lane] = {}
+        # The group's committed offsets as far as this instance knows them (for the lag gauge).
+        self._committed: dict[TopicPartition, int] = {}
+        self._lag_assignment: set[TopicPartition] = set()
         self.delivery_faults = DeliveryFaults(settings.fault_duplicate_delivery,
                                               settings.fault_late_redelivery,
                                               settings.fault_reorder_delivery)
@@ -206,8 +209,10 @@ class EventConsumer:
             return
         offsets, self._offsets = self._offsets, {}
         assigned = consumer.assignment()
+        mine = {tp: o for tp, o in offsets.items() if tp in assigned}
         try:
-            await consumer.commit({tp: o for tp, o in offsets.items() if tp in assigned})
+            await consumer.commit(mine)
+            self._committed.update(mine)
         except KafkaError:
             # Keep them for the next try, unless newer offsets were recorded meanwhile.
             for tp, o in offsets.items():
@@ -560,15 +565,24 @@ class EventConsumer:
     # ------------------------------------------------------------------ lag
 
     async def refresh_lag(self) -> None:
+        """Lag per partition: log end minus the committed offset. The committed offsets are this
+        instance's own commits, asked of Kafka only for partitions new to it (one request per
+        partition), so the gauge costs one request every few seconds, not one per partition."""
         consumer = self._consumer
         if consumer is None:
             return
-        assignment = consumer.assignment()
+        assignment = set(consumer.assignment())
         if not assignment:
             return
+        if assignment != self._lag_assignment:
+            # A rebalance: another instance may have committed these partitions meanwhile.
+            self._committed = {tp: o for tp, o in self._committed.items()
+                               if tp in assignment and tp in self._lag_assignment}
+            self._lag_assignment = assignment
         with contextlib.suppress(Exception):
+            for tp in assignment - self._committed.keys():
+                self._committed[tp] = await consumer.committed(tp) or 0
             ends = await consumer.end_offsets(list(assignment))
             for tp in assignment:
-                committed = await consumer.committed(tp) or 0
                 metrics.CONSUMER_LAG.labels(self.service, tp.topic, str(tp.partition)).set(
-                    max(0, ends.get(tp, 0) - committed))
+                    max(0, ends.get(tp, 0) - self._committed.get(tp, 0)))

@@ -55,6 +55,20 @@ def create_messaging_tables_v1(op: Any, schema: str) -> None:
                     schema=schema)
 
 
+def create_messaging_indexes_v2(op: Any, schema: str) -> None:
+    """Partial indexes for the monitoring queries, which otherwise scan the whole table (the
+    outbox keeps published rows for days) every few seconds, even on an idle stack."""
+    op.create_index("ix_outbox_failed", "outbox", ["id"], schema=schema,
+                    postgresql_where=sa.text("status = 'failed'"))
+    op.create_index("ix_processed_messages_dead_lettered", "processed_messages", ["event_type"],
+                    schema=schema, postgresql_where=sa.text("status = 'dead_lettered'"))
+
+
+def drop_messaging_indexes_v2(op: Any, schema: str) -> None:
+    op.drop_index("ix_processed_messages_dead_lettered", "processed_messages", schema=schema)
+    op.drop_index("ix_outbox_failed", "outbox", schema=schema)
+
+
 def drop_messaging_tables_v1(op: Any, schema: str) -> None:
     op.drop_table("processed_messages", schema=schema)
     op.drop_table("outbox", schema=schema)
