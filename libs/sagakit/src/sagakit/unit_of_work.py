@@ -12,6 +12,7 @@ Nothing else commits and nothing publishes to Kafka: the relay does, from the ou
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,7 +20,7 @@ from types import TracebackType
 from typing import Any
 
 from saga_contracts import registry
-from sqlalchemy import text
+from sqlalchemy import TextClause, text
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -27,7 +28,32 @@ from sagakit import tracing
 from sagakit.context import current_message
 from sagakit.envelope import Envelope
 from sagakit.errors import CommitOutcomeUnknown, is_connection_failure
-from sagakit.tables import INBOX_PROCESSED, OUTBOX_PENDING, MessagingTables
+from sagakit.tables import INBOX_PROCESSED, MessagingTables
+
+# The outbox rows, the per-saga locks and the relay's wake-up, in one round trip.
+# Rows of one saga must get outbox ids in commit order, or the relay could publish a later
+# event before an earlier one that committed late. A transaction-scoped advisory lock per saga
+# (in a fixed order: no deadlock between two transactions) serialises them: the ids are drawn
+# only after every lock is held, since no row reaches the INSERT before the ``locked`` CTE has
+# been computed whole (an aggregate), and the locks last until COMMIT. PostgreSQL delivers the
+# NOTIFY only if and when the transaction commits.
+_OUTBOX_INSERT = """
+WITH locked AS MATERIALIZED (
+    SELECT count(pg_advisory_xact_lock(hashtextextended(k, 0))) AS n
+    FROM unnest(CAST(:lock_keys AS text[])) AS k
+), notified AS MATERIALIZED (
+    SELECT pg_notify(:channel, '') FROM locked
+)
+INSERT INTO {outbox} (message_id, saga_id, topic, event_type, schema_version, payload,
+                      headers, traceparent, status)
+SELECT (e.r->>'message_id')::uuid, e.r->>'saga_id', e.r->>'topic', e.r->>'event_type',
+       e.r->>'schema_version', e.r->'payload', e.r->'headers', e.r->>'traceparent', 'pending'
+FROM locked, notified,
+     jsonb_array_elements(CAST(:rows AS jsonb)) WITH ORDINALITY AS e(r, ord)
+WHERE locked.n > 0
+ORDER BY e.ord
+"""
+_OUTBOX_INSERTS: dict[str, TextClause] = {}
 
 
 @dataclass
@@ -156,21 +182,11 @@ class UnitOfWork:
     async def _commit(self) -> None:
         conn = self.connection
         if self._outgoing:
-            # Rows of one saga must get outbox ids in commit order, or the relay could publish a
-            # later event before an earlier one that committed late. A transaction-scoped
-            # advisory lock per saga, taken right before the insert, serialises them.
-            # The lock (one per saga, in a fixed order) and the relay's wake-up go in one round
-            # trip; PostgreSQL delivers the NOTIFY only if and when the transaction commits.
-            keys = sorted({f"{self.tables.schema}:{r.key}" for r in self._outgoing})
-            for key in keys[:-1]:
-                await conn.execute(text("SELECT pg_advisory_xact_lock(hashtextextended(:key, 0))"),
-                                   {"key": key})
-            await conn.execute(text("SELECT pg_advisory_xact_lock(hashtextextended(:key, 0)), "
-                                    "pg_notify(:channel, '')"),
-                               {"key": keys[-1], "channel": self.tables.notify_channel})
-            await conn.execute(self.tables.outbox.insert(), [
-                {
-                    "message_id": uuid.UUID(r.envelope.message_id) if r.envelope else uuid.uuid4(),
+            await conn.execute(self._outbox_insert(), {
+                "lock_keys": sorted({f"{self.tables.schema}:{r.key}" for r in self._outgoing}),
+                "channel": self.tables.notify_channel,
+                "rows": json.dumps([{
+                    "message_id": r.envelope.message_id if r.envelope else str(uuid.uuid4()),
                     "saga_id": r.key,
                     "topic": r.topic,
                     "event_type": r.event_type,
@@ -178,10 +194,7 @@ class UnitOfWork:
                     "payload": r.value,
                     "headers": r.headers,
                     "traceparent": r.traceparent,
-                    "status": OUTBOX_PENDING,
-                }
-                for r in self._outgoing
-            ])
+                } for r in self._outgoing], separators=(",", ":"), ensure_ascii=False)})
         try:
             await conn.commit()
         except Exception as exc:
@@ -192,6 +205,13 @@ class UnitOfWork:
         self.committed = True
         for callback in self._after_commit:
             callback()
+
+    def _outbox_insert(self) -> TextClause:
+        statement = _OUTBOX_INSERTS.get(self.tables.schema)
+        if statement is None:
+            statement = _OUTBOX_INSERTS[self.tables.schema] = text(
+                _OUTBOX_INSERT.format(outbox=f'"{self.tables.schema}".outbox'))
+        return statement
 
     def after_commit(self, callback: Callable[[], None]) -> None:
         """Runs ``callback`` once the transaction has committed (never if it rolls back)."""

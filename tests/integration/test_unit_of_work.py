@@ -1,0 +1,109 @@
+"""The unit of work against real PostgreSQL: the outbox rows of one saga get their ids in
+commit order, so the relay (which publishes pending rows by id) can never send a later event
+of a saga before an earlier one that committed late."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from harness.scratch import scratch_outbox
+from harness.waiting import wait_for
+from sagakit.tables import MessagingTables
+from sagakit.unit_of_work import UnitOfWork
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+SCHEMA = "uowtest"
+
+
+@pytest.fixture
+async def scratch(running_stack: None) -> AsyncIterator[tuple[AsyncEngine, MessagingTables]]:
+    async with scratch_outbox(SCHEMA, "uow-test-events", 1) as made:
+        yield made
+
+
+class _CommitHeldBack:
+    """The unit of work's connection, with COMMIT held until released (a slow commit)."""
+
+    def __init__(self, conn: AsyncConnection, written: asyncio.Event, release: asyncio.Event):
+        self._conn, self._written, self._release = conn, written, release
+
+    async def execute(self, *args: Any, **kwargs: Any) -> Any:
+        return await self._conn.execute(*args, **kwargs)
+
+    async def commit(self) -> None:
+        self._written.set()  # the outbox row is in, its transaction still open
+        await self._release.wait()
+        await self._conn.commit()
+
+
+class _SlowUnitOfWork(UnitOfWork):
+    written: asyncio.Event
+    release: asyncio.Event
+
+    @property
+    def connection(self) -> Any:
+        return _CommitHeldBack(super().connection, self.written, self.release)
+
+
+async def _emit(uow: UnitOfWork, saga_id: str, seq: int) -> None:
+    async with uow:
+        uow.emit_raw(topic="uow-test-events", key=saga_id, event_type="Step",
+                     value={"seq": seq}, headers={})
+        await uow.commit()
+
+
+async def test_a_sagas_next_event_waits_for_the_one_before_to_commit(scratch) -> None:  # type: ignore[no-untyped-def]
+    engine, tables = scratch
+    saga_id = str(uuid.uuid4())
+    slow = _SlowUnitOfWork(engine, tables, SCHEMA)
+    slow.written, slow.release = asyncio.Event(), asyncio.Event()
+    first = asyncio.create_task(_emit(slow, saga_id, 0))
+    second: asyncio.Task[None] | None = None
+    try:
+        await asyncio.wait_for(slow.written.wait(), 10)
+        second = asyncio.create_task(_emit(UnitOfWork(engine, tables, SCHEMA), saga_id, 1))
+
+        async def waiting_on_advisory_lock() -> int:
+            async with engine.connect() as conn:
+                return int((await conn.execute(text(
+                    "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' "
+                    "AND NOT granted"))).scalar_one())
+        # The second transaction of the saga is held at its lock, before it draws an id.
+        await wait_for(waiting_on_advisory_lock, lambda n: n >= 1, timeout=10,
+                       what="the saga's second event waiting for the first to commit")
+        assert not second.done()
+    finally:
+        slow.release.set()
+        await first
+        if second is not None:
+            await second
+    async with engine.connect() as conn:
+        seqs = (await conn.execute(text(
+            f"SELECT array_agg((payload->>'seq')::int ORDER BY id) FROM {SCHEMA}.outbox "
+            "WHERE saga_id = :s"), {"s": saga_id})).scalar_one()
+    assert seqs == [0, 1]
+
+
+async def test_rows_of_several_sagas_in_one_commit_keep_their_order(scratch) -> None:  # type: ignore[no-untyped-def]
+    engine, tables = scratch
+    sagas = [str(uuid.uuid4()) for _ in range(3)]
+    uow = UnitOfWork(engine, tables, SCHEMA)
+    async with uow:
+        for seq, saga_id in enumerate(sagas * 2):
+            uow.emit_raw(topic="uow-test-events", key=saga_id, event_type="Step",
+                         value={"seq": seq, "nested": {"amount": "9.99"}},
+                         headers={"X-Saga-ID": saga_id})
+        await uow.commit()
+    async with engine.connect() as conn:
+        rows = (await conn.execute(text(
+            f"SELECT saga_id, payload, headers, status FROM {SCHEMA}.outbox "
+            "WHERE saga_id = ANY(:s) ORDER BY id"), {"s": sagas})).all()
+    assert [r.payload["seq"] for r in rows] == list(range(6))
+    assert [r.saga_id for r in rows] == sagas * 2
+    assert all(r.payload["nested"] == {"amount": "9.99"} and r.status == "pending"
+               and r.headers == {"X-Saga-ID": r.saga_id} for r in rows)
