@@ -8,7 +8,8 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import Select, func, select, update
+from sqlalchemy import Select, Text, exists, func, insert, literal, select, update
+from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -39,6 +40,16 @@ class SagaRow:
     @property
     def step_elapsed_ms(self) -> int:
         return int((self.db_now - self.step_started_at).total_seconds() * 1000)
+
+
+@dataclass(frozen=True)
+class AuditEntry:
+    """Why a transition happened, for the saga's history."""
+
+    event_type: str
+    actor: str
+    message_id: str | None = None
+    detail: dict[str, Any] | None = None
 
 
 def _interval(seconds: float) -> Any:
@@ -105,26 +116,44 @@ class OrderRepository:
         return self._row(row) if row else None
 
     async def transition(self, saga: SagaRow, to: OrderStatus, *,
-                         step_timeout_s: float | None, **order_values: Any) -> bool:
-        """Conditional: applies only if the status is still the one the decision was made on."""
+                         step_timeout_s: float | None, audit: AuditEntry,
+                         **order_values: Any) -> bool:
+        """Conditional: applies only if the status is still the one the decision was made on.
+
+        Order, saga and audit row in one statement (one round trip instead of three); each
+        part runs only if the one before it matched, so a stale decision writes nothing."""
         expected = saga.status.value
-        res = await self.conn.execute(
-            update(orders).where(orders.c.order_id == uuid.UUID(saga.order_id),
-                                 orders.c.status == expected)
-            .values(status=to.value, updated_at=func.now(), **order_values))
-        if res.rowcount != 1:
-            return False
-        values: dict[str, Any] = {
+        saga_values: dict[str, Any] = {
             "status": to.value, "updated_at": func.now(), "current_step": STEP_OF.get(to),
             "step_started_at": func.now(),
             "step_deadline_at": (func.now() + _interval(step_timeout_s)
                                  if step_timeout_s is not None else None),
         }
         if to not in ACTIVE:
-            values["finished_at"] = func.now()
-        await self.conn.execute(update(sagas).where(sagas.c.saga_id == uuid.UUID(saga.saga_id),
-                                                    sagas.c.status == expected).values(**values))
-        return True
+            saga_values["finished_at"] = func.now()
+        moved_order = (
+            update(orders).where(orders.c.order_id == uuid.UUID(saga.order_id),
+                                 orders.c.status == expected)
+            .values(status=to.value, updated_at=func.now(), **order_values)
+            .returning(orders.c.order_id).cte("moved_order"))
+        moved_saga = (
+            update(sagas).where(sagas.c.saga_id == uuid.UUID(saga.saga_id),
+                                sagas.c.status == expected,
+                                exists(select(moved_order.c.order_id)))
+            .values(**saga_values).returning(sagas.c.saga_id).cte("moved_saga"))
+        audited = (
+            insert(saga_audit).from_select(
+                ["saga_id", "event_type", "actor", "from_status", "to_status", "message_id",
+                 "detail"],
+                select(moved_saga.c.saga_id, literal(audit.event_type, Text),
+                       literal(audit.actor, Text), literal(expected, Text),
+                       literal(to.value, Text), literal(audit.message_id, Text),
+                       literal(audit.detail or {}, JSONB)))
+            .returning(saga_audit.c.id).cte("audited"))
+        moved = (await self.conn.execute(
+            select(select(func.count()).select_from(moved_order).scalar_subquery(),
+                   select(func.count()).select_from(audited).scalar_subquery()))).one()
+        return bool(moved[0] == 1)
 
     async def annotate(self, order_id: str, **values: Any) -> None:
         await self.conn.execute(update(orders).where(orders.c.order_id == uuid.UUID(order_id))

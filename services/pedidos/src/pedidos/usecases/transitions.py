@@ -9,7 +9,7 @@ from typing import Any
 from sagakit import metrics
 from sagakit.unit_of_work import UnitOfWork
 
-from pedidos.adapters.order_repository import SAGA_TYPE, OrderRepository, SagaRow
+from pedidos.adapters.order_repository import SAGA_TYPE, AuditEntry, OrderRepository, SagaRow
 from pedidos.config import PedidosSettings
 from pedidos.domain.order import (
     NOTIFICATIONS,
@@ -36,11 +36,9 @@ async def apply_transition(uow: UnitOfWork, saga: SagaRow, transition: Transitio
     step = STEP_OF.get(transition.to)
     applied = await repo.transition(saga, transition.to,
                                     step_timeout_s=settings.step_timeout_s(step) if step else None,
-                                    **values)
+                                    audit=AuditEntry(cause, actor, message_id, detail), **values)
     if not applied:
         return False
-    await repo.audit(saga.saga_id, event_type=cause, actor=actor, from_status=saga.status,
-                     to_status=transition.to, message_id=message_id, detail=detail)
     if transition.completes:
         uow.emit("OrdenCompletada", {"order_id": saga.order_id,
                                      "total_amount": f"{saga.total_amount:.2f}",
