@@ -147,3 +147,27 @@ async def test_a_retry_empties_the_lane_and_pauses_until_the_backoff_is_over() -
     assert lane.records == [] and lane.next_offset == 1
     await asyncio.sleep(0.01)  # the backoff (0 s here) is over: the partition fetches again
     assert not kafka.paused and kafka.pauses == 1
+
+
+async def test_a_record_enqueued_as_the_worker_finishes_is_not_stranded() -> None:
+    """Regression (benchmark, contention scenario): a record that arrived between the worker's
+    last look at its lane and its done callback waited 15 s, until the partition's next record
+    started a new worker."""
+    consumer, seen = _consumer()
+    kafka = FakeKafka()
+    handled = asyncio.Event()
+    plain = consumer.process
+
+    async def process(raw: RawRecord, prior: object = None) -> Outcome:
+        outcome = await plain(raw, prior)
+        if raw.offset == 0:
+            # Runs after the worker's last step and before its done callbacks.
+            asyncio.get_running_loop().call_soon(consumer._enqueue, kafka, TP, [Rec(1)])
+        else:
+            handled.set()
+        return outcome
+
+    consumer.process = process  # type: ignore[method-assign]
+    consumer._enqueue(kafka, TP, [Rec(0)])
+    await asyncio.wait_for(handled.wait(), 2)
+    assert seen == [0, 1]

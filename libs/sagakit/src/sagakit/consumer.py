@@ -281,24 +281,30 @@ class EventConsumer:
             lane.worker.add_done_callback(functools.partial(self._lane_done, tp, lane))
 
     async def _drain(self, consumer: AIOKafkaConsumer, tp: TopicPartition, lane: _Lane) -> None:
-        while lane.records:
-            batch, lane.records = lane.records, []
-            if lane.full:
-                lane.full = False
-                self._resume(consumer, tp)
-            retry = await self._partition(consumer, tp, batch)
-            if retry is not None:
-                # The partition was rewound to the record to retry: whatever the lane holds
-                # after it comes again from Kafka once the backoff is over.
-                lane.records.clear()
-                lane.next_offset = retry.from_offset
-                lane.full = False
-                consumer.pause(tp)
-                asyncio.get_running_loop().call_later(retry.delay_s, self._resume, consumer, tp)
-                return
+        try:
+            while lane.records:
+                batch, lane.records = lane.records, []
+                if lane.full:
+                    lane.full = False
+                    self._resume(consumer, tp)
+                retry = await self._partition(consumer, tp, batch)
+                if retry is not None:
+                    # The partition was rewound to the record to retry: whatever the lane
+                    # holds after it comes again from Kafka once the backoff is over.
+                    lane.records.clear()
+                    lane.next_offset = retry.from_offset
+                    lane.full = False
+                    consumer.pause(tp)
+                    asyncio.get_running_loop().call_later(retry.delay_s, self._resume,
+                                                          consumer, tp)
+                    return
+        finally:
+            # In the same step as the last look at the lane: records enqueued from now on start
+            # a new worker. (Left to the done callback, which runs a loop iteration later,
+            # records enqueued in between would wait for the partition's next record.)
+            lane.worker = None
 
     def _lane_done(self, tp: TopicPartition, lane: _Lane, task: asyncio.Task[None]) -> None:
-        lane.worker = None
         if task.cancelled():
             return
         exc = task.exception()
