@@ -15,6 +15,10 @@ def durable_producer(bootstrap: str, client_id: str) -> AIOKafkaProducer:
         # No linger: the relay hands over a whole batch before the sender runs, so waiting for
         # more would only add latency to every hop.
         linger_ms=0,
+        # aiokafka keeps one batch per partition in the accumulator and one request in flight
+        # per broker: with 16 KB batches a relay batch of 200 events needs several rounds,
+        # each paying the service's event-loop latency under load.
+        max_batch_size=512 * 1024,
         request_timeout_ms=10_000,
         retry_backoff_ms=100,
         metadata_max_age_ms=30_000,
