@@ -98,7 +98,7 @@ async def hop_latencies(conn: asyncpg.Connection, saga_ids: list[str]) -> dict[s
     return out
 
 
-async def open_loop(rate: float, seconds: float, *, sku: str, qty: int = 1,
+async def open_loop(rate: float, seconds: float, *, sku: str | list[str], qty: int = 1,
                     timeout: float = 120) -> dict[str, Any]:
     conn = await asyncpg.connect(admin_dsn())
     limits = httpx.Limits(max_connections=200, max_keepalive_connections=200)
@@ -116,10 +116,13 @@ async def open_loop(rate: float, seconds: float, *, sku: str, qty: int = 1,
                 await asyncio.sleep(0.1)
             await sconn.close()
 
-        async def post() -> None:
+        skus = [sku] if isinstance(sku, str) else sku
+
+        async def post(i: int) -> None:
             nonlocal errors
             try:
-                r = await http.post(f"{config.PEDIDOS}/orders", json=body(sku, qty))
+                r = await http.post(f"{config.PEDIDOS}/orders",
+                                    json=body(skus[i % len(skus)], qty))
                 r.raise_for_status()
                 saga_ids.append(r.json()["saga_id"])
             except httpx.HTTPError:
@@ -132,7 +135,7 @@ async def open_loop(rate: float, seconds: float, *, sku: str, qty: int = 1,
         n = int(rate * seconds)
         for i in range(n):
             await asyncio.sleep(max(0.0, t0 + i / rate - time.perf_counter()))
-            tasks.append(asyncio.create_task(post()))
+            tasks.append(asyncio.create_task(post(i)))
         await asyncio.gather(*tasks)
         left = await wait_terminal(conn, saga_ids, timeout)
         elapsed = time.perf_counter() - t0
@@ -184,7 +187,7 @@ class TerminalWatch:
             await conn.close()
 
 
-async def closed_loop(concurrency: int, seconds: float, sku: str) -> dict[str, Any]:
+async def closed_loop(concurrency: int, seconds: float, sku: str | list[str]) -> dict[str, Any]:
     """Each client places an order and waits for its terminal state before the next. Latency
     is request → terminal state from the audit trail, as in the open loop."""
     saga_ids: list[str] = []
@@ -193,9 +196,13 @@ async def closed_loop(concurrency: int, seconds: float, sku: str) -> dict[str, A
     watch, stop = TerminalWatch(), asyncio.Event()
     watching = asyncio.create_task(watch.run(stop))
     async with httpx.AsyncClient(timeout=30, limits=limits) as http:
-        async def client() -> None:
+        skus = [sku] if isinstance(sku, str) else sku
+
+        async def client(n: int) -> None:
+            i = n
             while time.perf_counter() < stop_at:
-                r = await http.post(f"{config.PEDIDOS}/orders", json=body(sku))
+                r = await http.post(f"{config.PEDIDOS}/orders", json=body(skus[i % len(skus)]))
+                i += concurrency
                 r.raise_for_status()
                 saga_id = r.json()["saga_id"]
                 await asyncio.wait_for(watch.wait(saga_id), 60)
@@ -203,7 +210,7 @@ async def closed_loop(concurrency: int, seconds: float, sku: str) -> dict[str, A
 
         started = time.perf_counter()
         try:
-            await asyncio.gather(*(client() for _ in range(concurrency)))
+            await asyncio.gather(*(client(n) for n in range(concurrency)))
         finally:
             stop.set()
             await watching

@@ -2,6 +2,7 @@
 idle cost. Prints a table and writes bench-results/bench-<date>.json and a latency plot.
 
 Environment: BENCH_RATES (default 10,50,100,200), BENCH_SECONDS per rate (default 10),
+BENCH_PRODUCTS the orders are spread over (default 50; 1 = every order for the same product),
 BENCH_CLOSED_LOOP (default 2,4,8,16,32,64), BENCH_QUICK=1 for a short smoke run.
 """
 
@@ -54,7 +55,8 @@ async def main() -> None:
     seconds = float(os.environ.get("BENCH_SECONDS", "4" if quick else "10"))
     closed = [int(c) for c in os.environ.get("BENCH_CLOSED_LOOP", "4,16" if quick
                                              else "2,4,8,16,32,64").split(",")]
-    results: dict[str, Any] = {"machine": machine()}
+    products = int(os.environ.get("BENCH_PRODUCTS", "50"))
+    results: dict[str, Any] = {"machine": machine(), "products": products}
     print("measuring the floor (raw PostgreSQL step, raw Kafka hop)...", flush=True)
     results["baseline_pg_step"] = await baselines.pg_step(seconds=3 if quick else 5)
     results["baseline_kafka_hop"] = await baselines.kafka_hop(200 if quick else 500)
@@ -64,8 +66,13 @@ async def main() -> None:
     print("relay vs raw producer...", flush=True)
     results["relay"] = await relay_bench.relay_vs_raw(n=2000 if quick else 5000)
     async with httpx.AsyncClient() as http:
-        sku = f"BENCH-{uuid.uuid4().hex[:8]}"
-        await load.set_stock(http, sku, 10_000_000)
+        # A catalogue, not one product: allocation locks a product's row until its commit
+        # (REPEATABLE READ + FOR UPDATE, Part II), so orders that all want one product queue
+        # on that row. The contention scenario below is the one-product case.
+        run_id = uuid.uuid4().hex[:8]
+        sku = [f"BENCH-{run_id}-{i:03d}" for i in range(products)]
+        for s in sku:
+            await load.set_stock(http, s, 10_000_000)
         print("warm-up...", flush=True)
         await load.open_loop(10, 2, sku=sku)
         results["open_loop"] = []
