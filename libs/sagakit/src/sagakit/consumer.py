@@ -113,6 +113,18 @@ def classify(exc: BaseException) -> str:
     return "permanent"
 
 
+def _check_fetcher_alive(consumer: AIOKafkaConsumer) -> None:
+    """aiokafka's background fetch task can end on its own — uvloop raises RuntimeError, which
+    it does not expect, when it writes to a connection the broker has just closed
+    (aio-libs/aiokafka#1038, seen in ``make chaos``) — and getmany() then returns nothing,
+    forever, without an error: a consumer that looks alive and consumes nothing. Raised as a
+    KafkaError, it makes the loop replace the consumer with a new one."""
+    task = getattr(getattr(consumer, "_fetcher", None), "error_future", None)
+    if task is not None and task.done():
+        detail = "cancelled" if task.cancelled() else repr(task.exception())
+        raise KafkaError(f"aiokafka's fetch task ended ({detail}); restarting the consumer")
+
+
 @dataclass(frozen=True)
 class RetryLater:
     """A partition rewound to ``from_offset``, to be fetched again after ``delay_s``."""
@@ -172,12 +184,12 @@ class EventConsumer:
                                               settings.fault_reorder_delivery)
         self._late: dict[TopicPartition, list[RawRecord]] = {}
         self._crashed: BaseException | None = None
+        self._restarts = 0
         self.assigned = asyncio.Event()
 
     # ------------------------------------------------------------------ Kafka loop
 
     async def run(self, stop: asyncio.Event) -> None:
-        failures = 0
         while not stop.is_set():
             self._crashed = None
             consumer = manual_commit_consumer(self.settings.kafka_bootstrap_servers,
@@ -187,15 +199,21 @@ class EventConsumer:
             try:
                 await consumer.start()
                 self._consumer = consumer
-                failures = 0
                 await self._loop(consumer, stop)
             except asyncio.CancelledError:
                 raise
-            except (KafkaError, OSError) as exc:
-                failures += 1
-                delay = self.infra_backoff.delay(failures)
-                log.warning("consumer lost Kafka, reconnecting in %.2fs: %r", delay, exc,
-                            extra={"service": self.service})
+            except Exception as exc:
+                # Kafka gone, or anything else that broke this consumer (aiokafka's background
+                # tasks can die of errors it does not expect, aio-libs/aiokafka#1038): a new
+                # consumer after a backoff; what was not committed is fetched again.
+                self._restarts += 1
+                delay = self.infra_backoff.delay(self._restarts)
+                if isinstance(exc, KafkaError | OSError):
+                    log.warning("consumer lost Kafka, reconnecting in %.2fs: %r", delay, exc,
+                                extra={"service": self.service})
+                else:
+                    log.error("consumer failed, restarting it in %.2fs", delay, exc_info=exc,
+                              extra={"service": self.service})
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(stop.wait(), delay)
             finally:
@@ -257,8 +275,10 @@ class EventConsumer:
                 raise self._crashed
             batch = await consumer.getmany(timeout_ms=1000,
                                            max_records=self.settings.consumer_max_records)
+            _check_fetcher_alive(consumer)
             if consumer.assignment():
                 self.assigned.set()
+                self._restarts = 0  # the backoff grows only while restarts keep failing
             for tp, records in batch.items():
                 self._enqueue(consumer, tp, records)
 
