@@ -15,7 +15,7 @@ from sagakit.envelope import Envelope, UndecodableMessage
 from sagakit.errors import PermanentError, TransientError
 from sagakit.privacy import MASK, redact
 from sagakit.settings import InvalidConfiguration, MessagingSettings, load
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import DBAPIError, OperationalError
 
 
 def test_backoff_follows_the_standard_progression_with_bounded_jitter() -> None:
@@ -55,6 +55,24 @@ def test_errors_are_classified() -> None:
     assert classify(KeyError("bug")) == "permanent"
     assert classify(ConnectionRefusedError()) == "infrastructure"
     assert classify(OperationalError("SELECT 1", {}, Exception("down"))) == "infrastructure"
+
+
+class _PgError(Exception):
+    def __init__(self, code: str) -> None:
+        super().__init__(code)
+        self.sqlstate = code
+
+
+@pytest.mark.parametrize("code", ["57P03", "57P01", "57P02", "08006", "08001"])
+def test_a_server_starting_or_going_away_is_infrastructure_not_a_poison_message(code: str) -> None:
+    """Regression (make chaos): "the database system is not yet accepting connections" (57P03)
+    came as a plain DBAPIError and was classified permanent, i.e. a dead letter."""
+    assert classify(DBAPIError("connect", {}, _PgError(code))) == "infrastructure"
+
+
+def test_a_failing_statement_is_still_permanent() -> None:
+    assert classify(DBAPIError("INSERT", {}, _PgError("23505"))) == "permanent"
+    assert classify(DBAPIError("SELECT", {}, _PgError("40001"))) == "transient"
 
 
 def test_declared_sensitive_fields_are_masked_or_omitted_at_any_depth() -> None:

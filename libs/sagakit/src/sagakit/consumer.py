@@ -49,6 +49,7 @@ from sagakit.errors import (
     PermanentError,
     TransientError,
     is_connection_failure,
+    sqlstate,
 )
 from sagakit.faults import DeliveryFaults, crash_now
 from sagakit.kafka import manual_commit_consumer
@@ -89,15 +90,6 @@ class Outcome:
     retry_in_s: float | None = None
 
 
-def _sqlstate(exc: BaseException) -> str | None:
-    orig = getattr(exc, "orig", None)
-    for candidate in (orig, getattr(orig, "__cause__", None)):
-        code = getattr(candidate, "sqlstate", None) or getattr(candidate, "pgcode", None)
-        if code:
-            return str(code)
-    return None
-
-
 def classify(exc: BaseException) -> str:
     """'infrastructure', 'transient' or 'permanent'."""
     if isinstance(exc, CommitOutcomeUnknown):
@@ -106,7 +98,7 @@ def classify(exc: BaseException) -> str:
         return "transient"
     if isinstance(exc, PermanentError):
         return "permanent"
-    if isinstance(exc, DBAPIError) and _sqlstate(exc) in RETRYABLE_SQLSTATES:
+    if isinstance(exc, DBAPIError) and sqlstate(exc) in RETRYABLE_SQLSTATES:
         return "transient"
     if is_connection_failure(exc) or isinstance(exc, asyncio.TimeoutError):
         return "infrastructure"  # a driver's connect timeout: the database is down
@@ -467,7 +459,7 @@ class EventConsumer:
                     kind = classify(exc)
                     if kind == "infrastructure":
                         raise InfrastructureDown(str(exc)) from exc
-                    if _sqlstate(exc) in CONFLICT_SQLSTATES and conflicts < MAX_QUICK_RETRIES:
+                    if sqlstate(exc) in CONFLICT_SQLSTATES and conflicts < MAX_QUICK_RETRIES:
                         # Lost a race for a row lock under REPEATABLE READ: the other
                         # transaction has just committed, so try again at once.
                         conflicts += 1

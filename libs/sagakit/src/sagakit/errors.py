@@ -19,10 +19,29 @@ class CommitOutcomeUnknown(Exception):
     not. Never report it as "nothing was done"; retry idempotently (inbox, Idempotency-Key)."""
 
 
+# SQLSTATEs of a server that is going away or not there yet: class 08 (connection exception)
+# and, of class 57, admin_shutdown, crash_shutdown and cannot_connect_now (the database is
+# starting up). asyncpg reports some of these as a plain error, not as a connection error.
+SERVER_GONE_SQLSTATES = {"57P01", "57P02", "57P03"}
+
+
+def sqlstate(exc: BaseException) -> str | None:
+    """The SQLSTATE behind a driver error (SQLAlchemy wraps asyncpg's), if there is one."""
+    orig = getattr(exc, "orig", None)
+    for candidate in (exc, orig, getattr(orig, "__cause__", None)):
+        code = getattr(candidate, "sqlstate", None) or getattr(candidate, "pgcode", None)
+        if code:
+            return str(code)
+    return None
+
+
 def is_connection_failure(exc: BaseException) -> bool:
     """The database connection is gone (as opposed to the statement being wrong)."""
     from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 
+    code = sqlstate(exc)
+    if code is not None and (code.startswith("08") or code in SERVER_GONE_SQLSTATES):
+        return True
     if isinstance(exc, DBAPIError):
         return bool(exc.connection_invalidated) or isinstance(exc, OperationalError | InterfaceError)
     return isinstance(exc, OSError | ConnectionError)
