@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aiokafka import TopicPartition
+from aiokafka.errors import IllegalStateError
 from sagakit.consumer import EventConsumer, Outcome, RawRecord, RetryLater
 from sagakit.settings import MessagingSettings
 
@@ -171,3 +172,22 @@ async def test_a_record_enqueued_as_the_worker_finishes_is_not_stranded() -> Non
     consumer._enqueue(kafka, TP, [Rec(0)])
     await asyncio.wait_for(handled.wait(), 2)
     assert seen == [0, 1]
+
+
+class RevokedKafka(FakeKafka):
+    """The partition was revoked while its lane was busy: aiokafka refuses to touch it."""
+
+    def seek(self, tp: TopicPartition, offset: int) -> None:
+        raise IllegalStateError(f"No current assignment for partition {tp}")
+
+    def pause(self, tp: TopicPartition) -> None:
+        raise IllegalStateError(f"No current assignment for partition {tp}")
+
+
+async def test_a_retry_on_a_revoked_partition_does_not_crash_the_consumer() -> None:
+    consumer, seen = _consumer({1})
+    consumer._enqueue(RevokedKafka(), TP, [Rec(0), Rec(1), Rec(2)])
+    await _lane_idle(consumer)
+    assert consumer._crashed is None  # a crash would restart the consumer: a group rebalance
+    assert seen == [0, 1] and consumer._offsets[TP] == 1
+    assert consumer._lanes[TP].records == [] and consumer._lanes[TP].next_offset == 1

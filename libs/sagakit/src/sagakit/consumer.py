@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
-from aiokafka.errors import KafkaError
+from aiokafka.errors import IllegalStateError, KafkaError
 from opentelemetry.trace import SpanKind
 from saga_contracts import headers as h
 from saga_contracts import registry
@@ -287,7 +287,7 @@ class EventConsumer:
         lane.next_offset = fresh[-1].offset + 1
         if len(lane.records) >= self.settings.consumer_max_records and not lane.full:
             lane.full = True
-            consumer.pause(tp)
+            self._pause(consumer, tp)
         if lane.worker is None:
             lane.worker = asyncio.create_task(self._drain(consumer, tp, lane))
             lane.worker.add_done_callback(functools.partial(self._lane_done, tp, lane))
@@ -306,7 +306,7 @@ class EventConsumer:
                     lane.records.clear()
                     lane.next_offset = retry.from_offset
                     lane.full = False
-                    consumer.pause(tp)
+                    self._pause(consumer, tp)
                     asyncio.get_running_loop().call_later(retry.delay_s, self._resume,
                                                           consumer, tp)
                     return
@@ -342,7 +342,7 @@ class EventConsumer:
                     # not done, keep it paused, and let the other partitions go on meanwhile.
                     self._retrying[(tp, raw.offset)] = outcome.attempts
                     rewind = min(r.offset for r in batch if r.offset not in completed)
-                    consumer.seek(tp, rewind)
+                    self._rewind(consumer, tp, rewind)
                     return RetryLater(outcome.retry_in_s or 0.0, rewind)
                 if (self.settings.crash_after_commit and outcome.status == "processed"
                         and outcome.event_type == self.settings.crash_after_commit):
@@ -391,6 +391,19 @@ class EventConsumer:
             log.warning("fault injection: late redelivery of %s at offset %s: %s",
                         outcome.event_type, raw.offset, outcome.status,
                         extra={"service": self.service})
+
+    # A partition revoked while its lane was busy has nothing left to pause or rewind here:
+    # its next owner starts from the committed offset, never past the first record not done.
+    # (Raising would restart the consumer, and with it a rebalance of the whole group.)
+    @staticmethod
+    def _pause(consumer: AIOKafkaConsumer, tp: TopicPartition) -> None:
+        with contextlib.suppress(IllegalStateError):
+            consumer.pause(tp)
+
+    @staticmethod
+    def _rewind(consumer: AIOKafkaConsumer, tp: TopicPartition, offset: int) -> None:
+        with contextlib.suppress(IllegalStateError):
+            consumer.seek(tp, offset)
 
     @staticmethod
     def _resume(consumer: AIOKafkaConsumer, tp: TopicPartition) -> None:
