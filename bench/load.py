@@ -98,7 +98,7 @@ async def hop_latencies(conn: asyncpg.Connection, saga_ids: list[str]) -> dict[s
     return out
 
 
-async def open_loop(rate: float, seconds: float, *, sku: str | list[str], qty: int = 1,
+async def open_loop(rate: float, seconds: float, *, skus: list[str], qty: int = 1,
                     timeout: float = 120) -> dict[str, Any]:
     conn = await asyncpg.connect(admin_dsn())
     limits = httpx.Limits(max_connections=200, max_keepalive_connections=200)
@@ -115,8 +115,6 @@ async def open_loop(rate: float, seconds: float, *, sku: str | list[str], qty: i
                 peak_backlog = max(peak_backlog, await _backlog(sconn))
                 await asyncio.sleep(0.1)
             await sconn.close()
-
-        skus = [sku] if isinstance(sku, str) else sku
 
         async def post(i: int) -> None:
             nonlocal errors
@@ -187,7 +185,7 @@ class TerminalWatch:
             await conn.close()
 
 
-async def closed_loop(concurrency: int, seconds: float, sku: str | list[str]) -> dict[str, Any]:
+async def closed_loop(concurrency: int, seconds: float, skus: list[str]) -> dict[str, Any]:
     """Each client places an order and waits for its terminal state before the next. Latency
     is request → terminal state from the audit trail, as in the open loop."""
     saga_ids: list[str] = []
@@ -196,8 +194,6 @@ async def closed_loop(concurrency: int, seconds: float, sku: str | list[str]) ->
     watch, stop = TerminalWatch(), asyncio.Event()
     watching = asyncio.create_task(watch.run(stop))
     async with httpx.AsyncClient(timeout=30, limits=limits) as http:
-        skus = [sku] if isinstance(sku, str) else sku
-
         async def client(n: int) -> None:
             i = n
             while time.perf_counter() < stop_at:

@@ -70,25 +70,25 @@ async def main() -> None:
         # (REPEATABLE READ + FOR UPDATE, Part II), so orders that all want one product queue
         # on that row. The contention scenario below is the one-product case.
         run_id = uuid.uuid4().hex[:8]
-        sku = [f"BENCH-{run_id}-{i:03d}" for i in range(products)]
-        for s in sku:
-            await load.set_stock(http, s, 10_000_000)
+        skus = [f"BENCH-{run_id}-{i:03d}" for i in range(products)]
+        for sku in skus:
+            await load.set_stock(http, sku, 10_000_000)
         print("warm-up...", flush=True)
-        await load.open_loop(10, 2, sku=sku)
+        await load.open_loop(10, 2, skus=skus)
         results["open_loop"] = []
         for rate in rates:
             print(f"open loop at {rate:g} orders/s for {seconds:g}s...", flush=True)
-            r = await load.open_loop(rate, seconds, sku=sku)
+            r = await load.open_loop(rate, seconds, skus=skus)
             r["p50_multiple_of_floor"] = round(r["latency"]["p50_ms"] / floor_ms, 1)
             results["open_loop"].append(r)
         hot = f"BENCH-HOT-{uuid.uuid4().hex[:6]}"
         await load.set_stock(http, hot, 10)
         print("contention: 100 orders for 10 units at 50/s...", flush=True)
-        results["contention"] = await load.open_loop(50, 2, sku=hot)
+        results["contention"] = await load.open_loop(50, 2, skus=[hot])
         results["closed_loop"] = []
         for c in closed:
             print(f"closed loop with {c} clients...", flush=True)
-            r = await load.closed_loop(c, seconds, sku)
+            r = await load.closed_loop(c, seconds, skus)
             results["closed_loop"].append(r)
             if r["latency"]["p99_ms"] > 1000:
                 break

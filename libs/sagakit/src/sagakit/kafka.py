@@ -26,7 +26,7 @@ def durable_producer(bootstrap: str, client_id: str) -> AIOKafkaProducer:
 
 
 def manual_commit_consumer(bootstrap: str, group_id: str, topics: list[str],
-                           client_id: str, fetch_max_wait_ms: int = 100) -> AIOKafkaConsumer:
+                           client_id: str, fetch_max_wait_ms: int) -> AIOKafkaConsumer:
     """Offsets are committed by the consumer loop, only after the local transaction."""
     return AIOKafkaConsumer(
         *topics,

@@ -195,7 +195,7 @@ class OutboxRelay:
 
         Select and mark go through the relay's own connection (the one holding leadership),
         each one autocommitted statement: one round trip each, where a pooled transaction
-        costs four (pre-ping, BEGIN, statement, COMMIT) — the relay's share of every hop."""
+        costs at least three (BEGIN, statement, COMMIT) — the relay's share of every hop."""
         if self._listen_conn is None or self._listen_conn.is_closed():
             await self._ensure_connection()
         assert self._listen_conn is not None

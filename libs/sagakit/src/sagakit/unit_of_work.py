@@ -12,6 +12,7 @@ Nothing else commits and nothing publishes to Kafka: the relay does, from the ou
 
 from __future__ import annotations
 
+import functools
 import json
 import uuid
 from collections.abc import Callable
@@ -53,7 +54,11 @@ FROM locked, notified,
 WHERE locked.n > 0
 ORDER BY e.ord
 """
-_OUTBOX_INSERTS: dict[str, TextClause] = {}
+
+
+@functools.cache
+def _outbox_insert(schema: str) -> TextClause:
+    return text(_OUTBOX_INSERT.format(outbox=f'"{schema}".outbox'))
 
 
 @dataclass
@@ -182,7 +187,7 @@ class UnitOfWork:
     async def _commit(self) -> None:
         conn = self.connection
         if self._outgoing:
-            await conn.execute(self._outbox_insert(), {
+            await conn.execute(_outbox_insert(self.tables.schema), {
                 "lock_keys": sorted({f"{self.tables.schema}:{r.key}" for r in self._outgoing}),
                 "channel": self.tables.notify_channel,
                 "rows": json.dumps([{
@@ -205,13 +210,6 @@ class UnitOfWork:
         self.committed = True
         for callback in self._after_commit:
             callback()
-
-    def _outbox_insert(self) -> TextClause:
-        statement = _OUTBOX_INSERTS.get(self.tables.schema)
-        if statement is None:
-            statement = _OUTBOX_INSERTS[self.tables.schema] = text(
-                _OUTBOX_INSERT.format(outbox=f'"{self.tables.schema}".outbox'))
-        return statement
 
     def after_commit(self, callback: Callable[[], None]) -> None:
         """Runs ``callback`` once the transaction has committed (never if it rolls back)."""
