@@ -3,7 +3,8 @@
 For each record, in partition order:
 1. Decode the envelope and validate its payload against its schema. Bytes that are not an
    envelope, an unknown event type or an invalid payload are dead-lettered at once.
-2. Event types this service does not handle are acknowledged and skipped.
+2. Event types this service does not handle are acknowledged and skipped (their payload is
+   not validated here: that is for the services that handle them).
 3. In one unit of work: claim the message id in ``processed_messages`` (a duplicate stops here),
    run the handler, commit. The offset is committed to Kafka only after that.
 4. ``TransientError`` (and database serialisation failures, deadlocks, lock timeouts) are
@@ -428,15 +429,21 @@ class EventConsumer:
             return await self._dead_letter(raw, None, "undecodable", exc, [
                 Attempt(1, utc_now_iso(), repr(exc))])
         event_type = envelope.event_type
+        handler = self.handlers.get(event_type)
         try:
-            registry.validate(event_type, envelope.schema_version, envelope.payload)
+            if handler is None:
+                # Unknown to the catalogue is a dead letter for every reader; the payload of an
+                # event this service does not handle is its handlers' business, and validating
+                # it here (most records on a topic are such events) is CPU for nothing.
+                registry.schema_for(event_type, envelope.schema_version)
+            else:
+                registry.validate(event_type, envelope.schema_version, envelope.payload)
         except registry.UnknownEventType as exc:
             return await self._dead_letter(raw, envelope, "unknown_event_type", exc, [
                 Attempt(1, utc_now_iso(), repr(exc))])
         except registry.SchemaViolation as exc:
             return await self._dead_letter(raw, envelope, "schema_invalid", exc, [
                 Attempt(1, utc_now_iso(), str(exc))])
-        handler = self.handlers.get(event_type)
         if handler is None:
             metrics.MESSAGES_CONSUMED.labels(self.service, event_type, "skipped").inc()
             return Outcome("skipped")

@@ -37,6 +37,10 @@ def manual_commit_consumer(bootstrap: str, group_id: str, topics: list[str],
         auto_offset_reset="earliest",
         isolation_level="read_committed",
         fetch_max_wait_ms=fetch_max_wait_ms,
+        # How often aiokafka's fetch task looks round when nothing wakes it (200 ms by default:
+        # five idle wake-ups a second per consumer). Fetch responses, consumed records,
+        # resumed partitions and rebalances wake it at once anyway.
+        consumer_timeout_ms=1_000,
         max_poll_interval_ms=300_000,
         session_timeout_ms=10_000,
         heartbeat_interval_ms=2_000,

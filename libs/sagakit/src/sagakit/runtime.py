@@ -66,7 +66,17 @@ class Runtime:
 
 
 @dataclass(frozen=True)
+class RunAgainIn:
+    """What a periodic job may return: when its next work falls due, if sooner than its
+    interval (a job that reads deadlines from a table knows the earliest one)."""
+
+    seconds: float
+
+
+@dataclass(frozen=True)
 class PeriodicJob:
+    """Runs ``run`` every ``interval_s``, or sooner when it returns ``RunAgainIn``."""
+
     name: str
     interval_s: float
     run: Callable[[Runtime], Awaitable[Any]]
@@ -109,14 +119,17 @@ def messaging_jobs(settings: MessagingSettings) -> list[PeriodicJob]:
 
 async def _run_periodic(job: PeriodicJob, rt: Runtime, stop: asyncio.Event) -> None:
     while not stop.is_set():
+        wait_s = job.interval_s
         try:
-            await job.run(rt)
+            result = await job.run(rt)
+            if isinstance(result, RunAgainIn):
+                wait_s = min(wait_s, max(0.0, result.seconds))
         except asyncio.CancelledError:
             raise
         except Exception:
             log.warning("periodic job %s failed", job.name, exc_info=True)
         with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(stop.wait(), job.interval_s)
+            await asyncio.wait_for(stop.wait(), wait_s)
 
 
 def create_app(definition: ServiceDefinition) -> FastAPI:
@@ -229,15 +242,14 @@ def operational_router() -> APIRouter:
 
 def serve(app_factory: Callable[[], FastAPI], service: str) -> None:
     """Entry point of ``python -m <service>``."""
-    import uvicorn
-
+    from sagakit import http_server
     from sagakit.structured_logging import configure
 
     svc = load(ServiceSettings)
     configure(service, svc.log_level)
     started = time.monotonic()
     log.info("starting %s on %s:%s", service, svc.http_host, svc.http_port)
-    uvicorn.run(app_factory(), host=svc.http_host, port=svc.http_port, log_config=None,
-                access_log=False, lifespan="on", timeout_graceful_shutdown=10,
-                loop="uvloop", http="httptools")
+    http_server.run(app_factory(), host=svc.http_host, port=svc.http_port, log_config=None,
+                    access_log=False, lifespan="on", timeout_graceful_shutdown=10,
+                    loop="uvloop", http="httptools")
     log.info("%s stopped after %.0fs", service, time.monotonic() - started)

@@ -23,7 +23,9 @@ class PagosSettings(BaseSettings):
     charge_retry_schedule_s: Annotated[tuple[float, ...], NoDecode] = (2.0, 8.0, 18.0)
     refund_retry_schedule_s: Annotated[tuple[float, ...], NoDecode] = (2.0, 4.0, 8.0, 16.0)
     resolve_attempts: int = Field(5, ge=1)
-    worker_poll_interval_s: float = Field(1.0, gt=0, le=5)
+    # The longest the gateway worker sleeps between looks at the table; it also wakes when this
+    # instance creates work and when the earliest scheduled work falls due.
+    worker_poll_interval_s: float = Field(5.0, gt=0, le=5)
     worker_concurrency: int = Field(16, ge=1, le=256)
 
     @field_validator("charge_retry_schedule_s", "refund_retry_schedule_s", mode="before")

@@ -27,7 +27,10 @@ class PedidosSettings(BaseSettings):
     payment_timeout_s: float = 60.0
     allocation_timeout_s: float = 15.0
     saga_timeout_s: float = 7200.0
-    deadline_scan_interval_s: float = Field(1.0, gt=0, le=60)
+    # The longest the scanner sleeps. It wakes on its own when the earliest deadline falls due;
+    # this bounds how late it sees a saga another instance started with a deadline shorter than
+    # that (never, with the minimums: the shortest step timeout is 15 s).
+    deadline_scan_interval_s: float = Field(5.0, gt=0, le=MIN_ALLOCATION_STEP_S)
     allow_unsafe_limits: bool = Field(False, validation_alias="SAGA_ALLOW_UNSAFE_LIMITS")
 
     @model_validator(mode="after")

@@ -95,6 +95,17 @@ class PaymentRepository:
             .returning(*payments.c))).all()
         return [Payment.from_row(r, True) for r in rows]
 
+    async def seconds_to_next_due(self) -> float | None:
+        """How long until the earliest scheduled work falls due, or a lease on work runs out
+        (None: nothing is scheduled), by the database clock."""
+        due_at = func.greatest(payments.c.next_attempt_at,
+                               func.coalesce(payments.c.lease_until, payments.c.next_attempt_at))
+        seconds = (await self.conn.execute(
+            select(func.extract("epoch", func.min(due_at) - func.now()))
+            .where(payments.c.status.in_([s.value for s in CHARGE_WORK + REFUND_WORK]),
+                   payments.c.next_attempt_at.is_not(None)))).scalar_one()
+        return None if seconds is None else max(0.0, float(seconds))
+
     async def for_saga(self, saga_id: str) -> list[dict[str, Any]]:
         rows = (await self.conn.execute(select(payments).where(payments.c.saga_id == saga_id)
                                         .order_by(payments.c.created_at))).all()

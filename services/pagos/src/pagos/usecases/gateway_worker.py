@@ -42,6 +42,10 @@ def refund_key(saga_id: str) -> str:
     return f"refund-{saga_id}"
 
 
+# Wake a little after the work falls due, not a hair before it.
+_MARGIN_S = 0.02
+
+
 def jittered(seconds: float) -> float:
     return seconds * (1 + random.uniform(-0.2, 0.2))
 
@@ -56,34 +60,49 @@ class GatewayWorker:
         self._running: set[asyncio.Task[None]] = set()
 
     def kick(self) -> None:
+        """New work may be due now (a payment created, a retry scheduled, a slot freed)."""
         self._wake.set()
 
     async def run(self, stop: asyncio.Event) -> None:
+        # Between kicks the worker sleeps until the earliest work it knows of falls due, and at
+        # most worker_poll_interval_s (work created by another instance, a lease run out).
         while not stop.is_set():
+            wait_s = self.settings.worker_poll_interval_s
             try:
-                await self.run_due()
+                _, next_due_s = await self.run_due()
+                if next_due_s is not None:
+                    wait_s = min(wait_s, next_due_s + _MARGIN_S)
             except asyncio.CancelledError:
                 raise
             except Exception:
                 log.warning("gateway worker tick failed", exc_info=True)
             with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self.settings.worker_poll_interval_s)
+                await asyncio.wait_for(self._wake.wait(), wait_s)
             self._wake.clear()
         if self._running:
             await asyncio.wait(self._running, timeout=5)
 
-    async def run_due(self) -> int:
+    async def run_due(self) -> tuple[int, float | None]:
+        """Leases and starts the due work; returns how many and, when none was due, how long
+        until the next falls due (None: nothing scheduled)."""
         free = self.settings.worker_concurrency - len(self._running)
         if free <= 0:
-            return 0
+            return 0, None
+        next_due_s = None
         async with self.uow_factory() as uow:
-            due = await PaymentRepository(uow.connection).claim_due(free, self.settings.lease_s)
+            repo = PaymentRepository(uow.connection)
+            due = await repo.claim_due(free, self.settings.lease_s)
+            if not due:
+                next_due_s = await repo.seconds_to_next_due()
             await uow.commit()
         for payment in due:
             task = asyncio.create_task(self.attempt(payment))
             self._running.add(task)
             task.add_done_callback(self._running.discard)
-        return len(due)
+            if len(due) == free:
+                # Every slot taken: more may be due already; look again as each one frees.
+                task.add_done_callback(lambda _: self.kick())
+        return len(due), next_due_s
 
     async def attempt(self, payment: Payment) -> None:
         # The saga's trace goes on from the StockVerificado that asked for this payment.

@@ -8,7 +8,17 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import Select, Text, exists, func, insert, literal, select, update
+from sqlalchemy import (
+    Select,
+    Text,
+    exists,
+    func,
+    insert,
+    literal,
+    literal_column,
+    select,
+    update,
+)
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -54,6 +64,12 @@ class AuditEntry:
 
 def _interval(seconds: float) -> Any:
     return func.make_interval(0, 0, 0, 0, 0, 0, seconds)
+
+
+# The active statuses written into the SQL rather than bound: the deadline indexes are partial
+# ("WHERE status IN (...active...)"), and a generic plan with bound statuses cannot prove that
+# it only needs those rows.
+_ACTIVE = sagas.c.status.in_([literal_column(f"'{s.value}'") for s in sorted(ACTIVE)])
 
 
 class OrderRepository:
@@ -160,13 +176,23 @@ class OrderRepository:
                                 .values(updated_at=func.now(), **values))
 
     async def due_sagas(self, limit: int) -> list[str]:
-        active = [s.value for s in ACTIVE]
         rows = await self.conn.execute(
             select(sagas.c.saga_id)
-            .where(sagas.c.status.in_(active),
+            .where(_ACTIVE,
                    (sagas.c.step_deadline_at <= func.now()) | (sagas.c.expires_at <= func.now()))
             .order_by(sagas.c.step_deadline_at).limit(limit))
         return [str(r.saga_id) for r in rows]
+
+    async def seconds_to_next_deadline(self) -> float | None:
+        """How long until the earliest deadline still to come falls due (None: there is none),
+        by the database clock, which is the one the deadlines are judged by."""
+        step = (select(func.min(sagas.c.step_deadline_at))
+                .where(_ACTIVE, sagas.c.step_deadline_at > func.now()).scalar_subquery())
+        saga = (select(func.min(sagas.c.expires_at))
+                .where(_ACTIVE, sagas.c.expires_at > func.now()).scalar_subquery())
+        seconds = (await self.conn.execute(
+            select(func.extract("epoch", func.least(step, saga) - func.now())))).scalar_one()
+        return None if seconds is None else float(seconds)
 
     async def active_stats(self) -> tuple[int, float]:
         """How many sagas are active and the largest fraction of its deadline one has used."""

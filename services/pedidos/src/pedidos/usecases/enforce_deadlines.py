@@ -1,8 +1,11 @@
 """The persistent timers: step deadlines and the saga deadline, judged by the database clock.
 
-A periodic scan finds active sagas past a deadline; each is handled in its own unit of work
-under its row lock (SKIP LOCKED, so scanners of several instances share the work and never
-block a saga that an event is moving right now).
+A scan finds active sagas past a deadline; each is handled in its own unit of work under its
+row lock (SKIP LOCKED, so scanners of several instances share the work and never block a saga
+that an event is moving right now). The scan runs again when the earliest deadline still to
+come falls due, and at least every ``deadline_scan_interval_s``: an idle service reads the
+table once every few seconds, and a deadline is acted on as it passes, not up to a polling
+interval later.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ import logging
 import uuid
 
 from sagakit import metrics, tracing
-from sagakit.runtime import Runtime
+from sagakit.runtime import RunAgainIn, Runtime
 
 from pedidos.adapters.order_repository import OrderRepository
 from pedidos.config import PedidosSettings
@@ -21,13 +24,24 @@ from pedidos.usecases.transitions import apply_transition
 log = logging.getLogger("pedidos.deadlines")
 
 
-async def enforce_deadlines(rt: Runtime, settings: PedidosSettings, batch: int = 100) -> int:
+# Wake a little after the deadline, not a hair before it (then there is nothing to do yet).
+_MARGIN_S = 0.02
+
+
+async def enforce_deadlines(rt: Runtime, settings: PedidosSettings, batch: int = 100
+                            ) -> RunAgainIn:
+    """Handles the sagas past a deadline; says when to look again: when the earliest deadline
+    still to come falls due, at the latest after ``deadline_scan_interval_s`` (sagas started
+    meanwhile by other instances, sagas skipped because an event held their lock)."""
     async with rt.engine.connect() as conn:
-        due = await OrderRepository(conn).due_sagas(batch)
-    handled = 0
+        repo = OrderRepository(conn)
+        due = await repo.due_sagas(batch)
+        next_due_s = await repo.seconds_to_next_deadline() if len(due) < batch else 0.0
     for saga_id in due:
-        handled += await _enforce(rt, settings, saga_id)
-    return handled
+        await _enforce(rt, settings, saga_id)
+    if next_due_s is None:
+        return RunAgainIn(settings.deadline_scan_interval_s)
+    return RunAgainIn(next_due_s + _MARGIN_S)
 
 
 async def _enforce(rt: Runtime, settings: PedidosSettings, saga_id: str) -> int:

@@ -1,0 +1,59 @@
+"""What the consumer does with a record before any handler runs: unknown event types and
+invalid payloads of handled events are dead letters; events this service does not handle are
+skipped without validating their payload (that is for the services that handle them)."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+from sagakit.consumer import EventConsumer, Outcome, RawRecord
+from sagakit.envelope import Envelope
+from sagakit.settings import MessagingSettings
+
+
+def _record(event_type: str, payload: dict[str, Any]) -> RawRecord:
+    envelope = Envelope.new(saga_id=str(uuid.uuid4()), event_type=event_type,
+                            schema_version="1.0.0", source_service="pedidos", payload=payload)
+    return RawRecord("order-events", 0, 0, envelope.saga_id.encode(),
+                     json.dumps(envelope.to_dict()).encode(), [])
+
+
+def _consumer(handled: list[str]) -> tuple[EventConsumer, list[str]]:
+    async def handler(*_: Any) -> None:
+        raise AssertionError("no handler may run for these records")
+
+    consumer = EventConsumer(service="s", topics=["order-events"],
+                             handlers=dict.fromkeys(handled, handler),
+                             uow_factory=lambda: None, settings=MessagingSettings())
+    reasons: list[str] = []
+
+    async def dead_letter(raw: RawRecord, envelope: Any, reason: str, *_: Any) -> Outcome:
+        reasons.append(reason)
+        return Outcome("dead_lettered")
+
+    consumer._dead_letter = dead_letter  # type: ignore[method-assign]
+    return consumer, reasons
+
+
+async def test_an_event_this_service_does_not_handle_is_skipped_whatever_its_payload() -> None:
+    consumer, reasons = _consumer(["OrdenSolicitada"])
+    outcome = await consumer.process(_record("OrdenCompletada", {"not": "its schema"}))
+    assert outcome.status == "skipped"
+    assert reasons == []
+
+
+async def test_an_invalid_payload_of_a_handled_event_is_a_dead_letter() -> None:
+    consumer, reasons = _consumer(["OrdenCompletada"])
+    outcome = await consumer.process(_record("OrdenCompletada", {"not": "its schema"}))
+    assert outcome.status == "dead_lettered"
+    assert reasons == ["schema_invalid"]
+
+
+async def test_an_event_type_unknown_to_the_catalogue_is_a_dead_letter_even_if_not_handled(
+        ) -> None:
+    consumer, reasons = _consumer(["OrdenSolicitada"])
+    outcome = await consumer.process(_record("PedidoTeletransportado", {"x": 1}))
+    assert outcome.status == "dead_lettered"
+    assert reasons == ["unknown_event_type"]
