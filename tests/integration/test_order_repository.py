@@ -1,9 +1,12 @@
-"""pedidos' transition statement against real PostgreSQL: order, saga and audit row move
-together, and a decision taken on a status that is no longer current writes nothing."""
+"""pedidos' creation and transition statements against real PostgreSQL: order, saga and audit
+row are written and moved together, an idempotency key used before writes nothing, and a
+decision taken on a status that is no longer current writes nothing."""
 
 from __future__ import annotations
 
 import dataclasses
+import uuid
+from decimal import Decimal
 
 from harness import config
 from harness.clients import Saga, new_sku, order_body
@@ -56,5 +59,41 @@ async def test_a_transition_moves_order_saga_and_history_or_nothing(saga: Saga) 
             assert tuple(last) == ("Probe", "test", "CANCELADA_SIN_STOCK", "TIMED_OUT", "m-1",
                                    {"k": 1})
             await conn.rollback()  # a probe: the order keeps its real outcome
+    finally:
+        await engine.dispose()
+
+
+async def test_an_order_is_created_with_its_saga_and_history_or_not_at_all() -> None:
+    engine = create_async_engine(URL)
+    key = f"probe-{uuid.uuid4()}"
+    body = order_body([(new_sku(), 1)])
+    try:
+        async with engine.connect() as conn:
+            await conn.begin()
+            repo = OrderRepository(conn)
+
+            async def create() -> tuple[bool, uuid.UUID]:
+                saga_id = uuid.uuid4()
+                created = await repo.create(
+                    order_id=uuid.uuid4(), saga_id=saga_id, body=body,
+                    total=Decimal("10.00"), idempotency_key=key, request_hash="h",
+                    context={"probe": True}, step_timeout_s=30, saga_timeout_s=3600,
+                    audit=AuditEntry("OrdenSolicitada", body["customer_id"]))
+                return created, saga_id
+
+            async def rows(saga_id: uuid.UUID) -> tuple[int, int, int]:
+                return tuple((await conn.execute(text(
+                    "SELECT (SELECT count(*) FROM pedidos.orders WHERE saga_id = :s), "
+                    "(SELECT count(*) FROM pedidos.sagas WHERE saga_id = :s "
+                    "  AND status = 'PENDIENTE_VALIDACION' AND step_deadline_at > now()), "
+                    "(SELECT count(*) FROM pedidos.saga_audit WHERE saga_id = :s "
+                    "  AND to_status = 'PENDIENTE_VALIDACION' AND from_status IS NULL)"),
+                    {"s": saga_id})).one())
+
+            created, first = await create()
+            assert created and await rows(first) == (1, 1, 1)
+            created, second = await create()  # same idempotency key
+            assert not created and await rows(second) == (0, 0, 0)
+            await conn.rollback()  # a probe
     finally:
         await engine.dispose()

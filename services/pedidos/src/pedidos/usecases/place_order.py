@@ -13,7 +13,7 @@ from typing import Any
 from sagakit import metrics, tracing
 from sagakit.unit_of_work import UnitOfWork
 
-from pedidos.adapters.order_repository import SAGA_TYPE, OrderRepository
+from pedidos.adapters.order_repository import SAGA_TYPE, AuditEntry, OrderRepository, owner_of
 from pedidos.config import PedidosSettings
 from pedidos.domain.order import OrderStatus
 
@@ -41,8 +41,15 @@ async def place_order(uow: UnitOfWork, body: dict[str, Any], total: Decimal,
     repo = OrderRepository(uow.connection)
     fingerprint = request_hash(body)
     order_id, saga_id = uuid.uuid4(), uuid.uuid4()
-    if not await repo.insert_order(order_id=order_id, saga_id=saga_id, body=body, total=total,
-                                   idempotency_key=idempotency_key, request_hash=fingerprint):
+    created = await repo.create(
+        order_id=order_id, saga_id=saga_id, body=body, total=total,
+        idempotency_key=idempotency_key, request_hash=fingerprint,
+        context={"order_id": str(order_id), "total_amount": str(total),
+                 "currency": body["currency"], "items": len(body["items"]),
+                 "traceparent": tracing.current_traceparent()},
+        step_timeout_s=settings.validation_timeout_s, saga_timeout_s=settings.saga_timeout_s,
+        audit=AuditEntry("OrdenSolicitada", owner_of(body)))
+    if not created:
         assert idempotency_key is not None
         existing = await repo.by_idempotency_key(idempotency_key)
         assert existing is not None
@@ -50,15 +57,6 @@ async def place_order(uow: UnitOfWork, body: dict[str, Any], total: Decimal,
             raise IdempotencyKeyReused(idempotency_key)
         return PlacedOrder(str(existing["order_id"]), str(existing["saga_id"]),
                            existing["status"], created=False)
-    await repo.insert_saga(saga_id=saga_id, order_id=order_id, owner=body["customer_id"],
-                           context={"order_id": str(order_id), "total_amount": str(total),
-                                    "currency": body["currency"],
-                                    "items": len(body["items"]),
-                                    "traceparent": tracing.current_traceparent()},
-                           step_timeout_s=settings.validation_timeout_s,
-                           saga_timeout_s=settings.saga_timeout_s)
-    await repo.audit(str(saga_id), event_type="OrdenSolicitada", actor=body["customer_id"],
-                     from_status=None, to_status=OrderStatus.PENDIENTE_VALIDACION)
     uow.emit("OrdenSolicitada", {
         "order_id": str(order_id),
         "customer_id": body["customer_id"],
