@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import uuid
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import func, select, text, update
+from sqlalchemy import func, literal, select, update
+from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -65,19 +65,19 @@ class PaymentRepository:
             .returning(payments.c.payment_id))
         return res.first() is not None
 
-    async def update(self, saga_id: str, expected: PaymentStatus, **values: Any) -> bool:
-        """Conditional transition: applies only if the status is still ``expected``."""
+    async def update(self, saga_id: str, expected: PaymentStatus, *,
+                     attempt: dict[str, Any] | None = None, **values: Any) -> bool:
+        """Conditional transition: applies only if the status is still ``expected``. An
+        ``attempt`` (a gateway call's outcome) is appended to the attempt log in the same
+        statement."""
+        if attempt is not None:
+            values["attempt_log"] = payments.c.attempt_log.op("||")(
+                func.jsonb_build_array(literal(attempt, JSONB)))
         res = await self.conn.execute(
             update(payments)
             .where(payments.c.saga_id == saga_id, payments.c.status == expected.value)
             .values(updated_at=func.now(), **values))
         return res.rowcount == 1
-
-    async def log_attempt(self, saga_id: str, entry: dict[str, Any]) -> None:
-        await self.conn.execute(
-            text("UPDATE pagos.payments SET attempt_log = attempt_log || jsonb_build_array("
-                 "CAST(:entry AS jsonb)) WHERE saga_id = :saga_id"),
-            {"entry": json.dumps(entry), "saga_id": saga_id})
 
     async def claim_due(self, limit: int, lease_s: float) -> list[Payment]:
         """Leases due work (charges, resolutions, refunds); SKIP LOCKED lets workers share."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from typing import Any
 
 from sagakit.consumer import Handler
 from sagakit.envelope import Envelope
@@ -27,7 +28,7 @@ def make_compensation_handlers(kick: Callable[[], None]) -> tuple[Handler, Handl
             await repo.insert(saga_id=event.saga_id, order_id=event.payload.get("order_id"),
                               status=change.status)
         else:
-            values: dict[str, object] = {"status": change.status.value}
+            values: dict[str, Any] = {"status": change.status.value}
             if change.retry_in_s is not None:
                 values["next_attempt_at"] = func.now()
                 uow.after_commit(kick)

@@ -141,9 +141,8 @@ class GatewayWorker:
             change = domain.after_charge(current.status, result_outcome, attempts_made,
                                          self.settings.charge_retry_schedule_s,
                                          self.settings.resolve_attempts)
-            await repo.log_attempt(payment.saga_id, {
-                "kind": "charge", "attempt": attempts_made, "at": utc_now_iso(),
-                "outcome": result_outcome.value, "detail": detail})
+            attempt = {"kind": "charge", "attempt": attempts_made, "at": utc_now_iso(),
+                       "outcome": result_outcome.value, "detail": detail}
             values: dict[str, Any] = {"charge_attempts": attempts_made, "lease_until": None}
             if charge_id:
                 values["charge_id"] = charge_id
@@ -156,7 +155,7 @@ class GatewayWorker:
                                  domain.PaymentStatus.CAPTURED,
                                  domain.PaymentStatus.CHARGE_FAILED):
                 values["payment_token"] = None
-            await repo.update(payment.saga_id, current.status, **values)
+            await repo.update(payment.saga_id, current.status, attempt=attempt, **values)
             if change.emit is domain.Emit.PAGO_EXITOSO:
                 uow.emit("PagoExitoso", {
                     "order_id": current.order_id, "payment_id": current.payment_id,
@@ -193,9 +192,8 @@ class GatewayWorker:
             assert current is not None
             change = domain.after_refund(current.status, succeeded, attempts_made,
                                          self.settings.refund_retry_schedule_s)
-            await repo.log_attempt(payment.saga_id, {
-                "kind": "refund", "attempt": attempts_made, "at": utc_now_iso(),
-                "outcome": "refunded" if succeeded else "failed", "detail": detail})
+            attempt = {"kind": "refund", "attempt": attempts_made, "at": utc_now_iso(),
+                       "outcome": "refunded" if succeeded else "failed", "detail": detail}
             values: dict[str, Any] = {"refund_attempts": attempts_made, "lease_until": None}
             self._schedule(values, change)
             if change.status is not None:
@@ -204,7 +202,7 @@ class GatewayWorker:
                 values.update(refund_id=refund_id, amount_refunded=current.amount)
             if change.status is domain.PaymentStatus.REFUND_FAILED:
                 values["manual_refund_required"] = True
-            await repo.update(payment.saga_id, current.status, **values)
+            await repo.update(payment.saga_id, current.status, attempt=attempt, **values)
             if change.emit is domain.Emit.REEMBOLSO_EJECUTADO:
                 uow.emit("ReembolsoEjecutado", {
                     "order_id": current.order_id, "payment_id": current.payment_id,
