@@ -3,13 +3,10 @@ deadline still to come falls due, and a deadline already past is due work, not a
 
 from __future__ import annotations
 
-from harness import config
+from harness import db
 from harness.clients import Saga, new_sku, order_body
 from pedidos.adapters.order_repository import OrderRepository
 from sqlalchemy import text
-from sqlalchemy.ext.asyncio import create_async_engine
-
-URL = config.admin_dsn().replace("postgresql://", "postgresql+asyncpg://")
 
 
 async def test_the_scanner_knows_when_the_next_deadline_falls_due(saga: Saga) -> None:
@@ -17,28 +14,22 @@ async def test_the_scanner_knows_when_the_next_deadline_falls_due(saga: Saga) ->
     await saga.set_stock(sku, 0)
     placed = await saga.place(order_body([(sku, 1)]))
     await saga.wait_status(placed["order_id"], "CANCELADA_SIN_STOCK", timeout=30)
-    engine = create_async_engine(URL)
-    try:
-        async with engine.connect() as conn:
-            await conn.begin()
-            repo = OrderRepository(conn)
+    async with db.probe() as conn:
+        repo = OrderRepository(conn)
 
-            async def make_active(deadline: str) -> None:
-                await conn.execute(text(
-                    "UPDATE pedidos.sagas SET status = 'PENDIENTE_PAGO', "
-                    f"step_deadline_at = now() + interval '{deadline}' WHERE saga_id = :s"),
-                    {"s": placed["saga_id"]})
+        async def make_active(deadline: str) -> None:
+            await conn.execute(text(
+                "UPDATE pedidos.sagas SET status = 'PENDIENTE_PAGO', "
+                f"step_deadline_at = now() + interval '{deadline}' WHERE saga_id = :s"),
+                {"s": placed["saga_id"]})
 
-            # Sooner than any real deadline (the shortest step timeout is 15 s).
-            await make_active("300 milliseconds")
-            seconds = await repo.seconds_to_next_deadline()
-            assert seconds is not None and 0 < seconds <= 0.3
-            assert placed["saga_id"] not in await repo.due_sagas(1000)
+        # Sooner than any real deadline (the shortest step timeout is 15 s).
+        await make_active("300 milliseconds")
+        seconds = await repo.seconds_to_next_deadline()
+        assert seconds is not None and 0 < seconds <= 0.3
+        assert placed["saga_id"] not in await repo.due_sagas(1000)
 
-            await make_active("-1 second")
-            assert placed["saga_id"] in await repo.due_sagas(1000)
-            seconds = await repo.seconds_to_next_deadline()
-            assert seconds is None or seconds > 0, "a past deadline is work, not a wake-up"
-            await conn.rollback()  # a probe: the order keeps its real outcome
-    finally:
-        await engine.dispose()
+        await make_active("-1 second")
+        assert placed["saga_id"] in await repo.due_sagas(1000)
+        seconds = await repo.seconds_to_next_deadline()
+        assert seconds is None or seconds > 0, "a past deadline is work, not a wake-up"

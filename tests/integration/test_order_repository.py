@@ -8,14 +8,11 @@ import dataclasses
 import uuid
 from decimal import Decimal
 
-from harness import config
+from harness import db
 from harness.clients import Saga, new_sku, order_body
 from pedidos.adapters.order_repository import AuditEntry, OrderRepository
 from pedidos.domain.order import OrderStatus
 from sqlalchemy import text
-from sqlalchemy.ext.asyncio import create_async_engine
-
-URL = config.admin_dsn().replace("postgresql://", "postgresql+asyncpg://")
 
 
 async def test_a_transition_moves_order_saga_and_history_or_nothing(saga: Saga) -> None:
@@ -23,77 +20,65 @@ async def test_a_transition_moves_order_saga_and_history_or_nothing(saga: Saga) 
     await saga.set_stock(sku, 0)
     placed = await saga.place(order_body([(sku, 1)]))
     await saga.wait_status(placed["order_id"], "CANCELADA_SIN_STOCK", timeout=30)
-    engine = create_async_engine(URL)
-    try:
-        async with engine.connect() as conn:
-            await conn.begin()
-            repo = OrderRepository(conn)
-            row = await repo.lock_saga(placed["saga_id"])
-            assert row is not None and row.status is OrderStatus.CANCELADA_SIN_STOCK
+    async with db.probe() as conn:
+        repo = OrderRepository(conn)
+        row = await repo.lock_saga(placed["saga_id"])
+        assert row is not None and row.status is OrderStatus.CANCELADA_SIN_STOCK
 
-            async def history() -> int:
-                return int((await conn.execute(text(
-                    "SELECT count(*) FROM pedidos.saga_audit WHERE saga_id = :s"),
-                    {"s": row.saga_id})).scalar_one())
+        async def history() -> int:
+            return int((await conn.execute(text(
+                "SELECT count(*) FROM pedidos.saga_audit WHERE saga_id = :s"),
+                {"s": row.saga_id})).scalar_one())
 
-            async def statuses() -> tuple[str, str]:
-                return tuple((await conn.execute(text(
-                    "SELECT o.status, s.status FROM pedidos.orders o JOIN pedidos.sagas s "
-                    "USING (order_id) WHERE s.saga_id = :s"), {"s": row.saga_id})).one())
+        async def statuses() -> tuple[str, str]:
+            return tuple((await conn.execute(text(
+                "SELECT o.status, s.status FROM pedidos.orders o JOIN pedidos.sagas s "
+                "USING (order_id) WHERE s.saga_id = :s"), {"s": row.saga_id})).one())
 
-            before = await history()
-            stale = dataclasses.replace(row, status=OrderStatus.PENDIENTE_PAGO)
-            assert not await repo.transition(stale, OrderStatus.COMPLETADA, step_timeout_s=None,
-                                             audit=AuditEntry("PagoExitoso", "test"))
-            assert await history() == before
-            assert await statuses() == ("CANCELADA_SIN_STOCK", "CANCELADA_SIN_STOCK")
+        before = await history()
+        stale = dataclasses.replace(row, status=OrderStatus.PENDIENTE_PAGO)
+        assert not await repo.transition(stale, OrderStatus.COMPLETADA, step_timeout_s=None,
+                                         audit=AuditEntry("PagoExitoso", "test"))
+        assert await history() == before
+        assert await statuses() == ("CANCELADA_SIN_STOCK", "CANCELADA_SIN_STOCK")
 
-            assert await repo.transition(row, OrderStatus.TIMED_OUT, step_timeout_s=None,
-                                         audit=AuditEntry("Probe", "test", "m-1", {"k": 1}))
-            assert await history() == before + 1
-            assert await statuses() == ("TIMED_OUT", "TIMED_OUT")
-            last = (await conn.execute(text(
-                "SELECT event_type, actor, from_status, to_status, message_id, detail "
-                "FROM pedidos.saga_audit WHERE saga_id = :s ORDER BY id DESC LIMIT 1"),
-                {"s": row.saga_id})).one()
-            assert tuple(last) == ("Probe", "test", "CANCELADA_SIN_STOCK", "TIMED_OUT", "m-1",
-                                   {"k": 1})
-            await conn.rollback()  # a probe: the order keeps its real outcome
-    finally:
-        await engine.dispose()
+        assert await repo.transition(row, OrderStatus.TIMED_OUT, step_timeout_s=None,
+                                     audit=AuditEntry("Probe", "test", "m-1", {"k": 1}))
+        assert await history() == before + 1
+        assert await statuses() == ("TIMED_OUT", "TIMED_OUT")
+        last = (await conn.execute(text(
+            "SELECT event_type, actor, from_status, to_status, message_id, detail "
+            "FROM pedidos.saga_audit WHERE saga_id = :s ORDER BY id DESC LIMIT 1"),
+            {"s": row.saga_id})).one()
+        assert tuple(last) == ("Probe", "test", "CANCELADA_SIN_STOCK", "TIMED_OUT", "m-1",
+                               {"k": 1})
 
 
 async def test_an_order_is_created_with_its_saga_and_history_or_not_at_all() -> None:
-    engine = create_async_engine(URL)
     key = f"probe-{uuid.uuid4()}"
     body = order_body([(new_sku(), 1)])
-    try:
-        async with engine.connect() as conn:
-            await conn.begin()
-            repo = OrderRepository(conn)
+    async with db.probe() as conn:
+        repo = OrderRepository(conn)
 
-            async def create() -> tuple[bool, uuid.UUID]:
-                saga_id = uuid.uuid4()
-                created = await repo.create(
-                    order_id=uuid.uuid4(), saga_id=saga_id, body=body,
-                    total=Decimal("10.00"), idempotency_key=key, request_hash="h",
-                    context={"probe": True}, step_timeout_s=30, saga_timeout_s=3600,
-                    audit=AuditEntry("OrdenSolicitada", body["customer_id"]))
-                return created, saga_id
+        async def create() -> tuple[bool, uuid.UUID]:
+            saga_id = uuid.uuid4()
+            created = await repo.create(
+                order_id=uuid.uuid4(), saga_id=saga_id, body=body,
+                total=Decimal("10.00"), idempotency_key=key, request_hash="h",
+                context={"probe": True}, step_timeout_s=30, saga_timeout_s=3600,
+                audit=AuditEntry("OrdenSolicitada", body["customer_id"]))
+            return created, saga_id
 
-            async def rows(saga_id: uuid.UUID) -> tuple[int, int, int]:
-                return tuple((await conn.execute(text(
-                    "SELECT (SELECT count(*) FROM pedidos.orders WHERE saga_id = :s), "
-                    "(SELECT count(*) FROM pedidos.sagas WHERE saga_id = :s "
-                    "  AND status = 'PENDIENTE_VALIDACION' AND step_deadline_at > now()), "
-                    "(SELECT count(*) FROM pedidos.saga_audit WHERE saga_id = :s "
-                    "  AND to_status = 'PENDIENTE_VALIDACION' AND from_status IS NULL)"),
-                    {"s": saga_id})).one())
+        async def rows(saga_id: uuid.UUID) -> tuple[int, int, int]:
+            return tuple((await conn.execute(text(
+                "SELECT (SELECT count(*) FROM pedidos.orders WHERE saga_id = :s), "
+                "(SELECT count(*) FROM pedidos.sagas WHERE saga_id = :s "
+                "  AND status = 'PENDIENTE_VALIDACION' AND step_deadline_at > now()), "
+                "(SELECT count(*) FROM pedidos.saga_audit WHERE saga_id = :s "
+                "  AND to_status = 'PENDIENTE_VALIDACION' AND from_status IS NULL)"),
+                {"s": saga_id})).one())
 
-            created, first = await create()
-            assert created and await rows(first) == (1, 1, 1)
-            created, second = await create()  # same idempotency key
-            assert not created and await rows(second) == (0, 0, 0)
-            await conn.rollback()  # a probe
-    finally:
-        await engine.dispose()
+        created, first = await create()
+        assert created and await rows(first) == (1, 1, 1)
+        created, second = await create()  # same idempotency key
+        assert not created and await rows(second) == (0, 0, 0)

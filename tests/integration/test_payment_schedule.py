@@ -4,13 +4,10 @@ lease runs out (otherwise the worker would wake over and over for a call already
 
 from __future__ import annotations
 
-from harness import config
+from harness import db
 from harness.clients import Saga, new_sku, order_body
 from pagos.adapters.payment_repository import PaymentRepository
 from sqlalchemy import text
-from sqlalchemy.ext.asyncio import create_async_engine
-
-URL = config.admin_dsn().replace("postgresql://", "postgresql+asyncpg://")
 
 
 async def test_the_worker_knows_when_the_next_payment_work_falls_due(saga: Saga) -> None:
@@ -18,32 +15,26 @@ async def test_the_worker_knows_when_the_next_payment_work_falls_due(saga: Saga)
     await saga.set_stock(sku, 5)
     placed = await saga.place(order_body([(sku, 1)]))
     await saga.wait_status(placed["order_id"], "COMPLETADA", timeout=30)
-    engine = create_async_engine(URL)
-    try:
-        async with engine.connect() as conn:
-            await conn.begin()
-            repo = PaymentRepository(conn)
-            # Only this payment has work, within this probe that is rolled back.
-            await conn.execute(text("UPDATE pagos.payments SET next_attempt_at = NULL "
-                                    "WHERE saga_id <> :s AND next_attempt_at IS NOT NULL"),
-                               {"s": placed["saga_id"]})
+    async with db.probe() as conn:
+        repo = PaymentRepository(conn)
+        # Only this payment has work, within this probe that is rolled back.
+        await conn.execute(text("UPDATE pagos.payments SET next_attempt_at = NULL "
+                                "WHERE saga_id <> :s AND next_attempt_at IS NOT NULL"),
+                           {"s": placed["saga_id"]})
 
-            async def schedule(next_attempt: str, lease: str | None) -> float | None:
-                lease_sql = f"now() + interval '{lease}'" if lease else "NULL"
-                await conn.execute(text(
-                    "UPDATE pagos.payments SET status = 'CHARGING', "
-                    f"next_attempt_at = now() + interval '{next_attempt}', "
-                    f"lease_until = {lease_sql} WHERE saga_id = :s"), {"s": placed["saga_id"]})
-                return await repo.seconds_to_next_due()
+        async def schedule(next_attempt: str, lease: str | None) -> float | None:
+            lease_sql = f"now() + interval '{lease}'" if lease else "NULL"
+            await conn.execute(text(
+                "UPDATE pagos.payments SET status = 'CHARGING', "
+                f"next_attempt_at = now() + interval '{next_attempt}', "
+                f"lease_until = {lease_sql} WHERE saga_id = :s"), {"s": placed["saga_id"]})
+            return await repo.seconds_to_next_due()
 
-            seconds = await schedule("2 seconds", None)
-            assert seconds is not None and 1.5 < seconds <= 2.0
-            assert await schedule("-1 second", None) == 0.0, "overdue work is due now"
-            seconds = await schedule("-1 second", "10 seconds")
-            assert seconds is not None and 9.5 < seconds <= 10.0, "due when the lease runs out"
-            await conn.execute(text("UPDATE pagos.payments SET next_attempt_at = NULL "
-                                    "WHERE saga_id = :s"), {"s": placed["saga_id"]})
-            assert await repo.seconds_to_next_due() is None
-            await conn.rollback()
-    finally:
-        await engine.dispose()
+        seconds = await schedule("2 seconds", None)
+        assert seconds is not None and 1.5 < seconds <= 2.0
+        assert await schedule("-1 second", None) == 0.0, "overdue work is due now"
+        seconds = await schedule("-1 second", "10 seconds")
+        assert seconds is not None and 9.5 < seconds <= 10.0, "due when the lease runs out"
+        await conn.execute(text("UPDATE pagos.payments SET next_attempt_at = NULL "
+                                "WHERE saga_id = :s"), {"s": placed["saga_id"]})
+        assert await repo.seconds_to_next_due() is None

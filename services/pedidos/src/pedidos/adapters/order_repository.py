@@ -9,6 +9,7 @@ from decimal import Decimal
 from typing import Any
 
 from sqlalchemy import (
+    CTE,
     Select,
     Text,
     Uuid,
@@ -73,6 +74,19 @@ def _interval(seconds: float) -> Any:
 _ACTIVE = sagas.c.status.in_([literal_column(f"'{s.value}'") for s in sorted(ACTIVE)])
 
 
+def _audit_cte(saga_id: Any, audit: AuditEntry, from_status: str | None, to_status: str) -> CTE:
+    """The audit row of a transition, inserted for each saga id ``saga_id`` yields (none when
+    the statement's saga part wrote nothing)."""
+    return (
+        insert(saga_audit).from_select(
+            ["saga_id", "event_type", "actor", "from_status", "to_status", "message_id",
+             "detail"],
+            select(saga_id, literal(audit.event_type, Text), literal(audit.actor, Text),
+                   literal(from_status, Text), literal(to_status, Text),
+                   literal(audit.message_id, Text), literal(audit.detail or {}, JSONB)))
+        .returning(saga_audit.c.id).cte("audited"))
+
+
 def owner_of(body: dict[str, Any]) -> str:
     """Whose saga it is: the customer who placed the order."""
     return str(body["customer_id"])
@@ -111,19 +125,8 @@ class OrderRepository:
                        literal(context, JSONB), func.now() + _interval(step_timeout_s),
                        func.now() + _interval(saga_timeout_s)))
             .returning(sagas.c.saga_id).cte("inserted_saga"))
-        audited = (
-            insert(saga_audit).from_select(
-                ["saga_id", "event_type", "actor", "from_status", "to_status", "message_id",
-                 "detail"],
-                select(inserted_saga.c.saga_id, literal(audit.event_type, Text),
-                       literal(audit.actor, Text), literal(None, Text),
-                       literal(first.value, Text), literal(audit.message_id, Text),
-                       literal(audit.detail or {}, JSONB)))
-            .returning(saga_audit.c.id).cte("audited"))
-        created = (await self.conn.execute(
-            select(select(func.count()).select_from(inserted_order).scalar_subquery(),
-                   select(func.count()).select_from(audited).scalar_subquery()))).one()
-        return bool(created[0] == 1)
+        audited = _audit_cte(inserted_saga.c.saga_id, audit, None, first.value)
+        return await self._wrote_one(inserted_order, audited)
 
     async def by_idempotency_key(self, key: str) -> dict[str, Any] | None:
         row = (await self.conn.execute(select(orders).where(orders.c.idempotency_key == key))
@@ -178,19 +181,17 @@ class OrderRepository:
                                 sagas.c.status == expected,
                                 exists(select(moved_order.c.order_id)))
             .values(**saga_values).returning(sagas.c.saga_id).cte("moved_saga"))
-        audited = (
-            insert(saga_audit).from_select(
-                ["saga_id", "event_type", "actor", "from_status", "to_status", "message_id",
-                 "detail"],
-                select(moved_saga.c.saga_id, literal(audit.event_type, Text),
-                       literal(audit.actor, Text), literal(expected, Text),
-                       literal(to.value, Text), literal(audit.message_id, Text),
-                       literal(audit.detail or {}, JSONB)))
-            .returning(saga_audit.c.id).cte("audited"))
-        moved = (await self.conn.execute(
-            select(select(func.count()).select_from(moved_order).scalar_subquery(),
-                   select(func.count()).select_from(audited).scalar_subquery()))).one()
-        return bool(moved[0] == 1)
+        audited = _audit_cte(moved_saga.c.saga_id, audit, expected, to.value)
+        return await self._wrote_one(moved_order, audited)
+
+    async def _wrote_one(self, order_cte: CTE, audit_cte: CTE) -> bool:
+        """Runs a statement of data-modifying CTEs; True if it wrote the order's row. The audit
+        CTE is selected too so that the statement is built whole (PostgreSQL runs every
+        data-modifying CTE, read or not)."""
+        written = (await self.conn.execute(
+            select(select(func.count()).select_from(order_cte).scalar_subquery(),
+                   select(func.count()).select_from(audit_cte).scalar_subquery()))).one()
+        return bool(written[0] == 1)
 
     async def annotate(self, order_id: str, **values: Any) -> None:
         await self.conn.execute(update(orders).where(orders.c.order_id == uuid.UUID(order_id))
