@@ -13,7 +13,7 @@ import pytest
 from harness.scratch import scratch_outbox
 from harness.waiting import wait_for
 from sagakit.tables import MessagingTables
-from sagakit.unit_of_work import UnitOfWork
+from sagakit.unit_of_work import AlreadyProcessed, UnitOfWork
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -107,3 +107,75 @@ async def test_rows_of_several_sagas_in_one_commit_keep_their_order(scratch) -> 
     assert [r.saga_id for r in rows] == sagas * 2
     assert all(r.payload["nested"] == {"amount": "9.99"} and r.status == "pending"
                and r.headers == {"X-Saga-ID": r.saga_id} for r in rows)
+
+
+async def _handled(uow: UnitOfWork, message_id: str, saga_id: str) -> str:
+    """A handler's unit of work: claim, one outbox row, commit; 'duplicate' if refused."""
+    try:
+        async with uow:
+            uow.claim(message_id, "Step", saga_id)
+            uow.emit_raw(topic="uow-test-events", key=saga_id, event_type="Step",
+                         value={"message": message_id}, headers={})
+            await uow.commit()
+    except AlreadyProcessed:
+        return "duplicate"
+    return "processed"
+
+
+async def _written(engine: AsyncEngine, message_id: str) -> tuple[int, int]:
+    async with engine.connect() as conn:
+        return tuple((await conn.execute(text(
+            f"SELECT (SELECT count(*) FROM {SCHEMA}.processed_messages WHERE message_id = :m), "
+            f"(SELECT count(*) FROM {SCHEMA}.outbox WHERE payload->>'message' = :m)"),
+            {"m": message_id})).one())
+
+
+async def test_a_message_claimed_before_is_refused_at_commit_and_writes_nothing(scratch) -> None:  # type: ignore[no-untyped-def]
+    engine, tables = scratch
+    message_id, saga_id = str(uuid.uuid4()), str(uuid.uuid4())
+    assert await _handled(UnitOfWork(engine, tables, SCHEMA), message_id, saga_id) == "processed"
+    for _ in range(2):
+        assert await _handled(UnitOfWork(engine, tables, SCHEMA), message_id,
+                              saga_id) == "duplicate"
+    assert await _written(engine, message_id) == (1, 1)
+
+
+async def test_two_deliveries_in_flight_at_once_commit_once(scratch) -> None:  # type: ignore[no-untyped-def]
+    engine, tables = scratch
+    message_id, saga_id = str(uuid.uuid4()), str(uuid.uuid4())
+    slow = _SlowUnitOfWork(engine, tables, SCHEMA)
+    slow.written, slow.release = asyncio.Event(), asyncio.Event()
+    first = asyncio.create_task(_handled(slow, message_id, saga_id))
+    second: asyncio.Task[str] | None = None
+    try:
+        await asyncio.wait_for(slow.written.wait(), 10)  # claimed and written, not committed
+
+        async def waiting_for_a_lock() -> int:
+            async with engine.connect() as conn:
+                return int((await conn.execute(text(
+                    "SELECT count(*) FROM pg_locks WHERE NOT granted"))).scalar_one())
+        second = asyncio.create_task(_handled(UnitOfWork(engine, tables, SCHEMA), message_id,
+                                              saga_id))
+        await wait_for(waiting_for_a_lock, lambda n: n >= 1, timeout=10,
+                       what="the second delivery waiting for the first to commit")
+        assert not second.done()
+    finally:
+        slow.release.set()
+        outcomes = [await first] + ([await second] if second is not None else [])
+    assert outcomes == ["processed", "duplicate"]
+    assert await _written(engine, message_id) == (1, 1)
+
+
+async def test_the_isolation_level_comes_with_begin_and_does_not_stay_on_the_connection(
+        scratch) -> None:  # type: ignore[no-untyped-def]
+    engine, tables = scratch
+
+    async def level(uow: UnitOfWork) -> str:
+        async with uow:
+            return str((await uow.connection.execute(text("SHOW transaction_isolation"))
+                        ).scalar_one())
+
+    assert await level(UnitOfWork(engine, tables, SCHEMA, isolation_level="REPEATABLE READ")
+                       ) == "repeatable read"
+    for _ in range(3):  # whichever pooled connection comes next
+        assert await level(UnitOfWork(engine, tables, SCHEMA)) == "read committed"

@@ -5,8 +5,9 @@ For each record, in partition order:
    envelope, an unknown event type or an invalid payload are dead-lettered at once.
 2. Event types this service does not handle are acknowledged and skipped (their payload is
    not validated here: that is for the services that handle them).
-3. In one unit of work: claim the message id in ``processed_messages`` (a duplicate stops here),
-   run the handler, commit. The offset is committed to Kafka only after that.
+3. In one unit of work: run the handler and commit, with the message id claimed in
+   ``processed_messages`` in the same transaction (a duplicate is found there and rolled
+   back). The offset is committed to Kafka only after that.
 4. ``TransientError`` (and database serialisation failures, deadlocks, lock timeouts) are
    retried with exponential backoff and jitter. While a record waits for its retry, its
    partition is rewound to it and paused, so the other partitions keep flowing. When the
@@ -56,7 +57,7 @@ from sagakit.faults import DeliveryFaults, crash_now
 from sagakit.kafka import manual_commit_consumer
 from sagakit.settings import MessagingSettings
 from sagakit.tables import INBOX_DEAD_LETTERED
-from sagakit.unit_of_work import UnitOfWork
+from sagakit.unit_of_work import AlreadyProcessed, UnitOfWork
 
 log = logging.getLogger("sagakit.consumer")
 
@@ -526,15 +527,33 @@ class EventConsumer:
                                               event_type=envelope.event_type,
                                               message_id=envelope.message_id,
                                               service=self.service)) as span:
-            async with uow:
-                if not await uow.claim(envelope.message_id, envelope.event_type,
-                                       envelope.saga_id):
+            try:
+                async with uow:
+                    uow.claim(envelope.message_id, envelope.event_type, envelope.saga_id)
+                    await handler(uow, envelope)
+                    if not uow.committed:
+                        await uow.commit()
+            except AlreadyProcessed:
+                span.set_attribute("saga.duplicate", True)
+                return "duplicate"
+            except Exception as exc:
+                # A duplicate runs the handler before its claim is checked (at commit), and
+                # the state it finds is the one its first delivery left: a handler may well
+                # refuse it. Then it is a duplicate, not a failure to retry or dead-letter.
+                # (A lost race is retried at once, and a lost database cannot answer: the
+                # retry's claim settles those.)
+                if (sqlstate(exc) not in CONFLICT_SQLSTATES and not is_connection_failure(exc)
+                        and await self._processed_before(envelope.message_id)):
                     span.set_attribute("saga.duplicate", True)
                     return "duplicate"
-                await handler(uow, envelope)
-                if not uow.committed:
-                    await uow.commit()
+                raise
         return "processed"
+
+    async def _processed_before(self, message_id: str) -> bool:
+        with contextlib.suppress(Exception):  # cannot tell: the original error stands
+            async with self.uow_factory() as uow:
+                return await uow.was_processed(message_id)
+        return False
 
     # ------------------------------------------------------------------ dead letters
 
@@ -579,13 +598,13 @@ class EventConsumer:
                        h.DLQ_ERROR_CLASS: reason}
         try:
             async with self.uow_factory() as uow:
-                if not await uow.claim(message_id, event_type, saga_id,
-                                       status=INBOX_DEAD_LETTERED):
-                    return Outcome("duplicate", attempts)
+                uow.claim(message_id, event_type, saga_id, status=INBOX_DEAD_LETTERED)
                 uow.emit_raw(topic=self.dlq_topic,
                              key=saga_id or (raw.key or b"").decode(errors="replace") or message_id,
                              event_type=event_type, value=record, headers=out_headers)
                 await uow.commit()
+        except AlreadyProcessed:
+            return Outcome("duplicate", attempts)
         except Exception as db_exc:
             if classify(db_exc) in ("infrastructure", "transient"):
                 raise InfrastructureDown(str(db_exc)) from db_exc

@@ -1,0 +1,80 @@
+"""A duplicate delivery runs its handler before its inbox claim is checked at commit. When the
+handler refuses it (the first delivery has moved the state on), the consumer must see a
+duplicate, not a failure to retry or dead-letter."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from types import TracebackType
+from typing import Any
+
+from sagakit.consumer import EventConsumer, Outcome, RawRecord
+from sagakit.envelope import Envelope
+from sagakit.errors import PermanentError
+from sagakit.settings import MessagingSettings
+from sagakit.unit_of_work import AlreadyProcessed
+
+
+class FakeUnitOfWork:
+    """The inbox semantics of the real one: the claim is checked when the work commits."""
+
+    def __init__(self, inbox: set[str]) -> None:
+        self.inbox = inbox
+        self.claimed: str | None = None
+        self.committed = False
+
+    async def __aenter__(self) -> FakeUnitOfWork:
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        return None
+
+    def claim(self, message_id: str, *_: Any, **__: Any) -> None:
+        self.claimed = message_id
+
+    async def commit(self) -> None:
+        assert self.claimed is not None
+        if self.claimed in self.inbox:
+            raise AlreadyProcessed(self.claimed)
+        self.inbox.add(self.claimed)
+        self.committed = True
+
+    async def was_processed(self, message_id: str) -> bool:
+        return message_id in self.inbox
+
+
+def _record() -> RawRecord:
+    envelope = Envelope.new(saga_id=str(uuid.uuid4()), event_type="OrdenCompletada",
+                            schema_version="1.0.0", source_service="pedidos",
+                            payload={"order_id": str(uuid.uuid4()),
+                                     "total_amount": "10.00", "currency": "EUR"})
+    return RawRecord("order-events", 0, 0, envelope.saga_id.encode(),
+                     json.dumps(envelope.to_dict()).encode(), [])
+
+
+async def test_a_duplicate_its_handler_refuses_is_a_duplicate_not_a_dead_letter() -> None:
+    inbox: set[str] = set()
+    handled: list[str] = []
+
+    async def handler(uow: Any, event: Envelope) -> None:
+        if handled:  # the first delivery moved the state on: this handler refuses
+            raise PermanentError("order already completed")
+        handled.append(event.message_id)
+
+    consumer = EventConsumer(service="s", topics=["order-events"],
+                             handlers={"OrdenCompletada": handler},
+                             uow_factory=lambda: FakeUnitOfWork(inbox),
+                             settings=MessagingSettings())
+    dead_letters: list[str] = []
+
+    async def dead_letter(raw: RawRecord, envelope: Any, reason: str, *_: Any) -> Outcome:
+        dead_letters.append(reason)
+        return Outcome("dead_lettered")
+
+    consumer._dead_letter = dead_letter  # type: ignore[method-assign]
+    record = _record()
+    outcomes = [(await consumer.process(record)).status for _ in range(3)]
+    assert outcomes == ["processed", "duplicate", "duplicate"]
+    assert dead_letters == []
