@@ -227,3 +227,18 @@ async def idle_cpu(seconds: float = 10.0) -> dict[str, Any]:
     per_part = cpu_between(a, b, seconds)
     return {"seconds": seconds, "total_pct_of_core": round(sum(
         v["cpu_pct_of_core"] for v in per_part.values()), 1), "parts": per_part}
+
+
+async def settle(limit_pct: float = 10.0, window_s: float = 2.0, timeout_s: float = 60.0
+                 ) -> float:
+    """Waits until every part of the stack uses less than ``limit_pct`` of a core over a
+    window (at most ``timeout_s``); returns how long that took. Each scenario starts from a
+    quiet stack rather than from what the one before left: after the relay benchmark's
+    10,000 events Kafka stays busy for a while, and the first open-loop step measured that."""
+    started = time.perf_counter()
+    while time.perf_counter() - started < timeout_s:
+        usage = await idle_cpu(window_s)
+        if all(v["cpu_pct_of_core"] < limit_pct for v in usage["parts"].values()):
+            break
+    return round(time.perf_counter() - started, 1)
+
