@@ -233,12 +233,11 @@ async def settle(limit_pct: float = 10.0, window_s: float = 2.0, timeout_s: floa
                  ) -> float:
     """Waits until every part of the stack uses less than ``limit_pct`` of a core over a
     window (at most ``timeout_s``); returns how long that took. Each scenario starts from a
-    quiet stack rather than from what the one before left: after the relay benchmark's
-    10,000 events Kafka stays busy for a while, and the first open-loop step measured that."""
+    quiet stack rather than from what the one before left (a backlog still draining, a
+    checkpoint, Kafka's JIT)."""
     started = time.perf_counter()
     while time.perf_counter() - started < timeout_s:
         usage = await idle_cpu(window_s)
         if all(v["cpu_pct_of_core"] < limit_pct for v in usage["parts"].values()):
             break
     return round(time.perf_counter() - started, 1)
-

@@ -73,9 +73,9 @@ async def main() -> None:
         skus = [f"BENCH-{run_id}-{i:03d}" for i in range(products)]
         for sku in skus:
             await load.set_stock(http, sku, 10_000_000)
-        # A warm-up that does what the stack does in service: a Kafka process just started
-        # spends a third of a core at 10 orders/s compiling its consumer paths (JIT), against
-        # a tenth once warm, and the first steps measured that rather than the sagas.
+        # A warm-up like a stack in service has had: right after a Kafka restart the broker
+        # took 39 % of a core at 10 orders/s, 23 % a minute later, 11 % after a full run
+        # (JIT). This warm-up alone did not bring the 10/s step down (docs/benchmarks.md).
         warm_rate, warm_s = (10, 2) if quick else (25, 20)
         print(f"warm-up: {warm_rate} orders/s for {warm_s}s...", flush=True)
         await load.open_loop(warm_rate, warm_s, skus=skus)

@@ -93,6 +93,15 @@ class Saga:
         return await wait_for(lambda: self.order(order_id), lambda o: o["status"] in wanted,
                               timeout=timeout, what=f"order {order_id} in {sorted(wanted)}")
 
+    async def settled_order(self, stock: int, status: str) -> dict[str, Any]:
+        """An order for one unit of a new product with ``stock`` units, once it is in
+        ``status``: a real saga whose rows a test can then probe."""
+        sku = new_sku()
+        await self.set_stock(sku, stock)
+        placed = await self.place(order_body([(sku, 1)]))
+        await self.wait_status(placed["order_id"], status, timeout=30)
+        return placed
+
     async def wait_terminal(self, order_id: str, timeout: float = 15) -> dict[str, Any]:
         return await self.wait_status(order_id, TERMINAL, timeout)
 

@@ -4,16 +4,13 @@ deadline still to come falls due, and a deadline already past is due work, not a
 from __future__ import annotations
 
 from harness import db
-from harness.clients import Saga, new_sku, order_body
+from harness.clients import Saga
 from pedidos.adapters.order_repository import OrderRepository
 from sqlalchemy import text
 
 
 async def test_the_scanner_knows_when_the_next_deadline_falls_due(saga: Saga) -> None:
-    sku = new_sku()
-    await saga.set_stock(sku, 0)
-    placed = await saga.place(order_body([(sku, 1)]))
-    await saga.wait_status(placed["order_id"], "CANCELADA_SIN_STOCK", timeout=30)
+    placed = await saga.settled_order(stock=0, status="CANCELADA_SIN_STOCK")
     async with db.probe() as conn:
         repo = OrderRepository(conn)
 

@@ -16,10 +16,7 @@ from sqlalchemy import text
 
 
 async def test_a_transition_moves_order_saga_and_history_or_nothing(saga: Saga) -> None:
-    sku = new_sku()
-    await saga.set_stock(sku, 0)
-    placed = await saga.place(order_body([(sku, 1)]))
-    await saga.wait_status(placed["order_id"], "CANCELADA_SIN_STOCK", timeout=30)
+    placed = await saga.settled_order(stock=0, status="CANCELADA_SIN_STOCK")
     async with db.probe() as conn:
         repo = OrderRepository(conn)
         row = await repo.lock_saga(placed["saga_id"])

@@ -5,16 +5,13 @@ lease runs out (otherwise the worker would wake over and over for a call already
 from __future__ import annotations
 
 from harness import db
-from harness.clients import Saga, new_sku, order_body
+from harness.clients import Saga
 from pagos.adapters.payment_repository import PaymentRepository
 from sqlalchemy import text
 
 
 async def test_the_worker_knows_when_the_next_payment_work_falls_due(saga: Saga) -> None:
-    sku = new_sku()
-    await saga.set_stock(sku, 5)
-    placed = await saga.place(order_body([(sku, 1)]))
-    await saga.wait_status(placed["order_id"], "COMPLETADA", timeout=30)
+    placed = await saga.settled_order(stock=5, status="COMPLETADA")
     async with db.probe() as conn:
         repo = PaymentRepository(conn)
         # Only this payment has work, within this probe that is rolled back.

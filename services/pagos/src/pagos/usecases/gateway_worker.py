@@ -95,12 +95,13 @@ class GatewayWorker:
             if not due:
                 next_due_s = await repo.seconds_to_next_due()
             await uow.commit()
+        # Every slot taken: more may be due already; look again as each one frees.
+        saturated = len(due) == free
         for payment in due:
             task = asyncio.create_task(self.attempt(payment))
             self._running.add(task)
             task.add_done_callback(self._running.discard)
-            if len(due) == free:
-                # Every slot taken: more may be due already; look again as each one frees.
+            if saturated:
                 task.add_done_callback(lambda _: self.kick())
         return len(due), next_due_s
 
