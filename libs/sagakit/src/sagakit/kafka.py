@@ -43,7 +43,7 @@ def manual_commit_consumer(bootstrap: str, group_id: str, topics: list[str],
         consumer_timeout_ms=1_000,
         max_poll_interval_ms=300_000,
         session_timeout_ms=10_000,
-        heartbeat_interval_ms=2_000,
+        heartbeat_interval_ms=3_000,  # Kafka's advice: a third of the session timeout
         retry_backoff_ms=100,
         metadata_max_age_ms=30_000,
     )

@@ -58,9 +58,11 @@ class MessagingSettings(BaseSettings):
 
     consumer_max_records: int = Field(500, ge=1)
     # How long the broker holds an empty fetch: what an idle consumer costs (requests per
-    # second). It adds nothing to latency: every partition stays in the fetch in flight, which
-    # the broker answers as soon as any of them gets a record.
-    consumer_fetch_max_wait_ms: int = Field(500, ge=1, le=5000)
+    # second). It adds nothing to a record's latency: every partition stays in the fetch in
+    # flight, which the broker answers as soon as any of them gets a record. Only a partition
+    # paused (a full lane, a record waiting for its retry) may wait this long to be fetched
+    # again after it resumes, on a quiet stack. 500 -> 1000 ms: idle stack 5.2 -> 4.5 % of a core.
+    consumer_fetch_max_wait_ms: int = Field(1000, ge=1, le=5000)
     kafka_bootstrap_servers: str = Field("127.0.0.1:9092", validation_alias="KAFKA_BOOTSTRAP_SERVERS")
 
     allow_unsafe_limits: bool = False

@@ -2,18 +2,64 @@
 
 from __future__ import annotations
 
+import functools
 import uuid
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import func, literal, select, update
+from sqlalchemy import Executable, Float, Integer, Text, bindparam, func, select, update
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.sql.expression import ClauseElement
 
 from pagos.adapters.tables import payments
 from pagos.domain.payment import CHARGE_WORK, REFUND_WORK, PaymentStatus
+
+# The statements of a saga step are built once (per shape) and their values bound at
+# execution: building a statement and its cache key costs more CPU than sending it
+# (docs/benchmarks.md, run 8).
+_LOCK = (select(payments, (payments.c.lease_until > func.now()).label("leased"))
+         .where(payments.c.saga_id == bindparam("k_saga_id", type_=Text)).with_for_update())
+
+
+@functools.cache
+def _insert_statement(due_now: bool) -> Executable:
+    columns = ("payment_id", "saga_id", "order_id", "status", "amount", "currency",
+               "payment_token", "trigger")
+    values: dict[str, Any] = {c: bindparam(f"v_{c}", type_=payments.c[c].type) for c in columns}
+    if due_now:
+        values["next_attempt_at"] = func.now()
+    return (pg_insert(payments).values(values)
+            .on_conflict_do_nothing(index_elements=[payments.c.saga_id])
+            .returning(payments.c.payment_id))
+
+
+@functools.cache
+def _update_statement(columns: tuple[str, ...], with_attempt: bool) -> Executable:
+    values: dict[str, Any] = {c: bindparam(f"v_{c}", type_=payments.c[c].type) for c in columns}
+    if with_attempt:
+        values["attempt_log"] = payments.c.attempt_log.op("||")(
+            func.jsonb_build_array(bindparam("v_attempt", type_=JSONB)))
+    return (update(payments)
+            .where(payments.c.saga_id == bindparam("k_saga_id", type_=Text),
+                   payments.c.status == bindparam("k_expected", type_=Text))
+            .values(updated_at=func.now(), **values))
+
+
+_DUE = (select(payments.c.payment_id)
+        .where(payments.c.status.in_([s.value for s in CHARGE_WORK + REFUND_WORK]),
+               payments.c.next_attempt_at <= func.now(),
+               (payments.c.lease_until.is_(None)) | (payments.c.lease_until < func.now()))
+        .order_by(payments.c.next_attempt_at)
+        .limit(bindparam("k_limit", type_=Integer))
+        .with_for_update(skip_locked=True)
+        .scalar_subquery())
+_CLAIM_DUE = (update(payments).where(payments.c.payment_id.in_(_DUE))
+              .values(lease_until=func.now() + func.make_interval(
+                  0, 0, 0, 0, 0, 0, bindparam("v_lease_s", type_=Float)))
+              .returning(*payments.c))
 
 
 @dataclass(frozen=True)
@@ -45,9 +91,7 @@ class PaymentRepository:
         self.conn = conn
 
     async def lock(self, saga_id: str) -> Payment | None:
-        row = (await self.conn.execute(
-            select(payments, (payments.c.lease_until > func.now()).label("leased"))
-            .where(payments.c.saga_id == saga_id).with_for_update())).first()
+        row = (await self.conn.execute(_LOCK, {"k_saga_id": saga_id})).first()
         return Payment.from_row(row, bool(row.leased)) if row else None
 
     async def insert(self, *, saga_id: str, order_id: str | None, status: PaymentStatus,
@@ -55,14 +99,11 @@ class PaymentRepository:
                      token: str | None = None, due_now: bool = False,
                      trigger: dict[str, Any] | None = None) -> bool:
         """False when the saga already has a payment (the unique saga id arbitrates)."""
-        res = await self.conn.execute(
-            pg_insert(payments).values(
-                payment_id=uuid.uuid4(), saga_id=saga_id,
-                order_id=uuid.UUID(order_id) if order_id else None, status=status.value,
-                amount=amount, currency=currency, payment_token=token,
-                next_attempt_at=func.now() if due_now else None, trigger=trigger)
-            .on_conflict_do_nothing(index_elements=[payments.c.saga_id])
-            .returning(payments.c.payment_id))
+        res = await self.conn.execute(_insert_statement(due_now), {
+            "v_payment_id": uuid.uuid4(), "v_saga_id": saga_id,
+            "v_order_id": uuid.UUID(order_id) if order_id else None, "v_status": status.value,
+            "v_amount": amount, "v_currency": currency, "v_payment_token": token,
+            "v_trigger": trigger})
         return res.first() is not None
 
     async def update(self, saga_id: str, expected: PaymentStatus, *,
@@ -70,29 +111,22 @@ class PaymentRepository:
         """Conditional transition: applies only if the status is still ``expected``. An
         ``attempt`` (a gateway call's outcome) is appended to the attempt log in the same
         statement."""
+        bound = {c: v for c, v in values.items() if not isinstance(v, ClauseElement)}
+        params = {"k_saga_id": saga_id, "k_expected": expected.value,
+                  **{f"v_{c}": v for c, v in bound.items()}}
         if attempt is not None:
-            values["attempt_log"] = payments.c.attempt_log.op("||")(
-                func.jsonb_build_array(literal(attempt, JSONB)))
-        res = await self.conn.execute(
-            update(payments)
-            .where(payments.c.saga_id == saga_id, payments.c.status == expected.value)
-            .values(updated_at=func.now(), **values))
+            params["v_attempt"] = attempt
+        statement = _update_statement(tuple(sorted(bound)), attempt is not None)
+        if len(bound) < len(values):  # SQL expressions (a retry's due time): not cacheable
+            statement = statement.values(  # type: ignore[attr-defined]
+                {c: v for c, v in values.items() if c not in bound})
+        res = await self.conn.execute(statement, params)
         return res.rowcount == 1
 
     async def claim_due(self, limit: int, lease_s: float) -> list[Payment]:
         """Leases due work (charges, resolutions, refunds); SKIP LOCKED lets workers share."""
-        due = (select(payments.c.payment_id)
-               .where(payments.c.status.in_([s.value for s in CHARGE_WORK + REFUND_WORK]),
-                      payments.c.next_attempt_at <= func.now(),
-                      (payments.c.lease_until.is_(None)) | (payments.c.lease_until < func.now()))
-               .order_by(payments.c.next_attempt_at)
-               .limit(limit)
-               .with_for_update(skip_locked=True)
-               .scalar_subquery())
-        rows = (await self.conn.execute(
-            update(payments).where(payments.c.payment_id.in_(due))
-            .values(lease_until=func.now() + func.make_interval(0, 0, 0, 0, 0, 0, lease_s))
-            .returning(*payments.c))).all()
+        rows = (await self.conn.execute(_CLAIM_DUE, {"k_limit": limit, "v_lease_s": lease_s})
+                ).all()
         return [Payment.from_row(r, True) for r in rows]
 
     async def seconds_to_next_due(self) -> float | None:
