@@ -79,3 +79,26 @@ async def test_an_order_is_created_with_its_saga_and_history_or_not_at_all() -> 
         assert created and await rows(first) == (1, 1, 1)
         created, second = await create()  # same idempotency key
         assert not created and await rows(second) == (0, 0, 0)
+
+
+async def test_a_cached_transition_statement_writes_each_calls_own_values(saga: Saga) -> None:
+    """The transition statement is built once per shape (target status, columns set) and
+    cached: two calls of one shape must each write their own values, never the first call's."""
+    first = await saga.settled_order(stock=0, status="CANCELADA_SIN_STOCK")
+    second = await saga.settled_order(stock=0, status="CANCELADA_SIN_STOCK")
+    async with db.probe() as conn:
+        repo = OrderRepository(conn)
+        for placed, n in ((first, 1), (second, 2)):
+            row = await repo.lock_saga(placed["saga_id"])
+            assert row is not None
+            assert await repo.transition(row, OrderStatus.TIMED_OUT, step_timeout_s=None,
+                                         audit=AuditEntry(f"Probe{n}", f"actor-{n}", f"m-{n}"),
+                                         charge_id=f"ch-{n}", cancel_reason=f"reason-{n}")
+        for placed, n in ((first, 1), (second, 2)):
+            written = (await conn.execute(text(
+                "SELECT o.charge_id, o.cancel_reason, a.event_type, a.actor, a.message_id "
+                "FROM pedidos.orders o JOIN pedidos.saga_audit a ON a.saga_id = o.saga_id "
+                "WHERE o.saga_id = :s ORDER BY a.id DESC LIMIT 1"),
+                {"s": placed["saga_id"]})).one()
+            assert tuple(written) == (f"ch-{n}", f"reason-{n}", f"Probe{n}", f"actor-{n}",
+                                      f"m-{n}")
