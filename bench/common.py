@@ -40,54 +40,80 @@ def admin_dsn() -> str:
     return config.admin_dsn()
 
 
-def part_processes() -> dict[str, list[psutil.Process]]:
-    """Every process of each part: the process group of its pid file, or the postmaster's tree."""
-    found: dict[str, list[psutil.Process]] = {}
+def part_roots() -> dict[str, psutil.Process | None]:
+    """The root process of each part: the postmaster, or the pid in the part's pid file."""
+    found: dict[str, psutil.Process | None] = {}
     for part in PARTS:
         pid_file = STATE / "run" / f"{part}.pid"
-        procs: list[psutil.Process] = []
-        if part == "postgres":
-            data = Path((STATE / "pg.location").read_text().strip())
-            try:
-                pid = int((data / "postmaster.pid").read_text().split()[0])
-                root = psutil.Process(pid)
-                procs = [root, *root.children(recursive=True)]
-            except (OSError, psutil.Error, ValueError):
-                procs = []
-        elif pid_file.exists():
-            try:
+        root: psutil.Process | None = None
+        try:
+            if part == "postgres":
+                data = Path((STATE / "pg.location").read_text().strip())
+                root = psutil.Process(int((data / "postmaster.pid").read_text().split()[0]))
+            elif pid_file.exists():
                 root = psutil.Process(int(pid_file.read_text()))
-                procs = [root, *root.children(recursive=True)]
-            except (psutil.Error, ValueError):
-                procs = []
-        found[part] = procs
+        except (OSError, psutil.Error, ValueError):
+            root = None
+        found[part] = root
     return found
 
 
 @dataclass
+class PartSample:
+    """One part's processes at one instant: CPU seconds of each live process (by pid and start
+    time, so a reused pid is another process), and what the root has reaped of its children."""
+
+    cpu_s: dict[tuple[int, float], float]
+    reaped_s: float
+    rss_mb: float
+
+
+@dataclass
 class CpuSample:
-    cpu_s: dict[str, float]
-    rss_mb: dict[str, float]
+    parts: dict[str, PartSample]
+
+
+def sample_part(root: psutil.Process | None) -> PartSample:
+    if root is None:
+        return PartSample({}, 0.0, 0.0)
+    cpu: dict[tuple[int, float], float] = {}
+    rss = reaped = 0.0
+    try:
+        procs = [root, *root.children(recursive=True)]
+        t = root.cpu_times()
+        reaped = t.children_user + t.children_system
+    except psutil.Error:
+        return PartSample({}, 0.0, 0.0)
+    for p in procs:
+        try:
+            with p.oneshot():
+                t = p.cpu_times()
+                cpu[(p.pid, p.create_time())] = t.user + t.system
+                rss += p.memory_info().rss / 2**20
+        except psutil.Error:
+            pass
+    return PartSample(cpu, reaped, rss)
 
 
 def sample_cpu() -> CpuSample:
-    cpu: dict[str, float] = {}
-    rss: dict[str, float] = {}
-    for part, procs in part_processes().items():
-        total, mem = 0.0, 0.0
-        for p in procs:
-            try:
-                t = p.cpu_times()
-                total += t.user + t.system
-                mem += p.memory_info().rss / 2**20
-            except psutil.Error:
-                pass
-        cpu[part], rss[part] = total, mem
-    return CpuSample(cpu, rss)
+    return CpuSample({part: sample_part(root) for part, root in part_roots().items()})
+
+
+def cpu_seconds_between(a: PartSample, b: PartSample) -> float:
+    """CPU a part used between two samples, also by processes that started or ended in
+    between. PostgreSQL runs a backend per connection: a backend that worked before the first
+    sample and exited before the second would otherwise take its whole past off the total
+    (runs 8 and 9 reported PostgreSQL at 1-3 % of a core at saturation). An exited child's
+    lifetime CPU reaches its parent's "children" times when reaped; what it had used by the
+    first sample is taken off again."""
+    live = sum(t - a.cpu_s.get(key, 0.0) for key, t in b.cpu_s.items())
+    exited_before = sum(t for key, t in a.cpu_s.items() if key not in b.cpu_s)
+    return max(0.0, live + (b.reaped_s - a.reaped_s) - exited_before)
 
 
 def cpu_between(a: CpuSample, b: CpuSample, seconds: float) -> dict[str, Any]:
     """Per part: CPU used as a percentage of one core, and resident memory at the end."""
-    return {part: {"cpu_pct_of_core": round(100 * (b.cpu_s[part] - a.cpu_s.get(part, 0))
-                                            / seconds, 1),
-                   "rss_mb": round(b.rss_mb[part], 1)} for part in b.cpu_s}
+    empty = PartSample({}, 0.0, 0.0)
+    return {part: {"cpu_pct_of_core": round(100 * cpu_seconds_between(a.parts.get(part, empty),
+                                                                       pb) / seconds, 1),
+                   "rss_mb": round(pb.rss_mb, 1)} for part, pb in b.parts.items()}
