@@ -29,7 +29,7 @@ def pct(values: list[float], q: float) -> float:
     return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
 
 
-def summary_ms(seconds: list[float]) -> dict[str, float]:
+def summary_ms(seconds: list[float]) -> dict[str, Any]:
     ms = [s * 1000 for s in seconds]
     return {"n": len(ms), "p50_ms": round(pct(ms, 0.5), 2), "p95_ms": round(pct(ms, 0.95), 2),
             "p99_ms": round(pct(ms, 0.99), 2), "max_ms": round(max(ms), 2) if ms else None,

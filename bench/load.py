@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import collections
 import time
 import uuid
 from typing import Any
@@ -105,6 +106,7 @@ async def open_loop(rate: float, seconds: float, *, skus: list[str], qty: int = 
     async with httpx.AsyncClient(timeout=30, limits=limits) as http:
         saga_ids: list[str] = []
         errors = 0
+        error_kinds: collections.Counter[str] = collections.Counter()
         peak_backlog = 0
         stop_sampling = asyncio.Event()
 
@@ -123,8 +125,12 @@ async def open_loop(rate: float, seconds: float, *, skus: list[str], qty: int = 
                                     json=body(skus[i % len(skus)], qty))
                 r.raise_for_status()
                 saga_ids.append(r.json()["saga_id"])
-            except httpx.HTTPError:
+            except httpx.HTTPStatusError as exc:
                 errors += 1
+                error_kinds[str(exc.response.status_code)] += 1
+            except httpx.HTTPError as exc:
+                errors += 1
+                error_kinds[type(exc).__name__] += 1
 
         sampling = asyncio.create_task(sampler())
         cpu0 = sample_cpu()
@@ -142,7 +148,7 @@ async def open_loop(rate: float, seconds: float, *, skus: list[str], qty: int = 
         await sampling
     result = {
         "target_rate_per_s": rate, "duration_s": seconds, "orders": n, "accepted": len(saga_ids),
-        "http_errors": errors, "unfinished": left,
+        "http_errors": errors, "http_error_kinds": dict(error_kinds), "unfinished": left,
         "sustained_sagas_per_s": round((len(saga_ids) - left) / elapsed, 1),
         **await saga_latencies(conn, saga_ids),
         "peak_outbox_backlog": peak_backlog,
