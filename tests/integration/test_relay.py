@@ -103,6 +103,38 @@ async def test_two_relays_lose_nothing_and_keep_each_sagas_order(scratch) -> Non
     assert pending == 0
 
 
+async def test_rows_committed_while_a_batch_is_published_are_woken_for_not_polled(scratch) -> None:  # type: ignore[no-untyped-def]
+    """After a batch smaller than its limit the relay waits for the next NOTIFY instead of
+    selecting again at once. With the fallback poll out of reach (an hour), every row written
+    by concurrent transactions while batches are in flight, a late commit among them, must
+    still be published: by its own notification."""
+    engine, tables = scratch
+    settings = _settings()
+    settings.relay_poll_interval_s = 3600
+    relay = OutboxRelay(engine, tables, "relaytest", settings)
+    stop = asyncio.Event()
+    sagas = [str(uuid.uuid4()) for _ in range(10)]
+    per_saga = 10
+    async with TopicReader(TOPIC) as topic:
+        task = asyncio.create_task(relay.run(stop))
+        slow_saga = str(uuid.uuid4())
+        release = asyncio.Event()
+        slow = asyncio.create_task(_write(engine, tables, slow_saga, 0, hold=release))
+        for seq in range(per_saga):
+            await asyncio.gather(*(_write(engine, tables, s, seq) for s in sagas))
+        release.set()
+        await slow
+        expected = {(s, q) for s in sagas for q in range(per_saga)} | {(slow_saga, 0)}
+        await topic.wait_until(
+            lambda records: {(json.loads(r.value)["saga_id"], json.loads(r.value)["seq"])
+                             for r in records} >= expected,
+            timeout=30)
+        stop.set()
+        relay._on_notify()
+        await task
+    assert relay.published_total == len(expected)
+
+
 async def test_cleanup_removes_only_rows_past_their_age(scratch) -> None:  # type: ignore[no-untyped-def]
     engine, tables = scratch
     relay = OutboxRelay(engine, tables, "relaytest",

@@ -65,3 +65,55 @@ async def test_a_batch_is_acknowledged_in_one_wait() -> None:
     assert conn.marked == list(range(ROWS))
     assert iterations < 10, f"{iterations} event-loop iterations for one batch of {ROWS}"
     await engine.dispose()
+
+
+class OneRowConnection(FakeConnection):
+    """One pending row, then none: what the relay finds at low rates."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.selects = 0
+        self.marked_once = asyncio.Event()
+        self.selected_twice = asyncio.Event()
+
+    async def fetch(self, query: str, *args: Any) -> list[dict[str, Any]]:
+        self.selects += 1
+        if self.selects == 2:
+            self.selected_twice.set()
+        rows = await super().fetch(query, *args)
+        return rows[:1] if self.selects == 1 else []
+
+    async def execute(self, query: str, status: str, ids: list[int]) -> None:
+        await super().execute(query, status, ids)
+        self.marked_once.set()
+
+
+async def test_after_a_partial_batch_the_relay_waits_for_a_notification() -> None:
+    """A batch smaller than the limit means the select saw every committed row: the relay
+    waits (for the next NOTIFY or its poll) instead of selecting again at once, and a
+    notification that arrives wakes it."""
+    tables = messaging_tables(service_metadata("relaybatch"))
+    engine = create_async_engine("postgresql+asyncpg://unused@127.0.0.1:1/unused")
+    settings = MessagingSettings()
+    settings.relay_poll_interval_s = 3600  # only a notification can wake it in this test
+    relay = OutboxRelay(engine, tables, "relaybatch", settings)
+    conn = OneRowConnection()
+    relay._listen_conn = conn  # type: ignore[assignment]
+    relay._leader = True
+    relay._producer = FakeProducer()
+    stop = asyncio.Event()
+    running = asyncio.create_task(relay.run(stop))
+    try:
+        await asyncio.wait_for(conn.marked_once.wait(), 5)
+        assert conn.marked == [0]
+        for _ in range(50):  # event-loop turns, not time: the fakes never wait for I/O
+            await asyncio.sleep(0)
+        assert conn.selects == 1, "selected again right after a partial batch"
+        relay._on_notify()
+        await asyncio.wait_for(conn.selected_twice.wait(), 5)
+    finally:
+        stop.set()
+        relay._on_notify()
+        running.cancel()
+        await asyncio.gather(running, return_exceptions=True)
+    await engine.dispose()

@@ -94,7 +94,11 @@ class OutboxRelay:
                     await self._wait(stop, self.settings.relay_poll_interval_s)
                     continue
                 published = await self.publish_batch()
-                if published == 0:
+                if published < self.settings.relay_batch_size:
+                    # The select saw every row committed before it, and a row committed since
+                    # has notified (PostgreSQL delivers a NOTIFY after its commit), which ends
+                    # this wait at once. Selecting again straight away found nothing at low
+                    # rates: one empty round trip per event and per service.
                     await self._wait(stop, self.settings.relay_poll_interval_s)
             except asyncio.CancelledError:
                 raise
