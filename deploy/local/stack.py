@@ -255,8 +255,10 @@ def start_postgres() -> None:
     subprocess.run(as_pg_user([pg_bin("pg_ctl"), "-D", str(data), "-l", str(pg_log), "-w",
                                "-t", "60", "start"]), check=True, capture_output=True)
     link = LOGS / "postgres.log"
-    if not link.exists():
+    # A cluster made elsewhere before (another data folder) leaves a link to its old log.
+    if not link.is_symlink() or link.readlink() != pg_log:
         with contextlib.suppress(OSError):
+            link.unlink(missing_ok=True)
             link.symlink_to(pg_log)
     (RUN / "postgres.datadir").parent.mkdir(parents=True, exist_ok=True)
     (RUN / "postgres.datadir").write_text(str(data))
