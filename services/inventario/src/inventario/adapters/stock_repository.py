@@ -10,7 +10,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from sqlalchemy import Integer, Text, any_, bindparam, func, select, update
+from sqlalchemy import Integer, Text, any_, bindparam, func, literal, select, update
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -20,7 +20,16 @@ from inventario.domain.stock import AllocationStatus, Line
 
 _SKUS = any_(bindparam("skus", type_=ARRAY(Text)))
 
-_READ_ON_HAND = select(products.c.sku, products.c.quantity).where(products.c.sku == _SKUS)
+# Validation's two questions in one round trip: has the saga an allocation row already (it was
+# cancelled before it was validated), and what is on hand. The one-row side of the outer join
+# keeps an answer when none of the products exists.
+_ONE = select(literal(1).label("one")).subquery("one")
+_VALIDATION_READ = (
+    select(select(allocations.c.status)
+           .where(allocations.c.saga_id == bindparam("k_saga_id", type_=Text))
+           .scalar_subquery().label("allocation"),
+           products.c.sku, products.c.quantity)
+    .select_from(_ONE.outerjoin(products, products.c.sku == _SKUS)))
 # In SKU order: two allocations that share products lock them in the same order.
 _LOCK_ON_HAND = (select(products.c.sku, products.c.quantity).where(products.c.sku == _SKUS)
                  .order_by(products.c.sku).with_for_update())
@@ -42,8 +51,6 @@ _RECORD_CHECK = (pg_insert(stock_checks)
                  .on_conflict_do_nothing(index_elements=[stock_checks.c.saga_id]))
 _CHECKED_LINES = (select(stock_checks.c["items"])
                   .where(stock_checks.c.saga_id == bindparam("k_saga_id", type_=Text)))
-_ALLOCATION_STATUS = (select(allocations.c.status)
-                      .where(allocations.c.saga_id == bindparam("k_saga_id", type_=Text)))
 _LOCK_ALLOCATION = (select(allocations.c.status, allocations.c["items"])
                     .where(allocations.c.saga_id == bindparam("k_saga_id", type_=Text))
                     .with_for_update())
@@ -74,10 +81,15 @@ class StockRepository:
     def __init__(self, conn: AsyncConnection) -> None:
         self.conn = conn
 
-    async def read_on_hand(self, skus: list[str]) -> dict[str, int]:
-        """A plain read: no lock, nothing changed (the validation step)."""
-        rows = await self.conn.execute(_READ_ON_HAND, {"skus": list(skus)})
-        return {sku: qty for sku, qty in rows}
+    async def validation_read(self, saga_id: str, skus: list[str]
+                              ) -> tuple[AllocationStatus | None, dict[str, int]]:
+        """The saga's allocation status (None: no row) and the units on hand of ``skus``
+        (absent products left out), in one statement, without locks."""
+        rows = (await self.conn.execute(_VALIDATION_READ,
+                                        {"k_saga_id": saga_id, "skus": list(skus)})).all()
+        status = rows[0].allocation
+        return (AllocationStatus(status) if status is not None else None,
+                {r.sku: r.quantity for r in rows if r.sku is not None})
 
     async def lock_on_hand(self, skus: list[str]) -> dict[str, int]:
         """SELECT … FOR UPDATE, in SKU order."""
@@ -115,10 +127,6 @@ class StockRepository:
         return lines_from_json(row._mapping["items"]) if row else None
 
     # ---- allocations
-
-    async def allocation_status(self, saga_id: str) -> AllocationStatus | None:
-        row = (await self.conn.execute(_ALLOCATION_STATUS, {"k_saga_id": saga_id})).first()
-        return AllocationStatus(row.status) if row else None
 
     async def lock_allocation(self, saga_id: str) -> tuple[AllocationStatus, list[Line]] | None:
         row = (await self.conn.execute(_LOCK_ALLOCATION, {"k_saga_id": saga_id})).first()

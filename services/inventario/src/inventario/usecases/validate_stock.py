@@ -16,14 +16,15 @@ log = logging.getLogger("inventario.validate_stock")
 async def on_orden_solicitada(uow: UnitOfWork, event: Envelope) -> None:
     p = event.payload
     repo = StockRepository(uow.connection)
-    if await repo.allocation_status(event.saga_id) is not None:
+    lines = merge_lines(Line(i["sku"], int(i["quantity"])) for i in p["items"])
+    allocation, on_hand = await repo.validation_read(event.saga_id,
+                                                     [line.sku for line in lines])
+    if allocation is not None:
         # Cancelled before we validated it: nothing to check any more.
         log.info("order already cancelled, validation skipped",
                  extra={"saga_id": event.saga_id, "event_type": event.event_type})
         await uow.commit()
         return
-    lines = merge_lines(Line(i["sku"], int(i["quantity"])) for i in p["items"])
-    on_hand = await repo.read_on_hand([line.sku for line in lines])
     missing = shortages(lines, on_hand)
     if missing:
         await repo.record_check(event.saga_id, p["order_id"], lines, "unavailable")
