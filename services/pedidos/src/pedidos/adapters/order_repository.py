@@ -13,7 +13,6 @@ from sqlalchemy import (
     CTE,
     Executable,
     Float,
-    Select,
     Text,
     Uuid,
     bindparam,
@@ -164,17 +163,14 @@ def _transition_statement(to: OrderStatus, order_columns: tuple[str, ...], timed
     return _wrote_one(moved_order, _audit_cte(moved_saga.c.saga_id))
 
 
-def _saga_query() -> Select[Any]:
+@functools.cache
+def _lock_statement(skip_locked: bool) -> Executable:
     return (select(sagas.c.saga_id, sagas.c.order_id, orders.c.customer_id, sagas.c.status,
                    orders.c.total_amount, orders.c.currency, sagas.c.started_at,
                    sagas.c.step_started_at, sagas.c.step_deadline_at, sagas.c.expires_at,
                    func.now().label("db_now"))
-            .join(orders, orders.c.order_id == sagas.c.order_id))
-
-
-@functools.cache
-def _lock_statement(skip_locked: bool) -> Executable:
-    return (_saga_query().where(sagas.c.saga_id == bindparam("saga_id", type_=Uuid))
+            .join(orders, orders.c.order_id == sagas.c.order_id)
+            .where(sagas.c.saga_id == bindparam("saga_id", type_=Uuid))
             .with_for_update(of=sagas, skip_locked=skip_locked))
 
 
@@ -206,9 +202,8 @@ class OrderRepository:
                   "context": context, "step_timeout_s": step_timeout_s,
                   "saga_timeout_s": saga_timeout_s,
                   **_audit_params(audit, None, OrderStatus.PENDIENTE_VALIDACION.value)}
-        written = (await self.conn.execute(_create_statement(idempotency_key is not None),
-                                           params)).one()
-        return bool(written[0] == 1)
+        return await self._wrote_the_order(_create_statement(idempotency_key is not None),
+                                           params)
 
     async def by_idempotency_key(self, key: str) -> dict[str, Any] | None:
         row = (await self.conn.execute(select(orders).where(orders.c.idempotency_key == key))
@@ -242,6 +237,10 @@ class OrderRepository:
                   "expected": saga.status.value, "step_timeout_s": step_timeout_s,
                   **{f"set_{c}": v for c, v in order_values.items()},
                   **_audit_params(audit, saga.status.value, to.value)}
+        return await self._wrote_the_order(statement, params)
+
+    async def _wrote_the_order(self, statement: Executable, params: dict[str, Any]) -> bool:
+        """Runs a statement built by ``_wrote_one``; True if it wrote the order's row."""
         written = (await self.conn.execute(statement, params)).one()
         return bool(written[0] == 1)
 
