@@ -33,7 +33,7 @@ def handlers(rt: Runtime) -> dict[str, Handler]:
     worker = _worker(rt)
     on_fallo_asignacion, on_orden_cancelada = make_compensation_handlers(worker.kick)
     return {
-        "StockVerificado": make_on_stock_verificado(worker.kick),
+        "StockVerificado": make_on_stock_verificado(worker),
         "FalloAsignacion": on_fallo_asignacion,
         "OrdenCancelada": on_orden_cancelada,
     }

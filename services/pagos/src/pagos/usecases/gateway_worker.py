@@ -50,6 +50,27 @@ def jittered(seconds: float) -> float:
     return seconds * (1 + random.uniform(-0.2, 0.2))
 
 
+class Slot:
+    """One gateway call's place in the worker's concurrency, held from before a transaction
+    that leases new work until the call starts; given back if the transaction does not
+    commit."""
+
+    def __init__(self, worker: GatewayWorker) -> None:
+        self._worker: GatewayWorker | None = worker
+
+    def take(self) -> GatewayWorker | None:
+        worker, self._worker = self._worker, None
+        if worker is not None:
+            worker._reserved -= 1
+        return worker
+
+    def release(self) -> None:
+        """Gives the slot back unused (the transaction rolled back); a no-op once taken."""
+        worker = self.take()
+        if worker is not None and worker._free_slots() == 1:
+            worker.kick()  # it was the last free slot: work may be waiting for it
+
+
 class GatewayWorker:
     def __init__(self, uow_factory: Callable[[], UnitOfWork], gateway: GatewayClient,
                  settings: PagosSettings) -> None:
@@ -58,14 +79,51 @@ class GatewayWorker:
         self.settings = settings
         self._wake = asyncio.Event()
         self._running: set[asyncio.Task[None]] = set()
+        self._reserved = 0
+        self._active = False
 
     def kick(self) -> None:
         """New work may be due now (a payment created, a retry scheduled, a slot freed)."""
         self._wake.set()
 
+    def _free_slots(self) -> int:
+        return self.settings.worker_concurrency - len(self._running) - self._reserved
+
+    def reserve(self) -> Slot | None:
+        """A gateway slot for work about to be created already leased (see ``start_charge``):
+        the transaction that creates a charge leases it, and ``start`` begins the call right
+        after its commit, without a transaction of its own to claim the row. None when every
+        slot is taken or this instance runs no worker: the work is then created due now and
+        unleased, for whichever worker claims it first."""
+        if not self._active or self._free_slots() <= 0:
+            return None
+        self._reserved += 1
+        return Slot(self)
+
+    def start(self, slot: Slot, payment: Payment) -> None:
+        """Begins the gateway call for ``payment``, leased by the transaction that just
+        committed, in the slot reserved for it."""
+        slot.take()
+        self._spawn(payment)
+
+    def _spawn(self, payment: Payment) -> None:
+        task = asyncio.create_task(self.attempt(payment))
+        self._running.add(task)
+        task.add_done_callback(self._running.discard)
+        if self._free_slots() <= 0:
+            # Every slot taken: work may fall due meanwhile; look again as this one frees.
+            task.add_done_callback(lambda _: self.kick())
+
     async def run(self, stop: asyncio.Event) -> None:
         # Between kicks the worker sleeps until the earliest work it knows of falls due, and at
         # most worker_poll_interval_s (work created by another instance, a lease run out).
+        self._active = True
+        try:
+            await self._run(stop)
+        finally:
+            self._active = False
+
+    async def _run(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
             wait_s = self.settings.worker_poll_interval_s
             try:
@@ -85,7 +143,7 @@ class GatewayWorker:
     async def run_due(self) -> tuple[int, float | None]:
         """Leases and starts the due work; returns how many and, when none was due, how long
         until the next falls due (None: nothing scheduled)."""
-        free = self.settings.worker_concurrency - len(self._running)
+        free = self._free_slots()
         if free <= 0:
             return 0, None
         next_due_s = None
@@ -95,14 +153,8 @@ class GatewayWorker:
             if not due:
                 next_due_s = await repo.seconds_to_next_due()
             await uow.commit()
-        # Every slot taken: more may be due already; look again as each one frees.
-        saturated = len(due) == free
         for payment in due:
-            task = asyncio.create_task(self.attempt(payment))
-            self._running.add(task)
-            task.add_done_callback(self._running.discard)
-            if saturated:
-                task.add_done_callback(lambda _: self.kick())
+            self._spawn(payment)
         return len(due), next_due_s
 
     async def attempt(self, payment: Payment) -> None:

@@ -1,0 +1,212 @@
+"""pagos' StockVerificado handler and gateway worker against real PostgreSQL, in a scratch
+schema (a copy of pagos' tables, so nothing reaches the running stack): a charge is leased by
+the transaction that creates it and its gateway call starts right after that commit, with no
+claim transaction of the worker's; with every gateway slot taken the charge is left due and
+unleased, and the worker claims it when a slot frees; a transaction that does not commit gives
+its slot back."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from harness import config
+from harness.waiting import wait_for
+from pagos.adapters.gateway_client import ChargeResult
+from pagos.adapters.payment_repository import PaymentRepository
+from pagos.config import PagosSettings
+from pagos.domain.payment import Outcome
+from pagos.usecases.gateway_worker import GatewayWorker
+from pagos.usecases.start_charge import make_on_stock_verificado
+from saga_contracts import registry
+from sagakit.envelope import Envelope
+from sagakit.tables import MessagingTables, messaging_tables, service_metadata
+from sagakit.unit_of_work import AlreadyProcessed, UnitOfWork
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+SCHEMA = "chargetest"
+
+
+class _Gateway:
+    """Answers every charge with an approval once ``open`` is set; records who asked."""
+
+    def __init__(self) -> None:
+        self.charged: list[str] = []
+        self.open = asyncio.Event()
+        self.open.set()
+
+    async def charge(self, *, saga_id: str, **_: Any) -> ChargeResult:
+        self.charged.append(saga_id)
+        await self.open.wait()
+        return ChargeResult(Outcome.APPROVED, charge_id=f"ch_{saga_id[:8]}")
+
+    async def close(self) -> None:
+        return None
+
+
+@pytest.fixture
+async def scratch(running_stack: None) -> AsyncIterator[tuple[AsyncEngine, MessagingTables]]:
+    tables = messaging_tables(service_metadata(SCHEMA))
+    engine = create_async_engine(config.admin_dsn().replace("postgresql://",
+                                                            "postgresql+asyncpg://"))
+    async with engine.begin() as conn:
+        await conn.execute(text(f"DROP SCHEMA IF EXISTS {SCHEMA} CASCADE"))
+        await conn.execute(text(f"CREATE SCHEMA {SCHEMA}"))
+        for table in ("payments", "outbox", "processed_messages"):
+            await conn.execute(text(
+                f"CREATE TABLE {SCHEMA}.{table} (LIKE pagos.{table} INCLUDING ALL)"))
+    try:
+        # pagos' statements name their schema; here it is the scratch copy.
+        yield engine.execution_options(schema_translate_map={"pagos": SCHEMA}), tables
+    finally:
+        async with engine.begin() as conn:
+            await conn.execute(text(f"DROP SCHEMA {SCHEMA} CASCADE"))
+        await engine.dispose()
+
+
+class _Claims:
+    """Counts the worker's claim transactions (``PaymentRepository.claim_due``)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.count = 0
+        original = PaymentRepository.claim_due
+
+        async def counted(repo: PaymentRepository, limit: int, lease_s: float) -> Any:
+            self.count += 1
+            return await original(repo, limit, lease_s)
+
+        monkeypatch.setattr(PaymentRepository, "claim_due", counted)
+
+
+@contextlib.asynccontextmanager
+async def _running(worker: GatewayWorker, claims: _Claims) -> AsyncIterator[None]:
+    stop = asyncio.Event()
+    task = asyncio.create_task(worker.run(stop))
+    # Its first look at the table finds nothing due; from then on it waits for a kick.
+    await wait_for(lambda: _value(claims.count), lambda n: n >= 1, timeout=10,
+                   what="the worker's first look at the table")
+    try:
+        yield
+    finally:
+        stop.set()
+        worker.kick()
+        await asyncio.wait_for(task, 10)
+
+
+async def _value(v: Any) -> Any:
+    return v
+
+
+def _stock_verificado(saga_id: str) -> Envelope:
+    return Envelope.new(saga_id=saga_id, event_type="StockVerificado",
+                        schema_version=registry.latest("StockVerificado").version,
+                        source_service="inventario", payload={
+                            "order_id": str(uuid.uuid4()), "total_amount": "19.98",
+                            "currency": "USD",
+                            "payment_method": {"type": "credit_card", "token": "tok_visa"}})
+
+
+async def _deliver(engine: AsyncEngine, tables: MessagingTables, worker: GatewayWorker,
+                   event: Envelope) -> None:
+    """What the consumer does with one record: claim it, run the handler, commit."""
+    async with UnitOfWork(engine, tables, "pagos") as uow:
+        uow.claim(event.message_id, event.event_type, event.saga_id)
+        await make_on_stock_verificado(worker)(uow, event)
+
+
+async def _payment(engine: AsyncEngine, saga_id: str) -> Any:
+    async with engine.connect() as conn:
+        return (await conn.execute(text(
+            f"SELECT status, lease_until > now() AS leased, charge_id, "
+            f"lease_until - created_at AS lease FROM {SCHEMA}.payments WHERE saga_id = :s"),
+            {"s": saga_id})).first()
+
+
+def _worker(engine: AsyncEngine, tables: MessagingTables, gateway: _Gateway,
+            concurrency: int) -> GatewayWorker:
+    settings = PagosSettings(worker_concurrency=concurrency, gateway_timeout_s=5)
+    return GatewayWorker(lambda: UnitOfWork(engine, tables, "pagos"),
+                         gateway,  # type: ignore[arg-type]
+                         settings)
+
+
+async def test_a_charge_is_leased_where_it_is_created_and_called_without_a_claim(
+        scratch: tuple[AsyncEngine, MessagingTables], monkeypatch: pytest.MonkeyPatch) -> None:
+    engine, tables = scratch
+    gateway, claims = _Gateway(), _Claims(monkeypatch)
+    gateway.open.clear()  # hold the call, to look at the row while it is in flight
+    worker = _worker(engine, tables, gateway, concurrency=4)
+    saga_id = str(uuid.uuid4())
+    async with _running(worker, claims):
+        claims_before = claims.count
+        await _deliver(engine, tables, worker, _stock_verificado(saga_id))
+        await wait_for(lambda: _value(list(gateway.charged)), lambda c: c == [saga_id],
+                       timeout=5, what="the gateway called for the new charge")
+        row = await _payment(engine, saga_id)
+        assert row.status == "CHARGING" and row.leased, row
+        assert abs(row.lease.total_seconds() - worker.settings.lease_s) < 1, \
+            "leased for a gateway call's lease by the transaction that created it"
+        gateway.open.set()
+        row = await wait_for(lambda: _payment(engine, saga_id),
+                             lambda r: r.status == "CAPTURED", timeout=5,
+                             what="the charge's outcome recorded")
+        assert row.charge_id == f"ch_{saga_id[:8]}" and not row.leased
+        assert claims.count == claims_before, "no claim transaction for a leased charge"
+    async with engine.connect() as conn:
+        emitted = (await conn.execute(text(
+            f"SELECT event_type FROM {SCHEMA}.outbox WHERE saga_id = :s"),
+            {"s": saga_id})).scalars().all()
+    assert emitted == ["PagoExitoso"]
+
+
+async def test_with_every_slot_taken_the_charge_waits_due_and_is_claimed_when_one_frees(
+        scratch: tuple[AsyncEngine, MessagingTables], monkeypatch: pytest.MonkeyPatch) -> None:
+    engine, tables = scratch
+    gateway, claims = _Gateway(), _Claims(monkeypatch)
+    gateway.open.clear()
+    worker = _worker(engine, tables, gateway, concurrency=1)
+    first, second = str(uuid.uuid4()), str(uuid.uuid4())
+    async with _running(worker, claims):
+        await _deliver(engine, tables, worker, _stock_verificado(first))
+        await wait_for(lambda: _value(list(gateway.charged)), lambda c: c == [first],
+                       timeout=5, what="the first charge in flight")
+        await _deliver(engine, tables, worker, _stock_verificado(second))
+        row = await _payment(engine, second)
+        assert row.status == "CHARGING" and row.leased is None, \
+            "no slot free: created due now and unleased, for whichever worker frees first"
+        gateway.open.set()
+        for saga_id in (first, second):
+            await wait_for(lambda s=saga_id: _payment(engine, s),  # type: ignore[misc]
+                           lambda r: r.status == "CAPTURED", timeout=10,
+                           what=f"charge of {saga_id} recorded")
+    assert gateway.charged == [first, second]
+
+
+async def test_a_transaction_that_does_not_commit_gives_its_slot_back(
+        scratch: tuple[AsyncEngine, MessagingTables], monkeypatch: pytest.MonkeyPatch) -> None:
+    engine, tables = scratch
+    gateway, claims = _Gateway(), _Claims(monkeypatch)
+    worker = _worker(engine, tables, gateway, concurrency=1)
+    saga_id = str(uuid.uuid4())
+    async with _running(worker, claims):
+        event = _stock_verificado(saga_id)
+        await _deliver(engine, tables, worker, event)
+        await wait_for(lambda: _payment(engine, saga_id), lambda r: r.status == "CAPTURED",
+                       timeout=5, what="the charge recorded")
+        for _ in range(3):  # the same message again: rolled back at its claim, each time
+            with pytest.raises(AlreadyProcessed):
+                await _deliver(engine, tables, worker, event)
+        later = str(uuid.uuid4())
+        gateway.open.clear()
+        await _deliver(engine, tables, worker, _stock_verificado(later))
+        row = await _payment(engine, later)
+        assert row.leased, "the only slot was free again: the new charge was leased at once"
+        gateway.open.set()
+        await wait_for(lambda: _payment(engine, later), lambda r: r.status == "CAPTURED",
+                       timeout=5, what="the later charge recorded")
+    assert gateway.charged == [saga_id, later]
