@@ -3,6 +3,10 @@
 Guarantees:
 - A row is marked published only after Kafka acknowledged it (acks=all, idempotent producer).
   A crash in between republishes it; the consumers' inbox absorbs the duplicate.
+- A row's mark travels with the relay's next statement: the select of the next batch marks
+  the rows of the one before (``published_at`` is the time of Kafka's acknowledgement), or a
+  statement of its own does, ``MARK_WITHIN_S`` after the acknowledgement, when no
+  notification woke the relay before. One round trip per batch instead of two.
 - Per-saga order: rows are read in id order, and the unit of work gives one saga's rows ids in
   commit order. Only one relay instance of a service publishes at a time (a session advisory
   lock held on the relay's own connection); the others stand by and take over when it dies.
@@ -42,6 +46,27 @@ log = logging.getLogger("sagakit.relay")
 # Errors that say "the broker is not there right now", not "this row is bad".
 BROKER_UNAVAILABLE = (KafkaConnectionError, KafkaTimeoutError, asyncio.TimeoutError, OSError)
 
+# How long an acknowledged row may wait for the next batch's select to mark it published.
+MARK_WITHIN_S = 0.5
+
+# Marks the rows acknowledged since the last statement ($4, acknowledged at $5) and selects the
+# next batch. The select sees the snapshot from before the mark, so it leaves those rows out by
+# id. A row waits behind an earlier row of its saga that was given up on (failed).
+_MARK = """
+UPDATE {outbox} o SET status = $1, published_at = a.acked_at, attempts = o.attempts + 1
+FROM unnest($2::bigint[], $3::timestamptz[]) AS a(id, acked_at) WHERE o.id = a.id"""
+_MARK_AND_SELECT = """
+WITH marked AS (
+    UPDATE {outbox} o SET status = $1, published_at = a.acked_at, attempts = o.attempts + 1
+    FROM unnest($4::bigint[], $5::timestamptz[]) AS a(id, acked_at) WHERE o.id = a.id
+)
+SELECT o.id, o.topic, o.saga_id, o.payload::text AS payload, o.headers::text AS headers,
+       o.created_at, o.attempts, o.traceparent, o.event_type
+FROM {outbox} o
+WHERE o.status = $2 AND o.id <> ALL($4::bigint[]) AND NOT EXISTS (
+    SELECT 1 FROM {outbox} b WHERE b.saga_id = o.saga_id AND b.status = $3 AND b.id < o.id)
+ORDER BY o.id LIMIT $6"""
+
 
 def asyncpg_dsn(url: URL | str) -> str:
     from sqlalchemy.engine import make_url
@@ -77,6 +102,8 @@ class OutboxRelay:
         self._backoff = Backoff(0.1, 2.0, settings.relay_backoff_cap_s)
         self._failures = 0
         self.published_total = 0
+        # Acknowledged by Kafka, not yet marked published: (outbox id, acknowledged at).
+        self._acked: list[tuple[int, datetime]] = []
 
     @property
     def is_leader(self) -> bool:
@@ -99,7 +126,7 @@ class OutboxRelay:
                     # has notified (PostgreSQL delivers a NOTIFY after its commit), which ends
                     # this wait at once. Selecting again straight away found nothing at low
                     # rates: one empty round trip per event and per service.
-                    await self._wait(stop, self.settings.relay_poll_interval_s)
+                    await self._idle(stop)
             except asyncio.CancelledError:
                 raise
             except (*BROKER_UNAVAILABLE, KafkaError) as exc:
@@ -114,6 +141,9 @@ class OutboxRelay:
 
     async def close(self) -> None:
         await self._stop_producer()
+        if self._acked and self._listen_conn is not None:
+            with contextlib.suppress(Exception):  # else published again after a restart
+                await self._mark_acked()
         await self._drop_connection()
 
     async def _on_failure(self, stop: asyncio.Event, exc: BaseException, *, broker: bool) -> None:
@@ -127,16 +157,44 @@ class OutboxRelay:
             await self._stop_producer()
         await self._wait(stop, delay)
 
-    async def _wait(self, stop: asyncio.Event, wait_s: float) -> None:
+    async def _wait(self, stop: asyncio.Event, wait_s: float) -> bool:
+        """Waits for a notification, ``stop`` or ``wait_s``; True unless the time ran out."""
         waiter = asyncio.ensure_future(self._wake.wait())
         stopper = asyncio.ensure_future(stop.wait())
         try:
-            await asyncio.wait({waiter, stopper}, timeout=wait_s,
-                               return_when=asyncio.FIRST_COMPLETED)
+            done, _ = await asyncio.wait({waiter, stopper}, timeout=wait_s,
+                                         return_when=asyncio.FIRST_COMPLETED)
         finally:
             waiter.cancel()
             stopper.cancel()
         self._wake.clear()
+        return bool(done)
+
+    async def _idle(self, stop: asyncio.Event) -> None:
+        """Waits for the next notification or the poll. Rows acknowledged and not yet marked
+        ride on the next select; if nothing wakes the relay within ``MARK_WITHIN_S``, they
+        are marked by a statement of their own."""
+        poll_s = self.settings.relay_poll_interval_s
+        if not self._acked or poll_s <= MARK_WITHIN_S:
+            await self._wait(stop, poll_s)
+            return
+        if not await self._wait(stop, MARK_WITHIN_S):
+            await self._mark_acked()
+            await self._wait(stop, poll_s - MARK_WITHIN_S)
+
+    async def _mark_acked(self) -> None:
+        assert self._listen_conn is not None
+        ids, times = self._acked_columns()
+        await self._listen_conn.execute(_MARK.format(outbox=self._outbox), OUTBOX_PUBLISHED,
+                                        ids, times)
+        del self._acked[:len(ids)]
+
+    def _acked_columns(self) -> tuple[list[int], list[datetime]]:
+        return [i for i, _ in self._acked], [t for _, t in self._acked]
+
+    @property
+    def _outbox(self) -> str:
+        return f'"{self.tables.schema}".outbox'
 
     # ------------------------------------------------------------------ leadership
 
@@ -195,22 +253,20 @@ class OutboxRelay:
                 await asyncio.wait_for(producer.stop(), 5)
 
     async def publish_batch(self) -> int:
-        """Publishes the oldest pending rows; returns how many were acknowledged.
+        """Marks the rows acknowledged before, publishes the oldest pending rows; returns how
+        many were acknowledged (they are marked by the next call, or by ``_idle``).
 
-        Select and mark go through the relay's own connection (the one holding leadership),
-        each one autocommitted statement: one round trip each, where a pooled transaction
-        costs at least three (BEGIN, statement, COMMIT) — the relay's share of every hop."""
+        The statement goes through the relay's own connection (the one holding leadership),
+        autocommitted: one round trip, where a pooled transaction costs at least three (BEGIN,
+        statement, COMMIT) — the relay's share of every hop."""
         if self._listen_conn is None or self._listen_conn.is_closed():
             await self._ensure_connection()
         assert self._listen_conn is not None
-        outbox = f'"{self.tables.schema}".outbox'
+        ids, times = self._acked_columns()
         records = await self._listen_conn.fetch(
-            f"SELECT o.id, o.topic, o.saga_id, o.payload::text AS payload, "
-            f"o.headers::text AS headers, o.created_at, o.attempts, o.traceparent, o.event_type "
-            f"FROM {outbox} o WHERE o.status = $1 AND NOT EXISTS ("
-            f"SELECT 1 FROM {outbox} b WHERE b.saga_id = o.saga_id AND b.status = $2 "
-            f"AND b.id < o.id) ORDER BY o.id LIMIT $3",
-            OUTBOX_PENDING, OUTBOX_FAILED, self.settings.relay_batch_size)
+            _MARK_AND_SELECT.format(outbox=self._outbox), OUTBOX_PUBLISHED, OUTBOX_PENDING,
+            OUTBOX_FAILED, ids, times, self.settings.relay_batch_size)
+        del self._acked[:len(ids)]
         rows = [_OutboxRow(r["id"], r["topic"], r["saga_id"], json.loads(r["payload"]),
                            json.loads(r["headers"]), r["created_at"], r["attempts"],
                            r["traceparent"], r["event_type"]) for r in records]
@@ -257,10 +313,8 @@ class OutboxRelay:
                 crash_now("relay: after broker ack, before marking published",
                           self.settings.crash_after_publish)
         if acked:
-            await self._listen_conn.execute(
-                f"UPDATE {outbox} SET status = $1, published_at = now(), attempts = attempts + 1 "
-                f"WHERE id = ANY($2::bigint[])", OUTBOX_PUBLISHED, acked)
             now = datetime.now(UTC)
+            self._acked.extend((rid, now) for rid in acked)
             by_id = {r.id: r for r in rows}
             for rid in acked:
                 metrics.RELAY_COMMIT_TO_ACK.labels(self.service).observe(
