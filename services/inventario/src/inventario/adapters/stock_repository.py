@@ -7,10 +7,11 @@ run 8).
 
 from __future__ import annotations
 
+import json
 import uuid
 from typing import Any
 
-from sqlalchemy import Integer, Text, any_, bindparam, func, literal, select, update
+from sqlalchemy import Integer, Text, any_, bindparam, func, literal, select, text, update
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -33,9 +34,6 @@ _VALIDATION_READ = (
 # In SKU order: two allocations that share products lock them in the same order.
 _LOCK_ON_HAND = (select(products.c.sku, products.c.quantity).where(products.c.sku == _SKUS)
                  .order_by(products.c.sku).with_for_update())
-_DECREMENT = (update(products).where(products.c.sku == bindparam("k_sku", type_=Text))
-              .values(quantity=products.c.quantity - bindparam("v_quantity", type_=Integer),
-                      updated_at=func.now()))
 _PUT_BACK = (pg_insert(products)
              .values(sku=bindparam("v_sku", type_=Text),
                      quantity=bindparam("v_quantity", type_=Integer))
@@ -51,6 +49,32 @@ _RECORD_CHECK = (pg_insert(stock_checks)
                  .on_conflict_do_nothing(index_elements=[stock_checks.c.saga_id]))
 _CHECKED_LINES = (select(stock_checks.c["items"])
                   .where(stock_checks.c.saga_id == bindparam("k_saga_id", type_=Text)))
+# The allocation's first statement: its lock and statement timeouts (for this transaction) and
+# the lines validated for the saga, a plain read that takes no lock, so the timeouts bind every
+# lock the allocation takes after it.
+_TIMEOUTS_AND_CHECKED_LINES = select(
+    func.set_config("lock_timeout", bindparam("v_lock_timeout", type_=Text), True),
+    func.set_config("statement_timeout", bindparam("v_statement_timeout", type_=Text), True),
+    _CHECKED_LINES.scalar_subquery().label("items"))
+# An allocation that succeeded: the saga's allocation row and every line's units off its
+# product (rows this transaction has locked already: no new lock waits), in one statement.
+# The units are taken only if the row went in (the UPDATE joins what the INSERT returned).
+# Lines of the same SKU count together.
+_ALLOCATE = text(f"""
+WITH wanted AS (
+    SELECT l.sku, sum(l.quantity)::int AS quantity
+    FROM jsonb_to_recordset(CAST(:v_items AS jsonb)) AS l(sku text, quantity int)
+    GROUP BY l.sku
+), recorded AS (
+    INSERT INTO {allocations.fullname} (saga_id, order_id, status, items)
+    VALUES (:v_saga_id, CAST(:v_order_id AS uuid), :v_status, CAST(:v_items AS jsonb))
+    ON CONFLICT (saga_id) DO NOTHING
+    RETURNING saga_id
+), taken AS (
+    UPDATE {products.fullname} p SET quantity = p.quantity - w.quantity, updated_at = now()
+    FROM wanted w, recorded r WHERE p.sku = w.sku
+)
+SELECT saga_id FROM recorded""")
 _LOCK_ALLOCATION = (select(allocations.c.status, allocations.c["items"])
                     .where(allocations.c.saga_id == bindparam("k_saga_id", type_=Text))
                     .with_for_update())
@@ -96,10 +120,6 @@ class StockRepository:
         rows = await self.conn.execute(_LOCK_ON_HAND, {"skus": list(skus)})
         return {sku: qty for sku, qty in rows}
 
-    async def decrement(self, lines: list[Line]) -> None:
-        for line in lines:
-            await self.conn.execute(_DECREMENT, {"k_sku": line.sku, "v_quantity": line.quantity})
-
     async def put_back(self, lines: list[Line]) -> None:
         """Adds units back; a product deleted meanwhile is recreated with them."""
         for line in lines:
@@ -122,9 +142,16 @@ class StockRepository:
             "v_saga_id": saga_id, "v_order_id": uuid.UUID(order_id),
             "v_items": lines_to_json(lines), "v_result": result})
 
-    async def checked_lines(self, saga_id: str) -> list[Line] | None:
-        row = (await self.conn.execute(_CHECKED_LINES, {"k_saga_id": saga_id})).first()
-        return lines_from_json(row._mapping["items"]) if row else None
+    async def set_timeouts_and_read_checked_lines(
+            self, saga_id: str, *, lock_timeout_ms: int, statement_timeout_ms: int
+    ) -> list[Line] | None:
+        """Sets this transaction's lock and statement timeouts and reads the lines validated
+        for the saga (None: never validated), in one statement that takes no lock."""
+        row = (await self.conn.execute(_TIMEOUTS_AND_CHECKED_LINES, {
+            "k_saga_id": saga_id, "v_lock_timeout": f"{lock_timeout_ms}ms",
+            "v_statement_timeout": f"{statement_timeout_ms}ms"})).one()
+        items = row._mapping["items"]
+        return lines_from_json(items) if items is not None else None
 
     # ---- allocations
 
@@ -138,6 +165,16 @@ class StockRepository:
         res = await self.conn.execute(_INSERT_ALLOCATION, {
             "v_saga_id": saga_id, "v_order_id": uuid.UUID(order_id) if order_id else None,
             "v_status": status.value, "v_items": lines_to_json(lines)})
+        return res.first() is not None
+
+    async def allocate(self, saga_id: str, order_id: str | None, lines: list[Line]) -> bool:
+        """Takes the lines' units off their products (locked by ``lock_on_hand``) and records
+        the saga's allocation, in one statement; False when another transaction recorded the
+        allocation first."""
+        res = await self.conn.execute(_ALLOCATE, {
+            "v_saga_id": saga_id, "v_order_id": order_id,
+            "v_status": AllocationStatus.ALLOCATED.value,
+            "v_items": json.dumps(lines_to_json(lines))})
         return res.first() is not None
 
     async def transition_allocation(self, saga_id: str, expected: AllocationStatus,

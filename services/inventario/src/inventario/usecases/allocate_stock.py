@@ -12,7 +12,6 @@ from sagakit.consumer import Handler
 from sagakit.envelope import Envelope
 from sagakit.errors import PermanentError
 from sagakit.unit_of_work import UnitOfWork
-from sqlalchemy import text
 
 from inventario.adapters.stock_repository import StockRepository, lines_to_json
 from inventario.config import InventarioSettings
@@ -28,22 +27,21 @@ log = logging.getLogger("inventario.allocate_stock")
 
 def make_on_pago_exitoso(settings: InventarioSettings) -> Handler:
     async def on_pago_exitoso(uow: UnitOfWork, event: Envelope) -> None:
-        # A lock held too long fails the attempt (SQLSTATE 55P03): retried with backoff,
-        # then dead-lettered, instead of holding the consumer forever.
-        await uow.connection.execute(
-            text("SELECT set_config('lock_timeout', :lock, true), "
-                 "set_config('statement_timeout', :statement, true)"),
-            {"lock": f"{int(settings.lock_timeout_s * 1000)}ms",
-             "statement": f"{int(settings.statement_timeout_s * 1000)}ms"})
-        await allocate(uow, event)
+        await allocate(uow, event, settings)
 
     on_pago_exitoso.isolation_level = "REPEATABLE READ"  # type: ignore[attr-defined]
     return on_pago_exitoso
 
 
-async def allocate(uow: UnitOfWork, event: Envelope) -> None:
+async def allocate(uow: UnitOfWork, event: Envelope, settings: InventarioSettings) -> None:
     repo = StockRepository(uow.connection)
     order_id = event.payload["order_id"]
+    # A lock held too long fails the attempt (SQLSTATE 55P03): retried with backoff, then
+    # dead-lettered, instead of holding the consumer forever. Set by the first statement,
+    # before any lock is taken.
+    lines = await repo.set_timeouts_and_read_checked_lines(
+        event.saga_id, lock_timeout_ms=int(settings.lock_timeout_s * 1000),
+        statement_timeout_ms=int(settings.statement_timeout_s * 1000))
     existing = await repo.lock_allocation(event.saga_id)
     decision = on_payment_succeeded(existing[0] if existing else None)
     if decision is AllocationDecision.IGNORE:
@@ -51,7 +49,6 @@ async def allocate(uow: UnitOfWork, event: Envelope) -> None:
                  extra={"saga_id": event.saga_id, "event_type": event.event_type})
         await uow.commit()
         return
-    lines = await repo.checked_lines(event.saga_id)
     if lines is None:
         raise PermanentError(f"no stock validation recorded for saga {event.saga_id}")
     on_hand = await repo.lock_on_hand([line.sku for line in lines])
@@ -64,8 +61,7 @@ async def allocate(uow: UnitOfWork, event: Envelope) -> None:
             "unavailable": [s.as_dict() for s in missing],
         })
     else:
-        await repo.decrement(lines)
-        await repo.insert_allocation(event.saga_id, order_id, AllocationStatus.ALLOCATED, lines)
+        await repo.allocate(event.saga_id, order_id, lines)
         uow.emit("StockAsignado", {"order_id": order_id, "items": lines_to_json(lines)})
     await uow.commit()
 
