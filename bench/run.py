@@ -154,6 +154,16 @@ def report(r: dict[str, Any]) -> None:
               f" {ms(lat['p95_ms'])} {ms(lat['p99_ms'])} {ms(lat['max_ms'])} "
               f"{o['p50_multiple_of_floor']:6} {o['p50_multiple_of_paced_floor']:6} "
               f"{o['peak_outbox_backlog']:7}  {o['outcomes']}")
+    first = r["open_loop"][0]
+    print(f"\n== hops at {first['target_rate_per_s']:g}/s, p50 ms (from the producer's "
+          f"{next(iter(first['hops'].values()))['from']})")
+    for name, hop in first["hops"].items():
+        if "commit_to_ack_p50_ms" in hop:
+            print(f"  {name:40s} commit → ack {hop['commit_to_ack_p50_ms']:6.2f}  "
+                  f"ack → consumer {hop['ack_to_consumer_p50_ms']:6.2f}  "
+                  f"consumer tx {hop.get('consumer_tx_p50_ms', '-')}")
+        else:
+            print(f"  {name}: p50 {hop['p50_ms']}")
     c = r["contention"]
     print(f"\n== contention: {c['outcomes']}, p99 {c['latency']['p99_ms']} ms")
     print("\n== closed loop")
