@@ -6,7 +6,7 @@ import asyncio
 from decimal import Decimal
 
 import httpx
-from harness import config
+from harness import config, db
 from harness.clients import Saga, new_sku, order_body
 from harness.waiting import wait_for
 
@@ -149,3 +149,18 @@ async def test_every_service_publishes_its_operational_endpoints(running_stack: 
             for path in ("/health", "/ready", "/metrics", "/openapi.json"):
                 r = await http.get(base + path)
                 assert r.status_code == 200, (base, path, r.text)
+
+
+async def test_the_customer_is_told_once_how_the_order_ended(saga: Saga) -> None:
+    """Part II, happy path step 28 and its cancellations: one notification per terminal state,
+    written in the same statement as the transition."""
+    sku = new_sku()
+    await saga.set_stock(sku, 1)
+    done = await saga.place(order_body([(sku, 1)]))
+    refused = await saga.place(order_body([(sku, 5)]))
+    for placed, status in ((done, "COMPLETADA"), (refused, "CANCELADA_SIN_STOCK")):
+        order = await saga.wait_terminal(placed["order_id"], timeout=10)
+        assert order["status"] == status
+        rows = await db.fetch("SELECT kind, customer_id FROM pedidos.notifications "
+                              "WHERE order_id = $1::uuid", placed["order_id"])
+        assert [(r["kind"], r["customer_id"]) for r in rows] == [(status, order["customer_id"])]

@@ -102,3 +102,27 @@ async def test_a_cached_transition_statement_writes_each_calls_own_values(saga: 
                 {"s": placed["saga_id"]})).one()
             assert tuple(written) == (f"ch-{n}", f"reason-{n}", f"Probe{n}", f"actor-{n}",
                                       f"m-{n}")
+
+
+async def test_a_transitions_notification_is_written_with_it_or_not_at_all(saga: Saga) -> None:
+    placed = await saga.settled_order(stock=0, status="CANCELADA_SIN_STOCK")
+    async with db.probe() as conn:
+        repo = OrderRepository(conn)
+        row = await repo.lock_saga(placed["saga_id"])
+        assert row is not None
+
+        async def notifications() -> list[tuple[str, str, str]]:
+            return [tuple(r) for r in (await conn.execute(text(
+                "SELECT customer_id, kind, message FROM pedidos.notifications "
+                "WHERE order_id = :o AND kind = 'TIMED_OUT' ORDER BY id"),
+                {"o": row.order_id})).all()]
+
+        stale = dataclasses.replace(row, status=OrderStatus.PENDIENTE_PAGO)
+        assert not await repo.transition(stale, OrderStatus.TIMED_OUT, step_timeout_s=None,
+                                         audit=AuditEntry("Probe", "test"),
+                                         notification="too late")
+        assert await notifications() == [], "a stale decision notifies nobody"
+        assert await repo.transition(row, OrderStatus.TIMED_OUT, step_timeout_s=None,
+                                     audit=AuditEntry("Probe", "test"),
+                                     notification="your order timed out")
+        assert await notifications() == [(row.customer_id, "TIMED_OUT", "your order timed out")]

@@ -101,12 +101,12 @@ def _audit_params(audit: AuditEntry, from_status: str | None, to_status: str) ->
             "audit_message_id": audit.message_id, "audit_detail": audit.detail or {}}
 
 
-def _wrote_one(order_cte: CTE, audit_cte: CTE) -> Executable:
-    """A statement of data-modifying CTEs that returns how many order rows it wrote. The audit
-    CTE is selected too so that the statement is built whole (PostgreSQL runs every
-    data-modifying CTE, read or not)."""
-    return select(select(func.count()).select_from(order_cte).scalar_subquery(),
-                  select(func.count()).select_from(audit_cte).scalar_subquery())
+def _wrote_one(order_cte: CTE, *other_ctes: CTE) -> Executable:
+    """A statement of data-modifying CTEs that returns how many order rows it wrote. The other
+    CTEs (audit row, notification) are selected too so that the statement is built whole
+    (PostgreSQL runs every data-modifying CTE, read or not)."""
+    return select(*(select(func.count()).select_from(cte).scalar_subquery()
+                    for cte in (order_cte, *other_ctes)))
 
 
 _ORDER_COLUMNS = ("order_id", "saga_id", "customer_id", "status", "items", "total_amount",
@@ -137,10 +137,11 @@ def _create_statement(with_idempotency_key: bool) -> Executable:
 
 
 @functools.cache
-def _transition_statement(to: OrderStatus, order_columns: tuple[str, ...], timed: bool
-                          ) -> Executable:
-    """Order, saga and audit row in one statement; each part runs only if the one before it
-    matched (the status is still ``expected``), so a stale decision writes nothing."""
+def _transition_statement(to: OrderStatus, order_columns: tuple[str, ...], timed: bool,
+                          notified: bool = False) -> Executable:
+    """Order, saga and audit row (and the customer's notification, if ``notified``) in one
+    statement; each part runs only if the one before it matched (the status is still
+    ``expected``), so a stale decision writes nothing."""
     saga_values: dict[str, Any] = {
         "status": to.value, "updated_at": func.now(), "current_step": STEP_OF.get(to),
         "step_started_at": func.now(),
@@ -160,7 +161,17 @@ def _transition_statement(to: OrderStatus, order_columns: tuple[str, ...], timed
         update(sagas).where(sagas.c.saga_id == bindparam("key_saga_id", type_=Uuid),
                             sagas.c.status == expected, exists(select(moved_order.c.order_id)))
         .values(**saga_values).returning(sagas.c.saga_id).cte("moved_saga"))
-    return _wrote_one(moved_order, _audit_cte(moved_saga.c.saga_id))
+    audited = _audit_cte(moved_saga.c.saga_id)
+    if not notified:
+        return _wrote_one(moved_order, audited)
+    notification = (
+        insert(notifications).from_select(
+            ["order_id", "customer_id", "kind", "message"],
+            select(moved_order.c.order_id, bindparam("notify_customer_id", type_=Text),
+                   literal(to.value, Text), bindparam("notify_message", type_=Text))
+            .where(exists(select(moved_saga.c.saga_id))))
+        .returning(notifications.c.id).cte("notified"))
+    return _wrote_one(moved_order, audited, notification)
 
 
 @functools.cache
@@ -226,17 +237,20 @@ class OrderRepository:
 
     async def transition(self, saga: SagaRow, to: OrderStatus, *,
                          step_timeout_s: float | None, audit: AuditEntry,
-                         **order_values: Any) -> bool:
+                         notification: str | None = None, **order_values: Any) -> bool:
         """Conditional: applies only if the status is still the one the decision was made on.
 
-        Order, saga and audit row in one statement (one round trip instead of three); each
-        part runs only if the one before it matched, so a stale decision writes nothing."""
+        Order, saga and audit row, and the customer's ``notification`` if any, in one
+        statement (one round trip instead of four); each part runs only if the one before it
+        matched, so a stale decision writes nothing."""
         statement = _transition_statement(to, tuple(sorted(order_values)),
-                                          step_timeout_s is not None)
+                                          step_timeout_s is not None, notification is not None)
         params = {"key_order_id": uuid.UUID(saga.order_id), "key_saga_id": uuid.UUID(saga.saga_id),
                   "expected": saga.status.value, "step_timeout_s": step_timeout_s,
                   **{f"set_{c}": v for c, v in order_values.items()},
                   **_audit_params(audit, saga.status.value, to.value)}
+        if notification is not None:
+            params.update(notify_customer_id=saga.customer_id, notify_message=notification)
         return await self._wrote_the_order(statement, params)
 
     async def _wrote_the_order(self, statement: Executable, params: dict[str, Any]) -> bool:
@@ -277,7 +291,7 @@ class OrderRepository:
             .where(sagas.c.status.in_(active)))).one()
         return int(count), float(worst)
 
-    # ---- audit and notifications
+    # ---- audit
 
     async def audit(self, saga_id: str, *, event_type: str, actor: str,
                     from_status: OrderStatus | None, to_status: OrderStatus | None,
@@ -287,11 +301,6 @@ class OrderRepository:
             "from_status": from_status.value if from_status else None,
             "to_status": to_status.value if to_status else None, "message_id": message_id,
             "detail": detail or {}})
-
-    async def notify(self, order_id: str, customer_id: str, kind: str, message: str) -> None:
-        await self.conn.execute(notifications.insert(), {
-            "order_id": uuid.UUID(order_id), "customer_id": customer_id, "kind": kind,
-            "message": message})
 
     # ---- queries
 

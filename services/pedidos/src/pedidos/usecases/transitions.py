@@ -36,7 +36,8 @@ async def apply_transition(uow: UnitOfWork, saga: SagaRow, transition: Transitio
     step = STEP_OF.get(transition.to)
     applied = await repo.transition(saga, transition.to,
                                     step_timeout_s=settings.step_timeout_s(step) if step else None,
-                                    audit=AuditEntry(cause, actor, message_id, detail), **values)
+                                    audit=AuditEntry(cause, actor, message_id, detail),
+                                    notification=NOTIFICATIONS.get(transition.to), **values)
     if not applied:
         return False
     if transition.completes:
@@ -47,9 +48,6 @@ async def apply_transition(uow: UnitOfWork, saga: SagaRow, transition: Transitio
         reason = transition.cancel_reason or CancelReason.TIMEOUT
         uow.emit("OrdenCancelada", {"order_id": saga.order_id, "status": transition.to.value,
                                     "reason": reason.value}, saga_id=saga.saga_id)
-    if transition.to in NOTIFICATIONS:
-        await repo.notify(saga.order_id, saga.customer_id, transition.to.value,
-                          NOTIFICATIONS[transition.to])
     if transition.completes or transition.cancels:
         label = final_status_label(transition.to)
         elapsed = saga.elapsed_s
