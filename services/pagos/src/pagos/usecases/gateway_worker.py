@@ -1,11 +1,12 @@
 """Runs the payment work that is due: charges, resolutions of cancelled charges, refunds.
 
 Waiting is a row: each payment with work has ``next_attempt_at``. The worker leases due rows
-(so two workers never call the gateway for the same payment at once), calls the gateway with
-no transaction open, then records the outcome in one unit of work: the new status, the next
-attempt time with its jitter already applied, and the outcome event in the outbox. A crash at
-any point leaves a row that is due again once its lease expires; the gateway's idempotency keys
-(derived from the saga id) make the repeated call harmless.
+(so two workers never call the gateway for the same payment at once; a new charge comes leased
+already from the transaction that created it when a slot was free, see ``reserve``), calls
+the gateway with no transaction open, then records the outcome in one unit of work: the new
+status, the next attempt time with its jitter already applied, and the outcome event in the
+outbox. A crash at any point leaves a row that is due again once its lease expires; the
+gateway's idempotency keys (derived from the saga id) make the repeated call harmless.
 """
 
 from __future__ import annotations
@@ -67,8 +68,8 @@ class Slot:
     def release(self) -> None:
         """Gives the slot back unused (the transaction rolled back); a no-op once taken."""
         worker = self.take()
-        if worker is not None and worker._free_slots() == 1:
-            worker.kick()  # it was the last free slot: work may be waiting for it
+        if worker is not None:
+            worker._slot_freed()
 
 
 class GatewayWorker:
@@ -81,6 +82,9 @@ class GatewayWorker:
         self._running: set[asyncio.Task[None]] = set()
         self._reserved = 0
         self._active = False
+        # Due work may be waiting for a slot (every slot was taken when it was created or
+        # looked for): the next slot freed looks for it at once, not at the next poll.
+        self._slot_wanted = False
 
     def kick(self) -> None:
         """New work may be due now (a payment created, a retry scheduled, a slot freed)."""
@@ -95,7 +99,10 @@ class GatewayWorker:
         after its commit, without a transaction of its own to claim the row. None when every
         slot is taken or this instance runs no worker: the work is then created due now and
         unleased, for whichever worker claims it first."""
-        if not self._active or self._free_slots() <= 0:
+        if not self._active:
+            return None
+        if self._free_slots() <= 0:
+            self._slot_wanted = True
             return None
         self._reserved += 1
         return Slot(self)
@@ -109,10 +116,16 @@ class GatewayWorker:
     def _spawn(self, payment: Payment) -> None:
         task = asyncio.create_task(self.attempt(payment))
         self._running.add(task)
-        task.add_done_callback(self._running.discard)
-        if self._free_slots() <= 0:
-            # Every slot taken: work may fall due meanwhile; look again as this one frees.
-            task.add_done_callback(lambda _: self.kick())
+        task.add_done_callback(self._attempt_done)
+
+    def _attempt_done(self, task: asyncio.Task[None]) -> None:
+        self._running.discard(task)
+        self._slot_freed()
+
+    def _slot_freed(self) -> None:
+        if self._slot_wanted:
+            self._slot_wanted = False  # run_due sets it again if it fills every slot
+            self.kick()
 
     async def run(self, stop: asyncio.Event) -> None:
         # Between kicks the worker sleeps until the earliest work it knows of falls due, and at
@@ -145,6 +158,7 @@ class GatewayWorker:
         until the next falls due (None: nothing scheduled)."""
         free = self._free_slots()
         if free <= 0:
+            self._slot_wanted = True
             return 0, None
         next_due_s = None
         async with self.uow_factory() as uow:
@@ -153,6 +167,8 @@ class GatewayWorker:
             if not due:
                 next_due_s = await repo.seconds_to_next_due()
             await uow.commit()
+        if len(due) == free:
+            self._slot_wanted = True  # every slot taken: more may be due already
         for payment in due:
             self._spawn(payment)
         return len(due), next_due_s
