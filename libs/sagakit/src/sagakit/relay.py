@@ -52,9 +52,6 @@ MARK_WITHIN_S = 0.5
 # Marks the rows acknowledged since the last statement ($4, acknowledged at $5) and selects the
 # next batch. The select sees the snapshot from before the mark, so it leaves those rows out by
 # id. A row waits behind an earlier row of its saga that was given up on (failed).
-_MARK = """
-UPDATE {outbox} o SET status = $1, published_at = a.acked_at, attempts = o.attempts + 1
-FROM unnest($2::bigint[], $3::timestamptz[]) AS a(id, acked_at) WHERE o.id = a.id"""
 _MARK_AND_SELECT = """
 WITH marked AS (
     UPDATE {outbox} o SET status = $1, published_at = a.acked_at, attempts = o.attempts + 1
@@ -66,6 +63,10 @@ FROM {outbox} o
 WHERE o.status = $2 AND o.id <> ALL($4::bigint[]) AND NOT EXISTS (
     SELECT 1 FROM {outbox} b WHERE b.saga_id = o.saga_id AND b.status = $3 AND b.id < o.id)
 ORDER BY o.id LIMIT $6"""
+# The same mark alone, when no select came within MARK_WITHIN_S.
+_MARK = """
+UPDATE {outbox} o SET status = $1, published_at = a.acked_at, attempts = o.attempts + 1
+FROM unnest($2::bigint[], $3::timestamptz[]) AS a(id, acked_at) WHERE o.id = a.id"""
 
 
 def asyncpg_dsn(url: URL | str) -> str:
