@@ -6,6 +6,7 @@ import asyncio
 import json
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import asyncpg
@@ -21,6 +22,19 @@ SCHEMA = "benchraw"
 # polling) and the first round trip after a pause pays its wake-up — a SELECT 1 takes 0.07 ms
 # back to back and 0.44 ms after 5 ms or more of quiet (docs/benchmarks.md, run 11).
 PACE_S = 0.02
+
+
+async def _timed(count: int, step: Callable[[int], Awaitable[None]], pause_s: float = 0.0
+                 ) -> list[float]:
+    """How long each of ``count`` steps took, each after ``pause_s`` of quiet."""
+    took = []
+    for i in range(count):
+        if pause_s:
+            await asyncio.sleep(pause_s)
+        t = time.perf_counter()
+        await step(i)
+        took.append(time.perf_counter() - t)
+    return took
 
 
 async def _setup_pg(conn: asyncpg.Connection) -> None:
@@ -45,16 +59,8 @@ async def _step(conn: asyncpg.Connection, row: int) -> None:
 async def pg_step(single: int = 500, clients: int = 16, seconds: float = 5.0) -> dict[str, Any]:
     conn = await asyncpg.connect(admin_dsn())
     await _setup_pg(conn)
-    latencies, paced = [], []
-    for i in range(single):
-        t = time.perf_counter()
-        await _step(conn, i % 1000 + 1)
-        latencies.append(time.perf_counter() - t)
-    for i in range(single // 2):
-        await asyncio.sleep(PACE_S)
-        t = time.perf_counter()
-        await _step(conn, i % 1000 + 1)
-        paced.append(time.perf_counter() - t)
+    latencies = await _timed(single, lambda i: _step(conn, i % 1000 + 1))
+    paced = await _timed(single // 2, lambda i: _step(conn, i % 1000 + 1), pause_s=PACE_S)
     await conn.close()
 
     conns = [await asyncpg.connect(admin_dsn()) for _ in range(clients)]
@@ -107,19 +113,17 @@ async def kafka_hop(n: int = 500) -> dict[str, Any]:
     consumer.assign([tp])
     await consumer.seek_to_end(tp)
     await consumer.position(tp)
-    back_to_back: list[float] = []
-    paced: list[float] = []
+
+    async def hop(i: int) -> None:
+        await producer.send_and_wait(topic, json.dumps({"i": i}).encode(), partition=0)
+        got = False
+        while not got:
+            batch = await consumer.getmany(tp, timeout_ms=1000)
+            got = bool(batch.get(tp))
+
     try:
-        for i in range(n + n // 2):
-            if i >= n:
-                await asyncio.sleep(PACE_S)
-            t = time.perf_counter()
-            await producer.send_and_wait(topic, json.dumps({"i": i}).encode(), partition=0)
-            got = False
-            while not got:
-                batch = await consumer.getmany(tp, timeout_ms=1000)
-                got = bool(batch.get(tp))
-            (back_to_back if i < n else paced).append(time.perf_counter() - t)
+        back_to_back = await _timed(n, hop)
+        paced = await _timed(n // 2, hop, pause_s=PACE_S)
     finally:
         await producer.stop()
         await consumer.stop()

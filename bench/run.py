@@ -161,13 +161,13 @@ def report(r: dict[str, Any]) -> None:
     first = r["open_loop"][0]
     print(f"\n== hops at {first['target_rate_per_s']:g}/s, p50 ms (from the producer's "
           f"{next(iter(first['hops'].values()))['from']})")
-    for name, hop in first["hops"].items():
-        if "commit_to_ack_p50_ms" in hop:
-            print(f"  {name:40s} commit → ack {hop['commit_to_ack_p50_ms']:6.2f}  "
-                  f"ack → consumer {hop['ack_to_consumer_p50_ms']:6.2f}  "
-                  f"consumer tx {hop.get('consumer_tx_p50_ms', '-')}")
+    for name, step in first["hops"].items():
+        if "commit_to_ack_p50_ms" in step:
+            print(f"  {name:40s} commit → ack {step['commit_to_ack_p50_ms']:6.2f}  "
+                  f"ack → consumer {step['ack_to_consumer_p50_ms']:6.2f}  "
+                  f"consumer tx {step.get('consumer_tx_p50_ms', '-')}")
         else:
-            print(f"  {name}: p50 {hop['p50_ms']}")
+            print(f"  {name}: p50 {step['p50_ms']}")
     c = r["contention"]
     print(f"\n== contention: {c['outcomes']}, p99 {c['latency']['p99_ms']} ms")
     print("\n== closed loop")

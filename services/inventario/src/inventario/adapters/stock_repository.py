@@ -67,7 +67,8 @@ WITH wanted AS (
     GROUP BY l.sku
 ), recorded AS (
     INSERT INTO {allocations.fullname} (saga_id, order_id, status, items)
-    VALUES (:v_saga_id, CAST(:v_order_id AS uuid), :v_status, CAST(:v_items AS jsonb))
+    VALUES (:v_saga_id, CAST(:v_order_id AS uuid), '{AllocationStatus.ALLOCATED.value}',
+            CAST(:v_items AS jsonb))
     ON CONFLICT (saga_id) DO NOTHING
     RETURNING saga_id
 ), taken AS (
@@ -173,7 +174,6 @@ class StockRepository:
         allocation first."""
         res = await self.conn.execute(_ALLOCATE, {
             "v_saga_id": saga_id, "v_order_id": order_id,
-            "v_status": AllocationStatus.ALLOCATED.value,
             "v_items": json.dumps(lines_to_json(lines))})
         return res.first() is not None
 

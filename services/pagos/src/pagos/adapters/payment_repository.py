@@ -24,6 +24,11 @@ _LOCK = (select(payments, (payments.c.lease_until > func.now()).label("leased"))
          .where(payments.c.saga_id == bindparam("k_saga_id", type_=Text)).with_for_update())
 
 
+# A gateway call's lease on its payment row, ``v_lease_s`` from now.
+_LEASED_UNTIL = func.now() + func.make_interval(0, 0, 0, 0, 0, 0,
+                                                bindparam("v_lease_s", type_=Float))
+
+
 @functools.cache
 def _insert_statement(due_now: bool, leased: bool) -> Executable:
     columns = ("payment_id", "saga_id", "order_id", "status", "amount", "currency",
@@ -32,8 +37,7 @@ def _insert_statement(due_now: bool, leased: bool) -> Executable:
     if due_now:
         values["next_attempt_at"] = func.now()
     if leased:
-        values["lease_until"] = func.now() + func.make_interval(
-            0, 0, 0, 0, 0, 0, bindparam("v_lease_s", type_=Float))
+        values["lease_until"] = _LEASED_UNTIL
     return (pg_insert(payments).values(values)
             .on_conflict_do_nothing(index_elements=[payments.c.saga_id])
             .returning(*payments.c))
@@ -60,8 +64,7 @@ _DUE = (select(payments.c.payment_id)
         .with_for_update(skip_locked=True)
         .scalar_subquery())
 _CLAIM_DUE = (update(payments).where(payments.c.payment_id.in_(_DUE))
-              .values(lease_until=func.now() + func.make_interval(
-                  0, 0, 0, 0, 0, 0, bindparam("v_lease_s", type_=Float)))
+              .values(lease_until=_LEASED_UNTIL)
               .returning(*payments.c))
 
 

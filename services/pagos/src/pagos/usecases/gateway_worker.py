@@ -16,6 +16,7 @@ import contextlib
 import logging
 import random
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -51,25 +52,13 @@ def jittered(seconds: float) -> float:
     return seconds * (1 + random.uniform(-0.2, 0.2))
 
 
+@dataclass
 class Slot:
-    """One gateway call's place in the worker's concurrency, held from before a transaction
-    that leases new work until the call starts; given back if the transaction does not
-    commit."""
+    """One gateway call's place in the worker's concurrency, reserved before a transaction that
+    leases new work; ``GatewayWorker.start`` uses it, ``GatewayWorker.release`` gives it back
+    unused."""
 
-    def __init__(self, worker: GatewayWorker) -> None:
-        self._worker: GatewayWorker | None = worker
-
-    def take(self) -> GatewayWorker | None:
-        worker, self._worker = self._worker, None
-        if worker is not None:
-            worker._reserved -= 1
-        return worker
-
-    def release(self) -> None:
-        """Gives the slot back unused (the transaction rolled back); a no-op once taken."""
-        worker = self.take()
-        if worker is not None:
-            worker._slot_freed()
+    held: bool = True
 
 
 class GatewayWorker:
@@ -105,13 +94,26 @@ class GatewayWorker:
             self._slot_wanted = True
             return None
         self._reserved += 1
-        return Slot(self)
+        return Slot()
 
     def start(self, slot: Slot, payment: Payment) -> None:
         """Begins the gateway call for ``payment``, leased by the transaction that just
         committed, in the slot reserved for it."""
-        slot.take()
+        self._unreserve(slot)
         self._spawn(payment)
+
+    def release(self, slot: Slot) -> None:
+        """Gives a reserved slot back unused (its transaction did not commit); a no-op once
+        the slot was used."""
+        if self._unreserve(slot):
+            self._slot_freed()
+
+    def _unreserve(self, slot: Slot) -> bool:
+        if not slot.held:
+            return False
+        slot.held = False
+        self._reserved -= 1
+        return True
 
     def _spawn(self, payment: Payment) -> None:
         task = asyncio.create_task(self.attempt(payment))

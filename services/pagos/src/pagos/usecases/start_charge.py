@@ -51,6 +51,6 @@ def make_on_stock_verificado(worker: GatewayWorker) -> Handler:
             await uow.commit()
         finally:
             if slot is not None:
-                slot.release()  # unused: the transaction did not commit
+                worker.release(slot)  # unused: the transaction did not commit
 
     return on_stock_verificado
