@@ -185,6 +185,11 @@ async def open_loop(rate: float, seconds: float, *, skus: list[str], qty: int = 
         "hops": await hop_latencies(conn, saga_ids),
         "resources": cpu_between(cpu0, cpu1, elapsed),
     }
+    done = len(saga_ids) - left
+    # What each part spent per saga that completed (a saturated step's ceiling is set by it).
+    result["cpu_ms_per_saga"] = {
+        part: round(10 * r["cpu_pct_of_core"] * elapsed / done, 2)
+        for part, r in result["resources"].items()} if done else {}
     await conn.close()
     return result
 

@@ -24,8 +24,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import httpx
 import psutil
 
-from bench import baselines, load, relay_bench
-from bench.common import ROOT
+from bench import baselines, goals, load, profile, relay_bench
+from bench.common import ROOT, part_roots
 
 OUT = ROOT / "bench-results"
 
@@ -111,6 +111,9 @@ async def main() -> None:
             results["closed_loop"].append(r)
             if r["latency"]["p99_ms"] > 1000:
                 break
+        await load.settle()
+        results["profile"] = await profile_hot_service(results["open_loop"], skus,
+                                                       5 if quick else 15)
     # Idle last, once the load is over and the stack has settled (JIT-compiled Kafka, no
     # autovacuum or checkpoint from the runs above still going): what a quiet stack costs.
     print("idle stack...", flush=True)
@@ -122,6 +125,7 @@ async def main() -> None:
                                              for r in results["open_loop"]
                                              if r["latency"]["p99_ms"] <= 1000 and
                                              r["unfinished"] == 0] or [0])
+    results["goals"] = [g.as_dict() for g in goals.evaluate(results)]
     OUT.mkdir(exist_ok=True)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     path = OUT / f"bench-{stamp}.json"
@@ -129,6 +133,36 @@ async def main() -> None:
     plot(results, OUT / f"latency-{stamp}.png")
     report(results)
     print(f"\nresults: {path}")
+
+
+PYTHON_PARTS = ("pedidos", "inventario", "pagos", "gateway")
+
+
+async def profile_hot_service(steps: list[dict[str, Any]], skus: list[str],
+                              seconds: float) -> dict[str, Any]:
+    """py-spy on the Python service that spent the most CPU per saga at the highest rate,
+    while that rate is offered again; PostgreSQL and Kafka are not Python: their share is
+    stated from the CPU figures."""
+    hot = goals.hottest(steps, PYTHON_PARTS)
+    if hot is None:
+        return {"error": "no open-loop step to choose a component from"}
+    busiest = max(steps, key=lambda o: o["target_rate_per_s"])
+    rate = busiest["target_rate_per_s"]
+    root = part_roots().get(hot[0])
+    if root is None:
+        return {"error": f"{hot[0]} is not running"}
+    print(f"profiling {hot[0]} ({hot[1]} ms of CPU per saga at {rate:g}/s) for {seconds:g}s "
+          f"at {rate:g} orders/s...", flush=True)
+    sampling = asyncio.create_task(profile.record(root.pid, seconds))
+    await load.open_loop(rate, seconds, skus=skus)
+    try:
+        prof = await sampling
+    except RuntimeError as exc:
+        return {"component": hot[0], "error": str(exc)}
+    return {"component": hot[0], "cpu_ms_per_saga": hot[1], "rate_per_s": rate,
+            "seconds": seconds,
+            "cpu_ms_per_saga_by_part": busiest.get("cpu_ms_per_saga", {}),
+            "profile": prof.as_dict()}
 
 
 def report(r: dict[str, Any]) -> None:
@@ -177,6 +211,29 @@ def report(r: dict[str, Any]) -> None:
     print(f"\n  highest throughput with p99 < 1 s: "
           f"{r['max_sustained_sagas_per_s_p99_under_1s']} sagas/s")
     print(f"\n== idle stack: {r['idle']['total_pct_of_core']} % of one core")
+    report_goals(r)
+
+
+def report_goals(r: dict[str, Any]) -> None:
+    print("\n== goals (issue 6)")
+    for g in r["goals"]:
+        verdict = "met" if g["met"] else f"MISSED by {g['missed_by']}"
+        print(f"  {g['name']}: {g['measured']} — {verdict}")
+    p = r.get("profile") or {}
+    if "profile" not in p:
+        print(f"\n== where the time goes: no profile ({p.get('error', 'not taken')})")
+        return
+    by_part = ", ".join(f"{k} {v:g}" for k, v in sorted(p["cpu_ms_per_saga_by_part"].items(),
+                                                          key=lambda kv: -kv[1]))
+    print(f"\n== where the time goes at {p['rate_per_s']:g}/s offered")
+    print(f"  CPU per completed saga (ms): {by_part}")
+    prof = p["profile"]
+    print(f"  {p['component']} (the hottest Python service), py-spy, {prof['samples']} samples;"
+          " innermost frame by package:")
+    print("    " + ", ".join(f"{k} {v:.0%}" for k, v in prof["leaf_by_package"][:10]))
+    print("  busiest lines:")
+    for fn, share in prof["top_leaf_functions"][:8]:
+        print(f"    {share:5.1%}  {fn}")
 
 
 def plot(r: dict[str, Any], path: Path) -> None:

@@ -1,0 +1,96 @@
+"""Where a component's CPU goes: py-spy samples of one Python process, summed by package.
+
+``make bench`` profiles the stack's hottest Python service while it is saturated, so that a
+missed goal comes with the component that spends the time and what in it does (issue 6). The
+samples are grouped by the package of the innermost Python frame (the "leaf"): time inside a
+C extension (asyncpg's protocol, uvloop) shows as the Python line that called it. py-spy
+samples only threads that are running, not ones waiting in ``epoll``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import re
+import sys
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+# "function (path:line)" — the form py-spy's raw output gives each frame.
+_FRAME = re.compile(r"^(?P<function>.*?) \((?P<path>[^()]*?)(?::\d+)?\)$")
+_STDLIB = re.compile(r"/python3\.\d+/(?P<module>[A-Za-z_][\w]*)")
+
+
+def py_spy() -> str:
+    """py-spy from the virtual environment that runs the benchmark (a dev dependency)."""
+    return str(Path(sys.executable).with_name("py-spy"))
+
+
+def package_of(frame: str) -> str:
+    """The package a py-spy frame belongs to: the installed distribution's top-level package,
+    the standard library module, or the workspace package under ``src/``."""
+    m = _FRAME.match(frame)
+    path = m.group("path") if m else frame
+    if "site-packages/" in path:
+        return path.split("site-packages/", 1)[1].split("/", 1)[0].removesuffix(".py")
+    if "/src/" in path:
+        return path.rsplit("/src/", 1)[1].split("/", 1)[0].removesuffix(".py")
+    if path.startswith("<frozen "):
+        return path.removeprefix("<frozen ").rstrip(">").split(".", 1)[0]
+    std = _STDLIB.search(path)
+    if std:
+        return std.group("module")
+    return "other"
+
+
+@dataclass(frozen=True)
+class Profile:
+    samples: int
+    leaf_by_package: list[tuple[str, float]]
+    """Share of the samples whose innermost frame is in the package (adds up to 1)."""
+    inclusive_by_package: list[tuple[str, float]]
+    """Share of the samples with the package anywhere on the stack (overlaps)."""
+    top_leaf_functions: list[tuple[str, float]]
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def summarise(raw: str, top: int = 12) -> Profile:
+    """Sums py-spy's raw (collapsed-stack) output: one ``frame;frame;... count`` per line."""
+    total = 0
+    leaf: collections.Counter[str] = collections.Counter()
+    inclusive: collections.Counter[str] = collections.Counter()
+    functions: collections.Counter[str] = collections.Counter()
+    for line in raw.splitlines():
+        stack, _, count = line.rstrip().rpartition(" ")
+        if not stack or not count.isdigit():
+            continue
+        n = int(count)
+        frames = stack.split(";")
+        total += n
+        leaf[package_of(frames[-1])] += n
+        functions[frames[-1]] += n
+        for package in {package_of(f) for f in frames}:
+            inclusive[package] += n
+
+    def shares(counter: collections.Counter[str]) -> list[tuple[str, float]]:
+        return [(k, round(v / total, 3)) for k, v in counter.most_common(top)] if total else []
+
+    return Profile(total, shares(leaf), shares(inclusive), shares(functions))
+
+
+async def record(pid: int, seconds: float, rate_hz: int = 100) -> Profile:
+    """Samples process ``pid`` for ``seconds`` without stopping it (``--nonblocking``)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "profile.txt"
+        proc = await asyncio.create_subprocess_exec(
+            py_spy(), "record", "--pid", str(pid), "--duration", str(int(seconds)),
+            "--rate", str(rate_hz), "--format", "raw", "--output", str(out), "--nonblocking",
+            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
+        _, err = await proc.communicate()
+        if proc.returncode != 0 or not out.exists():
+            raise RuntimeError(f"py-spy failed ({proc.returncode}): {err.decode()[-500:]}")
+        return summarise(out.read_text())

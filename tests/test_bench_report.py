@@ -1,0 +1,118 @@
+"""The benchmark's verdicts and its profile of the hot component (issue 6): each goal judged
+met or missed by how much from a run's figures, the hottest part chosen by CPU per saga, and
+py-spy's samples of a real process summed by package."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+from typing import Any
+
+from bench import goals, profile
+
+
+def run(*, rate50: dict[str, Any] | None = None, low_p50: float = 40.0, floor: float = 15.0,
+        best: float = 36.0, idle: float = 4.2) -> dict[str, Any]:
+    steps = [{"target_rate_per_s": 10.0, "sustained_sagas_per_s": 9.9, "unfinished": 0,
+              "latency": {"p50_ms": low_p50, "p99_ms": 70.0},
+              "cpu_ms_per_saga": {"postgres": 13.0, "pedidos": 12.0, "pagos": 9.0}}]
+    if rate50 is not None:
+        steps.append({"target_rate_per_s": 50.0, "unfinished": 0, **rate50})
+    return {"open_loop": steps, "floor_one_saga_ms": floor, "floor_one_saga_paced_ms": 2 * floor,
+            "max_sustained_sagas_per_s_p99_under_1s": best, "idle": {"total_pct_of_core": idle}}
+
+
+def test_a_rate_not_sustained_misses_the_50_per_s_goal_by_its_throughput() -> None:
+    g = goals.latency_at_50(run(rate50={"sustained_sagas_per_s": 37.2,
+                                         "latency": {"p50_ms": 2300.0, "p99_ms": 7900.0}}))
+    assert not g.met
+    assert g.missed_by is not None and g.missed_by.startswith("×1.3 in throughput")
+
+
+def test_a_sustained_rate_is_judged_by_the_worse_of_p50_and_p99() -> None:
+    ok = goals.latency_at_50(run(rate50={"sustained_sagas_per_s": 49.8,
+                                          "latency": {"p50_ms": 45.0, "p99_ms": 240.0}}))
+    assert ok.met and ok.missed_by is None
+    slow = goals.latency_at_50(run(rate50={"sustained_sagas_per_s": 49.8,
+                                            "latency": {"p50_ms": 45.0, "p99_ms": 500.0}}))
+    assert not slow.met and slow.missed_by == "×2.0 in latency"
+
+
+def test_unfinished_orders_mean_the_rate_was_not_sustained() -> None:
+    g = goals.latency_at_50(run(rate50={"sustained_sagas_per_s": 49.0, "unfinished": 3,
+                                         "latency": {"p50_ms": 30.0, "p99_ms": 90.0}}))
+    assert not g.met
+
+
+def test_no_step_at_50_per_s_is_a_goal_not_measured_not_a_goal_met() -> None:
+    g = goals.latency_at_50(run())
+    assert not g.met and g.missed_by == "not measured"
+
+
+def test_throughput_floor_multiple_and_idle_are_judged_against_their_limits() -> None:
+    r = run(low_p50=51.0, floor=14.7, best=36.2, idle=4.2)
+    throughput, floor, idle = goals.throughput(r), goals.within_floor(r), goals.idle(r)
+    assert not throughput.met and throughput.missed_by == "×5.5"
+    assert not floor.met and floor.missed_by == "6.9 ms (×1.2)"
+    assert idle.met
+    assert goals.within_floor(run(low_p50=44.0, floor=14.7)).met
+    assert not goals.idle(run(idle=5.0)).met
+
+
+def test_the_hottest_part_is_taken_from_the_highest_rate() -> None:
+    r = run(rate50={"sustained_sagas_per_s": 37.0, "latency": {"p50_ms": 1.0, "p99_ms": 1.0},
+                    "cpu_ms_per_saga": {"postgres": 13.0, "pedidos": 11.0, "pagos": 12.5}})
+    assert goals.hottest(r["open_loop"], ("pedidos", "pagos")) == ("pagos", 12.5)
+    assert goals.hottest(r["open_loop"], ("postgres", "pedidos", "pagos")) == ("postgres", 13.0)
+    assert goals.hottest([], ("pedidos",)) is None
+
+
+def test_frames_are_attributed_to_their_package() -> None:
+    site = "/w/.venv/lib/python3.11/site-packages"
+    assert profile.package_of(f"execute ({site}/asyncpg/connection.py:377)") == "asyncpg"
+    assert profile.package_of(f"emit ({site}/sagakit/structured_logging.py:40)") == "sagakit"
+    assert profile.package_of("track (/w/services/pedidos/src/pedidos/usecases/x.py:9)") \
+        == "pedidos"
+    assert profile.package_of("run (/usr/lib/python3.11/asyncio/runners.py:118)") == "asyncio"
+    assert profile.package_of("_path_stat (<frozen importlib._bootstrap_external>:147)") \
+        == "importlib"
+
+
+def test_samples_are_summed_by_innermost_package_and_by_presence_on_the_stack() -> None:
+    site = "/v/lib/python3.11/site-packages"
+    raw = "\n".join([
+        f"main (app.py:1);handle ({site}/sagakit/c.py:2);execute ({site}/asyncpg/c.py:3) 6",
+        f"main (app.py:1);handle ({site}/sagakit/c.py:2) 3",
+        "main (app.py:1);dumps (/usr/lib/python3.11/json/encoder.py:9) 1",
+        "",
+    ])
+    p = profile.summarise(raw)
+    assert p.samples == 10
+    assert dict(p.leaf_by_package) == {"asyncpg": 0.6, "sagakit": 0.3, "json": 0.1}
+    assert dict(p.inclusive_by_package)["sagakit"] == 0.9
+    assert p.top_leaf_functions[0] == (f"execute ({site}/asyncpg/c.py:3)", 0.6)
+
+
+BUSY = """
+import sys
+def spin_in_a_known_place():
+    while True:
+        sum(i * i for i in range(1000))
+sys.stdout.write("ready\\n"); sys.stdout.flush()
+spin_in_a_known_place()
+"""
+
+
+def test_py_spy_finds_where_a_real_process_spends_its_time() -> None:
+    child = subprocess.Popen([sys.executable, "-c", BUSY], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None and child.stdout.readline() == "ready\n"
+        p = asyncio.run(profile.record(child.pid, 2, rate_hz=200))
+    finally:
+        child.kill()
+        child.wait()
+    assert p.samples > 100
+    spinning = sum(share for fn, share in p.top_leaf_functions if "spin_in_a_known_place" in fn
+                   or "<genexpr>" in fn)
+    assert spinning > 0.8
