@@ -29,10 +29,13 @@ def py_spy() -> str:
 
 
 def package_of(frame: str) -> str:
-    """The package a py-spy frame belongs to: the installed distribution's top-level package,
-    the standard library module, or the workspace package under ``src/``."""
+    """The package a py-spy frame belongs to: the top-level package or module of an installed
+    distribution, of the standard library or of the workspace (under ``src/``)."""
     m = _FRAME.match(frame)
     path = m.group("path") if m else frame
+    if path and not path.startswith(("/", "<")):
+        # py-spy names a module found on sys.path by its path from there: "asyncpg/x.py".
+        return path.split("/", 1)[0].removesuffix(".py")
     if "site-packages/" in path:
         return path.split("site-packages/", 1)[1].split("/", 1)[0].removesuffix(".py")
     if "/src/" in path:

@@ -77,6 +77,10 @@ def test_frames_are_attributed_to_their_package() -> None:
     assert profile.package_of("run (/usr/lib/python3.11/asyncio/runners.py:118)") == "asyncio"
     assert profile.package_of("_path_stat (<frozen importlib._bootstrap_external>:147)") \
         == "importlib"
+    # py-spy's own shortening: the path from the sys.path entry the module was found in.
+    assert profile.package_of("__do_execute (asyncpg/prepared_stmt.py:257)") == "asyncpg"
+    assert profile.package_of("emit (logging/__init__.py:1113)") == "logging"
+    assert profile.package_of("__new__ (ssl.py:500)") == "ssl"
 
 
 def test_samples_are_summed_by_innermost_package_and_by_presence_on_the_stack() -> None:

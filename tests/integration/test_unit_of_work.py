@@ -32,8 +32,8 @@ class _CommitHeldBack:
     def __init__(self, conn: AsyncConnection, written: asyncio.Event, release: asyncio.Event):
         self._conn, self._written, self._release = conn, written, release
 
-    async def execute(self, *args: Any, **kwargs: Any) -> Any:
-        return await self._conn.execute(*args, **kwargs)
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._conn, name)
 
     async def commit(self) -> None:
         self._written.set()  # the outbox row is in, its transaction still open
@@ -42,8 +42,16 @@ class _CommitHeldBack:
 
 
 class _SlowUnitOfWork(UnitOfWork):
+    """A unit of work that read something first, so that its transaction is open before its
+    commit statement and its COMMIT is a round trip of its own, which the test holds back."""
+
     written: asyncio.Event
     release: asyncio.Event
+
+    async def __aenter__(self) -> UnitOfWork:
+        await super().__aenter__()
+        await super().connection.execute(text("SELECT 1"))
+        return self
 
     @property
     def connection(self) -> Any:

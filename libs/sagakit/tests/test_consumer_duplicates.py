@@ -22,7 +22,7 @@ class FakeUnitOfWork:
     def __init__(self, inbox: set[str]) -> None:
         self.inbox = inbox
         self.claimed: str | None = None
-        self.committed = False
+        self.committed = self.ended = False
 
     async def __aenter__(self) -> FakeUnitOfWork:
         return self
@@ -34,12 +34,13 @@ class FakeUnitOfWork:
     def claim(self, message_id: str, *_: Any, **__: Any) -> None:
         self.claimed = message_id
 
-    async def commit(self) -> None:
+    async def commit(self) -> bool:
         assert self.claimed is not None
         if self.claimed in self.inbox:
             raise AlreadyProcessed(self.claimed)
         self.inbox.add(self.claimed)
-        self.committed = True
+        self.committed = self.ended = True
+        return True
 
     async def was_processed(self, message_id: str) -> bool:
         return message_id in self.inbox

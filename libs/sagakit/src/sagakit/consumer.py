@@ -49,6 +49,7 @@ from sagakit.errors import (
     CommitOutcomeUnknown,
     HandlerTimedOut,
     PermanentError,
+    StaleRead,
     TransientError,
     is_connection_failure,
     sqlstate,
@@ -531,8 +532,10 @@ class EventConsumer:
                 async with uow:
                     uow.claim(envelope.message_id, envelope.event_type, envelope.saga_id)
                     await handler(uow, envelope)
-                    if not uow.committed:
-                        await uow.commit()
+                    if not (uow.committed or (not uow.ended and await uow.commit())):
+                        # The handler's guarded write found the state it decided on gone.
+                        raise StaleRead(f"{envelope.event_type}: what the handler read "
+                                        "changed before its write; nothing was written")
             except AlreadyProcessed:
                 span.set_attribute("saga.duplicate", True)
                 return "duplicate"

@@ -25,14 +25,33 @@ class CommitOutcomeUnknown(Exception):
 SERVER_GONE_SQLSTATES = {"57P01", "57P02", "57P03"}
 
 
-def sqlstate(exc: BaseException) -> str | None:
-    """The SQLSTATE behind a driver error (SQLAlchemy wraps asyncpg's), if there is one."""
+class StaleRead(TransientError):
+    """What a handler read changed before its write went in, so nothing was written (the
+    write's guard found the state it was decided on gone). Like a serialization failure, whose
+    SQLSTATE it carries, it is retried at once: the retry reads the new state."""
+
+    sqlstate = "40001"
+
+
+def _diagnostic(exc: BaseException, *fields: str) -> str | None:
+    """A field of the PostgreSQL error behind ``exc`` (SQLAlchemy wraps asyncpg's error)."""
     orig = getattr(exc, "orig", None)
     for candidate in (exc, orig, getattr(orig, "__cause__", None)):
-        code = getattr(candidate, "sqlstate", None) or getattr(candidate, "pgcode", None)
-        if code:
-            return str(code)
+        for name in fields:
+            value = getattr(candidate, name, None)
+            if value:
+                return str(value)
     return None
+
+
+def sqlstate(exc: BaseException) -> str | None:
+    """The SQLSTATE behind a driver error, if there is one."""
+    return _diagnostic(exc, "sqlstate", "pgcode")
+
+
+def violated_unique_key_of(exc: BaseException) -> str | None:
+    """The table whose unique key refused a row (``unique_violation``), else None."""
+    return _diagnostic(exc, "table_name") if sqlstate(exc) == "23505" else None
 
 
 def is_connection_failure(exc: BaseException) -> bool:

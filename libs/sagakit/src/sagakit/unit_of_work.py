@@ -2,52 +2,87 @@
 
     async with uow_factory() as uow:
         uow.claim(message_id, event_type, saga_id)  # the inbox row, written at commit
-        ...business changes on uow.connection...
+        ...reads (and writes) on uow.connection...
+        uow.stage(write)                          # writes that ride on the commit statement
         uow.emit("StockVerificado", payload)      # validated, enveloped, queued
-        await uow.commit()                        # one transaction, then NOTIFY the relay
+        await uow.commit()                        # one statement, then COMMIT if one is open
+
+Every round trip costs more than the statement it carries on this kind of machine (a process
+woken on each side: docs/benchmarks.md), so a unit of work sends as few as it can:
+
+- The transaction begins with the first statement a handler runs on ``uow.connection``.
+- The commit statement writes the staged business rows, the inbox row and the outbox rows.
+  When nothing ran before it, it runs on its own, its own transaction: no BEGIN, no COMMIT.
+- ``reads_outside_transaction``: a handler that takes no lock reads without a transaction
+  and writes everything with the commit statement, one atomic statement; its staged write's
+  *guard* checks that what it read still holds (an UPDATE's WHERE re-reads a row changed
+  meanwhile) and, if not, nothing is written and ``commit`` returns False.
 
 ``commit`` raises ``AlreadyProcessed`` (and writes nothing) when the message was processed
-before: the inbox row goes in with the outbox rows, in the statement before COMMIT, so a
-handler costs one round trip less than with a claim of its own at the start. A duplicate
-delivered while the first is still in flight runs the handler on what it can see, then waits
-at the inbox row's primary key for the first to commit, finds it and rolls back.
+before: the inbox row's primary key refuses it, and the whole statement with it. A duplicate
+delivered while the first is still in flight waits at that key for the first to commit.
 
 Nothing else commits and nothing publishes to Kafka: the relay does, from the outbox.
 """
 
 from __future__ import annotations
 
-import functools
 import json
 import uuid
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from functools import cache
 from types import TracebackType
 from typing import Any
 
 from saga_contracts import registry
 from sqlalchemy import TextClause, select, text
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from sagakit import tracing
 from sagakit.context import current_message
 from sagakit.envelope import Envelope
-from sagakit.errors import CommitOutcomeUnknown, is_connection_failure
+from sagakit.errors import CommitOutcomeUnknown, is_connection_failure, violated_unique_key_of
 from sagakit.tables import INBOX_PROCESSED, MessagingTables
 
-# The outbox rows, the per-saga locks and the relay's wake-up, in one round trip.
+
+@dataclass(frozen=True)
+class StagedWrite:
+    """A handler's writes, run by the commit statement ahead of its inbox and outbox rows.
+
+    ``ctes`` are (name, statement) pairs in order: INSERT, UPDATE or DELETE statements without
+    a WITH of their own (RETURNING what a later part reads), values bound as ``:name`` from
+    ``params`` (names starting ``uow_`` are the unit of work's). ``guard`` names the part that
+    returns a row only if the write applied; without that row nothing is written, inbox and
+    outbox rows included, and ``commit`` returns False. Statements are kept per shape: build
+    ``ctes`` once, not per call."""
+
+    ctes: tuple[tuple[str, str], ...]
+    params: Mapping[str, Any] = field(default_factory=dict)
+    guard: str | None = None
+
+
+# The inbox row of the message being handled. No ON CONFLICT: a message processed before
+# fails the whole statement at the primary key, business rows and outbox rows with it.
+_CLAIM_CTE = """claimed AS (
+    INSERT INTO {inbox} (message_id, event_type, saga_id, status)
+    SELECT :uow_message_id, :uow_event_type, :uow_saga_id, :uow_inbox_status{guarded}
+    RETURNING 1
+)"""
+
+# The outbox rows, the per-saga locks and the relay's wake-up.
 # Rows of one saga must get outbox ids in commit order, or the relay could publish a later
 # event before an earlier one that committed late. A transaction-scoped advisory lock per saga
 # (in a fixed order: no deadlock between two transactions) serialises them: the ids are drawn
 # only after every lock is held, since no row reaches the INSERT before the ``locked`` CTE has
 # been computed whole (an aggregate), and the locks last until COMMIT. PostgreSQL delivers the
 # NOTIFY only if and when the transaction commits.
-_OUTBOX_CTES = """
-locked AS MATERIALIZED (
+_OUTBOX_CTES = """locked AS MATERIALIZED (
     SELECT count(pg_advisory_xact_lock(hashtextextended(k, 0))) AS n
-    FROM unnest(CAST(:lock_keys AS text[])) AS k
+    FROM unnest(CAST(:uow_lock_keys AS text[])) AS k{guarded}
 ), notified AS MATERIALIZED (
-    SELECT pg_notify(:channel, '') FROM locked
+    SELECT pg_notify(:uow_channel, '') FROM locked WHERE locked.n > 0
 ), published AS (
     INSERT INTO {outbox} (message_id, saga_id, topic, event_type, schema_version, payload,
                           headers, traceparent, status)
@@ -55,32 +90,26 @@ locked AS MATERIALIZED (
            e.r->>'schema_version', e.r->'payload', e.r->'headers', e.r->>'traceparent',
            'pending'
     FROM locked, notified,
-         jsonb_array_elements(CAST(:rows AS jsonb)) WITH ORDINALITY AS e(r, ord)
+         jsonb_array_elements(CAST(:uow_rows AS jsonb)) WITH ORDINALITY AS e(r, ord)
     WHERE locked.n > 0
     ORDER BY e.ord
     RETURNING 1
 )"""
 
-# The inbox row of the message being handled; no row back means it was processed before.
-_CLAIM_CTE = """
-claimed AS (
-    INSERT INTO {inbox} (message_id, event_type, saga_id, status)
-    VALUES (:message_id, :event_type, :saga_id, :inbox_status)
-    ON CONFLICT (message_id) DO NOTHING
-    RETURNING 1
-)"""
 
-
-@functools.cache
-def _commit_statement(schema: str, claim: bool, outbox: bool) -> TextClause:
-    """What goes to the database just before COMMIT; returns 1 if the claim (if any) held."""
-    ctes = []
+@cache
+def _commit_statement(schema: str, claim: bool, outbox: bool,
+                      staged: tuple[tuple[str, str], ...], guard: str | None) -> TextClause:
+    """What goes to the database at commit; returns 1, or 0 if ``guard`` found nothing."""
+    ctes = [f"{name} AS (\n{body}\n)" for name, body in staged]
     if claim:
-        ctes.append(_CLAIM_CTE.format(inbox=f'"{schema}".processed_messages'))
+        ctes.append(_CLAIM_CTE.format(inbox=f'"{schema}".processed_messages',
+                                      guarded=f" FROM {guard}" if guard else ""))
     if outbox:
-        ctes.append(_OUTBOX_CTES.format(outbox=f'"{schema}".outbox'))
-    held = "(SELECT count(*) FROM claimed)" if claim else "1"
-    return text(f"WITH {','.join(ctes)}\nSELECT {held}")
+        ctes.append(_OUTBOX_CTES.format(outbox=f'"{schema}".outbox', guarded=(
+            f"\n    WHERE EXISTS (SELECT 1 FROM {guard})" if guard else "")))
+    held = f"(SELECT count(*) FROM {guard})" if guard else "1"
+    return text(f"WITH {', '.join(ctes)}\nSELECT {held}")
 
 
 class AlreadyProcessed(Exception):
@@ -110,9 +139,11 @@ class _OutgoingRow:
 class UnitOfWork:
     def __init__(self, engine: AsyncEngine, tables: MessagingTables, service: str,
                  traceparent: Callable[[], str | None] | None = None,
-                 isolation_level: str | None = None) -> None:
+                 isolation_level: str | None = None,
+                 reads_outside_transaction: bool = False) -> None:
         self._engine = engine
         self._isolation_level = isolation_level
+        self._reads_outside_transaction = reads_outside_transaction
         self._after_commit: list[Callable[[], None]] = []
         self.tables = tables
         self.service = service
@@ -120,7 +151,10 @@ class UnitOfWork:
         self._conn: AsyncConnection | None = None
         self._outgoing: list[_OutgoingRow] = []
         self._claim: _Claim | None = None
+        self._staged: StagedWrite | None = None
         self.committed = False
+        self.ended = False
+        """Committed, or given up by ``commit`` itself (a guard that found nothing)."""
 
     @property
     def connection(self) -> AsyncConnection:
@@ -130,19 +164,21 @@ class UnitOfWork:
 
     async def __aenter__(self) -> UnitOfWork:
         self._conn = await self._engine.connect()
-        if self._isolation_level:
-            # Sent with the BEGIN itself (asyncpg starts the transaction with it), not as a
-            # statement of its own; the pool puts the default back when the connection returns.
+        # No BEGIN here: SQLAlchemy begins the transaction with the first statement (asyncpg
+        # sends the isolation level with that BEGIN), and a unit of work whose only statement
+        # is its commit statement needs none. The pool puts the default level back.
+        if self._reads_outside_transaction:
+            await self._conn.execution_options(isolation_level="AUTOCOMMIT")
+        elif self._isolation_level:
             await self._conn.execution_options(isolation_level=self._isolation_level)
-        await self._conn.begin()
         return self
 
     async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                         tb: TracebackType | None) -> None:
         assert self._conn is not None
         try:
-            if not self.committed:
-                await self._conn.rollback()
+            if not self.ended and self._conn.in_transaction():
+                await self._conn.rollback()  # no round trip when nothing began
         finally:
             try:
                 await self._conn.close()
@@ -211,43 +247,83 @@ class UnitOfWork:
     def emitted(self) -> list[Envelope]:
         return [r.envelope for r in self._outgoing if r.envelope is not None]
 
-    async def commit(self) -> None:
+    # ---------------------------------------------------------------- writes
+
+    def stage(self, write: StagedWrite) -> None:
+        """Writes ``write`` with the commit statement (one staged write per unit of work)."""
+        if self._staged is not None:
+            raise RuntimeError("a unit of work stages one write; make it several CTEs")
+        self._staged = write
+
+    async def commit(self) -> bool:
+        """Writes what was staged, claimed and emitted, and commits. False if the staged
+        write's guard found nothing: then nothing was written and the unit of work is over."""
         with tracing.tracer().start_as_current_span(
                 "db commit", attributes={"db.system": "postgresql",
                                          "saga.outbox_rows": len(self._outgoing)}):
-            await self._commit()
+            return await self._commit()
 
-    async def _commit(self) -> None:
+    async def _commit(self) -> bool:
         conn = self.connection
-        if self._claim or self._outgoing:
-            params: dict[str, Any] = {}
-            if self._claim:
-                params.update(message_id=self._claim.message_id,
-                              event_type=self._claim.event_type, saga_id=self._claim.saga_id,
-                              inbox_status=self._claim.status)
-            if self._outgoing:
-                params.update(self._outbox_params())
-            statement = _commit_statement(self.tables.schema, self._claim is not None,
-                                          bool(self._outgoing))
-            if not (await conn.execute(statement, params)).scalar_one():
-                await conn.rollback()
-                raise AlreadyProcessed(self._claim.message_id if self._claim else "")
-        try:
-            await conn.commit()
-        except Exception as exc:
-            if is_connection_failure(exc):
-                self.committed = True  # nothing left to roll back on a dead connection
-                raise CommitOutcomeUnknown(f"connection lost during COMMIT: {exc!r}") from exc
-            raise
-        self.committed = True
+        if self.ended:
+            raise RuntimeError("unit of work already ended")
+        # The commit statement is a transaction of its own when nothing began one before it.
+        alone = self._reads_outside_transaction or not conn.in_transaction()
+        if self._claim or self._outgoing or self._staged:
+            if alone and not self._reads_outside_transaction:
+                await conn.execution_options(isolation_level="AUTOCOMMIT")
+            try:
+                held = (await conn.execute(self._statement(), self._params())).scalar_one()
+            except DBAPIError as exc:
+                if self._claim and violated_unique_key_of(exc) == "processed_messages":
+                    await self._give_up(alone)
+                    raise AlreadyProcessed(self._claim.message_id) from None
+                if alone and is_connection_failure(exc):
+                    self.ended = True  # that statement was its own COMMIT
+                    raise CommitOutcomeUnknown(f"connection lost during commit: {exc!r}") from exc
+                raise
+            if not held:
+                await self._give_up(alone)
+                return False
+        if not alone:
+            try:
+                await conn.commit()
+            except Exception as exc:
+                if is_connection_failure(exc):
+                    self.ended = True  # nothing left to roll back on a dead connection
+                    raise CommitOutcomeUnknown(f"connection lost during COMMIT: {exc!r}") from exc
+                raise
+        self.committed = self.ended = True
         for callback in self._after_commit:
             callback()
+        return True
+
+    async def _give_up(self, alone: bool) -> None:
+        if not alone:
+            await self.connection.rollback()
+        self.ended = True
+
+    def _statement(self) -> TextClause:
+        staged = self._staged
+        return _commit_statement(self.tables.schema, self._claim is not None,
+                                 bool(self._outgoing), staged.ctes if staged else (),
+                                 staged.guard if staged else None)
+
+    def _params(self) -> dict[str, Any]:
+        params: dict[str, Any] = dict(self._staged.params) if self._staged else {}
+        if self._claim:
+            params.update(uow_message_id=self._claim.message_id,
+                          uow_event_type=self._claim.event_type,
+                          uow_saga_id=self._claim.saga_id, uow_inbox_status=self._claim.status)
+        if self._outgoing:
+            params.update(self._outbox_params())
+        return params
 
     def _outbox_params(self) -> dict[str, Any]:
         return {
-            "lock_keys": sorted({f"{self.tables.schema}:{r.key}" for r in self._outgoing}),
-            "channel": self.tables.notify_channel,
-            "rows": json.dumps([{
+            "uow_lock_keys": sorted({f"{self.tables.schema}:{r.key}" for r in self._outgoing}),
+            "uow_channel": self.tables.notify_channel,
+            "uow_rows": json.dumps([{
                 "message_id": r.envelope.message_id if r.envelope else str(uuid.uuid4()),
                 "saga_id": r.key,
                 "topic": r.topic,
