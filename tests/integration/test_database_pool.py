@@ -60,3 +60,19 @@ async def test_a_connection_used_a_moment_ago_is_not_tested(running_stack: None)
         assert await _backend_pid(engine) != dead
     finally:
         await engine.dispose()
+
+
+async def test_a_failed_statements_error_names_its_sql_not_its_values(running_stack: None) -> None:
+    """Errors go to the log: a customer's address or a payment token bound to a statement
+    that failed must not go with them."""
+    engine = build_engine(URL, "pool-test", 1)
+    secret = "tok_live_4242424242424242"
+    try:
+        async with engine.connect() as conn:
+            with pytest.raises(Exception) as caught:
+                await conn.execute(text("SELECT CAST(:token AS text) WHERE 1 / 0 = 1"),
+                                   {"token": secret})
+        assert "division by zero" in str(caught.value) and "CAST" in str(caught.value)
+        assert secret not in str(caught.value)
+    finally:
+        await engine.dispose()

@@ -1,6 +1,7 @@
-"""pedidos' creation and transition statements against real PostgreSQL: order, saga and audit
-row are written and moved together, an idempotency key used before writes nothing, and a
-decision taken on a status that is no longer current writes nothing."""
+"""pedidos' creation and transition writes against real PostgreSQL: order, saga and audit row
+are written and moved together, an idempotency key used before writes nothing, and a decision
+taken on a status that is no longer current writes nothing (its guard finds no row). Each write
+runs by itself in the probe's transaction, which is rolled back."""
 
 from __future__ import annotations
 
@@ -35,12 +36,12 @@ async def test_a_transition_moves_order_saga_and_history_or_nothing(saga: Saga) 
         before = await history()
         stale = dataclasses.replace(row, status=OrderStatus.PENDIENTE_PAGO)
         assert not await repo.transition(stale, OrderStatus.COMPLETADA, step_timeout_s=None,
-                                         audit=AuditEntry("PagoExitoso", "test"))
+                                         audit=AuditEntry("PagoExitoso", "test")).run(conn)
         assert await history() == before
         assert await statuses() == ("CANCELADA_SIN_STOCK", "CANCELADA_SIN_STOCK")
 
         assert await repo.transition(row, OrderStatus.TIMED_OUT, step_timeout_s=None,
-                                     audit=AuditEntry("Probe", "test", "m-1", {"k": 1}))
+                                     audit=AuditEntry("Probe", "test", "m-1", {"k": 1})).run(conn)
         assert await history() == before + 1
         assert await statuses() == ("TIMED_OUT", "TIMED_OUT")
         last = (await conn.execute(text(
@@ -59,11 +60,11 @@ async def test_an_order_is_created_with_its_saga_and_history_or_not_at_all() -> 
 
         async def create() -> tuple[bool, uuid.UUID]:
             saga_id = uuid.uuid4()
-            created = await repo.create(
+            created = await repo.creation(
                 order_id=uuid.uuid4(), saga_id=saga_id, body=body,
                 total=Decimal("10.00"), idempotency_key=key, request_hash="h",
                 context={"probe": True}, step_timeout_s=30, saga_timeout_s=3600,
-                audit=AuditEntry("OrdenSolicitada", body["customer_id"]))
+                audit=AuditEntry("OrdenSolicitada", body["customer_id"])).run(conn)
             return created, saga_id
 
         async def rows(saga_id: uuid.UUID) -> tuple[int, int, int]:
@@ -93,7 +94,7 @@ async def test_a_cached_transition_statement_writes_each_calls_own_values(saga: 
             assert row is not None
             assert await repo.transition(row, OrderStatus.TIMED_OUT, step_timeout_s=None,
                                          audit=AuditEntry(f"Probe{n}", f"actor-{n}", f"m-{n}"),
-                                         charge_id=f"ch-{n}", cancel_reason=f"reason-{n}")
+                                         charge_id=f"ch-{n}", cancel_reason=f"reason-{n}").run(conn)
         for placed, n in ((first, 1), (second, 2)):
             written = (await conn.execute(text(
                 "SELECT o.charge_id, o.cancel_reason, a.event_type, a.actor, a.message_id "
@@ -120,9 +121,9 @@ async def test_a_transitions_notification_is_written_with_it_or_not_at_all(saga:
         stale = dataclasses.replace(row, status=OrderStatus.PENDIENTE_PAGO)
         assert not await repo.transition(stale, OrderStatus.TIMED_OUT, step_timeout_s=None,
                                          audit=AuditEntry("Probe", "test"),
-                                         notification="too late")
+                                         notification="too late").run(conn)
         assert await notifications() == [], "a stale decision notifies nobody"
         assert await repo.transition(row, OrderStatus.TIMED_OUT, step_timeout_s=None,
                                      audit=AuditEntry("Probe", "test"),
-                                     notification="your order timed out")
+                                     notification="your order timed out").run(conn)
         assert await notifications() == [(row.customer_id, "TIMED_OUT", "your order timed out")]

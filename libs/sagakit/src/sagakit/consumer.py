@@ -72,6 +72,8 @@ RETRYABLE_SQLSTATES = {"40001", "40P01", "55P03", "57014"}
 CONFLICT_SQLSTATES = {"40001", "40P01"}
 MAX_QUICK_RETRIES = 20
 OFFSET_COMMIT_INTERVAL_S = 0.1
+# What a handler may ask of its unit of work, as attributes of the handler function.
+UOW_OPTIONS = ("isolation_level", "reads_outside_transaction")
 
 
 class InfrastructureDown(Exception):
@@ -518,9 +520,10 @@ class EventConsumer:
 
     async def _handle_once(self, handler: Handler, envelope: Envelope,
                            traceparent: str | None = None) -> str:
-        # A handler may ask for a stronger isolation level (inventario's allocation does).
-        isolation = getattr(handler, "isolation_level", None)
-        uow = self.uow_factory(isolation_level=isolation) if isolation else self.uow_factory()
+        # A handler may ask for a stronger isolation level (inventario's allocation does), or
+        # to read outside a transaction and write with its commit statement alone.
+        options = {name: getattr(handler, name) for name in UOW_OPTIONS if hasattr(handler, name)}
+        uow = self.uow_factory(**options)
         with tracing.tracer().start_as_current_span(
                 f"{envelope.event_type} process", context=tracing.context_from(traceparent),
                 kind=SpanKind.CONSUMER,

@@ -61,8 +61,10 @@ class Runtime:
     consumer: EventConsumer | None = None
     extras: dict[str, Any] = field(default_factory=dict)
 
-    def uow(self, isolation_level: str | None = None) -> UnitOfWork:
-        return UnitOfWork(self.engine, self.tables, self.name, isolation_level=isolation_level)
+    def uow(self, isolation_level: str | None = None,
+            reads_outside_transaction: bool = False) -> UnitOfWork:
+        return UnitOfWork(self.engine, self.tables, self.name, isolation_level=isolation_level,
+                          reads_outside_transaction=reads_outside_transaction)
 
 
 @dataclass(frozen=True)

@@ -53,19 +53,25 @@ class StagedWrite:
 
     ``ctes`` are (name, statement) pairs in order: INSERT, UPDATE or DELETE statements without
     a WITH of their own (RETURNING what a later part reads), values bound as ``:name`` from
-    ``params`` (names starting ``uow_`` are the unit of work's). ``guard`` names the part that
-    returns a row only if the write applied; without that row nothing is written, inbox and
-    outbox rows included, and ``commit`` returns False. Statements are kept per shape: build
-    ``ctes`` once, not per call."""
+    ``params``; names of parts and values starting ``uow_`` are the unit of work's. ``guard``
+    names the part that returns a row only if the write applied; without that row nothing is
+    written, inbox and outbox rows included, and ``commit`` returns False. Statements are kept
+    per shape: build ``ctes`` once, not per call."""
 
     ctes: tuple[tuple[str, str], ...]
     params: Mapping[str, Any] = field(default_factory=dict)
     guard: str | None = None
 
+    async def run(self, conn: AsyncConnection) -> bool:
+        """Runs the write by itself on ``conn``, in whatever transaction the caller holds (for
+        code outside a unit of work, and tests); True unless its guard found nothing."""
+        statement = _commit_statement("", False, False, self.ctes, self.guard)
+        return bool((await conn.execute(statement, dict(self.params))).scalar_one())
+
 
 # The inbox row of the message being handled. No ON CONFLICT: a message processed before
 # fails the whole statement at the primary key, business rows and outbox rows with it.
-_CLAIM_CTE = """claimed AS (
+_CLAIM_CTE = """uow_claimed AS (
     INSERT INTO {inbox} (message_id, event_type, saga_id, status)
     SELECT :uow_message_id, :uow_event_type, :uow_saga_id, :uow_inbox_status{guarded}
     RETURNING 1
@@ -75,23 +81,23 @@ _CLAIM_CTE = """claimed AS (
 # Rows of one saga must get outbox ids in commit order, or the relay could publish a later
 # event before an earlier one that committed late. A transaction-scoped advisory lock per saga
 # (in a fixed order: no deadlock between two transactions) serialises them: the ids are drawn
-# only after every lock is held, since no row reaches the INSERT before the ``locked`` CTE has
+# only after every lock is held, since no row reaches the INSERT before ``uow_locked`` has
 # been computed whole (an aggregate), and the locks last until COMMIT. PostgreSQL delivers the
 # NOTIFY only if and when the transaction commits.
-_OUTBOX_CTES = """locked AS MATERIALIZED (
+_OUTBOX_CTES = """uow_locked AS MATERIALIZED (
     SELECT count(pg_advisory_xact_lock(hashtextextended(k, 0))) AS n
     FROM unnest(CAST(:uow_lock_keys AS text[])) AS k{guarded}
-), notified AS MATERIALIZED (
-    SELECT pg_notify(:uow_channel, '') FROM locked WHERE locked.n > 0
-), published AS (
+), uow_notified AS MATERIALIZED (
+    SELECT pg_notify(:uow_channel, '') FROM uow_locked WHERE uow_locked.n > 0
+), uow_published AS (
     INSERT INTO {outbox} (message_id, saga_id, topic, event_type, schema_version, payload,
                           headers, traceparent, status)
     SELECT (e.r->>'message_id')::uuid, e.r->>'saga_id', e.r->>'topic', e.r->>'event_type',
            e.r->>'schema_version', e.r->'payload', e.r->'headers', e.r->>'traceparent',
            'pending'
-    FROM locked, notified,
+    FROM uow_locked, uow_notified,
          jsonb_array_elements(CAST(:uow_rows AS jsonb)) WITH ORDINALITY AS e(r, ord)
-    WHERE locked.n > 0
+    WHERE uow_locked.n > 0
     ORDER BY e.ord
     RETURNING 1
 )"""

@@ -3,29 +3,22 @@
 from __future__ import annotations
 
 import functools
+import json
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
+from sagakit.unit_of_work import StagedWrite
 from sqlalchemy import (
-    CTE,
     Executable,
-    Float,
-    Text,
     Uuid,
     bindparam,
-    exists,
     func,
-    insert,
-    literal,
     literal_column,
     select,
-    update,
 )
-from sqlalchemy.dialects.postgresql import JSONB
-from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from pedidos.adapters.tables import notifications, orders, saga_audit, sagas
@@ -76,113 +69,121 @@ def _interval(seconds: Any) -> Any:
 # it only needs those rows.
 _ACTIVE = sagas.c.status.in_([literal_column(f"'{s.value}'") for s in sorted(ACTIVE)])
 
-# The statements a saga step runs are built once per shape and cached, their values bound at
-# execution: building one of these CTE statements and its cache key took ~0.5 ms of pedidos'
-# CPU per call (profile, docs/benchmarks.md run 8), several times what sending it costs.
+# A saga step's writes are staged on its unit of work and go to the database with its commit
+# statement (sagakit.unit_of_work): one round trip for the business rows, the inbox row and the
+# outbox rows. Their SQL is built once per shape, every value a bind parameter.
+_ORDERS, _SAGAS = orders.fullname, sagas.fullname
+_AUDIT, _NOTIFICATIONS = saga_audit.fullname, notifications.fullname
 
 
-def _audit_cte(saga_id: Any) -> CTE:
-    """The audit row of a transition, inserted for each saga id ``saga_id`` yields (none when
-    the statement's saga part wrote nothing); its values are the ``audit_*`` parameters."""
-    return (
-        insert(saga_audit).from_select(
-            ["saga_id", "event_type", "actor", "from_status", "to_status", "message_id",
-             "detail"],
-            select(saga_id, bindparam("audit_event_type", type_=Text),
-                   bindparam("audit_actor", type_=Text), bindparam("audit_from", type_=Text),
-                   bindparam("audit_to", type_=Text), bindparam("audit_message_id", type_=Text),
-                   bindparam("audit_detail", type_=JSONB)))
-        .returning(saga_audit.c.id).cte("audited"))
+def _audit_cte(source: str) -> tuple[str, str]:
+    """The audit row of a write, for the saga id ``source`` returns (none when it wrote
+    nothing); its values are the ``audit_*`` parameters."""
+    return ("audited", f"""INSERT INTO {_AUDIT} (saga_id, event_type, actor, from_status, to_status,
+                          message_id, detail)
+SELECT saga_id, :audit_event_type, :audit_actor, :audit_from, :audit_to, :audit_message_id,
+       CAST(:audit_detail AS jsonb)
+FROM {source}
+RETURNING id""")
 
 
-def _audit_params(audit: AuditEntry, from_status: str | None, to_status: str) -> dict[str, Any]:
+def _audit_params(audit: AuditEntry, from_status: str | None, to_status: str | None
+                  ) -> dict[str, Any]:
     return {"audit_event_type": audit.event_type, "audit_actor": audit.actor,
             "audit_from": from_status, "audit_to": to_status,
-            "audit_message_id": audit.message_id, "audit_detail": audit.detail or {}}
-
-
-def _wrote_one(order_cte: CTE, *other_ctes: CTE) -> Executable:
-    """A statement of data-modifying CTEs that returns how many order rows it wrote. The other
-    CTEs (audit row, notification) are selected too so that the statement is built whole
-    (PostgreSQL runs every data-modifying CTE, read or not)."""
-    return select(*(select(func.count()).select_from(cte).scalar_subquery()
-                    for cte in (order_cte, *other_ctes)))
+            "audit_message_id": audit.message_id,
+            "audit_detail": json.dumps(audit.detail or {})}
 
 
 _ORDER_COLUMNS = ("order_id", "saga_id", "customer_id", "status", "items", "total_amount",
                   "currency", "shipping_address", "payment_type", "idempotency_key",
                   "request_hash")
+_JSON_COLUMNS = {"items", "shipping_address"}
 
 
 @functools.cache
-def _create_statement(with_idempotency_key: bool) -> Executable:
+def _creation(with_idempotency_key: bool) -> tuple[tuple[str, str], ...]:
+    """Order, saga row and first audit row; with an idempotency key used before, nothing (the
+    guard is the saga row, which goes in only with the order)."""
     first = OrderStatus.PENDIENTE_VALIDACION
-    order = pg_insert(orders).values({c: bindparam(f"new_{c}", type_=orders.c[c].type)
-                                      for c in _ORDER_COLUMNS})
-    if with_idempotency_key:
-        order = order.on_conflict_do_nothing(index_elements=[orders.c.idempotency_key])
-    inserted_order = order.returning(orders.c.order_id).cte("inserted_order")
-    inserted_saga = (
-        insert(sagas).from_select(
-            ["saga_id", "saga_type", "status", "current_step", "order_id", "owner",
-             "context", "step_deadline_at", "expires_at"],
-            select(bindparam("new_saga_id", type_=Uuid), literal(SAGA_TYPE, Text),
-                   literal(first.value, Text), literal(STEP_OF[first], Text),
-                   inserted_order.c.order_id, bindparam("owner", type_=Text),
-                   bindparam("context", type_=JSONB),
-                   func.now() + _interval(bindparam("step_timeout_s", type_=Float)),
-                   func.now() + _interval(bindparam("saga_timeout_s", type_=Float))))
-        .returning(sagas.c.saga_id).cte("inserted_saga"))
-    return _wrote_one(inserted_order, _audit_cte(inserted_saga.c.saga_id))
+    values = ", ".join(f"CAST(:new_{c} AS jsonb)" if c in _JSON_COLUMNS else f":new_{c}"
+                       for c in _ORDER_COLUMNS)
+    conflict = " ON CONFLICT (idempotency_key) DO NOTHING" if with_idempotency_key else ""
+    return (
+        ("inserted_order", f"""INSERT INTO {_ORDERS} ({", ".join(_ORDER_COLUMNS)})
+VALUES ({values}){conflict}
+RETURNING order_id"""),
+        ("inserted_saga", f"""INSERT INTO {_SAGAS} (saga_id, saga_type, status, current_step, order_id, owner,
+                    context, step_deadline_at, expires_at)
+SELECT :new_saga_id, '{SAGA_TYPE}', '{first.value}', '{STEP_OF[first]}', order_id, :owner,
+       CAST(:context AS jsonb),
+       now() + make_interval(secs => CAST(:step_timeout_s AS double precision)),
+       now() + make_interval(secs => CAST(:saga_timeout_s AS double precision))
+FROM inserted_order
+RETURNING saga_id"""),
+        _audit_cte("inserted_saga"),
+    )
 
 
 @functools.cache
-def _transition_statement(to: OrderStatus, order_columns: tuple[str, ...], timed: bool,
-                          notified: bool = False) -> Executable:
-    """Order, saga and audit row (and the customer's notification, if ``notified``) in one
-    statement; each part runs only if the one before it matched (the status is still
-    ``expected``), so a stale decision writes nothing."""
-    saga_values: dict[str, Any] = {
-        "status": to.value, "updated_at": func.now(), "current_step": STEP_OF.get(to),
-        "step_started_at": func.now(),
-        "step_deadline_at": (func.now() + _interval(bindparam("step_timeout_s", type_=Float))
-                             if timed else None),
-    }
+def _transition(to: OrderStatus, order_columns: tuple[str, ...], timed: bool,
+                notified: bool) -> tuple[tuple[str, str], ...]:
+    """Order, saga and audit row (and the customer's notification, if ``notified``); each part
+    runs only if the one before it matched (the status is still ``expected``): the guard is
+    the saga row."""
+    step = STEP_OF.get(to)
+    current_step = f"'{step}'" if step else "NULL"
+    saga_set = [f"status = '{to.value}'", "updated_at = now()",
+                f"current_step = {current_step}", "step_started_at = now()",
+                "step_deadline_at = " + ("now() + make_interval(secs => CAST(:step_timeout_s AS "
+                                         "double precision))" if timed else "NULL")]
     if to not in ACTIVE:
-        saga_values["finished_at"] = func.now()
-    expected = bindparam("expected", type_=Text)
-    moved_order = (
-        update(orders).where(orders.c.order_id == bindparam("key_order_id", type_=Uuid),
-                             orders.c.status == expected)
-        .values(status=to.value, updated_at=func.now(),
-                **{c: bindparam(f"set_{c}", type_=orders.c[c].type) for c in order_columns})
-        .returning(orders.c.order_id).cte("moved_order"))
-    moved_saga = (
-        update(sagas).where(sagas.c.saga_id == bindparam("key_saga_id", type_=Uuid),
-                            sagas.c.status == expected, exists(select(moved_order.c.order_id)))
-        .values(**saga_values).returning(sagas.c.saga_id).cte("moved_saga"))
-    audited = _audit_cte(moved_saga.c.saga_id)
-    if not notified:
-        return _wrote_one(moved_order, audited)
-    notification = (
-        insert(notifications).from_select(
-            ["order_id", "customer_id", "kind", "message"],
-            select(moved_order.c.order_id, bindparam("notify_customer_id", type_=Text),
-                   literal(to.value, Text), bindparam("notify_message", type_=Text))
-            .where(exists(select(moved_saga.c.saga_id))))
-        .returning(notifications.c.id).cte("notified"))
-    return _wrote_one(moved_order, audited, notification)
+        saga_set.append("finished_at = now()")
+    order_set = [f"status = '{to.value}'", "updated_at = now()",
+                 *(f"{c} = :set_{c}" for c in order_columns)]
+    ctes = [
+        ("moved_order", f"""UPDATE {_ORDERS} SET {", ".join(order_set)}
+WHERE order_id = :key_order_id AND status = :expected
+RETURNING order_id"""),
+        ("moved_saga", f"""UPDATE {_SAGAS} SET {", ".join(saga_set)}
+WHERE saga_id = :key_saga_id AND status = :expected AND EXISTS (SELECT 1 FROM moved_order)
+RETURNING saga_id"""),
+        _audit_cte("moved_saga"),
+    ]
+    if notified:
+        ctes.append(("notified", f"""INSERT INTO {_NOTIFICATIONS} (order_id, customer_id, kind, message)
+SELECT order_id, :notify_customer_id, '{to.value}', :notify_message
+FROM moved_order WHERE EXISTS (SELECT 1 FROM moved_saga)
+RETURNING id"""))
+    return tuple(ctes)
 
 
 @functools.cache
-def _lock_statement(skip_locked: bool) -> Executable:
-    return (select(sagas.c.saga_id, sagas.c.order_id, orders.c.customer_id, sagas.c.status,
-                   orders.c.total_amount, orders.c.currency, sagas.c.started_at,
-                   sagas.c.step_started_at, sagas.c.step_deadline_at, sagas.c.expires_at,
-                   func.now().label("db_now"))
-            .join(orders, orders.c.order_id == sagas.c.order_id)
-            .where(sagas.c.saga_id == bindparam("saga_id", type_=Uuid))
-            .with_for_update(of=sagas, skip_locked=skip_locked))
+def _unmoved(order_columns: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    """An event that does not move the saga, recorded in its history (and the order's columns
+    ``order_columns`` set), if the status is still ``expected``: the guard is the saga row,
+    touched (an UPDATE re-reads a row changed meanwhile, where a SELECT would not)."""
+    ctes = [("kept_saga", f"""UPDATE {_SAGAS} SET updated_at = now()
+WHERE saga_id = :key_saga_id AND status = :expected
+RETURNING saga_id""")]
+    if order_columns:
+        order_set = ", ".join(f"{c} = :set_{c}" for c in order_columns)
+        ctes.append(("annotated", f"""UPDATE {_ORDERS} SET updated_at = now(), {order_set}
+WHERE order_id = :key_order_id AND EXISTS (SELECT 1 FROM kept_saga)
+RETURNING order_id"""))
+    ctes.append(_audit_cte("kept_saga"))
+    return tuple(ctes)
+
+
+@functools.cache
+def _saga_statement(lock: bool, skip_locked: bool = False) -> Executable:
+    statement = (select(sagas.c.saga_id, sagas.c.order_id, orders.c.customer_id, sagas.c.status,
+                        orders.c.total_amount, orders.c.currency, sagas.c.started_at,
+                        sagas.c.step_started_at, sagas.c.step_deadline_at, sagas.c.expires_at,
+                        func.now().label("db_now"))
+                 .join(orders, orders.c.order_id == sagas.c.order_id)
+                 .where(sagas.c.saga_id == bindparam("saga_id", type_=Uuid)))
+    return statement.with_for_update(of=sagas, skip_locked=skip_locked) if lock else statement
 
 
 def owner_of(body: dict[str, Any]) -> str:
@@ -196,25 +197,25 @@ class OrderRepository:
 
     # ---- creation
 
-    async def create(self, *, order_id: uuid.UUID, saga_id: uuid.UUID, body: dict[str, Any],
-                     total: Decimal, idempotency_key: str | None, request_hash: str,
-                     context: dict[str, Any], step_timeout_s: float, saga_timeout_s: float,
-                     audit: AuditEntry) -> bool:
-        """The order, its saga row and the first audit entry, in one statement (one round trip
-        instead of three). False if the idempotency key exists already: that request's order
-        stands, and nothing is written (saga and audit are inserted only with the order)."""
+    @staticmethod
+    def creation(*, order_id: uuid.UUID, saga_id: uuid.UUID, body: dict[str, Any],
+                 total: Decimal, idempotency_key: str | None, request_hash: str,
+                 context: dict[str, Any], step_timeout_s: float, saga_timeout_s: float,
+                 audit: AuditEntry) -> StagedWrite:
+        """The order, its saga row and the first audit entry. Its guard finds nothing if the
+        idempotency key exists already: that request's order stands, and nothing is written."""
         values = {"order_id": order_id, "saga_id": saga_id, "customer_id": body["customer_id"],
-                  "status": OrderStatus.PENDIENTE_VALIDACION.value, "items": body["items"],
-                  "total_amount": total, "currency": body["currency"],
-                  "shipping_address": body["shipping_address"],
+                  "status": OrderStatus.PENDIENTE_VALIDACION.value,
+                  "items": json.dumps(body["items"]), "total_amount": total,
+                  "currency": body["currency"],
+                  "shipping_address": json.dumps(body["shipping_address"]),
                   "payment_type": body["payment_method"]["type"],
                   "idempotency_key": idempotency_key, "request_hash": request_hash}
         params = {**{f"new_{c}": v for c, v in values.items()}, "owner": owner_of(body),
-                  "context": context, "step_timeout_s": step_timeout_s,
+                  "context": json.dumps(context), "step_timeout_s": step_timeout_s,
                   "saga_timeout_s": saga_timeout_s,
                   **_audit_params(audit, None, OrderStatus.PENDIENTE_VALIDACION.value)}
-        return await self._wrote_the_order(_create_statement(idempotency_key is not None),
-                                           params)
+        return StagedWrite(_creation(idempotency_key is not None), params, "inserted_saga")
 
     async def by_idempotency_key(self, key: str) -> dict[str, Any] | None:
         row = (await self.conn.execute(select(orders).where(orders.c.idempotency_key == key))
@@ -229,38 +230,47 @@ class OrderRepository:
                        OrderStatus(row.status), row.total_amount, row.currency, row.started_at,
                        row.step_started_at, row.step_deadline_at, row.expires_at, row.db_now)
 
-    async def lock_saga(self, saga_id: str, skip_locked: bool = False) -> SagaRow | None:
-        """Locks the saga row: every decision about one saga is taken one at a time."""
-        row = (await self.conn.execute(_lock_statement(skip_locked),
+    async def read_saga(self, saga_id: str) -> SagaRow | None:
+        """The saga as it is now, without a lock: a write decided on it says which status it
+        was decided on, and writes nothing if that status is gone."""
+        row = (await self.conn.execute(_saga_statement(lock=False),
                                        {"saga_id": uuid.UUID(saga_id)})).first()
         return self._row(row) if row else None
 
-    async def transition(self, saga: SagaRow, to: OrderStatus, *,
-                         step_timeout_s: float | None, audit: AuditEntry,
-                         notification: str | None = None, **order_values: Any) -> bool:
-        """Conditional: applies only if the status is still the one the decision was made on.
+    async def lock_saga(self, saga_id: str, skip_locked: bool = False) -> SagaRow | None:
+        """Locks the saga row, for the rest of the transaction."""
+        row = (await self.conn.execute(_saga_statement(lock=True, skip_locked=skip_locked),
+                                       {"saga_id": uuid.UUID(saga_id)})).first()
+        return self._row(row) if row else None
 
-        Order, saga and audit row, and the customer's ``notification`` if any, in one
-        statement (one round trip instead of four); each part runs only if the one before it
-        matched, so a stale decision writes nothing."""
-        statement = _transition_statement(to, tuple(sorted(order_values)),
-                                          step_timeout_s is not None, notification is not None)
+    @staticmethod
+    def transition(saga: SagaRow, to: OrderStatus, *, step_timeout_s: float | None,
+                   audit: AuditEntry, notification: str | None = None,
+                   **order_values: Any) -> StagedWrite:
+        """Order, saga and audit row, and the customer's ``notification`` if any, only if the
+        status is still the one the decision was made on (the guard)."""
+        ctes = _transition(to, tuple(sorted(order_values)), step_timeout_s is not None,
+                           notification is not None)
         params = {"key_order_id": uuid.UUID(saga.order_id), "key_saga_id": uuid.UUID(saga.saga_id),
                   "expected": saga.status.value, "step_timeout_s": step_timeout_s,
                   **{f"set_{c}": v for c, v in order_values.items()},
                   **_audit_params(audit, saga.status.value, to.value)}
+        if step_timeout_s is None:
+            del params["step_timeout_s"]
         if notification is not None:
             params.update(notify_customer_id=saga.customer_id, notify_message=notification)
-        return await self._wrote_the_order(statement, params)
+        return StagedWrite(ctes, params, "moved_saga")
 
-    async def _wrote_the_order(self, statement: Executable, params: dict[str, Any]) -> bool:
-        """Runs a statement built by ``_wrote_one``; True if it wrote the order's row."""
-        written = (await self.conn.execute(statement, params)).one()
-        return bool(written[0] == 1)
-
-    async def annotate(self, order_id: str, **values: Any) -> None:
-        await self.conn.execute(update(orders).where(orders.c.order_id == uuid.UUID(order_id))
-                                .values(updated_at=func.now(), **values))
+    @staticmethod
+    def unmoved(saga: SagaRow, audit: AuditEntry, **order_values: Any) -> StagedWrite:
+        """An event recorded in the saga's history without moving it (the order's columns
+        ``order_values`` set), only if the status is still the one it was judged on."""
+        params = {"key_saga_id": uuid.UUID(saga.saga_id), "expected": saga.status.value,
+                  **{f"set_{c}": v for c, v in order_values.items()},
+                  **_audit_params(audit, saga.status.value, saga.status.value)}
+        if order_values:
+            params["key_order_id"] = uuid.UUID(saga.order_id)
+        return StagedWrite(_unmoved(tuple(sorted(order_values))), params, "kept_saga")
 
     async def due_sagas(self, limit: int) -> list[str]:
         rows = await self.conn.execute(
@@ -290,17 +300,6 @@ class OrderRepository:
             select(func.count(), func.coalesce(func.max(used), 0))
             .where(sagas.c.status.in_(active)))).one()
         return int(count), float(worst)
-
-    # ---- audit
-
-    async def audit(self, saga_id: str, *, event_type: str, actor: str,
-                    from_status: OrderStatus | None, to_status: OrderStatus | None,
-                    message_id: str | None = None, detail: dict[str, Any] | None = None) -> None:
-        await self.conn.execute(saga_audit.insert(), {
-            "saga_id": uuid.UUID(saga_id), "event_type": event_type, "actor": actor,
-            "from_status": from_status.value if from_status else None,
-            "to_status": to_status.value if to_status else None, "message_id": message_id,
-            "detail": detail or {}})
 
     # ---- queries
 

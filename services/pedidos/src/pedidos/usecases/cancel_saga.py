@@ -7,7 +7,7 @@ from sagakit.unit_of_work import UnitOfWork
 from pedidos.adapters.order_repository import OrderRepository
 from pedidos.config import PedidosSettings
 from pedidos.domain.order import OrderStatus, on_cancel_requested
-from pedidos.usecases.transitions import apply_transition
+from pedidos.usecases.transitions import stage_transition
 
 
 class SagaNotFound(Exception):
@@ -22,7 +22,8 @@ async def cancel_saga(uow: UnitOfWork, saga_id: str, actor: str,
     if saga is None:
         raise SagaNotFound(saga_id)
     transition = on_cancel_requested(saga.status)
-    await apply_transition(uow, saga, transition, cause="CancelacionSolicitada", actor=actor,
-                           settings=settings)
+    stage_transition(uow, saga, transition, cause="CancelacionSolicitada", actor=actor,
+                     settings=settings)
+    # The row is locked: the status it was decided on holds, and the guard finds it.
     await uow.commit()
     return transition.to

@@ -19,7 +19,7 @@ from sagakit.runtime import RunAgainIn, Runtime
 from pedidos.adapters.order_repository import OrderRepository
 from pedidos.config import PedidosSettings
 from pedidos.domain.order import STEP_OF, on_saga_deadline, on_step_deadline
-from pedidos.usecases.transitions import apply_transition
+from pedidos.usecases.transitions import stage_transition
 
 log = logging.getLogger("pedidos.deadlines")
 
@@ -64,8 +64,8 @@ async def _enforce(rt: Runtime, settings: PedidosSettings, saga_id: str) -> int:
                                           "previous_status": saga.status.value,
                                           "elapsed_ms": int(saga.elapsed_s * 1000)},
                          saga_id=saga.saga_id)
-                await apply_transition(uow, saga, transition, cause="SagaExpirada",
-                                       actor="pedidos.deadlines", settings=settings)
+                stage_transition(uow, saga, transition, cause="SagaExpirada",
+                                 actor="pedidos.deadlines", settings=settings)
                 uow.after_commit(metrics.ALERTS.labels("pedidos", "saga_expired", "high").inc)
                 log.error("saga expired", extra={"saga_id": saga.saga_id,
                                                  "event_type": "SagaExpirada",
@@ -78,14 +78,14 @@ async def _enforce(rt: Runtime, settings: PedidosSettings, saga_id: str) -> int:
                 uow.emit("StepTimedOut", {"order_id": saga.order_id, "step": step,
                                           "elapsed_ms": saga.step_elapsed_ms},
                          saga_id=saga.saga_id)
-                await apply_transition(uow, saga, transition, cause="StepTimedOut",
-                                       actor="pedidos.deadlines", settings=settings,
-                                       detail={"step": step, "elapsed_ms": saga.step_elapsed_ms})
+                stage_transition(uow, saga, transition, cause="StepTimedOut",
+                                 actor="pedidos.deadlines", settings=settings,
+                                 detail={"step": step, "elapsed_ms": saga.step_elapsed_ms})
                 uow.after_commit(metrics.STEP_TIMEOUTS.labels("pedidos", step).inc)
                 log.error("step timed out", extra={"saga_id": saga.saga_id,
                                                    "event_type": "StepTimedOut", "step": step,
                                                    "status": "COMPENSATING"})
             else:
                 return 0
-            await uow.commit()
-            return 1
+            # Under the row lock the status holds: the transition's guard finds it.
+            return 1 if await uow.commit() else 0

@@ -1,5 +1,6 @@
 """POST /orders: the order, its saga row, the first audit entry and OrdenSolicitada, in one
-transaction. The same Idempotency-Key with the same body returns the first order."""
+statement (its own transaction). The same Idempotency-Key with the same body returns the first
+order."""
 
 from __future__ import annotations
 
@@ -38,25 +39,16 @@ def request_hash(body: dict[str, Any]) -> str:
 async def place_order(uow: UnitOfWork, body: dict[str, Any], total: Decimal,
                       idempotency_key: str | None, settings: PedidosSettings) -> PlacedOrder:
     """``body`` is the validated request in JSON form (money as two-decimal strings)."""
-    repo = OrderRepository(uow.connection)
     fingerprint = request_hash(body)
     order_id, saga_id = uuid.uuid4(), uuid.uuid4()
-    created = await repo.create(
+    uow.stage(OrderRepository.creation(
         order_id=order_id, saga_id=saga_id, body=body, total=total,
         idempotency_key=idempotency_key, request_hash=fingerprint,
         context={"order_id": str(order_id), "total_amount": str(total),
                  "currency": body["currency"], "items": len(body["items"]),
                  "traceparent": tracing.current_traceparent()},
         step_timeout_s=settings.validation_timeout_s, saga_timeout_s=settings.saga_timeout_s,
-        audit=AuditEntry("OrdenSolicitada", owner_of(body)))
-    if not created:
-        assert idempotency_key is not None
-        existing = await repo.by_idempotency_key(idempotency_key)
-        assert existing is not None
-        if existing["request_hash"] != fingerprint:
-            raise IdempotencyKeyReused(idempotency_key)
-        return PlacedOrder(str(existing["order_id"]), str(existing["saga_id"]),
-                           existing["status"], created=False)
+        audit=AuditEntry("OrdenSolicitada", owner_of(body))))
     uow.emit("OrdenSolicitada", {
         "order_id": str(order_id),
         "customer_id": body["customer_id"],
@@ -68,6 +60,14 @@ async def place_order(uow: UnitOfWork, body: dict[str, Any], total: Decimal,
     }, saga_id=str(saga_id), metadata={"correlation_id": str(order_id),
                                        "user_id": body["customer_id"], "channel": "api"})
     uow.after_commit(lambda: metrics.SAGAS_STARTED.labels(SAGA_TYPE).inc())
-    await uow.commit()
-    return PlacedOrder(str(order_id), str(saga_id), OrderStatus.PENDIENTE_VALIDACION.value,
-                       created=True)
+    if await uow.commit():
+        return PlacedOrder(str(order_id), str(saga_id), OrderStatus.PENDIENTE_VALIDACION.value,
+                           created=True)
+    # The idempotency key was used before: nothing was written, that request's order stands.
+    assert idempotency_key is not None
+    existing = await OrderRepository(uow.connection).by_idempotency_key(idempotency_key)
+    assert existing is not None
+    if existing["request_hash"] != fingerprint:
+        raise IdempotencyKeyReused(idempotency_key)
+    return PlacedOrder(str(existing["order_id"]), str(existing["saga_id"]), existing["status"],
+                       created=False)

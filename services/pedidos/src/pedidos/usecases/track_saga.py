@@ -1,7 +1,11 @@
 """Every event of the saga that pedidos listens to: decide, apply, record.
 
 One handler serves all of them because the decision is the state machine's; this module only
-loads the saga under its row lock and writes what the machine decided.
+reads the saga and writes what the machine decided. It takes no lock: the read runs outside a
+transaction, and the write (with the inbox and outbox rows) is one statement that applies only
+if the saga is still in the status the decision was taken on. If another event or a deadline
+moved it meanwhile, nothing is written and the consumer runs the handler again at once, on the
+new status. Two round trips, where a locked read-decide-write took five.
 """
 
 from __future__ import annotations
@@ -12,10 +16,10 @@ from sagakit.consumer import Handler
 from sagakit.envelope import Envelope
 from sagakit.unit_of_work import UnitOfWork
 
-from pedidos.adapters.order_repository import OrderRepository
+from pedidos.adapters.order_repository import AuditEntry, OrderRepository
 from pedidos.config import PedidosSettings
 from pedidos.domain.order import Annotation, Transition, on_event
-from pedidos.usecases.transitions import apply_transition
+from pedidos.usecases.transitions import stage_transition
 
 log = logging.getLogger("pedidos.track_saga")
 
@@ -25,8 +29,7 @@ TRACKED_EVENTS = ("StockVerificado", "StockNoDisponible", "PagoExitoso", "PagoRe
 
 def make_track_saga(settings: PedidosSettings) -> Handler:
     async def track_saga(uow: UnitOfWork, event: Envelope) -> None:
-        repo = OrderRepository(uow.connection)
-        saga = await repo.lock_saga(event.saga_id)
+        saga = await OrderRepository(uow.connection).read_saga(event.saga_id)
         if saga is None:
             from sagakit.errors import PermanentError
             raise PermanentError(f"unknown saga {event.saga_id}")
@@ -36,24 +39,26 @@ def make_track_saga(settings: PedidosSettings) -> Handler:
         if event.event_type == "PagoExitoso":
             order_values["charge_id"] = event.payload.get("charge_id")
         if isinstance(decision, Transition):
-            await apply_transition(uow, saga, decision, cause=event.event_type,
-                                   actor=event.source_service, settings=settings,
-                                   message_id=event.message_id, detail=detail,
-                                   order_values=order_values)
+            stage_transition(uow, saga, decision, cause=event.event_type,
+                             actor=event.source_service, settings=settings,
+                             message_id=event.message_id, detail=detail,
+                             order_values=order_values)
         else:
             if isinstance(decision, Annotation):
                 order_values["refund_status"] = decision.refund_status.value
-            if order_values:
-                await repo.annotate(saga.order_id, **order_values)
             # Stale, late or duplicate-by-meaning: recorded in the history, state unchanged.
-            await repo.audit(saga.saga_id, event_type=event.event_type,
-                             actor=event.source_service, from_status=saga.status,
-                             to_status=saga.status, message_id=event.message_id,
-                             detail={**detail, "ignored": decision is None,
-                                     **({"refund_status": decision.refund_status.value}
-                                        if isinstance(decision, Annotation) else {})})
-            log.info("event does not move the order (%s)", saga.status.value,
-                     extra={"saga_id": event.saga_id, "event_type": event.event_type})
+            uow.stage(OrderRepository.unmoved(
+                saga, AuditEntry(event.event_type, event.source_service, event.message_id,
+                                 {**detail, "ignored": decision is None,
+                                  **({"refund_status": decision.refund_status.value}
+                                     if isinstance(decision, Annotation) else {})}),
+                **order_values))
+            uow.after_commit(lambda: log.info(
+                "event does not move the order (%s)", saga.status.value,
+                extra={"saga_id": event.saga_id, "event_type": event.event_type}))
+        # False (nothing written) if the saga moved since it was read: the consumer retries.
         await uow.commit()
 
+    # Reads without a transaction; the commit statement is the transaction.
+    track_saga.reads_outside_transaction = True  # type: ignore[attr-defined]
     return track_saga

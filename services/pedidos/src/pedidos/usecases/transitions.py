@@ -1,5 +1,7 @@
-"""Applies a decided transition: the conditional update, its audit row, its events, the
-customer notification and the metrics, all inside the caller's unit of work."""
+"""Stages a decided transition on the caller's unit of work: the conditional update with its
+audit row and customer notification, its events, and the metrics once it commits. Nothing of it
+is written if the saga is no longer in the status the decision was taken on (``commit`` then
+returns False)."""
 
 from __future__ import annotations
 
@@ -22,24 +24,21 @@ from pedidos.domain.order import (
 log = logging.getLogger("pedidos.transitions")
 
 
-async def apply_transition(uow: UnitOfWork, saga: SagaRow, transition: Transition, *,
-                           cause: str, actor: str, settings: PedidosSettings,
-                           message_id: str | None = None,
-                           detail: dict[str, Any] | None = None,
-                           order_values: dict[str, Any] | None = None) -> bool:
-    repo = OrderRepository(uow.connection)
+def stage_transition(uow: UnitOfWork, saga: SagaRow, transition: Transition, *,
+                     cause: str, actor: str, settings: PedidosSettings,
+                     message_id: str | None = None,
+                     detail: dict[str, Any] | None = None,
+                     order_values: dict[str, Any] | None = None) -> None:
     values = dict(order_values or {})
     if transition.cancel_reason:
         values["cancel_reason"] = transition.cancel_reason.value
     if transition.refund_status:
         values["refund_status"] = transition.refund_status.value
     step = STEP_OF.get(transition.to)
-    applied = await repo.transition(saga, transition.to,
-                                    step_timeout_s=settings.step_timeout_s(step) if step else None,
-                                    audit=AuditEntry(cause, actor, message_id, detail),
-                                    notification=NOTIFICATIONS.get(transition.to), **values)
-    if not applied:
-        return False
+    uow.stage(OrderRepository.transition(
+        saga, transition.to, step_timeout_s=settings.step_timeout_s(step) if step else None,
+        audit=AuditEntry(cause, actor, message_id, detail),
+        notification=NOTIFICATIONS.get(transition.to), **values))
     if transition.completes:
         uow.emit("OrdenCompletada", {"order_id": saga.order_id,
                                      "total_amount": f"{saga.total_amount:.2f}",
@@ -60,7 +59,10 @@ async def apply_transition(uow: UnitOfWork, saga: SagaRow, transition: Transitio
                                                          or CancelReason.TIMEOUT).value).inc()
 
         uow.after_commit(record)
-    log.info("order %s -> %s", saga.status.value, transition.to.value,
-             extra={"saga_id": saga.saga_id, "event_type": cause, "order_id": saga.order_id,
-                    "status": "COMPENSATING" if transition.cancels else "SUCCESS"})
-    return True
+
+    def applied() -> None:
+        log.info("order %s -> %s", saga.status.value, transition.to.value,
+                 extra={"saga_id": saga.saga_id, "event_type": cause, "order_id": saga.order_id,
+                        "status": "COMPENSATING" if transition.cancels else "SUCCESS"})
+
+    uow.after_commit(applied)
