@@ -41,7 +41,7 @@ async def test_the_allocations_first_statement_sets_its_timeouts_and_reads_the_l
     sku = new_sku()
     async with db.probe() as conn:
         repo = StockRepository(conn)
-        await repo.record_check(checked, str(uuid.uuid4()), [Line(sku, 2)], "ok")
+        await repo.stock_check(checked, str(uuid.uuid4()), [Line(sku, 2)], "ok").run(conn)
         assert await repo.set_timeouts_and_read_checked_lines(
             checked, lock_timeout_ms=1234, statement_timeout_ms=5678) == [Line(sku, 2)]
         assert (await conn.execute(text("SHOW lock_timeout"))).scalar() == "1234ms"
@@ -62,11 +62,12 @@ async def test_an_allocation_takes_every_lines_units_and_records_itself_once(
         # Two lines of one SKU count together.
         lines = [Line(a, 2), Line(b, 5), Line(a, 3)]
         assert await repo.lock_on_hand([a, b]) == {a: 10, b: 5}
-        assert await repo.allocate(saga_id, order_id, lines)
+        await repo.allocation(saga_id, order_id, AllocationStatus.ALLOCATED, lines).run(conn)
         assert await repo.validation_read(saga_id, [a, b, untouched]) == (
             AllocationStatus.ALLOCATED, {a: 5, b: 0, untouched: 3})
         # The saga's allocation was recorded already: nothing recorded, nothing taken.
-        assert not await repo.allocate(saga_id, order_id, [Line(untouched, 1)])
+        await repo.allocation(saga_id, order_id, AllocationStatus.ALLOCATED,
+                              [Line(untouched, 1)]).run(conn)
         assert await repo.validation_read(saga_id, [untouched]) == (
             AllocationStatus.ALLOCATED, {untouched: 3})
         row = (await conn.execute(text(
@@ -75,3 +76,14 @@ async def test_an_allocation_takes_every_lines_units_and_records_itself_once(
         assert row.order_id == order_id
         assert row.items == [{"sku": a, "quantity": 2}, {"sku": b, "quantity": 5},
                              {"sku": a, "quantity": 3}]
+
+
+async def test_a_failed_allocation_records_itself_and_takes_nothing(running_stack: None) -> None:
+    sku, saga_id = new_sku(), f"probe-{uuid.uuid4()}"
+    async with db.probe() as conn:
+        await conn.execute(text("INSERT INTO inventario.products (sku, quantity) VALUES (:a, 1)"),
+                           {"a": sku})
+        repo = StockRepository(conn)
+        await repo.allocation(saga_id, str(uuid.uuid4()), AllocationStatus.FAILED,
+                              [Line(sku, 1)]).run(conn)
+        assert await repo.validation_read(saga_id, [sku]) == (AllocationStatus.FAILED, {sku: 1})

@@ -7,12 +7,16 @@ what it read."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
+from harness import db
 from harness.scratch import scratch_outbox
+from harness.waiting import wait_for
+from sagakit.errors import is_connection_failure
 from sagakit.tables import MessagingTables
 from sagakit.unit_of_work import AlreadyProcessed, StagedWrite, UnitOfWork
 from sqlalchemy import event, text
@@ -167,3 +171,24 @@ async def test_reads_outside_a_transaction_lose_a_race_instead_of_acting_on_what
     assert await _counter(engine, name) == 10
     assert await _rows(engine, message_id, saga_id) == (0, 0)
     assert in_transaction_at_commit == [False]
+
+
+async def test_a_connection_seen_closed_refuses_the_commit_statement_as_nothing_done(
+        scratch) -> None:  # type: ignore[no-untyped-def]
+    """A commit statement that is its own COMMIT and dies in flight leaves its outcome
+    unknown; one on a connection already known dead is never sent: nothing was done, and the
+    caller may say so (HTTP 503 "nothing was done", not "it may have taken effect")."""
+    engine, tables = scratch
+    message_id, saga_id = str(uuid.uuid4()), str(uuid.uuid4())
+    uow = UnitOfWork(engine, tables, SCHEMA)
+    async with uow:
+        driver = (await uow.connection.get_raw_connection()).driver_connection
+        await db.execute("SELECT pg_terminate_backend($1)", driver.get_server_pid())
+        await wait_for(lambda: asyncio.sleep(0, driver.is_closed()), bool, timeout=10,
+                       what="the client to see its connection closed")
+        uow.claim(message_id, "Step", saga_id)
+        _emit(uow, saga_id)
+        with pytest.raises(ConnectionResetError):
+            await uow.commit()
+    assert is_connection_failure(ConnectionResetError())
+    assert await _rows(engine, message_id, saga_id) == (0, 0)

@@ -276,8 +276,10 @@ class UnitOfWork:
         # The commit statement is a transaction of its own when nothing began one before it.
         alone = self._reads_outside_transaction or not conn.in_transaction()
         if self._claim or self._outgoing or self._staged:
-            if alone and not self._reads_outside_transaction:
-                await conn.execution_options(isolation_level="AUTOCOMMIT")
+            if alone:
+                await self._known_alive()
+                if not self._reads_outside_transaction:
+                    await conn.execution_options(isolation_level="AUTOCOMMIT")
             try:
                 held = (await conn.execute(self._statement(), self._params())).scalar_one()
             except DBAPIError as exc:
@@ -303,6 +305,18 @@ class UnitOfWork:
         for callback in self._after_commit:
             callback()
         return True
+
+    async def _known_alive(self) -> None:
+        """A statement that is its own COMMIT and dies with its connection leaves its outcome
+        unknown, but one never sent did nothing: a connection already seen closed (the
+        database went away while it sat in the pool) is refused before anything is sent."""
+        conn = self.connection
+        driver = (await conn.get_raw_connection()).driver_connection
+        if driver is not None and driver.is_closed():
+            await conn.invalidate()
+            self.ended = True
+            raise ConnectionResetError("database connection closed; the commit statement was "
+                                       "not sent")
 
     async def _give_up(self, alone: bool) -> None:
         if not alone:

@@ -11,7 +11,8 @@ import json
 import uuid
 from typing import Any
 
-from sqlalchemy import Integer, Text, any_, bindparam, func, literal, select, text, update
+from sagakit.unit_of_work import StagedWrite
+from sqlalchemy import Integer, Text, any_, bindparam, func, literal, select, update
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -41,12 +42,6 @@ _PUT_BACK = (pg_insert(products)
                                     set_={"quantity": products.c.quantity
                                           + bindparam("v_quantity", type_=Integer),
                                           "updated_at": func.now()}))
-_RECORD_CHECK = (pg_insert(stock_checks)
-                 .values(saga_id=bindparam("v_saga_id", type_=Text),
-                         order_id=bindparam("v_order_id", type_=stock_checks.c.order_id.type),
-                         items=bindparam("v_items", type_=JSONB),
-                         result=bindparam("v_result", type_=Text))
-                 .on_conflict_do_nothing(index_elements=[stock_checks.c.saga_id]))
 _CHECKED_LINES = (select(stock_checks.c["items"])
                   .where(stock_checks.c.saga_id == bindparam("k_saga_id", type_=Text)))
 # The allocation's first statement: its lock and statement timeouts (for this transaction) and
@@ -56,26 +51,27 @@ _TIMEOUTS_AND_CHECKED_LINES = select(
     func.set_config("lock_timeout", bindparam("v_lock_timeout", type_=Text), True),
     func.set_config("statement_timeout", bindparam("v_statement_timeout", type_=Text), True),
     _CHECKED_LINES.scalar_subquery().label("items"))
+# Writes staged on the unit of work, sent with its commit statement (sagakit.unit_of_work).
+_STOCK_CHECK = (("checked", f"""INSERT INTO {stock_checks.fullname} (saga_id, order_id, items, result)
+VALUES (:chk_saga_id, :chk_order_id, CAST(:chk_items AS jsonb), :chk_result)
+ON CONFLICT (saga_id) DO NOTHING
+RETURNING saga_id"""),)
 # An allocation that succeeded: the saga's allocation row and every line's units off its
-# product (rows this transaction has locked already: no new lock waits), in one statement.
-# The units are taken only if the row went in (the UPDATE joins what the INSERT returned).
-# Lines of the same SKU count together.
-_ALLOCATE = text(f"""
-WITH wanted AS (
-    SELECT l.sku, sum(l.quantity)::int AS quantity
-    FROM jsonb_to_recordset(CAST(:v_items AS jsonb)) AS l(sku text, quantity int)
-    GROUP BY l.sku
-), recorded AS (
-    INSERT INTO {allocations.fullname} (saga_id, order_id, status, items)
-    VALUES (:v_saga_id, CAST(:v_order_id AS uuid), '{AllocationStatus.ALLOCATED.value}',
-            CAST(:v_items AS jsonb))
-    ON CONFLICT (saga_id) DO NOTHING
-    RETURNING saga_id
-), taken AS (
-    UPDATE {products.fullname} p SET quantity = p.quantity - w.quantity, updated_at = now()
-    FROM wanted w, recorded r WHERE p.sku = w.sku
+# product (rows this transaction has locked already: no new lock waits). The units are taken
+# only if the row went in (the UPDATE joins what the INSERT returned). Lines of the same SKU
+# count together.
+_ALLOCATED = (
+    ("wanted", """SELECT l.sku, sum(l.quantity)::int AS quantity
+FROM jsonb_to_recordset(CAST(:alloc_items AS jsonb)) AS l(sku text, quantity int)
+GROUP BY l.sku"""),
+    ("recorded", f"""INSERT INTO {allocations.fullname} (saga_id, order_id, status, items)
+VALUES (:alloc_saga_id, CAST(:alloc_order_id AS uuid), :alloc_status, CAST(:alloc_items AS jsonb))
+ON CONFLICT (saga_id) DO NOTHING
+RETURNING saga_id"""),
+    ("taken", f"""UPDATE {products.fullname} p SET quantity = p.quantity - w.quantity, updated_at = now()
+FROM wanted w, recorded r WHERE p.sku = w.sku AND :alloc_status = '{AllocationStatus.ALLOCATED.value}'
+RETURNING p.sku"""),
 )
-SELECT saga_id FROM recorded""")
 _LOCK_ALLOCATION = (select(allocations.c.status, allocations.c["items"])
                     .where(allocations.c.saga_id == bindparam("k_saga_id", type_=Text))
                     .with_for_update())
@@ -137,11 +133,12 @@ class StockRepository:
 
     # ---- validation records
 
-    async def record_check(self, saga_id: str, order_id: str, lines: list[Line],
-                           result: str) -> None:
-        await self.conn.execute(_RECORD_CHECK, {
-            "v_saga_id": saga_id, "v_order_id": uuid.UUID(order_id),
-            "v_items": lines_to_json(lines), "v_result": result})
+    @staticmethod
+    def stock_check(saga_id: str, order_id: str, lines: list[Line], result: str) -> StagedWrite:
+        """The validation's record (lines and result), kept if the saga has none yet."""
+        return StagedWrite(_STOCK_CHECK, {
+            "chk_saga_id": saga_id, "chk_order_id": uuid.UUID(order_id),
+            "chk_items": json.dumps(lines_to_json(lines)), "chk_result": result})
 
     async def set_timeouts_and_read_checked_lines(
             self, saga_id: str, *, lock_timeout_ms: int, statement_timeout_ms: int
@@ -168,14 +165,15 @@ class StockRepository:
             "v_status": status.value, "v_items": lines_to_json(lines)})
         return res.first() is not None
 
-    async def allocate(self, saga_id: str, order_id: str | None, lines: list[Line]) -> bool:
-        """Takes the lines' units off their products (locked by ``lock_on_hand``) and records
-        the saga's allocation, in one statement; False when another transaction recorded the
-        allocation first."""
-        res = await self.conn.execute(_ALLOCATE, {
-            "v_saga_id": saga_id, "v_order_id": order_id,
-            "v_items": json.dumps(lines_to_json(lines))})
-        return res.first() is not None
+    @staticmethod
+    def allocation(saga_id: str, order_id: str | None, status: AllocationStatus,
+                   lines: list[Line]) -> StagedWrite:
+        """The saga's allocation row, unless another transaction recorded one first; an
+        ``ALLOCATED`` one takes the lines' units off their products (locked by
+        ``lock_on_hand``), only if the row went in."""
+        return StagedWrite(_ALLOCATED, {
+            "alloc_saga_id": saga_id, "alloc_order_id": order_id, "alloc_status": status.value,
+            "alloc_items": json.dumps(lines_to_json(lines))})
 
     async def transition_allocation(self, saga_id: str, expected: AllocationStatus,
                                     new: AllocationStatus) -> bool:

@@ -1,7 +1,8 @@
 """PagoExitoso → StockAsignado | FalloAsignacion, under REPEATABLE READ and row locks.
 
 The products are locked in SKU order (SELECT … FOR UPDATE), re-checked, and either decremented
-or left alone; the transaction commits either way so that the outcome event is published.
+or left alone; the transaction commits either way so that the outcome event is published. The
+allocation row (and the units taken) go with the commit statement.
 """
 
 from __future__ import annotations
@@ -54,14 +55,14 @@ async def allocate(uow: UnitOfWork, event: Envelope, settings: InventarioSetting
     on_hand = await repo.lock_on_hand([line.sku for line in lines])
     missing = shortages(lines, on_hand)
     if missing:
-        await repo.insert_allocation(event.saga_id, order_id, AllocationStatus.FAILED, lines)
+        uow.stage(repo.allocation(event.saga_id, order_id, AllocationStatus.FAILED, lines))
         uow.emit("FalloAsignacion", {
             "order_id": order_id,
             "reason": "race condition: stock consumed after validation",
             "unavailable": [s.as_dict() for s in missing],
         })
     else:
-        await repo.allocate(event.saga_id, order_id, lines)
+        uow.stage(repo.allocation(event.saga_id, order_id, AllocationStatus.ALLOCATED, lines))
         uow.emit("StockAsignado", {"order_id": order_id, "items": lines_to_json(lines)})
     await uow.commit()
 

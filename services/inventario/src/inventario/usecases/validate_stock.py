@@ -1,4 +1,8 @@
-"""OrdenSolicitada → StockVerificado | StockNoDisponible. Reads without locks; changes no stock."""
+"""OrdenSolicitada → StockVerificado | StockNoDisponible. Reads without locks; changes no stock.
+
+The read runs outside any transaction (it takes no lock, and under READ COMMITTED a read inside
+one would see no more than this) and the record of the check goes with the commit statement:
+two round trips, where BEGIN, read, write, commit statement and COMMIT took five."""
 
 from __future__ import annotations
 
@@ -27,14 +31,14 @@ async def on_orden_solicitada(uow: UnitOfWork, event: Envelope) -> None:
         return
     missing = shortages(lines, on_hand)
     if missing:
-        await repo.record_check(event.saga_id, p["order_id"], lines, "unavailable")
+        uow.stage(repo.stock_check(event.saga_id, p["order_id"], lines, "unavailable"))
         uow.emit("StockNoDisponible", {
             "order_id": p["order_id"],
             "reason": "stock insuficiente",
             "unavailable": [s.as_dict() for s in missing],
         })
     else:
-        await repo.record_check(event.saga_id, p["order_id"], lines, "verified")
+        uow.stage(repo.stock_check(event.saga_id, p["order_id"], lines, "verified"))
         uow.emit("StockVerificado", {
             "order_id": p["order_id"],
             "items": lines_to_json(lines),
@@ -43,3 +47,6 @@ async def on_orden_solicitada(uow: UnitOfWork, event: Envelope) -> None:
             "payment_method": p["payment_method"],
         })
     await uow.commit()
+
+
+on_orden_solicitada.reads_outside_transaction = True  # type: ignore[attr-defined]
