@@ -37,8 +37,12 @@ def build_engine(url: str, name: str, pool_size: int,
                  ping_if_idle_for_s: float = PING_IF_IDLE_FOR_S) -> AsyncEngine:
     engine = create_async_engine(
         url,
+        # No overflow: SQLAlchemy closes an overflow connection as soon as it is handed back,
+        # and under load that was a new connection every half second per service (a backend
+        # forked, a TLS attempt, type introspection: benchmark run 15). Past ``pool_size``
+        # concurrent units of work, the next one waits for a connection instead.
         pool_size=pool_size,
-        max_overflow=pool_size,
+        max_overflow=0,
         pool_recycle=1800,
         # The most recently used connection first: under load the same few stay warm (and are
         # never tested), the rest age out of use instead of all going idle in turn.

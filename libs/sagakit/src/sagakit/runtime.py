@@ -43,7 +43,7 @@ class ServiceSettings(BaseSettings):
     http_host: str = Field("127.0.0.1", validation_alias="HTTP_HOST")
     http_port: int = Field(8000, validation_alias="HTTP_PORT")
     database_url: str = Field(..., validation_alias="DATABASE_URL")
-    db_pool_size: int = Field(10, ge=1, validation_alias="DB_POOL_SIZE")
+    db_pool_size: int = Field(20, ge=1, validation_alias="DB_POOL_SIZE")
     log_level: str = Field("INFO", validation_alias="LOG_LEVEL")
     run_consumer: bool = Field(True, validation_alias="RUN_CONSUMER")
     run_relay: bool = Field(True, validation_alias="RUN_RELAY")
