@@ -4,6 +4,8 @@ tested at all (that is what makes the test affordable)."""
 
 from __future__ import annotations
 
+import asyncio
+
 import asyncpg
 import pytest
 from harness import config
@@ -74,5 +76,26 @@ async def test_a_failed_statements_error_names_its_sql_not_its_values(running_st
                                    {"token": secret})
         assert "division by zero" in str(caught.value) and "CAST" in str(caught.value)
         assert secret not in str(caught.value)
+    finally:
+        await engine.dispose()
+
+
+async def test_more_units_of_work_than_connections_wait_instead_of_opening_new_ones(
+        running_stack: None) -> None:
+    """A connection opened past the pool's size is closed when handed back: under load that
+    is a connection opened and closed over and over (a backend forked each time). The pool
+    has no overflow; the busiest moment waits for a connection instead."""
+    engine = build_engine(URL, "pool-test", 2)
+    pids: set[int] = set()
+
+    async def unit_of_work() -> None:
+        async with engine.connect() as conn:
+            pids.add(int((await conn.execute(text("SELECT pg_backend_pid()"))).scalar_one()))
+            await conn.execute(text("SELECT pg_sleep(0.05)"))
+
+    try:
+        for _ in range(3):
+            await asyncio.gather(*(unit_of_work() for _ in range(6)))
+        assert len(pids) == 2
     finally:
         await engine.dispose()
