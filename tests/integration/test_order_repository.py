@@ -36,12 +36,12 @@ async def test_a_transition_moves_order_saga_and_history_or_nothing(saga: Saga) 
         before = await history()
         stale = dataclasses.replace(row, status=OrderStatus.PENDIENTE_PAGO)
         assert not await repo.transition(stale, OrderStatus.COMPLETADA, step_timeout_s=None,
-                                         audit=AuditEntry("PagoExitoso", "test")).run(conn)
+                                         audit=AuditEntry("PagoExitoso", "test")).run(conn, "pedidos")
         assert await history() == before
         assert await statuses() == ("CANCELADA_SIN_STOCK", "CANCELADA_SIN_STOCK")
 
         assert await repo.transition(row, OrderStatus.TIMED_OUT, step_timeout_s=None,
-                                     audit=AuditEntry("Probe", "test", "m-1", {"k": 1})).run(conn)
+                                     audit=AuditEntry("Probe", "test", "m-1", {"k": 1})).run(conn, "pedidos")
         assert await history() == before + 1
         assert await statuses() == ("TIMED_OUT", "TIMED_OUT")
         last = (await conn.execute(text(
@@ -64,7 +64,7 @@ async def test_an_order_is_created_with_its_saga_and_history_or_not_at_all() -> 
                 order_id=uuid.uuid4(), saga_id=saga_id, body=body,
                 total=Decimal("10.00"), idempotency_key=key, request_hash="h",
                 context={"probe": True}, step_timeout_s=30, saga_timeout_s=3600,
-                audit=AuditEntry("OrdenSolicitada", body["customer_id"])).run(conn)
+                audit=AuditEntry("OrdenSolicitada", body["customer_id"])).run(conn, "pedidos")
             return created, saga_id
 
         async def rows(saga_id: uuid.UUID) -> tuple[int, int, int]:
@@ -94,7 +94,8 @@ async def test_a_cached_transition_statement_writes_each_calls_own_values(saga: 
             assert row is not None
             assert await repo.transition(row, OrderStatus.TIMED_OUT, step_timeout_s=None,
                                          audit=AuditEntry(f"Probe{n}", f"actor-{n}", f"m-{n}"),
-                                         charge_id=f"ch-{n}", cancel_reason=f"reason-{n}").run(conn)
+                                         charge_id=f"ch-{n}",
+                                         cancel_reason=f"reason-{n}").run(conn, "pedidos")
         for placed, n in ((first, 1), (second, 2)):
             written = (await conn.execute(text(
                 "SELECT o.charge_id, o.cancel_reason, a.event_type, a.actor, a.message_id "
@@ -121,9 +122,9 @@ async def test_a_transitions_notification_is_written_with_it_or_not_at_all(saga:
         stale = dataclasses.replace(row, status=OrderStatus.PENDIENTE_PAGO)
         assert not await repo.transition(stale, OrderStatus.TIMED_OUT, step_timeout_s=None,
                                          audit=AuditEntry("Probe", "test"),
-                                         notification="too late").run(conn)
+                                         notification="too late").run(conn, "pedidos")
         assert await notifications() == [], "a stale decision notifies nobody"
         assert await repo.transition(row, OrderStatus.TIMED_OUT, step_timeout_s=None,
                                      audit=AuditEntry("Probe", "test"),
-                                     notification="your order timed out").run(conn)
+                                     notification="your order timed out").run(conn, "pedidos")
         assert await notifications() == [(row.customer_id, "TIMED_OUT", "your order timed out")]

@@ -41,7 +41,7 @@ async def test_the_allocations_first_statement_sets_its_timeouts_and_reads_the_l
     sku = new_sku()
     async with db.probe() as conn:
         repo = StockRepository(conn)
-        await repo.stock_check(checked, str(uuid.uuid4()), [Line(sku, 2)], "ok").run(conn)
+        await repo.stock_check(checked, str(uuid.uuid4()), [Line(sku, 2)], "ok").run(conn, "inventario")
         assert await repo.set_timeouts_and_read_checked_lines(
             checked, lock_timeout_ms=1234, statement_timeout_ms=5678) == [Line(sku, 2)]
         assert (await conn.execute(text("SHOW lock_timeout"))).scalar() == "1234ms"
@@ -62,12 +62,12 @@ async def test_an_allocation_takes_every_lines_units_and_records_itself_once(
         # Two lines of one SKU count together.
         lines = [Line(a, 2), Line(b, 5), Line(a, 3)]
         assert await repo.lock_on_hand([a, b]) == {a: 10, b: 5}
-        await repo.allocation(saga_id, order_id, AllocationStatus.ALLOCATED, lines).run(conn)
+        await repo.allocation(saga_id, order_id, AllocationStatus.ALLOCATED, lines).run(conn, "inventario")
         assert await repo.validation_read(saga_id, [a, b, untouched]) == (
             AllocationStatus.ALLOCATED, {a: 5, b: 0, untouched: 3})
         # The saga's allocation was recorded already: nothing recorded, nothing taken.
         await repo.allocation(saga_id, order_id, AllocationStatus.ALLOCATED,
-                              [Line(untouched, 1)]).run(conn)
+                              [Line(untouched, 1)]).run(conn, "inventario")
         assert await repo.validation_read(saga_id, [untouched]) == (
             AllocationStatus.ALLOCATED, {untouched: 3})
         row = (await conn.execute(text(
@@ -85,5 +85,5 @@ async def test_a_failed_allocation_records_itself_and_takes_nothing(running_stac
                            {"a": sku})
         repo = StockRepository(conn)
         await repo.allocation(saga_id, str(uuid.uuid4()), AllocationStatus.FAILED,
-                              [Line(sku, 1)]).run(conn)
+                              [Line(sku, 1)]).run(conn, "inventario")
         assert await repo.validation_read(saga_id, [sku]) == (AllocationStatus.FAILED, {sku: 1})

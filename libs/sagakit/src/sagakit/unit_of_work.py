@@ -53,7 +53,8 @@ class StagedWrite:
 
     ``ctes`` are (name, statement) pairs in order: INSERT, UPDATE or DELETE statements without
     a WITH of their own (RETURNING what a later part reads), values bound as ``:name`` from
-    ``params``; names of parts and values starting ``uow_`` are the unit of work's. ``guard``
+    ``params``; names of parts and values starting ``uow_`` are the unit of work's. Tables are
+    named ``{schema}.table``: the unit of work's schema, the service's own. ``guard``
     names the part that returns a row only if the write applied; without that row nothing is
     written, inbox and outbox rows included, and ``commit`` returns False. Statements are kept
     per shape: build ``ctes`` once, not per call."""
@@ -61,12 +62,16 @@ class StagedWrite:
     ctes: tuple[tuple[str, str], ...]
     params: Mapping[str, Any] = field(default_factory=dict)
     guard: str | None = None
+    returning: str | None = None
+    """The part whose rows ``commit`` hands back (``UnitOfWork.returned``)."""
 
-    async def run(self, conn: AsyncConnection) -> bool:
-        """Runs the write by itself on ``conn``, in whatever transaction the caller holds (for
-        code outside a unit of work, and tests); True unless its guard found nothing."""
-        statement = _commit_statement("", False, False, self.ctes, self.guard)
-        return bool((await conn.execute(statement, dict(self.params))).scalar_one())
+    async def run(self, conn: AsyncConnection, schema: str) -> bool:
+        """Runs the write by itself on ``conn``, in whatever transaction the caller holds, its
+        tables in ``schema`` (for code outside a unit of work, and tests); True unless its
+        guard found nothing."""
+        statement = _commit_statement(schema, False, False, self.ctes, self.guard,
+                                      self.returning)
+        return bool((await conn.execute(statement, dict(self.params))).first()[0])  # type: ignore[index]
 
 
 # The inbox row of the message being handled. No ON CONFLICT: a message processed before
@@ -105,9 +110,12 @@ _OUTBOX_CTES = """uow_locked AS MATERIALIZED (
 
 @cache
 def _commit_statement(schema: str, claim: bool, outbox: bool,
-                      staged: tuple[tuple[str, str], ...], guard: str | None) -> TextClause:
-    """What goes to the database at commit; returns 1, or 0 if ``guard`` found nothing."""
-    ctes = [f"{name} AS (\n{body}\n)" for name, body in staged]
+                      staged: tuple[tuple[str, str], ...], guard: str | None,
+                      returning: str | None = None) -> TextClause:
+    """What goes to the database at commit; its first column is 1, or 0 if ``guard`` found
+    nothing; with ``returning``, one row per row of that part (uow_present), or one without."""
+    quoted = f'"{schema}"'
+    ctes = [f"{name} AS (\n{body.replace('{schema}', quoted)}\n)" for name, body in staged]
     if claim:
         ctes.append(_CLAIM_CTE.format(inbox=f'"{schema}".processed_messages',
                                       guarded=f" FROM {guard}" if guard else ""))
@@ -115,7 +123,11 @@ def _commit_statement(schema: str, claim: bool, outbox: bool,
         ctes.append(_OUTBOX_CTES.format(outbox=f'"{schema}".outbox', guarded=(
             f"\n    WHERE EXISTS (SELECT 1 FROM {guard})" if guard else "")))
     held = f"(SELECT count(*) FROM {guard})" if guard else "1"
-    return text(f"WITH {', '.join(ctes)}\nSELECT {held}")
+    if returning is None:
+        return text(f"WITH {', '.join(ctes)}\nSELECT {held} AS uow_held")
+    return text(f"WITH {', '.join(ctes)}\nSELECT {held} AS uow_held, uow_r.*\n"
+                f"FROM (SELECT 1) AS uow_one LEFT JOIN (SELECT true AS uow_present, * "
+                f"FROM {returning}) AS uow_r ON true")
 
 
 class AlreadyProcessed(Exception):
@@ -158,6 +170,8 @@ class UnitOfWork:
         self._outgoing: list[_OutgoingRow] = []
         self._claim: _Claim | None = None
         self._staged: StagedWrite | None = None
+        self.returned: list[Any] = []
+        """The rows of the staged write's ``returning`` part, once committed."""
         self.committed = False
         self.ended = False
         """Committed, or given up by ``commit`` itself (a guard that found nothing)."""
@@ -281,7 +295,10 @@ class UnitOfWork:
                 if not self._reads_outside_transaction:
                     await conn.execution_options(isolation_level="AUTOCOMMIT")
             try:
-                held = (await conn.execute(self._statement(), self._params())).scalar_one()
+                rows = (await conn.execute(self._statement(), self._params())).all()
+                held = rows[0].uow_held
+                if self._staged and self._staged.returning:
+                    self.returned = [r for r in rows if r.uow_present]
             except DBAPIError as exc:
                 if self._claim and violated_unique_key_of(exc) == "processed_messages":
                     await self._give_up(alone)
@@ -327,7 +344,8 @@ class UnitOfWork:
         staged = self._staged
         return _commit_statement(self.tables.schema, self._claim is not None,
                                  bool(self._outgoing), staged.ctes if staged else (),
-                                 staged.guard if staged else None)
+                                 staged.guard if staged else None,
+                                 staged.returning if staged else None)
 
     def _params(self) -> dict[str, Any]:
         params: dict[str, Any] = dict(self._staged.params) if self._staged else {}

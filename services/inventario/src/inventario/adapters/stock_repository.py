@@ -52,7 +52,7 @@ _TIMEOUTS_AND_CHECKED_LINES = select(
     func.set_config("statement_timeout", bindparam("v_statement_timeout", type_=Text), True),
     _CHECKED_LINES.scalar_subquery().label("items"))
 # Writes staged on the unit of work, sent with its commit statement (sagakit.unit_of_work).
-_STOCK_CHECK = (("checked", f"""INSERT INTO {stock_checks.fullname} (saga_id, order_id, items, result)
+_STOCK_CHECK = (("checked", f"""INSERT INTO {{schema}}.{stock_checks.name} (saga_id, order_id, items, result)
 VALUES (:chk_saga_id, :chk_order_id, CAST(:chk_items AS jsonb), :chk_result)
 ON CONFLICT (saga_id) DO NOTHING
 RETURNING saga_id"""),)
@@ -64,11 +64,12 @@ _ALLOCATED = (
     ("wanted", """SELECT l.sku, sum(l.quantity)::int AS quantity
 FROM jsonb_to_recordset(CAST(:alloc_items AS jsonb)) AS l(sku text, quantity int)
 GROUP BY l.sku"""),
-    ("recorded", f"""INSERT INTO {allocations.fullname} (saga_id, order_id, status, items)
+    ("recorded", f"""INSERT INTO {{schema}}.{allocations.name} (saga_id, order_id, status, items)
 VALUES (:alloc_saga_id, CAST(:alloc_order_id AS uuid), :alloc_status, CAST(:alloc_items AS jsonb))
 ON CONFLICT (saga_id) DO NOTHING
 RETURNING saga_id"""),
-    ("taken", f"""UPDATE {products.fullname} p SET quantity = p.quantity - w.quantity, updated_at = now()
+    ("taken", f"""UPDATE {{schema}}.{products.name} p
+SET quantity = p.quantity - w.quantity, updated_at = now()
 FROM wanted w, recorded r WHERE p.sku = w.sku AND :alloc_status = '{AllocationStatus.ALLOCATED.value}'
 RETURNING p.sku"""),
 )

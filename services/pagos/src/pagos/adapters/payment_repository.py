@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import functools
+import json
 import uuid
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
+from sagakit.unit_of_work import StagedWrite
 from sqlalchemy import Executable, Float, Integer, Text, bindparam, func, select, update
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.dialects.postgresql import insert as pg_insert
@@ -41,6 +43,21 @@ def _insert_statement(due_now: bool, leased: bool) -> Executable:
     return (pg_insert(payments).values(values)
             .on_conflict_do_nothing(index_elements=[payments.c.saga_id])
             .returning(*payments.c))
+
+
+@functools.cache
+def _new_payment(leased: bool) -> tuple[tuple[str, str], ...]:
+    """A payment due now (leased to the caller's gateway call if ``leased``), unless the saga
+    has one: staged on the unit of work, sent with its commit statement."""
+    lease = (", now() + make_interval(secs => CAST(:pay_lease_s AS double precision))"
+             if leased else "")
+    lease_column = ", lease_until" if leased else ""
+    return (("inserted", f"""INSERT INTO {{schema}}.{payments.name} (payment_id, saga_id, order_id, status,
+    amount, currency, payment_token, trigger, next_attempt_at{lease_column})
+VALUES (:pay_payment_id, :pay_saga_id, :pay_order_id, :pay_status, :pay_amount, :pay_currency,
+        :pay_token, CAST(:pay_trigger AS jsonb), now(){lease})
+ON CONFLICT (saga_id) DO NOTHING
+RETURNING *"""),)
 
 
 @functools.cache
@@ -118,6 +135,22 @@ class PaymentRepository:
         row = (await self.conn.execute(_insert_statement(due_now, lease_s is not None),
                                        params)).first()
         return Payment.from_row(row, lease_s is not None) if row else None
+
+    @staticmethod
+    def new_charge(*, saga_id: str, order_id: str, amount: Decimal, currency: str,
+                   token: str, lease_s: float | None, trigger: dict[str, Any]) -> StagedWrite:
+        """A payment due for charging now, written with the commit statement; the unit of work
+        returns it (``returned``) unless the saga had one already (the unique saga id
+        arbitrates). With ``lease_s`` it is created leased to the caller, as ``claim_due``
+        would lease it: work handed straight to a gateway call."""
+        params: dict[str, Any] = {
+            "pay_payment_id": uuid.uuid4(), "pay_saga_id": saga_id,
+            "pay_order_id": uuid.UUID(order_id), "pay_status": PaymentStatus.CHARGING.value,
+            "pay_amount": amount, "pay_currency": currency, "pay_token": token,
+            "pay_trigger": json.dumps(trigger)}
+        if lease_s is not None:
+            params["pay_lease_s"] = lease_s
+        return StagedWrite(_new_payment(lease_s is not None), params, returning="inserted")
 
     async def update(self, saga_id: str, expected: PaymentStatus, *,
                      attempt: dict[str, Any] | None = None, **values: Any) -> bool:

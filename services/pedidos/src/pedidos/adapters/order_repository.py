@@ -72,8 +72,8 @@ _ACTIVE = sagas.c.status.in_([literal_column(f"'{s.value}'") for s in sorted(ACT
 # A saga step's writes are staged on its unit of work and go to the database with its commit
 # statement (sagakit.unit_of_work): one round trip for the business rows, the inbox row and the
 # outbox rows. Their SQL is built once per shape, every value a bind parameter.
-_ORDERS, _SAGAS = orders.fullname, sagas.fullname
-_AUDIT, _NOTIFICATIONS = saga_audit.fullname, notifications.fullname
+_ORDERS, _SAGAS = f"{{schema}}.{orders.name}", f"{{schema}}.{sagas.name}"
+_AUDIT, _NOTIFICATIONS = f"{{schema}}.{saga_audit.name}", f"{{schema}}.{notifications.name}"
 
 
 def _audit_cte(source: str) -> tuple[str, str]:
