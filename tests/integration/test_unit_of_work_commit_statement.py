@@ -192,3 +192,20 @@ async def test_a_connection_seen_closed_refuses_the_commit_statement_as_nothing_
             await uow.commit()
     assert is_connection_failure(ConnectionResetError())
     assert await _rows(engine, message_id, saga_id) == (0, 0)
+
+
+async def test_a_guard_with_several_rows_claims_the_message_once(scratch) -> None:  # type: ignore[no-untyped-def]
+    engine, tables = scratch
+    prefix, message_id, saga_id = f"g-{uuid.uuid4()}", str(uuid.uuid4()), str(uuid.uuid4())
+    await _counter(engine, f"{prefix}-a", 1)
+    await _counter(engine, f"{prefix}-b", 1)
+    async with UnitOfWork(engine, tables, SCHEMA) as uow:
+        uow.claim(message_id, "Step", saga_id)
+        uow.stage(StagedWrite(
+            (("bumped", f"UPDATE {SCHEMA}.counters SET n = n + 1 "
+                        "WHERE name LIKE :c_prefix || '%' RETURNING n"),),
+            {"c_prefix": prefix}, "bumped"))
+        _emit(uow, saga_id)
+        assert await uow.commit()
+    assert await _counter(engine, f"{prefix}-a") == 2 and await _counter(engine, f"{prefix}-b") == 2
+    assert await _rows(engine, message_id, saga_id) == (1, 1)

@@ -118,7 +118,8 @@ def _commit_statement(schema: str, claim: bool, outbox: bool,
     ctes = [f"{name} AS (\n{body.replace('{schema}', quoted)}\n)" for name, body in staged]
     if claim:
         ctes.append(_CLAIM_CTE.format(inbox=f'"{schema}".processed_messages',
-                                      guarded=f" FROM {guard}" if guard else ""))
+                                      guarded=(f" FROM (SELECT FROM {guard} LIMIT 1) AS g"
+                                               if guard else "")))
     if outbox:
         ctes.append(_OUTBOX_CTES.format(outbox=f'"{schema}".outbox', guarded=(
             f"\n    WHERE EXISTS (SELECT 1 FROM {guard})" if guard else "")))
