@@ -165,6 +165,11 @@ def create_app(definition: ServiceDefinition) -> FastAPI:
         finally:
             stop.set()
             _, pending = await asyncio.wait(tasks, timeout=10) if tasks else (set(), set())
+            if pending:
+                # Which part held the shutdown up: chaos runs saw 10-s shutdowns with Kafka just
+                # back, and a restart's duration counts against every saga's deadline.
+                log.warning("still running %ss after stop, cancelled: %s", 10,
+                            ", ".join(sorted(t.get_name() for t in pending)))
             for t in pending:
                 t.cancel()
             if definition.on_stop:
