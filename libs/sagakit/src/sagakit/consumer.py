@@ -535,7 +535,9 @@ class EventConsumer:
                 async with uow:
                     uow.claim(envelope.message_id, envelope.event_type, envelope.saga_id)
                     await handler(uow, envelope)
-                    if not (uow.committed or (not uow.ended and await uow.commit())):
+                    if not uow.ended:
+                        await uow.commit()
+                    if not uow.committed:
                         # The handler's guarded write found the state it decided on gone.
                         raise StaleRead(f"{envelope.event_type}: what the handler read "
                                         "changed before its write; nothing was written")

@@ -31,18 +31,13 @@ _LEASED_UNTIL = func.now() + func.make_interval(0, 0, 0, 0, 0, 0,
                                                 bindparam("v_lease_s", type_=Float))
 
 
-@functools.cache
-def _insert_statement(due_now: bool, leased: bool) -> Executable:
-    columns = ("payment_id", "saga_id", "order_id", "status", "amount", "currency",
-               "payment_token", "trigger")
-    values: dict[str, Any] = {c: bindparam(f"v_{c}", type_=payments.c[c].type) for c in columns}
-    if due_now:
-        values["next_attempt_at"] = func.now()
-    if leased:
-        values["lease_until"] = _LEASED_UNTIL
-    return (pg_insert(payments).values(values)
-            .on_conflict_do_nothing(index_elements=[payments.c.saga_id])
-            .returning(*payments.c))
+# A payment with no gateway work (a cancellation recorded before any charge), unless the saga
+# has one.
+_INSERT = (pg_insert(payments)
+           .values({c: bindparam(f"v_{c}", type_=payments.c[c].type)
+                    for c in ("payment_id", "saga_id", "order_id", "status")})
+           .on_conflict_do_nothing(index_elements=[payments.c.saga_id])
+           .returning(payments.c.payment_id))
 
 
 @functools.cache
@@ -117,24 +112,15 @@ class PaymentRepository:
         row = (await self.conn.execute(_LOCK, {"k_saga_id": saga_id})).first()
         return Payment.from_row(row, bool(row.leased)) if row else None
 
-    async def insert(self, *, saga_id: str, order_id: str | None, status: PaymentStatus,
-                     amount: Decimal | None = None, currency: str | None = None,
-                     token: str | None = None, due_now: bool = False,
-                     lease_s: float | None = None,
-                     trigger: dict[str, Any] | None = None) -> Payment | None:
-        """The new payment; None when the saga already has one (the unique saga id
-        arbitrates). With ``lease_s`` the row is created leased to the caller, as
-        ``claim_due`` would lease it: work this transaction hands straight to a gateway call."""
-        params: dict[str, Any] = {
+    async def insert(self, *, saga_id: str, order_id: str | None,
+                     status: PaymentStatus) -> bool:
+        """A payment with no work due; False when the saga already has one (the unique saga
+        id arbitrates)."""
+        row = (await self.conn.execute(_INSERT, {
             "v_payment_id": uuid.uuid4(), "v_saga_id": saga_id,
-            "v_order_id": uuid.UUID(order_id) if order_id else None, "v_status": status.value,
-            "v_amount": amount, "v_currency": currency, "v_payment_token": token,
-            "v_trigger": trigger}
-        if lease_s is not None:
-            params["v_lease_s"] = lease_s
-        row = (await self.conn.execute(_insert_statement(due_now, lease_s is not None),
-                                       params)).first()
-        return Payment.from_row(row, lease_s is not None) if row else None
+            "v_order_id": uuid.UUID(order_id) if order_id else None,
+            "v_status": status.value})).first()
+        return row is not None
 
     @staticmethod
     def new_charge(*, saga_id: str, order_id: str, amount: Decimal, currency: str,

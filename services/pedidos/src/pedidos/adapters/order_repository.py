@@ -60,8 +60,9 @@ class AuditEntry:
     detail: dict[str, Any] | None = None
 
 
-def _interval(seconds: Any) -> Any:
-    return func.make_interval(0, 0, 0, 0, 0, 0, seconds)
+def _seconds_from_now(param: str) -> str:
+    """SQL for the instant ``:param`` seconds after the statement's clock."""
+    return f"now() + make_interval(secs => CAST(:{param} AS double precision))"
 
 
 # The active statuses written into the SQL rather than bound: the deadline indexes are partial
@@ -116,9 +117,8 @@ RETURNING order_id"""),
         ("inserted_saga", f"""INSERT INTO {_SAGAS} (saga_id, saga_type, status, current_step, order_id, owner,
                     context, step_deadline_at, expires_at)
 SELECT :new_saga_id, '{SAGA_TYPE}', '{first.value}', '{STEP_OF[first]}', order_id, :owner,
-       CAST(:context AS jsonb),
-       now() + make_interval(secs => CAST(:step_timeout_s AS double precision)),
-       now() + make_interval(secs => CAST(:saga_timeout_s AS double precision))
+       CAST(:context AS jsonb), {_seconds_from_now("step_timeout_s")},
+       {_seconds_from_now("saga_timeout_s")}
 FROM inserted_order
 RETURNING saga_id"""),
         _audit_cte("inserted_saga"),
@@ -135,8 +135,7 @@ def _transition(to: OrderStatus, order_columns: tuple[str, ...], timed: bool,
     current_step = f"'{step}'" if step else "NULL"
     saga_set = [f"status = '{to.value}'", "updated_at = now()",
                 f"current_step = {current_step}", "step_started_at = now()",
-                "step_deadline_at = " + ("now() + make_interval(secs => CAST(:step_timeout_s AS "
-                                         "double precision))" if timed else "NULL")]
+                "step_deadline_at = " + (_seconds_from_now("step_timeout_s") if timed else "NULL")]
     if to not in ACTIVE:
         saga_set.append("finished_at = now()")
     order_set = [f"status = '{to.value}'", "updated_at = now()",
