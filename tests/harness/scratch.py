@@ -7,12 +7,21 @@ import contextlib
 from collections.abc import AsyncIterator
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from alembic.migration import MigrationContext
+from alembic.operations import Operations
+from sagakit.migrations import create_messaging_indexes_v2, create_messaging_tables_v1
 from sagakit.tables import MessagingTables, messaging_tables, service_metadata
-from sqlalchemy import text
+from sqlalchemy import Connection, text
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from harness import config
 from harness.waiting import wait_for
+
+
+def _create_messaging_tables(conn: Connection, schema: str) -> None:
+    op = Operations(MigrationContext.configure(conn))
+    create_messaging_tables_v1(op, schema)
+    create_messaging_indexes_v2(op, schema)
 
 
 @contextlib.asynccontextmanager
@@ -25,7 +34,8 @@ async def scratch_outbox(schema: str, topic: str, partitions: int, *, fresh_topi
     async with engine.begin() as conn:
         await conn.execute(text(f"DROP SCHEMA IF EXISTS {schema} CASCADE"))
         await conn.execute(text(f"CREATE SCHEMA {schema}"))
-        await conn.run_sync(metadata.create_all)
+        # The services' own migrations, so the scratch tables have their indexes too.
+        await conn.run_sync(_create_messaging_tables, schema)
     admin = AIOKafkaAdminClient(bootstrap_servers=config.KAFKA)
     await admin.start()
     try:
