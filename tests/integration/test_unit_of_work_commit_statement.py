@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
+import asyncpg
 import pytest
 from harness import db
 from harness.scratch import scratch_outbox
@@ -19,7 +20,7 @@ from harness.waiting import wait_for
 from sagakit.errors import is_connection_failure
 from sagakit.tables import MessagingTables
 from sagakit.unit_of_work import AlreadyProcessed, StagedWrite, UnitOfWork
-from sqlalchemy import event, text
+from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 SCHEMA = "uowcommit"
@@ -42,20 +43,21 @@ async def scratch(running_stack: None) -> AsyncIterator[tuple[AsyncEngine, Messa
 
 
 @pytest.fixture
-def in_transaction_at_commit(scratch: tuple[AsyncEngine, MessagingTables]
-                             ) -> Iterator[list[bool]]:
+def in_transaction_at_commit(scratch: tuple[AsyncEngine, MessagingTables],
+                             monkeypatch: pytest.MonkeyPatch) -> list[bool]:
     """For each commit statement sent, whether the driver had a transaction open (a BEGIN
-    sent before it), as asyncpg's protocol reports it."""
-    engine, _ = scratch
+    sent before it), as asyncpg's protocol reports it. The unit of work sends that statement
+    on asyncpg's connection itself."""
     seen: list[bool] = []
+    fetch = asyncpg.Connection.fetch
 
-    def before(conn: Any, cursor: Any, statement: str, *_: Any) -> None:
-        if statement.startswith("WITH") and "processed_messages" in statement:
-            seen.append(conn.connection.driver_connection.is_in_transaction())
+    async def observed(self: asyncpg.Connection, query: str, *args: Any, **kw: Any) -> Any:
+        if query.startswith("WITH") and "processed_messages" in query:
+            seen.append(self.is_in_transaction())
+        return await fetch(self, query, *args, **kw)
 
-    event.listen(engine.sync_engine, "before_cursor_execute", before)
-    yield seen
-    event.remove(engine.sync_engine, "before_cursor_execute", before)
+    monkeypatch.setattr(asyncpg.Connection, "fetch", observed)
+    return seen
 
 
 async def _counter(engine: AsyncEngine, name: str, n: int | None = None) -> int | None:

@@ -39,7 +39,6 @@ from opentelemetry.trace import SpanKind
 from saga_contracts import headers as h
 from saga_contracts import registry
 from saga_contracts.topics import dead_letter_topic
-from sqlalchemy.exc import DBAPIError
 
 from sagakit import metrics, tracing
 from sagakit.backoff import Backoff
@@ -103,7 +102,7 @@ def classify(exc: BaseException) -> str:
         return "transient"
     if isinstance(exc, PermanentError):
         return "permanent"
-    if isinstance(exc, DBAPIError) and sqlstate(exc) in RETRYABLE_SQLSTATES:
+    if sqlstate(exc) in RETRYABLE_SQLSTATES:  # SQLAlchemy's error or asyncpg's own
         return "transient"
     if is_connection_failure(exc) or isinstance(exc, asyncio.TimeoutError):
         return "infrastructure"  # a driver's connect timeout: the database is down

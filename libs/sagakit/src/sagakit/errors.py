@@ -58,9 +58,12 @@ def is_connection_failure(exc: BaseException) -> bool:
     """The database connection is gone (as opposed to the statement being wrong)."""
     from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 
+    from sagakit.database import CONNECTION_LOST
+
     code = sqlstate(exc)
     if code is not None and (code.startswith("08") or code in SERVER_GONE_SQLSTATES):
         return True
     if isinstance(exc, DBAPIError):
         return bool(exc.connection_invalidated) or isinstance(exc, OperationalError | InterfaceError)
-    return isinstance(exc, OSError | ConnectionError)
+    # asyncpg's own errors, from a statement sent on the driver's connection.
+    return isinstance(exc, (*CONNECTION_LOST, ConnectionError))

@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import asyncpg
 from fastapi import APIRouter, FastAPI, Request, Response
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -194,6 +195,8 @@ def install_database_error_handlers(app: FastAPI) -> None:
     """503 + Retry-After when the database is unreachable, telling apart a request that failed
     before its COMMIT (nothing was done) from one whose COMMIT was in flight (unknown)."""
     @app.exception_handler(DBAPIError)
+    @app.exception_handler(asyncpg.InterfaceError)  # from the unit of work's commit statement
+    @app.exception_handler(asyncpg.PostgresError)
     @app.exception_handler(OSError)
     async def database_unavailable(request: Request, exc: Exception) -> JSONResponse:
         if not is_connection_failure(exc):
