@@ -38,12 +38,12 @@ from typing import Any
 import asyncpg
 from saga_contracts import registry
 from sqlalchemy import TextClause, select, text
-from sqlalchemy.dialects.postgresql.asyncpg import dialect as asyncpg_dialect
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from sagakit import tracing
 from sagakit.context import current_message
 from sagakit.database import CONNECTION_LOST
+from sagakit.driver import compiled as driver_form
 from sagakit.envelope import Envelope
 from sagakit.errors import CommitOutcomeUnknown, is_connection_failure, violated_unique_key_of
 from sagakit.tables import INBOX_PROCESSED, MessagingTables
@@ -131,17 +131,6 @@ def _commit_statement(schema: str, claim: bool, outbox: bool,
     return text(f"WITH {', '.join(ctes)}\nSELECT {held} AS uow_held, uow_r.*\n"
                 f"FROM (SELECT 1) AS uow_one LEFT JOIN (SELECT true AS uow_present, * "
                 f"FROM {returning}) AS uow_r ON true")
-
-
-_DRIVER_DIALECT = asyncpg_dialect()
-
-
-@cache
-def _driver_statement(clause: TextClause) -> tuple[str, tuple[str, ...]]:
-    """The commit statement as asyncpg takes it: ``$n`` placeholders, and the names of the
-    values in their order (SQLAlchemy's compiler writes it, once per shape)."""
-    compiled = clause.compile(dialect=_DRIVER_DIALECT)
-    return compiled.string, tuple(compiled.positiontup or ())
 
 
 class AlreadyProcessed(Exception):
@@ -310,10 +299,9 @@ class UnitOfWork:
             # (greenlet, cursor adapter, result) cost more CPU than asyncpg's whole round trip
             # (benchmark, session 8). Its values are plain (casts in the SQL): nothing for
             # SQLAlchemy's type processing to do.
-            sql, names = _driver_statement(self._statement())
-            params = self._params()
+            statement = driver_form(self._statement())
             try:
-                rows = await driver.fetch(sql, *(params[n] for n in names))
+                rows = await driver.fetch(statement.sql, *statement.args(self._params()))
             except (asyncpg.PostgresError, *CONNECTION_LOST) as exc:
                 if self._claim and violated_unique_key_of(exc) == "processed_messages":
                     await self._give_up(alone)

@@ -11,6 +11,7 @@ import json
 import uuid
 from typing import Any
 
+from sagakit import driver
 from sagakit.unit_of_work import StagedWrite
 from sqlalchemy import Integer, Text, any_, bindparam, func, literal, select, update
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB
@@ -107,16 +108,16 @@ class StockRepository:
                               ) -> tuple[AllocationStatus | None, dict[str, int]]:
         """The saga's allocation status (None: no row) and the units on hand of ``skus``
         (absent products left out), in one statement, without locks."""
-        rows = (await self.conn.execute(_VALIDATION_READ,
-                                        {"k_saga_id": saga_id, "skus": list(skus)})).all()
-        status = rows[0].allocation
+        rows = await driver.fetch(self.conn, _VALIDATION_READ,
+                                  {"k_saga_id": saga_id, "skus": list(skus)})
+        status = rows[0]["allocation"]
         return (AllocationStatus(status) if status is not None else None,
-                {r.sku: r.quantity for r in rows if r.sku is not None})
+                {r["sku"]: r["quantity"] for r in rows if r["sku"] is not None})
 
     async def lock_on_hand(self, skus: list[str]) -> dict[str, int]:
         """SELECT … FOR UPDATE, in SKU order."""
-        rows = await self.conn.execute(_LOCK_ON_HAND, {"skus": list(skus)})
-        return {sku: qty for sku, qty in rows}
+        rows = await driver.fetch(self.conn, _LOCK_ON_HAND, {"skus": list(skus)})
+        return {r["sku"]: r["quantity"] for r in rows}
 
     async def put_back(self, lines: list[Line]) -> None:
         """Adds units back; a product deleted meanwhile is recreated with them."""
@@ -155,8 +156,9 @@ class StockRepository:
     # ---- allocations
 
     async def lock_allocation(self, saga_id: str) -> tuple[AllocationStatus, list[Line]] | None:
-        row = (await self.conn.execute(_LOCK_ALLOCATION, {"k_saga_id": saga_id})).first()
-        return (AllocationStatus(row.status), lines_from_json(row._mapping["items"])) if row else None
+        rows = await driver.fetch(self.conn, _LOCK_ALLOCATION, {"k_saga_id": saga_id})
+        return ((AllocationStatus(rows[0]["status"]), lines_from_json(rows[0]["items"]))
+                if rows else None)
 
     async def insert_allocation(self, saga_id: str, order_id: str | None,
                                 status: AllocationStatus, lines: list[Line]) -> bool:

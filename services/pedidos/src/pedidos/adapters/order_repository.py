@@ -10,6 +10,7 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
+from sagakit import driver
 from sagakit.unit_of_work import StagedWrite
 from sqlalchemy import (
     Executable,
@@ -224,22 +225,23 @@ class OrderRepository:
     # ---- the saga's state
 
     @staticmethod
-    def _row(row: Any) -> SagaRow:
-        return SagaRow(str(row.saga_id), str(row.order_id), row.customer_id,
-                       OrderStatus(row.status), row.total_amount, row.currency, row.started_at,
-                       row.step_started_at, row.step_deadline_at, row.expires_at, row.db_now)
+    def _row(row: driver.Row) -> SagaRow:
+        return SagaRow(str(row["saga_id"]), str(row["order_id"]), row["customer_id"],
+                       OrderStatus(row["status"]), row["total_amount"], row["currency"],
+                       row["started_at"], row["step_started_at"], row["step_deadline_at"],
+                       row["expires_at"], row["db_now"])
 
     async def read_saga(self, saga_id: str) -> SagaRow | None:
         """The saga as it is now, without a lock: a write decided on it says which status it
         was decided on, and writes nothing if that status is gone."""
-        row = (await self.conn.execute(_saga_statement(lock=False),
-                                       {"saga_id": uuid.UUID(saga_id)})).first()
-        return self._row(row) if row else None
+        rows = await driver.fetch(self.conn, _saga_statement(lock=False),
+                                  {"saga_id": uuid.UUID(saga_id)})
+        return self._row(rows[0]) if rows else None
 
     async def lock_saga(self, saga_id: str, skip_locked: bool = False) -> SagaRow | None:
         """Locks the saga row, for the rest of the transaction."""
         row = (await self.conn.execute(_saga_statement(lock=True, skip_locked=skip_locked),
-                                       {"saga_id": uuid.UUID(saga_id)})).first()
+                                       {"saga_id": uuid.UUID(saga_id)})).mappings().first()
         return self._row(row) if row else None
 
     @staticmethod
