@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import fastjsonschema
 import pytest
-from jsonschema import Draft202012Validator
+from jsonschema import Draft202012Validator, FormatChecker
 from saga_contracts import registry
 from saga_contracts.catalog import render
 from saga_contracts.registry import EventSchema, check_evolution
@@ -79,3 +82,78 @@ def test_payloads_are_validated() -> None:
 def test_the_event_catalog_is_generated_from_the_schemas() -> None:
     assert (ROOT / "docs/events.md").read_text() == render(), \
         "run: uv run python -m saga_contracts.catalog docs/events.md"
+
+
+# ------------------------------------------------------------------ the compiled validator
+
+# A value for each pattern the schemas use (a new pattern needs one here).
+PATTERN_SAMPLES = {"^(0|[1-9][0-9]{0,11})\\.[0-9]{2}$": "12.50"}
+A_UUID = "9b1f4c1e-8f57-4a43-9d6a-0b1b8c9f3e11"
+
+
+def _valid(schema: dict[str, Any]) -> Any:
+    """An instance of ``schema`` with every property present."""
+    if "enum" in schema:
+        return schema["enum"][0]
+    kind = schema.get("type")
+    if kind == "object":
+        return {k: _valid(v) for k, v in schema.get("properties", {}).items()}
+    if kind == "array":
+        return [_valid(schema["items"]) for _ in range(max(1, schema.get("minItems", 1)))]
+    if kind == "string":
+        if schema.get("format") == "uuid":
+            return A_UUID
+        if "pattern" in schema:
+            return PATTERN_SAMPLES[schema["pattern"]]
+        return "x" * max(1, schema.get("minLength", 1))
+    if kind in ("integer", "number"):
+        return max(1, schema.get("minimum", 1))
+    if kind == "boolean":
+        return True
+    raise AssertionError(f"no sample for {schema}")
+
+
+def _variants(schema: dict[str, Any], value: Any) -> Iterator[Any]:
+    """``value`` and values near it: each part of it wrong in each way the schema can tell."""
+    yield value
+    yield from (None, True, 0, 1.5, "text", [], {})
+    kind = schema.get("type")
+    if kind == "string":
+        yield from ("", "x" * (schema.get("maxLength", 64) + 1), "not-a-uuid", A_UUID.upper(),
+                    A_UUID.replace("-", ""), "12.5", "012.50", " 12.50", "1.234", "USD ")
+    if kind in ("integer", "number"):
+        yield from (schema.get("minimum", 0) - 1, schema.get("maximum", 10**9) + 1, 2.0, False)
+    if kind == "array":
+        yield []
+        yield value * (schema.get("maxItems", 100) + 1)
+        for i, item in enumerate(value):
+            for wrong in _variants(schema["items"], item):
+                yield [*value[:i], wrong, *value[i + 1:]]
+    if kind == "object":
+        yield {**value, "unexpected": 1}
+        for key, sub in schema.get("properties", {}).items():
+            yield {k: v for k, v in value.items() if k != key}
+            for wrong in _variants(sub, value[key]):
+                yield {**value, key: wrong}
+
+
+@pytest.mark.parametrize("schema", [s for versions in registry.all_schemas().values()
+                                    for s in versions],
+                         ids=lambda s: f"{s.event_type}-{s.version}")
+def test_the_compiled_validator_agrees_with_jsonschema(schema: EventSchema) -> None:
+    """``validate`` trusts fastjsonschema's compiled check when it accepts a payload: it must
+    accept exactly what jsonschema, the reference, accepts, payload by payload."""
+    reference = Draft202012Validator(schema.document, format_checker=FormatChecker())
+    fast = registry._fast_validator(schema.event_type, schema.version)
+    base = _valid(schema.document)
+    assert reference.is_valid(base), list(reference.iter_errors(base))
+    verdicts = {True: 0, False: 0}
+    for payload in _variants(schema.document, base):
+        try:
+            fast(payload)
+            fast_says = True
+        except fastjsonschema.JsonSchemaValueException:
+            fast_says = False
+        assert fast_says is reference.is_valid(payload), payload
+        verdicts[fast_says] += 1
+    assert verdicts[True] and verdicts[False] > 10, verdicts

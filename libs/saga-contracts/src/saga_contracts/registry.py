@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import itertools
 import json
+import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
 
+import fastjsonschema
 from jsonschema import Draft202012Validator, FormatChecker
 
 SCHEMA_DIR = Path(__file__).parent / "schemas"
@@ -91,7 +94,31 @@ def _validator(event_type: str, version: str) -> Draft202012Validator:
                                 format_checker=FormatChecker())
 
 
+def _is_uuid(value: str) -> bool:
+    """jsonschema's "uuid" format: what ``uuid.UUID`` parses, in the hyphenated form."""
+    try:
+        uuid.UUID(value)
+    except ValueError:
+        return False
+    return all(value[i] == "-" for i in (8, 13, 18, 23))
+
+
+@cache
+def _fast_validator(event_type: str, version: str) -> Callable[[Any], Any]:
+    """The schema compiled to Python code (fastjsonschema). Every event consumed and emitted is
+    validated, about eleven per saga: jsonschema's interpreter took 70 µs for each, the
+    compiled check 5 µs (benchmark, session 8). The schemas use only keywords both understand
+    alike (tests/test_contracts.py checks that they agree, payload by payload)."""
+    return fastjsonschema.compile(schema_for(event_type, version).document,
+                                  formats={"uuid": _is_uuid})
+
+
 def validate(event_type: str, version: str, payload: Any) -> None:
+    try:
+        _fast_validator(event_type, version)(payload)
+        return
+    except fastjsonschema.JsonSchemaValueException:
+        pass  # jsonschema, the reference, says what is wrong, and all of it
     errors = sorted(_validator(event_type, version).iter_errors(payload), key=lambda e: e.path)
     if errors:
         raise SchemaViolation(event_type, version, [
