@@ -162,6 +162,7 @@ async def profile_hot_service(steps: list[dict[str, Any]], skus: list[str],
     return {"component": hot[0], "cpu_ms_per_saga": hot[1], "rate_per_s": rate,
             "seconds": seconds,
             "cpu_ms_per_saga_by_part": busiest.get("cpu_ms_per_saga", {}),
+            "load_generator_cpu_ms_per_saga": busiest.get("load_generator_cpu_ms_per_saga"),
             "profile": prof.as_dict()}
 
 
@@ -226,7 +227,8 @@ def report_goals(r: dict[str, Any]) -> None:
     by_part = ", ".join(f"{k} {v:g}" for k, v in sorted(p["cpu_ms_per_saga_by_part"].items(),
                                                           key=lambda kv: -kv[1]))
     print(f"\n== where the time goes at {p['rate_per_s']:g}/s offered")
-    print(f"  CPU per completed saga (ms): {by_part}")
+    print(f"  CPU per completed saga (ms): {by_part}; the load generator itself "
+          f"{p.get('load_generator_cpu_ms_per_saga')} (same cores)")
     prof = p["profile"]
     print(f"  {p['component']} (the hottest Python service), py-spy, {prof['samples']} samples;"
           " innermost frame by package:")
