@@ -31,8 +31,7 @@ class FakeConnection:
     def is_closed(self) -> bool:
         return False
 
-    async def fetch(self, query: str, published: str, pending: str, failed: str,
-                    ids: list[int], acked_at: list[dt.datetime], limit: int
+    async def fetch(self, query: str, ids: list[int], acked_at: list[dt.datetime], limit: int
                     ) -> list[dict[str, Any]]:
         self.selects += 1
         self.marked_by_select += ids
@@ -41,8 +40,7 @@ class FakeConnection:
                  "created_at": now, "attempts": 0, "traceparent": None, "event_type": "E"}
                 for i in range(self.rows)] if self.selects == 1 else []
 
-    async def execute(self, query: str, published: str, ids: list[int],
-                      acked_at: list[dt.datetime]) -> None:
+    async def execute(self, query: str, ids: list[int], acked_at: list[dt.datetime]) -> None:
         self.marked_alone += ids
 
 
