@@ -36,6 +36,23 @@ async def execute(sql: str, *args: Any) -> str:
         await conn.close()
 
 
+async def kill_backend(pid: int) -> None:
+    """Terminates one PostgreSQL backend (a pooled connection dies under its owner) and waits
+    until it is gone."""
+    from harness.waiting import wait_for
+
+    admin = await asyncpg.connect(config.admin_dsn())
+    try:
+        await admin.execute("SELECT pg_terminate_backend($1)", pid)
+
+        async def alive() -> int:
+            return int(await admin.fetchval(
+                "SELECT count(*) FROM pg_stat_activity WHERE pid = $1", pid))
+        await wait_for(alive, lambda n: n == 0, timeout=10, what=f"backend {pid} gone")
+    finally:
+        await admin.close()
+
+
 @contextlib.asynccontextmanager
 async def probe() -> AsyncIterator[AsyncConnection]:
     """A SQLAlchemy connection (admin role) inside a transaction that is always rolled back: a

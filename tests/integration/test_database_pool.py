@@ -6,10 +6,8 @@ from __future__ import annotations
 
 import asyncio
 
-import asyncpg
 import pytest
-from harness import config
-from harness.waiting import wait_for
+from harness import config, db
 from sagakit.database import build_engine
 from sagakit.errors import is_connection_failure
 from sqlalchemy import text
@@ -23,26 +21,13 @@ async def _backend_pid(engine: AsyncEngine) -> int:
         return int((await conn.execute(text("SELECT pg_backend_pid()"))).scalar_one())
 
 
-async def _kill_backend(pid: int) -> None:
-    admin = await asyncpg.connect(config.admin_dsn())
-    try:
-        await admin.execute("SELECT pg_terminate_backend($1)", pid)
-
-        async def alive() -> int:
-            return int(await admin.fetchval(
-                "SELECT count(*) FROM pg_stat_activity WHERE pid = $1", pid))
-        await wait_for(alive, lambda n: n == 0, timeout=10, what=f"backend {pid} gone")
-    finally:
-        await admin.close()
-
-
 async def test_an_idle_connection_killed_under_the_pool_is_replaced(running_stack: None) -> None:
     engine = build_engine(URL, "pool-test", 1, ping_if_idle_for_s=0.0)  # every checkout idle
     try:
         dead = await _backend_pid(engine)
         # A live connection passes the test and is kept (no reconnect on every checkout).
         assert await _backend_pid(engine) == dead
-        await _kill_backend(dead)
+        await db.kill_backend(dead)
         assert await _backend_pid(engine) != dead  # tested, found dead, replaced: no error
     finally:
         await engine.dispose()
@@ -54,7 +39,7 @@ async def test_a_connection_used_a_moment_ago_is_not_tested(running_stack: None)
     engine = build_engine(URL, "pool-test", 1, ping_if_idle_for_s=3600)
     try:
         dead = await _backend_pid(engine)
-        await _kill_backend(dead)
+        await db.kill_backend(dead)
         with pytest.raises(Exception) as failure:
             await _backend_pid(engine)
         assert is_connection_failure(failure.value), repr(failure.value)

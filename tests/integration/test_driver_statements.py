@@ -11,8 +11,7 @@ from typing import Any
 
 import asyncpg
 import pytest
-from harness import config
-from harness.waiting import wait_for
+from harness import config, db
 from sagakit import driver
 from sagakit.database import build_engine
 from sagakit.errors import is_connection_failure
@@ -106,16 +105,7 @@ async def test_a_connection_that_dies_under_a_statement_leaves_the_pool(
     async with engine.connect() as conn:
         await conn.execution_options(isolation_level="AUTOCOMMIT")
         pid = (await driver.fetch(conn, select(text("pg_backend_pid() AS pid")), {}))[0]["pid"]
-        admin = await asyncpg.connect(config.admin_dsn())
-        try:
-            await admin.execute("SELECT pg_terminate_backend($1)", pid)
-
-            async def alive() -> int:
-                return int(await admin.fetchval(
-                    "SELECT count(*) FROM pg_stat_activity WHERE pid = $1", pid))
-            await wait_for(alive, lambda n: n == 0, timeout=10, what=f"backend {pid} gone")
-        finally:
-            await admin.close()
+        await db.kill_backend(pid)
         with pytest.raises(Exception) as failure:
             await driver.fetch(conn, _READ, {"name": "a"})
         assert is_connection_failure(failure.value), repr(failure.value)
