@@ -44,6 +44,7 @@ from sagakit import tracing
 from sagakit.context import current_message
 from sagakit.database import CONNECTION_LOST
 from sagakit.driver import compiled as driver_form
+from sagakit.driver import driver_of
 from sagakit.envelope import Envelope
 from sagakit.errors import CommitOutcomeUnknown, is_connection_failure, violated_unique_key_of
 from sagakit.tables import INBOX_PROCESSED, MessagingTables
@@ -333,8 +334,7 @@ class UnitOfWork:
         return True
 
     async def _driver(self, alone: bool) -> asyncpg.Connection:
-        driver = (await self.connection.get_raw_connection()).driver_connection
-        assert driver is not None
+        driver = await driver_of(self.connection)
         if alone:
             await self._known_alive(driver)
         return driver
