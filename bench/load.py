@@ -77,7 +77,7 @@ HOPS = [  # (event, emitted by, consumed by on the critical path)
 # inbox row of the event the producer was handling, pagos' payment row after its charge.
 _PRODUCER_COMMIT = {
     "OrdenSolicitada": "(SELECT pg_xact_commit_timestamp(a.xmin) FROM pedidos.saga_audit a "
-                       "WHERE a.saga_id::text = o.saga_id AND a.from_status IS NULL)",
+                       "WHERE a.saga_id = o.saga_id::uuid AND a.from_status IS NULL)",
     "StockVerificado": "(SELECT pg_xact_commit_timestamp(i.xmin) FROM pedidos.outbox x "
                        "JOIN inventario.processed_messages i ON i.message_id = x.message_id::text"
                        " WHERE x.saga_id = o.saga_id AND x.event_type = 'OrdenSolicitada')",

@@ -3,7 +3,8 @@ schema (a copy of pagos' tables, so nothing reaches the running stack): a charge
 the transaction that creates it and its gateway call starts right after that commit, with no
 claim transaction of the worker's; with every gateway slot taken the charge is left due and
 unleased, and the worker claims it as soon as any slot frees (not at its next poll); a
-transaction that does not commit gives its slot back."""
+transaction that does not commit gives its slot back; and a call's outcome, read and written
+without a lock, is decided again when the payment moved in between."""
 
 from __future__ import annotations
 
@@ -16,8 +17,8 @@ from typing import Any
 import pytest
 from harness import config
 from harness.waiting import wait_for
-from pagos.adapters.gateway_client import ChargeResult
-from pagos.adapters.payment_repository import PaymentRepository
+from pagos.adapters.gateway_client import ChargeResult, RefundResult
+from pagos.adapters.payment_repository import Payment, PaymentRepository
 from pagos.config import PagosSettings
 from pagos.domain.payment import Outcome
 from pagos.usecases.gateway_worker import GatewayWorker
@@ -38,6 +39,7 @@ class _Gateway:
 
     def __init__(self) -> None:
         self.charged: list[str] = []
+        self.refunded: list[str] = []
         self.open = asyncio.Event()
         self.open.set()
         self.gates: dict[str, asyncio.Event] = {}
@@ -51,6 +53,10 @@ class _Gateway:
         if saga_id in self.gates:
             await self.gates[saga_id].wait()
         return ChargeResult(Outcome.APPROVED, charge_id=f"ch_{saga_id[:8]}")
+
+    async def refund(self, *, charge_id: str, **_: Any) -> RefundResult:
+        self.refunded.append(charge_id)
+        return RefundResult(True, refund_id=f"re_{charge_id}")
 
     async def close(self) -> None:
         return None
@@ -130,14 +136,14 @@ async def _payment(engine: AsyncEngine, saga_id: str) -> Any:
     async with engine.connect() as conn:
         return (await conn.execute(text(
             f"SELECT status, lease_until > now() AS leased, charge_id, "
-            f"lease_until - created_at AS lease FROM {SCHEMA}.payments WHERE saga_id = :s"),
+            f"lease_until - created_at AS lease, attempt_log FROM {SCHEMA}.payments WHERE saga_id = :s"),
             {"s": saga_id})).first()
 
 
 def _worker(engine: AsyncEngine, tables: MessagingTables, gateway: _Gateway,
             concurrency: int) -> GatewayWorker:
     settings = PagosSettings(worker_concurrency=concurrency, gateway_timeout_s=5)
-    return GatewayWorker(lambda: UnitOfWork(engine, tables, "pagos"),
+    return GatewayWorker(lambda **options: UnitOfWork(engine, tables, "pagos", **options),
                          gateway,  # type: ignore[arg-type]
                          settings)
 
@@ -242,3 +248,43 @@ async def test_a_charge_waiting_for_a_slot_starts_when_any_slot_frees(
                        what="the waiting charge made in the freed slot, before any poll")
         second_gate.set()
     assert gateway.charged == [first, second, waiting]
+
+
+async def test_an_outcome_is_decided_again_when_the_payment_moved_after_it_was_read(
+        scratch: tuple[AsyncEngine, MessagingTables], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The outcome is read without a lock and written guarded by the status it was decided
+    on. A cancellation that commits between that read and that write (here, right after the
+    read) must win: the approval is decided again on CANCEL_REQUESTED, which means a refund, not
+    a PagoExitoso for an order being cancelled."""
+    engine, tables = scratch
+    gateway, claims = _Gateway(), _Claims(monkeypatch)
+    worker = _worker(engine, tables, gateway, concurrency=2)
+    saga_id = str(uuid.uuid4())
+    reads: list[str] = []
+    original = PaymentRepository.read
+
+    async def read_then_cancel(repo: PaymentRepository, s: str) -> Payment | None:
+        payment = await original(repo, s)
+        reads.append(payment.status.value if payment else "none")
+        if len(reads) == 1:  # what OrdenCancelada's handler writes while a call is in flight
+            async with engine.begin() as conn:
+                await conn.execute(text(f"UPDATE {SCHEMA}.payments SET status = "
+                                        "'CANCEL_REQUESTED' WHERE saga_id = :s"), {"s": s})
+        return payment
+
+    monkeypatch.setattr(PaymentRepository, "read", read_then_cancel)
+    async with _running(worker, claims):
+        await _deliver(engine, tables, worker, _stock_verificado(saga_id))
+        row = await wait_for(lambda: _payment(engine, saga_id),
+                             lambda r: r.status == "REFUNDED", timeout=10,
+                             what="the approved charge of a cancelled order refunded")
+    assert reads[:2] == ["CHARGING", "CANCEL_REQUESTED"], \
+        "the outcome decided on CHARGING was not written; it was decided again"
+    assert gateway.refunded == [f"ch_{saga_id[:8]}"]
+    assert [a["kind"] for a in row.attempt_log] == ["charge", "refund"], \
+        "the charge's outcome recorded once"
+    async with engine.connect() as conn:
+        emitted = (await conn.execute(text(
+            f"SELECT event_type FROM {SCHEMA}.outbox WHERE saga_id = :s ORDER BY id"),
+            {"s": saga_id})).scalars().all()
+    assert emitted == ["ReembolsoEjecutado"], "no PagoExitoso for a cancelled order"

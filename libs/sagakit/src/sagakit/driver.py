@@ -46,10 +46,13 @@ class Compiled:
 
 
 @cache
-def compiled(statement: ClauseElement) -> Compiled:
-    """``statement`` as asyncpg takes it. Statements are kept by identity: compile module-level
+def compiled(statement: ClauseElement,
+             schemas: tuple[tuple[str | None, str], ...] = ()) -> Compiled:
+    """``statement`` as asyncpg takes it, its schemas renamed as ``schemas`` says (SQLAlchemy's
+    ``schema_translate_map``, as pairs). Statements are kept by identity: compile module-level
     or cached statements, not new ones per call."""
-    c: Any = statement.compile(dialect=_DIALECT)
+    c: Any = statement.compile(dialect=_DIALECT, schema_translate_map=dict(schemas) or None,
+                               render_schema_translate=bool(schemas))
     if "POSTCOMPILE" in c.string:
         raise ValueError("a statement with expanding values (IN lists) cannot be compiled "
                          "once; bind an array instead (= ANY)")
@@ -63,9 +66,8 @@ Row = Mapping[Any, Any]
 """A row by column name: an asyncpg record, or SQLAlchemy's mapping of a row."""
 
 
-def _autocommit(conn: AsyncConnection) -> bool:
-    options = conn.sync_connection.get_execution_options() if conn.sync_connection else {}
-    return options.get("isolation_level") == "AUTOCOMMIT"
+def _options(conn: AsyncConnection) -> Mapping[str, Any]:
+    return conn.sync_connection.get_execution_options() if conn.sync_connection else {}
 
 
 async def driver_of(conn: AsyncConnection) -> asyncpg.Connection:
@@ -78,9 +80,13 @@ async def driver_of(conn: AsyncConnection) -> asyncpg.Connection:
 async def fetch(conn: AsyncConnection, statement: Executable,
                 params: Mapping[str, Any]) -> Sequence[Row]:
     """The rows of ``statement``."""
-    if not (conn.in_transaction() or _autocommit(conn)):
+    options = _options(conn)
+    if not (conn.in_transaction() or options.get("isolation_level") == "AUTOCOMMIT"):
         return (await conn.execute(statement, dict(params))).mappings().all()
-    c = compiled(statement)
+    # The schemas the connection renames (a copy of a service's tables, in tests) are renamed
+    # here too, as SQLAlchemy would have.
+    c = compiled(statement, tuple(sorted((options.get("schema_translate_map") or {}).items(),
+                                         key=str)))
     driver = await driver_of(conn)
     try:
         rows: Sequence[Row] = await driver.fetch(c.sql, *c.args(params))

@@ -32,7 +32,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
-from types import SimpleNamespace, TracebackType
+from types import TracebackType
 from typing import Any
 
 import asyncpg
@@ -43,8 +43,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sagakit import tracing
 from sagakit.context import current_message
 from sagakit.database import CONNECTION_LOST
+from sagakit.driver import Row, driver_of
 from sagakit.driver import compiled as driver_form
-from sagakit.driver import driver_of
 from sagakit.envelope import Envelope
 from sagakit.errors import CommitOutcomeUnknown, is_connection_failure, violated_unique_key_of
 from sagakit.tables import INBOX_PROCESSED, MessagingTables
@@ -174,8 +174,8 @@ class UnitOfWork:
         self._outgoing: list[_OutgoingRow] = []
         self._claim: _Claim | None = None
         self._staged: StagedWrite | None = None
-        self.returned: list[Any] = []
-        """The rows of the staged write's ``returning`` part, once committed."""
+        self.returned: list[Row] = []
+        """The rows of the staged write's ``returning`` part, once committed, by column."""
         self.committed = False
         self.ended = False
         """Committed, or given up by ``commit`` itself (a guard that found nothing)."""
@@ -316,7 +316,7 @@ class UnitOfWork:
                 raise
             held = rows[0]["uow_held"]
             if self._staged and self._staged.returning:
-                self.returned = [SimpleNamespace(**r) for r in rows if r["uow_present"]]
+                self.returned = [r for r in rows if r["uow_present"]]
             if not held:
                 await self._give_up(alone)
                 return False

@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
+from sagakit import driver
 from sagakit.unit_of_work import StagedWrite
 from sqlalchemy import Executable, Float, Integer, Text, bindparam, func, select, update
-from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql.expression import ClauseElement
@@ -22,8 +22,9 @@ from pagos.domain.payment import CHARGE_WORK, REFUND_WORK, PaymentStatus
 # The statements of a saga step are built once (per shape) and their values bound at
 # execution: building a statement and its cache key costs more CPU than sending it
 # (docs/benchmarks.md, run 8).
-_LOCK = (select(payments, (payments.c.lease_until > func.now()).label("leased"))
-         .where(payments.c.saga_id == bindparam("k_saga_id", type_=Text)).with_for_update())
+_READ = (select(payments, (payments.c.lease_until > func.now()).label("leased"))
+         .where(payments.c.saga_id == bindparam("k_saga_id", type_=Text)))
+_LOCK = _READ.with_for_update()
 
 
 # A gateway call's lease on its payment row, ``v_lease_s`` from now.
@@ -56,11 +57,22 @@ RETURNING *"""),)
 
 
 @functools.cache
-def _update_statement(columns: tuple[str, ...], with_attempt: bool) -> Executable:
+def _outcome(columns: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    """A gateway call's outcome, applied only if the payment's status is still the one it was
+    decided on (the guard): the columns set, the call appended to the attempt log, and the next
+    attempt due ``:out_retry_in_s`` from now (NULL seconds: nothing due)."""
+    assigned = "".join(f"{c} = :out_{c}, " for c in columns)
+    return (("recorded", f"""UPDATE {{schema}}.{payments.name} SET {assigned}
+    attempt_log = attempt_log || jsonb_build_array(CAST(:out_attempt AS jsonb)),
+    next_attempt_at = now() + make_interval(secs => CAST(:out_retry_in_s AS double precision)),
+    updated_at = now()
+WHERE saga_id = :out_saga_id AND status = :out_expected
+RETURNING 1"""),)
+
+
+@functools.cache
+def _update_statement(columns: tuple[str, ...]) -> Executable:
     values: dict[str, Any] = {c: bindparam(f"v_{c}", type_=payments.c[c].type) for c in columns}
-    if with_attempt:
-        values["attempt_log"] = payments.c.attempt_log.op("||")(
-            func.jsonb_build_array(bindparam("v_attempt", type_=JSONB)))
     return (update(payments)
             .where(payments.c.saga_id == bindparam("k_saga_id", type_=Text),
                    payments.c.status == bindparam("k_expected", type_=Text))
@@ -97,20 +109,29 @@ class Payment:
     trigger_traceparent: str | None = None
 
     @classmethod
-    def from_row(cls, row: Any, leased: bool = False) -> Payment:
-        return cls(str(row.payment_id), row.saga_id, str(row.order_id) if row.order_id else None,
-                   PaymentStatus(row.status), row.amount, row.currency, row.payment_token,
-                   row.charge_id, row.charge_attempts, row.refund_attempts, leased,
-                   (row.trigger or {}).get("span_id"), (row.trigger or {}).get("traceparent"))
+    def from_row(cls, row: driver.Row, leased: bool = False) -> Payment:
+        trigger = row["trigger"] or {}
+        return cls(str(row["payment_id"]), row["saga_id"],
+                   str(row["order_id"]) if row["order_id"] else None,
+                   PaymentStatus(row["status"]), row["amount"], row["currency"],
+                   row["payment_token"], row["charge_id"], row["charge_attempts"],
+                   row["refund_attempts"], leased, trigger.get("span_id"),
+                   trigger.get("traceparent"))
 
 
 class PaymentRepository:
     def __init__(self, conn: AsyncConnection) -> None:
         self.conn = conn
 
+    async def read(self, saga_id: str) -> Payment | None:
+        """The payment as it is now, without a lock: a write decided on it says which status
+        it was decided on (``outcome``), and writes nothing if that status is gone."""
+        rows = await driver.fetch(self.conn, _READ, {"k_saga_id": saga_id})
+        return Payment.from_row(rows[0], bool(rows[0]["leased"])) if rows else None
+
     async def lock(self, saga_id: str) -> Payment | None:
-        row = (await self.conn.execute(_LOCK, {"k_saga_id": saga_id})).first()
-        return Payment.from_row(row, bool(row.leased)) if row else None
+        row = (await self.conn.execute(_LOCK, {"k_saga_id": saga_id})).mappings().first()
+        return Payment.from_row(row, bool(row["leased"])) if row else None
 
     async def insert(self, *, saga_id: str, order_id: str | None,
                      status: PaymentStatus) -> bool:
@@ -138,17 +159,24 @@ class PaymentRepository:
             params["pay_lease_s"] = lease_s
         return StagedWrite(_new_payment(lease_s is not None), params, returning="inserted")
 
-    async def update(self, saga_id: str, expected: PaymentStatus, *,
-                     attempt: dict[str, Any] | None = None, **values: Any) -> bool:
-        """Conditional transition: applies only if the status is still ``expected``. An
-        ``attempt`` (a gateway call's outcome) is appended to the attempt log in the same
-        statement."""
+    @staticmethod
+    def outcome(saga_id: str, expected: PaymentStatus, *, attempt: dict[str, Any],
+                retry_in_s: float | None, **values: Any) -> StagedWrite:
+        """A gateway call's outcome (``values`` by column, the call's ``attempt`` for the log,
+        the next attempt ``retry_in_s`` from now or none), written with the commit statement
+        only if the status is still ``expected`` (the guard): otherwise nothing is written and
+        the unit of work's commit returns False."""
+        params = {"out_saga_id": saga_id, "out_expected": expected.value,
+                  "out_attempt": json.dumps(attempt), "out_retry_in_s": retry_in_s,
+                  **{f"out_{c}": v for c, v in values.items()}}
+        return StagedWrite(_outcome(tuple(sorted(values))), params, guard="recorded")
+
+    async def update(self, saga_id: str, expected: PaymentStatus, **values: Any) -> bool:
+        """Conditional transition: applies only if the status is still ``expected``."""
         bound = {c: v for c, v in values.items() if not isinstance(v, ClauseElement)}
         params = {"k_saga_id": saga_id, "k_expected": expected.value,
                   **{f"v_{c}": v for c, v in bound.items()}}
-        if attempt is not None:
-            params["v_attempt"] = attempt
-        statement = _update_statement(tuple(sorted(bound)), attempt is not None)
+        statement = _update_statement(tuple(sorted(bound)))
         if len(bound) < len(values):  # SQL expressions (a retry's due time): not cacheable
             statement = statement.values(  # type: ignore[attr-defined]
                 {c: v for c, v in values.items() if c not in bound})
@@ -158,7 +186,7 @@ class PaymentRepository:
     async def claim_due(self, limit: int, lease_s: float) -> list[Payment]:
         """Leases due work (charges, resolutions, refunds); SKIP LOCKED lets workers share."""
         rows = (await self.conn.execute(_CLAIM_DUE, {"k_limit": limit, "v_lease_s": lease_s})
-                ).all()
+                ).mappings().all()
         return [Payment.from_row(r, True) for r in rows]
 
     async def seconds_to_next_due(self) -> float | None:

@@ -25,7 +25,6 @@ from saga_contracts.topics import dead_letter_topic
 from sagakit import metrics, tracing
 from sagakit.envelope import utc_now_iso
 from sagakit.unit_of_work import UnitOfWork
-from sqlalchemy import func
 
 from pagos.adapters.gateway_client import GatewayClient
 from pagos.adapters.payment_repository import Payment, PaymentRepository
@@ -47,9 +46,18 @@ def refund_key(saga_id: str) -> str:
 # Wake a little after the work falls due, not a hair before it.
 _MARGIN_S = 0.02
 
+# How many times an outcome is decided again when the payment moved under it (a cancellation
+# arriving while the call was in flight moves it once).
+_RECORD_TRIES = 5
+
 
 def jittered(seconds: float) -> float:
     return seconds * (1 + random.uniform(-0.2, 0.2))
+
+
+def _retry_in(change: domain.Change) -> float | None:
+    # The jitter is decided now and stored, so a restart retries at the same instant.
+    return None if change.retry_in_s is None else jittered(change.retry_in_s)
 
 
 @dataclass
@@ -62,7 +70,7 @@ class Slot:
 
 
 class GatewayWorker:
-    def __init__(self, uow_factory: Callable[[], UnitOfWork], gateway: GatewayClient,
+    def __init__(self, uow_factory: Callable[..., UnitOfWork], gateway: GatewayClient,
                  settings: PagosSettings) -> None:
         self.uow_factory = uow_factory
         self.gateway = gateway
@@ -205,28 +213,26 @@ class GatewayWorker:
             result_outcome, charge_id, decline, detail = (result.outcome, result.charge_id,
                                                          result.decline_code, result.detail)
         attempts_made = payment.charge_attempts + 1
-        async with self.uow_factory() as uow:
-            repo = PaymentRepository(uow.connection)
-            current = await repo.lock(payment.saga_id)
-            assert current is not None
+        attempt = {"kind": "charge", "attempt": attempts_made, "at": utc_now_iso(),
+                   "outcome": result_outcome.value, "detail": detail}
+
+        def record(uow: UnitOfWork, current: Payment) -> None:
             change = domain.after_charge(current.status, result_outcome, attempts_made,
                                          self.settings.charge_retry_schedule_s,
                                          self.settings.resolve_attempts)
-            attempt = {"kind": "charge", "attempt": attempts_made, "at": utc_now_iso(),
-                       "outcome": result_outcome.value, "detail": detail}
             values: dict[str, Any] = {"charge_attempts": attempts_made, "lease_until": None}
             if charge_id:
                 values["charge_id"] = charge_id
             if decline:
                 values["decline_code"] = decline
-            self._schedule(values, change)
             if change.status is not None:
                 values["status"] = change.status.value
             if change.status in (domain.PaymentStatus.DECLINED, domain.PaymentStatus.CANCELLED,
                                  domain.PaymentStatus.CAPTURED,
                                  domain.PaymentStatus.CHARGE_FAILED):
                 values["payment_token"] = None
-            await repo.update(payment.saga_id, current.status, attempt=attempt, **values)
+            uow.stage(PaymentRepository.outcome(payment.saga_id, current.status, attempt=attempt,
+                                                retry_in_s=_retry_in(change), **values))
             if change.emit is domain.Emit.PAGO_EXITOSO:
                 uow.emit("PagoExitoso", {
                     "order_id": current.order_id, "payment_id": current.payment_id,
@@ -243,7 +249,8 @@ class GatewayWorker:
             if change.dead_letter:
                 self._dead_letter(uow, current, attempts_made, detail)
             self._after(uow, change, current)
-            await uow.commit()
+
+        await self._record(payment.saga_id, record)
 
     # ------------------------------------------------------------------ refund
 
@@ -257,23 +264,21 @@ class GatewayWorker:
                                                idempotency_key=refund_key(payment.saga_id))
             succeeded, refund_id, detail = result.succeeded, result.refund_id, result.detail
         attempts_made = payment.refund_attempts + 1
-        async with self.uow_factory() as uow:
-            repo = PaymentRepository(uow.connection)
-            current = await repo.lock(payment.saga_id)
-            assert current is not None
+        attempt = {"kind": "refund", "attempt": attempts_made, "at": utc_now_iso(),
+                   "outcome": "refunded" if succeeded else "failed", "detail": detail}
+
+        def record(uow: UnitOfWork, current: Payment) -> None:
             change = domain.after_refund(current.status, succeeded, attempts_made,
                                          self.settings.refund_retry_schedule_s)
-            attempt = {"kind": "refund", "attempt": attempts_made, "at": utc_now_iso(),
-                       "outcome": "refunded" if succeeded else "failed", "detail": detail}
             values: dict[str, Any] = {"refund_attempts": attempts_made, "lease_until": None}
-            self._schedule(values, change)
             if change.status is not None:
                 values["status"] = change.status.value
             if change.status is domain.PaymentStatus.REFUNDED:
                 values.update(refund_id=refund_id, amount_refunded=current.amount)
             if change.status is domain.PaymentStatus.REFUND_FAILED:
                 values["manual_refund_required"] = True
-            await repo.update(payment.saga_id, current.status, attempt=attempt, **values)
+            uow.stage(PaymentRepository.outcome(payment.saga_id, current.status, attempt=attempt,
+                                                retry_in_s=_retry_in(change), **values))
             if change.emit is domain.Emit.REEMBOLSO_EJECUTADO:
                 uow.emit("ReembolsoEjecutado", {
                     "order_id": current.order_id, "payment_id": current.payment_id,
@@ -283,17 +288,32 @@ class GatewayWorker:
             elif change.emit is domain.Emit.FALLO_REEMBOLSO:
                 self._emit_refund_failed(uow, current, attempts_made, detail)
             self._after(uow, change, current)
-            await uow.commit()
+
+        await self._record(payment.saga_id, record)
 
     # ------------------------------------------------------------------ helpers
 
-    def _schedule(self, values: dict[str, Any], change: domain.Change) -> None:
-        if change.retry_in_s is None:
-            values["next_attempt_at"] = None
-        else:
-            # The jitter is decided now and stored, so a restart retries at the same instant.
-            values["next_attempt_at"] = func.now() + func.make_interval(
-                0, 0, 0, 0, 0, 0, jittered(change.retry_in_s))
+    async def _record(self, saga_id: str,
+                      record: Callable[[UnitOfWork, Payment], None]) -> None:
+        """Writes a gateway call's outcome, decided by ``record`` on the payment as it is now.
+
+        The payment is read without a lock and the decision is written with the commit
+        statement, guarded by the status it was decided on: two round trips and no
+        transaction held open, where a locked read-decide-write took five (BEGIN, lock,
+        update, commit statement, COMMIT) on every saga's critical path. If a cancellation
+        moved the payment in between, nothing was written and the outcome is decided again
+        on the new status, as the lock would have made it wait and then decide."""
+        for _ in range(_RECORD_TRIES):
+            async with self.uow_factory(reads_outside_transaction=True) as uow:
+                current = await PaymentRepository(uow.connection).read(saga_id)
+                assert current is not None
+                record(uow, current)
+                if await uow.commit():
+                    return
+        # Moved under every try: leave it leased. When the lease runs out the call is made
+        # again, under the same idempotency key, and its outcome recorded then.
+        log.warning("gateway outcome not recorded: the payment kept changing",
+                    extra={"saga_id": saga_id, "attempt": _RECORD_TRIES})
 
     def _after(self, uow: UnitOfWork, change: domain.Change, payment: Payment) -> None:
         if change.retry_in_s is not None:
