@@ -40,6 +40,22 @@ def test_envelope_round_trip_and_headers() -> None:
     assert env.timestamp.endswith("Z")
 
 
+def test_message_ids_are_ordered_by_creation_time_and_saga_ids_stay_random() -> None:
+    """Inbox and outbox index message ids: time-ordered ids keep their inserts on the last
+    pages of those indexes (docs/benchmarks.md, session 9). Saga ids are the caller's, version
+    4 as the standard requires."""
+    saga_id = str(uuid.uuid4())
+    ids = [Envelope.new(saga_id=saga_id, event_type="OrdenCompletada", schema_version="1.0.0",
+                        source_service="pedidos", payload={}).message_id for _ in range(2000)]
+    assert all(uuid.UUID(i).version == 7 for i in ids)
+    assert len(set(ids)) == len(ids)
+    # Ordered as text too: processed_messages keys them as text.
+    assert ids == sorted(ids) == sorted(ids, key=lambda i: uuid.UUID(i).int)
+    env = Envelope.new(saga_id=saga_id, event_type="OrdenCompletada", schema_version="1.0.0",
+                       source_service="pedidos", payload={})
+    assert env.saga_id == saga_id and uuid.UUID(env.saga_id).version == 4
+
+
 @pytest.mark.parametrize("raw", [b"\xff\x00", b"[1, 2]", b'{"event_type": "X"}', None,
                                  b'{"message_id": "no", "saga_id": "no", "span_id": "s", '
                                  b'"schema_version": "1.0.0", "timestamp": "t", '

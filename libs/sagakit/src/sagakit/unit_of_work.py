@@ -28,7 +28,6 @@ Nothing else commits and nothing publishes to Kafka: the relay does, from the ou
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
@@ -45,7 +44,7 @@ from sagakit.context import current_message
 from sagakit.database import CONNECTION_LOST
 from sagakit.driver import Row, driver_of
 from sagakit.driver import compiled as driver_form
-from sagakit.envelope import Envelope
+from sagakit.envelope import Envelope, new_message_id
 from sagakit.errors import CommitOutcomeUnknown, is_connection_failure, violated_unique_key_of
 from sagakit.tables import INBOX_PROCESSED, MessagingTables
 
@@ -376,7 +375,7 @@ class UnitOfWork:
             "uow_lock_keys": sorted({f"{self.tables.schema}:{r.key}" for r in self._outgoing}),
             "uow_channel": self.tables.notify_channel,
             "uow_rows": json.dumps([{
-                "message_id": r.envelope.message_id if r.envelope else str(uuid.uuid4()),
+                "message_id": r.envelope.message_id if r.envelope else new_message_id(),
                 "saga_id": r.key,
                 "topic": r.topic,
                 "event_type": r.event_type,
