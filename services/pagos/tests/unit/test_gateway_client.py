@@ -1,0 +1,122 @@
+"""The gateway client against a real HTTP server in the test's process: each answer of the
+gateway maps to the outcome the state machine expects, and a gateway that cannot be reached or
+does not answer in time is "unavailable" (the charge is retried under the same idempotency
+key), never a decline."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import AsyncIterator
+from decimal import Decimal
+from typing import Any
+
+import pytest
+from aiohttp import web
+from pagos.adapters.gateway_client import GatewayClient
+from pagos.domain.payment import Outcome
+
+
+class _Gateway:
+    def __init__(self) -> None:
+        self.answer: tuple[int, dict[str, Any]] = (200, {"id": "ch_1"})
+        self.delay_s = 0.0
+        self.seen: list[tuple[str, str | None, dict[str, Any]]] = []
+
+    async def handle(self, request: web.Request) -> web.Response:
+        self.seen.append((request.path, request.headers.get("Idempotency-Key"),
+                          await request.json()))
+        await asyncio.sleep(self.delay_s)
+        status, body = self.answer
+        return web.json_response(body, status=status)
+
+
+@pytest.fixture
+async def gateway() -> AsyncIterator[tuple[_Gateway, str]]:
+    fake = _Gateway()
+    app = web.Application()
+    app.router.add_post("/v1/charges", fake.handle)
+    app.router.add_post("/v1/refunds", fake.handle)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    try:
+        yield fake, f"http://127.0.0.1:{port}"
+    finally:
+        await runner.cleanup()
+
+
+async def _charge(client: GatewayClient) -> Any:
+    return await client.charge(amount_minor=1998, currency="usd", token="tok_visa",
+                               idempotency_key="charge-s1", saga_id="s1")
+
+
+@pytest.mark.parametrize(("status", "body", "outcome", "charge_id", "decline"), [
+    (200, {"id": "ch_9"}, Outcome.APPROVED, "ch_9", None),
+    (402, {"error": {"decline_code": "insufficient_funds", "message": "no"}}, Outcome.DECLINED,
+     None, "insufficient_funds"),
+    (503, {}, Outcome.UNAVAILABLE, None, None),
+    (429, {}, Outcome.UNAVAILABLE, None, None),
+    (400, {"error": "bad"}, Outcome.REJECTED, None, None),
+])
+async def test_each_answer_maps_to_its_outcome(gateway: tuple[_Gateway, str], status: int,
+                                               body: dict[str, Any], outcome: Outcome,
+                                               charge_id: str | None,
+                                               decline: str | None) -> None:
+    fake, url = gateway
+    fake.answer = (status, body)
+    client = GatewayClient(url, timeout_s=5)
+    try:
+        result = await _charge(client)
+    finally:
+        await client.close()
+    assert (result.outcome, result.charge_id, result.decline_code) == (outcome, charge_id,
+                                                                       decline)
+    assert fake.seen == [("/v1/charges", "charge-s1", {
+        "amount": 1998, "currency": "usd", "source": "tok_visa", "metadata": {"saga_id": "s1"}})]
+
+
+async def test_a_gateway_that_does_not_answer_in_time_is_unavailable(
+        gateway: tuple[_Gateway, str]) -> None:
+    fake, url = gateway
+    fake.delay_s = 2
+    client = GatewayClient(url, timeout_s=0.2)
+    try:
+        result = await _charge(client)
+    finally:
+        await client.close()
+    assert result.outcome is Outcome.UNAVAILABLE and result.detail == "gateway timeout"
+
+
+async def test_a_gateway_nobody_listens_for_is_unavailable() -> None:
+    with socket.socket() as s:  # a port that was free a moment ago
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    client = GatewayClient(f"http://127.0.0.1:{port}", timeout_s=2)
+    try:
+        result = await _charge(client)
+        refund = await client.refund(charge_id="ch_1", amount_minor=100,
+                                     idempotency_key="refund-s1")
+    finally:
+        await client.close()
+    assert result.outcome is Outcome.UNAVAILABLE and "transport error" in result.detail
+    assert not refund.succeeded
+
+
+async def test_a_refund_succeeds_only_on_200(gateway: tuple[_Gateway, str]) -> None:
+    fake, url = gateway
+    client = GatewayClient(url, timeout_s=5)
+    try:
+        fake.answer = (200, {"id": "re_1"})
+        done = await client.refund(charge_id="ch_1", amount_minor=int(Decimal("19.98") * 100),
+                                   idempotency_key="refund-s1")
+        fake.answer = (500, {"error": "boom"})
+        failed = await client.refund(charge_id="ch_1", amount_minor=1998,
+                                     idempotency_key="refund-s1")
+    finally:
+        await client.close()
+    assert done.succeeded and done.refund_id == "re_1"
+    assert not failed.succeeded and "HTTP 500" in failed.detail
+    assert [s[:2] for s in fake.seen] == [("/v1/refunds", "refund-s1")] * 2
