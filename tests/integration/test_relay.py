@@ -12,11 +12,13 @@ import json
 import uuid
 from collections import defaultdict
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 from harness import config
 from harness.kafka import TopicReader
 from harness.scratch import scratch_outbox
+from harness.waiting import wait_for
 from sagakit.relay import OutboxRelay
 from sagakit.settings import MessagingSettings
 from sagakit.tables import MessagingTables
@@ -40,12 +42,13 @@ def _settings() -> MessagingSettings:
 
 
 async def _write(engine: AsyncEngine, tables: object, saga_id: str, seq: int,
-                 hold: asyncio.Event | None = None) -> None:
+                 hold: asyncio.Event | None = None, padding: str = "") -> None:
     """One transaction adds the saga's next event; ``hold`` keeps it open (a slow commit)."""
     uow = UnitOfWork(engine, tables, "relaytest")  # type: ignore[arg-type]
     async with uow:
         uow.emit_raw(topic=TOPIC, key=saga_id, event_type="Step",
-                     value={"saga_id": saga_id, "seq": seq},
+                     value={"saga_id": saga_id, "seq": seq, **({"pad": padding} if padding
+                                                               else {})},
                      headers={"X-Saga-ID": saga_id, "X-Seq": str(seq)})
         if hold is not None:
             await uow.connection.execute(text("SELECT 1"))
@@ -135,6 +138,57 @@ async def test_rows_committed_while_a_batch_is_published_are_woken_for_not_polle
     assert relay.published_total == len(expected)
 
 
+async def test_a_caught_up_relay_publishes_from_notifications_and_selects_what_they_lack(scratch) -> None:  # type: ignore[no-untyped-def]
+    """Once a select has caught up, committed rows reach Kafka from their notifications, with
+    no select of theirs. A row too large for a notification (8,000 bytes) notifies without
+    rows: the relay selects it, and the saga's later rows still come after it."""
+    engine, tables = scratch
+    settings = _settings()
+    settings.relay_poll_interval_s = 1.0  # the longest allowed: selects of the poll are rare
+    relay = OutboxRelay(engine, tables, "relaytest", settings)
+    selects = 0
+    select = relay._select
+
+    async def counted() -> Any:
+        nonlocal selects
+        selects += 1
+        return await select()
+
+    relay._select = counted  # type: ignore[method-assign]
+    stop = asyncio.Event()
+    saga = str(uuid.uuid4())
+    async with TopicReader(TOPIC) as topic:
+        task = asyncio.create_task(relay.run(stop))
+        await wait_for(lambda: _value(relay._caught_up), bool, timeout=10,
+                       what="the relay's first select")
+        before = selects
+        started = asyncio.get_running_loop().time()
+        for seq in range(20):
+            await _write(engine, tables, saga, seq)
+        await topic.wait_until(lambda records: len(_seqs(records, saga)) >= 20, timeout=30)
+        elapsed = asyncio.get_running_loop().time() - started
+        assert selects - before <= int(elapsed / settings.relay_poll_interval_s) + 1, \
+            f"{selects - before} selects for 20 rows in {elapsed:.2f}s"
+        await _write(engine, tables, saga, 20, padding="x" * 9000)
+        for seq in range(21, 25):
+            await _write(engine, tables, saga, seq)
+        await topic.wait_until(lambda records: len(_seqs(records, saga)) >= 25, timeout=30)
+        stop.set()
+        relay._on_notify()
+        await task
+    seqs = _seqs(topic.records, saga)
+    assert [s for i, s in enumerate(seqs) if s not in seqs[:i]] == list(range(25)), seqs
+
+
+def _seqs(records: Any, saga_id: str) -> list[int]:
+    return [json.loads(r.value)["seq"] for r in records
+            if json.loads(r.value)["saga_id"] == saga_id]
+
+
+async def _value(v: Any) -> Any:
+    return v
+
+
 async def test_cleanup_removes_only_rows_past_their_age(scratch) -> None:  # type: ignore[no-untyped-def]
     engine, tables = scratch
     relay = OutboxRelay(engine, tables, "relaytest",
@@ -188,6 +242,7 @@ async def test_the_batch_statement_is_planned_once_and_reads_the_pending_rows_by
         async with TopicReader(TOPIC) as topic:
             for seq in range(batches):
                 await _write(engine, tables, saga, seq)
+                relay._caught_up = False  # by select each time, not by notification
                 assert await relay.publish_batch() == 1
             await topic.wait_until(
                 lambda records: {json.loads(r.value)["seq"] for r in records

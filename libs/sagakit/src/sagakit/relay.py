@@ -1,16 +1,32 @@
-"""Polling outbox relay (Part I §4.3 option A), woken early by LISTEN/NOTIFY.
+"""Polling outbox relay (Part I §4.3 option A), woken and fed by LISTEN/NOTIFY.
+
+How rows reach it: the unit of work that commits outbox rows notifies the relay's channel
+with those rows (PostgreSQL delivers the notification after the commit, in commit order). A
+relay that is *caught up* — its last select returned every pending row it could see — publishes
+notified rows straight from the notification, without a round trip to the database: one wake-up
+less on every hop of a saga. Anything that could break that chain (a notification without rows,
+because they did not fit its 8,000 bytes; a lost connection; a failed publish; new leadership)
+sends it back to selecting, and it selects at least every poll interval anyway.
 
 Guarantees:
 - A row is marked published only after Kafka acknowledged it (acks=all, idempotent producer).
   A crash in between republishes it; the consumers' inbox absorbs the duplicate.
-- A row's mark travels with the relay's next statement: the select of the next batch marks
-  the rows of the one before (``published_at`` is the time of Kafka's acknowledgement), or a
-  statement of its own does, ``MARK_WITHIN_S`` after the acknowledgement, when no
-  notification woke the relay before. One round trip per batch instead of two.
+- A row's mark travels with the relay's next select (``published_at`` is the time of Kafka's
+  acknowledgement), or a statement of its own marks it, ``MARK_WITHIN_S`` after the
+  acknowledgement, when no select came before.
 - Per-saga order: rows are read in id order, and the unit of work gives one saga's rows ids in
-  commit order. Only one relay instance of a service publishes at a time (a session advisory
-  lock held on the relay's own connection); the others stand by and take over when it dies.
+  commit order; notifications arrive in commit order, and only a caught-up relay publishes from
+  them: every row committed before its last select began was in that select (or waits behind
+  a failed row), every row committed after comes with a notification, in order. A row that a
+  select published and a notification brings again is recognised by its message id and
+  skipped. Rows of a saga with a failed row never go by notification.
+- Only one relay instance of a service publishes at a time (a session advisory lock held on
+  the relay's own connection); the others stand by and take over when it dies.
 - A row committed late is never skipped: the relay selects by status, not "after the last id".
+- Notifications with rows are larger than the empty ones they replace (about 1.5 kB a row).
+  PostgreSQL frees its notification queue (8 GB by default) as every listening connection
+  reads it: a relay connection whose process is stopped, and so reads nothing, holds it for as
+  long as it stays stopped (``pg_notification_queue_usage()`` shows how full it is).
 - Broker unavailable: the relay backs off (capped) and retries the same rows for as long as it
   takes; the backlog shows in ``outbox_pending_messages``. A row Kafka refuses for itself
   (too large, unknown topic...) is retried up to ``relay_max_attempts`` and then marked failed;
@@ -23,6 +39,8 @@ import asyncio
 import contextlib
 import json
 import logging
+import time
+from collections import deque
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -49,8 +67,8 @@ BROKER_UNAVAILABLE = (KafkaConnectionError, KafkaTimeoutError, asyncio.TimeoutEr
 # How long an acknowledged row may wait for the next batch's select to mark it published.
 MARK_WITHIN_S = 0.5
 
-# Marks the rows acknowledged since the last statement ($1, acknowledged at $2) and selects the
-# next batch. The select sees the snapshot from before the mark, so it leaves those rows out by
+# Marks the rows acknowledged since the last statement (message ids $1, acknowledged at $2) and
+# selects the next batch. The select sees the snapshot from before the mark, so it leaves those rows out by
 # id. A row waits behind an earlier row of its saga that was given up on (failed).
 # The statuses are written into the text, not bound: the relay's connection plans each
 # statement once (generic plans, see ``_RELAY_SESSION``), and only a plan that knows the status
@@ -60,12 +78,13 @@ _MARK_AND_SELECT = """
 WITH marked AS (
     UPDATE {outbox} o SET status = '{published}', published_at = a.acked_at,
                           attempts = o.attempts + 1
-    FROM unnest($1::bigint[], $2::timestamptz[]) AS a(id, acked_at) WHERE o.id = a.id
+    FROM unnest($1::uuid[], $2::timestamptz[]) AS a(message_id, acked_at)
+    WHERE o.message_id = a.message_id
 )
-SELECT o.id, o.topic, o.saga_id, o.payload::text AS payload, o.headers::text AS headers,
-       o.created_at, o.attempts, o.traceparent, o.event_type
+SELECT o.message_id::text AS message_id, o.topic, o.saga_id, o.payload::text AS payload,
+       o.headers::text AS headers, o.created_at, o.attempts, o.traceparent, o.event_type
 FROM {outbox} o
-WHERE o.status = '{pending}' AND o.id <> ALL($1::bigint[]) AND NOT EXISTS (
+WHERE o.status = '{pending}' AND o.message_id <> ALL($1::uuid[]) AND NOT EXISTS (
     SELECT 1 FROM {outbox} b WHERE b.saga_id = o.saga_id AND b.status = '{failed}'
     AND b.id < o.id)
 ORDER BY o.id LIMIT $3"""
@@ -73,7 +92,15 @@ ORDER BY o.id LIMIT $3"""
 _MARK = """
 UPDATE {outbox} o SET status = '{published}', published_at = a.acked_at,
                       attempts = o.attempts + 1
-FROM unnest($1::bigint[], $2::timestamptz[]) AS a(id, acked_at) WHERE o.id = a.id"""
+FROM unnest($1::uuid[], $2::timestamptz[]) AS a(message_id, acked_at)
+WHERE o.message_id = a.message_id"""
+# The sagas whose rows wait behind a failed one: never published from a notification.
+_BLOCKED = "SELECT DISTINCT saga_id FROM {outbox} WHERE status = '{failed}'"
+
+# How many message ids of rows published lately the relay remembers, to recognise a row that a
+# select published and a notification brings again (a row committed just before a select
+# began, whose notification arrives during or after it).
+_RECENT_IDS = 4096
 
 # The relay's own connection. Its statements are the same few, thousands of times an hour, and
 # with PostgreSQL's default (a plan per execution while the generic plan looks costlier, which
@@ -88,6 +115,14 @@ FROM unnest($1::bigint[], $2::timestamptz[]) AS a(id, acked_at) WHERE o.id = a.i
 _RELAY_SESSION = {"synchronous_commit": "off", "plan_cache_mode": "force_generic_plan"}
 
 
+def _parse_time(value: Any) -> datetime | None:
+    if not isinstance(value, str):
+        return None
+    with contextlib.suppress(ValueError):
+        return datetime.fromisoformat(value)
+    return None
+
+
 def asyncpg_dsn(url: URL | str) -> str:
     from sqlalchemy.engine import make_url
 
@@ -97,7 +132,7 @@ def asyncpg_dsn(url: URL | str) -> str:
 
 @dataclass(frozen=True)
 class _OutboxRow:
-    id: int
+    message_id: str
     topic: str
     saga_id: str
     payload: dict[str, Any]
@@ -122,8 +157,16 @@ class OutboxRelay:
         self._backoff = Backoff(0.1, 2.0, settings.relay_backoff_cap_s)
         self._failures = 0
         self.published_total = 0
-        # Acknowledged by Kafka, not yet marked published: (outbox id, acknowledged at).
-        self._acked: list[tuple[int, datetime]] = []
+        # Acknowledged by Kafka, not yet marked published: (message id, acknowledged at).
+        self._acked: list[tuple[str, datetime]] = []
+        # Notifications' rows (JSON), in commit order, waiting to be published; kept only
+        # while leading.
+        self._notices: deque[str] = deque()
+        self._caught_up = False
+        self._last_select = 0.0
+        self._recent: deque[str] = deque(maxlen=_RECENT_IDS)
+        self._recent_set: set[str] = set()
+        self._blocked: set[str] = set()
 
     @property
     def is_leader(self) -> bool:
@@ -141,7 +184,7 @@ class OutboxRelay:
                     await self._wait(stop, self.settings.relay_poll_interval_s)
                     continue
                 published = await self.publish_batch()
-                if published < self.settings.relay_batch_size:
+                if published < self.settings.relay_batch_size and not self._notices:
                     # The select saw every row committed before it, and a row committed since
                     # has notified (PostgreSQL delivers a NOTIFY after its commit), which ends
                     # this wait at once. Selecting again straight away found nothing at low
@@ -150,11 +193,14 @@ class OutboxRelay:
             except asyncio.CancelledError:
                 raise
             except (*BROKER_UNAVAILABLE, KafkaError) as exc:
+                self._caught_up = False
                 await self._on_failure(stop, exc, broker=True)
             except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError) as exc:
+                self._caught_up = False
                 await self._drop_connection()
                 await self._on_failure(stop, exc, broker=False)
             except Exception as exc:
+                self._caught_up = False
                 log.exception("relay error", extra={"service": self.service})
                 await self._on_failure(stop, exc, broker=False)
         await self.close()
@@ -208,8 +254,16 @@ class OutboxRelay:
         await self._listen_conn.execute(self._statement(_MARK), ids, times)
         del self._acked[:len(ids)]
 
-    def _acked_columns(self) -> tuple[list[int], list[datetime]]:
+    def _acked_columns(self) -> tuple[list[str], list[datetime]]:
         return [i for i, _ in self._acked], [t for _, t in self._acked]
+
+    def _marks_due(self) -> bool:
+        """Acknowledged rows have waited long enough, or are many enough, to be marked by a
+        statement of their own (a relay publishing from notifications selects only once per
+        poll interval, and the marks would otherwise wait for that select)."""
+        return bool(self._acked) and (
+            len(self._acked) >= self.settings.relay_batch_size
+            or (datetime.now(UTC) - self._acked[0][1]).total_seconds() >= MARK_WITHIN_S)
 
     def _statement(self, template: str) -> str:
         return template.format(outbox=f'"{self.tables.schema}".outbox',
@@ -227,8 +281,12 @@ class OutboxRelay:
             server_settings={**_RELAY_SESSION, "application_name": f"{self.service}-relay"})
         await self._listen_conn.add_listener(self.tables.notify_channel, self._on_notify)
 
-    def _on_notify(self, *_: Any) -> None:
-        self._wake.set()
+    def _on_notify(self, *args: Any) -> None:
+        """asyncpg's listener callback (connection, pid, channel, payload); the payload is the
+        committed rows as JSON, or empty."""
+        if self._leader:  # a standby tries for the lead at its poll, not on every commit
+            self._notices.append(args[3] if len(args) > 3 else "")
+            self._wake.set()
 
     async def _try_lead(self) -> None:
         assert self._listen_conn is not None
@@ -236,10 +294,17 @@ class OutboxRelay:
         self._leader = bool(await self._listen_conn.fetchval(
             "SELECT pg_try_advisory_lock(hashtextextended($1, 0))", key))
         if self._leader:
+            # Rows committed before now are the select's; their notifications may be dropped.
+            self._caught_up = False
+            self._notices.clear()
+            self._blocked = {r["saga_id"] for r in await self._listen_conn.fetch(
+                self._statement(_BLOCKED))}
             log.info("relay is the active publisher", extra={"service": self.service})
 
     async def _drop_connection(self) -> None:
         self._leader = False
+        self._caught_up = False  # notifications are lost with the connection
+        self._notices.clear()
         if self._listen_conn is not None:
             with contextlib.suppress(Exception):
                 await self._listen_conn.close(timeout=2)
@@ -267,22 +332,67 @@ class OutboxRelay:
                 await asyncio.wait_for(producer.stop(), 5)
 
     async def publish_batch(self) -> int:
-        """Marks the rows acknowledged before, publishes the oldest pending rows; returns how
-        many were acknowledged (they are marked by the next call, or by ``_idle``).
-
-        The statement goes through the relay's own connection (the one holding leadership),
-        autocommitted: one round trip, where a pooled transaction costs at least three (BEGIN,
-        statement, COMMIT) — the relay's share of every hop."""
+        """Publishes the next rows: those notifications brought, when the relay is caught up,
+        else the oldest pending rows by a select (which also marks the rows acknowledged
+        before). Returns how many were acknowledged (they are marked later: by the next
+        select, or by a statement of their own, see ``_marks_due`` and ``_idle``)."""
         if self._listen_conn is None or self._listen_conn.is_closed():
             await self._ensure_connection()
         assert self._listen_conn is not None
+        rows = self._notified_rows()
+        if rows is None:
+            rows = await self._select()
+            from_select = True
+        else:
+            from_select = False
+            if self._marks_due():
+                await self._mark_acked()
+        published = await self._publish(rows)
+        if from_select:
+            # Every row committed before the select began was in it (or waits behind a failed
+            # row) unless the limit cut it short: from now on, notifications bring the rest.
+            self._caught_up = len(rows) < self.settings.relay_batch_size
+        return published
+
+    def _notified_rows(self) -> list[_OutboxRow] | None:
+        """The rows of the notifications received, in commit order, without those published
+        already or waiting behind a failed row; None when the relay must select instead."""
+        if (not self._caught_up
+                or time.monotonic() - self._last_select >= self.settings.relay_poll_interval_s):
+            return None
+        rows: list[_OutboxRow] = []
+        while self._notices and len(rows) < self.settings.relay_batch_size:
+            notice = self._notices.popleft()
+            if not notice:  # the rows did not fit in the notification
+                self._caught_up = False
+                return None
+            received = datetime.now(UTC)
+            for r in json.loads(notice):
+                if r["message_id"] in self._recent_set or r["saga_id"] in self._blocked:
+                    continue
+                created = r["payload"].get("timestamp") if isinstance(r["payload"], dict) else None
+                rows.append(_OutboxRow(
+                    r["message_id"], r["topic"], r["saga_id"], r["payload"], r["headers"],
+                    _parse_time(created) or received, 0, r.get("traceparent"),
+                    r["event_type"]))
+        return rows
+
+    async def _select(self) -> list[_OutboxRow]:
+        """Marks the rows acknowledged so far and selects the oldest pending rows."""
+        assert self._listen_conn is not None
+        # A notification received from now on may bring a row committed after the select's
+        # snapshot: kept. Those received before are for rows the select will see.
+        self._notices.clear()
+        self._last_select = time.monotonic()
         ids, times = self._acked_columns()
         records = await self._listen_conn.fetch(
             self._statement(_MARK_AND_SELECT), ids, times, self.settings.relay_batch_size)
         del self._acked[:len(ids)]
-        rows = [_OutboxRow(r["id"], r["topic"], r["saga_id"], json.loads(r["payload"]),
+        return [_OutboxRow(r["message_id"], r["topic"], r["saga_id"], json.loads(r["payload"]),
                            json.loads(r["headers"]), r["created_at"], r["attempts"],
                            r["traceparent"], r["event_type"]) for r in records]
+
+    async def _publish(self, rows: list[_OutboxRow]) -> int:
         if not rows:
             return 0
         producer = await self._ensure_producer()
@@ -300,7 +410,7 @@ class OutboxRelay:
                 headers = [(k, str(v).encode()) for k, v in row_headers.items() if v != ""]
                 futures.append(await producer.send(row.topic, value=value,
                                                    key=row.saga_id.encode(), headers=headers))
-        acked: list[int] = []
+        acked: list[str] = []
         failure: BaseException | None = None
         failed_row = None
         # One wait for the whole batch. Awaiting each future in turn costs an event-loop
@@ -315,23 +425,22 @@ class OutboxRelay:
             if fut.exception() is not None:
                 failure, failed_row = fut.exception(), row
                 break
-            acked.append(row.id)
+            acked.append(row.message_id)
         for fut in futures[len(acked):]:
             # The rest of a failed batch is sent again next time; their outcome is not needed.
             fut.add_done_callback(lambda f: f.cancelled() or f.exception())
         if acked and self.settings.crash_after_publish:
-            by_id = {r.id: r for r in rows}
-            if any(by_id[i].payload.get("event_type") == self.settings.crash_after_publish
-                   for i in acked):
+            if any(row.event_type == self.settings.crash_after_publish
+                   for row in rows[:len(acked)]):
                 crash_now("relay: after broker ack, before marking published",
                           self.settings.crash_after_publish)
         if acked:
             now = datetime.now(UTC)
-            self._acked.extend((rid, now) for rid in acked)
-            by_id = {r.id: r for r in rows}
-            for rid in acked:
+            self._acked.extend((mid, now) for mid in acked)
+            for row in rows[:len(acked)]:
+                self._remember(row.message_id)
                 metrics.RELAY_COMMIT_TO_ACK.labels(self.service).observe(
-                    max(0.0, (now - by_id[rid].created_at).total_seconds()))
+                    max(0.0, (now - row.created_at).total_seconds()))
             metrics.RELAY_PUBLISHED.labels(self.service).inc(len(acked))
             self.published_total += len(acked)
             self._failures = 0
@@ -340,19 +449,27 @@ class OutboxRelay:
             await self._record_failure(failed_row, failure)
             if isinstance(failure, BROKER_UNAVAILABLE):
                 raise failure
-            raise KafkaError(f"row {failed_row.id} refused: {failure!r}")
+            raise KafkaError(f"row {failed_row.message_id} refused: {failure!r}")
         return len(acked)
+
+    def _remember(self, message_id: str) -> None:
+        if len(self._recent) == self._recent.maxlen:
+            self._recent_set.discard(self._recent[0])
+        self._recent.append(message_id)
+        self._recent_set.add(message_id)
 
     async def _record_failure(self, row: Any, exc: BaseException) -> None:
         o = self.tables.outbox
         give_up = (not isinstance(exc, BROKER_UNAVAILABLE)
                    and row.attempts + 1 >= self.settings.relay_max_attempts)
+        if give_up:
+            self._blocked.add(row.saga_id)
         async with self.engine.begin() as conn:
-            await conn.execute(update(o).where(o.c.id == row.id).values(
+            await conn.execute(update(o).where(o.c.message_id == row.message_id).values(
                 attempts=o.c.attempts + 1, last_error=repr(exc)[:2000],
                 status=OUTBOX_FAILED if give_up else OUTBOX_PENDING))
         if give_up:
-            log.error("outbox row %s marked failed after %s attempts: %r", row.id,
+            log.error("outbox row %s marked failed after %s attempts: %r", row.message_id,
                       row.attempts + 1, exc, extra={"service": self.service,
                                                    "saga_id": row.saga_id})
 

@@ -84,18 +84,23 @@ _CLAIM_CTE = """uow_claimed AS (
     RETURNING 1
 )"""
 
-# The outbox rows, the per-saga locks and the relay's wake-up.
+# The outbox rows, the per-saga locks and the relay's notification.
 # Rows of one saga must get outbox ids in commit order, or the relay could publish a later
 # event before an earlier one that committed late. A transaction-scoped advisory lock per saga
 # (in a fixed order: no deadlock between two transactions) serialises them: the ids are drawn
 # only after every lock is held, since no row reaches the INSERT before ``uow_locked`` has
 # been computed whole (an aggregate), and the locks last until COMMIT. PostgreSQL delivers the
-# NOTIFY only if and when the transaction commits.
+# NOTIFY only if and when the transaction commits, in commit order. It carries the rows
+# themselves (the same JSON the INSERT reads), so that a caught-up relay publishes them without
+# selecting them (sagakit.relay); rows that do not fit in a notification (8,000 bytes) send an
+# empty one, and the relay selects.
 _OUTBOX_CTES = """uow_locked AS MATERIALIZED (
     SELECT count(pg_advisory_xact_lock(hashtextextended(k, 0))) AS n
     FROM unnest(CAST(:uow_lock_keys AS text[])) AS k{guarded}
 ), uow_notified AS MATERIALIZED (
-    SELECT pg_notify(:uow_channel, '') FROM uow_locked WHERE uow_locked.n > 0
+    SELECT pg_notify(:uow_channel, CASE WHEN octet_length(CAST(:uow_rows AS text)) < 8000
+                                        THEN CAST(:uow_rows AS text) ELSE '' END)
+    FROM uow_locked WHERE uow_locked.n > 0
 ), uow_published AS (
     INSERT INTO {outbox} (message_id, saga_id, topic, event_type, schema_version, payload,
                           headers, traceparent, status)
@@ -103,7 +108,7 @@ _OUTBOX_CTES = """uow_locked AS MATERIALIZED (
            e.r->>'schema_version', e.r->'payload', e.r->'headers', e.r->>'traceparent',
            'pending'
     FROM uow_locked, uow_notified,
-         jsonb_array_elements(CAST(:uow_rows AS jsonb)) WITH ORDINALITY AS e(r, ord)
+         jsonb_array_elements(CAST(CAST(:uow_rows AS text) AS jsonb)) WITH ORDINALITY AS e(r, ord)
     WHERE uow_locked.n > 0
     ORDER BY e.ord
     RETURNING 1
