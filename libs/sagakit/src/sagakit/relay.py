@@ -3,10 +3,11 @@
 How rows reach it: the unit of work that commits outbox rows notifies the relay's channel
 with those rows (PostgreSQL delivers the notification after the commit, in commit order). A
 relay that is *caught up* — its last select returned every pending row it could see — publishes
-notified rows straight from the notification, without a round trip to the database: one wake-up
-less on every hop of a saga. Anything that could break that chain (a notification without rows,
-because they did not fit its 8,000 bytes; a lost connection; a failed publish; new leadership)
-sends it back to selecting, and it selects at least every poll interval anyway.
+notified rows straight from the notification, without a round trip to the database: a
+statement less per hop, and under load batches published with no select at all (ADR 0004).
+Anything that could break that chain (a notification without rows, because they did not fit
+its 8,000 bytes; a lost connection; a failed publish; new leadership) sends it back to
+selecting, and it selects at least every poll interval anyway.
 
 Guarantees:
 - A row is marked published only after Kafka acknowledged it (acks=all, idempotent producer).
@@ -68,8 +69,9 @@ BROKER_UNAVAILABLE = (KafkaConnectionError, KafkaTimeoutError, asyncio.TimeoutEr
 MARK_WITHIN_S = 0.5
 
 # Marks the rows acknowledged since the last statement (message ids $1, acknowledged at $2) and
-# selects the next batch. The select sees the snapshot from before the mark, so it leaves those rows out by
-# id. A row waits behind an earlier row of its saga that was given up on (failed).
+# selects the next batch. The select sees the snapshot from before the mark, so it leaves those
+# rows out by message id. A row waits behind an earlier row of its saga that was given up on
+# (failed).
 # The statuses are written into the text, not bound: the relay's connection plans each
 # statement once (generic plans, see ``_RELAY_SESSION``), and only a plan that knows the status
 # can use the partial indexes on pending and failed rows; with the status a parameter the
