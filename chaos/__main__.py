@@ -86,7 +86,12 @@ async def main() -> int:
             continue
         print(report.render(), flush=True)
         failed += bool(report.violations)
-    print(f"\n{len(runs) - failed} of {len(runs)} scenarios kept every invariant")
+    print(f"\n{len(runs) - failed} of {len(runs)} scenarios kept every invariant", flush=True)
+    # The stack is left as `make up` leaves it, not behind the proxy: a `make test` next starts
+    # proxies of its own on the proxy's ports (tests/e2e/test_slow_database.py).
+    os.environ.pop("SAGA_NETPROXY", None)
+    stack.stack("down")
+    stack.up()
     return 1 if failed else 0
 
 
