@@ -14,6 +14,11 @@ class ConditionNotMet(AssertionError):
     pass
 
 
+async def current(value: T) -> T:
+    """``value`` as a probe for ``wait_for``: ``wait_for(lambda: current(x.count), ...)``."""
+    return value
+
+
 async def wait_for(probe: Callable[[], Awaitable[T]], accept: Callable[[T], bool], *,
                    timeout: float, what: str, interval: float = 0.05) -> T:
     """Polls ``probe`` until ``accept`` says yes; fails with the last value seen."""

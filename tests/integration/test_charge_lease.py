@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 from harness import config
-from harness.waiting import wait_for
+from harness.waiting import current, wait_for
 from pagos.adapters.gateway_client import ChargeResult, RefundResult
 from pagos.adapters.payment_repository import Payment, PaymentRepository
 from pagos.config import PagosSettings
@@ -101,7 +101,7 @@ async def _running(worker: GatewayWorker, claims: _Claims) -> AsyncIterator[None
     stop = asyncio.Event()
     task = asyncio.create_task(worker.run(stop))
     # Its first look at the table finds nothing due; from then on it waits for a kick.
-    await wait_for(lambda: _value(claims.count), lambda n: n >= 1, timeout=10,
+    await wait_for(lambda: current(claims.count), lambda n: n >= 1, timeout=10,
                    what="the worker's first look at the table")
     try:
         yield
@@ -109,10 +109,6 @@ async def _running(worker: GatewayWorker, claims: _Claims) -> AsyncIterator[None
         stop.set()
         worker.kick()
         await asyncio.wait_for(task, 10)
-
-
-async def _value(v: Any) -> Any:
-    return v
 
 
 def _stock_verificado(saga_id: str) -> Envelope:
@@ -158,7 +154,7 @@ async def test_a_charge_is_leased_where_it_is_created_and_called_without_a_claim
     async with _running(worker, claims):
         claims_before = claims.count
         await _deliver(engine, tables, worker, _stock_verificado(saga_id))
-        await wait_for(lambda: _value(list(gateway.charged)), lambda c: c == [saga_id],
+        await wait_for(lambda: current(list(gateway.charged)), lambda c: c == [saga_id],
                        timeout=5, what="the gateway called for the new charge")
         row = await _payment(engine, saga_id)
         assert row.status == "CHARGING" and row.leased, row
@@ -186,7 +182,7 @@ async def test_with_every_slot_taken_the_charge_waits_due_and_is_claimed_when_on
     first, second = str(uuid.uuid4()), str(uuid.uuid4())
     async with _running(worker, claims):
         await _deliver(engine, tables, worker, _stock_verificado(first))
-        await wait_for(lambda: _value(list(gateway.charged)), lambda c: c == [first],
+        await wait_for(lambda: current(list(gateway.charged)), lambda c: c == [first],
                        timeout=5, what="the first charge in flight")
         await _deliver(engine, tables, worker, _stock_verificado(second))
         row = await _payment(engine, second)
@@ -238,7 +234,7 @@ async def test_a_charge_waiting_for_a_slot_starts_when_any_slot_frees(
     async with _running(worker, claims):
         for saga_id in (first, second):
             await _deliver(engine, tables, worker, _stock_verificado(saga_id))
-        await wait_for(lambda: _value(list(gateway.charged)), lambda c: c == [first, second],
+        await wait_for(lambda: current(list(gateway.charged)), lambda c: c == [first, second],
                        timeout=5, what="both slots taken")
         await _deliver(engine, tables, worker, _stock_verificado(waiting))
         assert (await _payment(engine, waiting)).leased is None

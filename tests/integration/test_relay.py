@@ -18,7 +18,7 @@ import pytest
 from harness import config
 from harness.kafka import TopicReader
 from harness.scratch import scratch_outbox
-from harness.waiting import wait_for
+from harness.waiting import current, wait_for
 from sagakit.relay import OutboxRelay
 from sagakit.settings import MessagingSettings
 from sagakit.tables import MessagingTables
@@ -159,7 +159,7 @@ async def test_a_caught_up_relay_publishes_from_notifications_and_selects_what_t
     saga = str(uuid.uuid4())
     async with TopicReader(TOPIC) as topic:
         task = asyncio.create_task(relay.run(stop))
-        await wait_for(lambda: _value(relay._caught_up), bool, timeout=10,
+        await wait_for(lambda: current(relay._caught_up), bool, timeout=10,
                        what="the relay's first select")
         before = selects
         started = asyncio.get_running_loop().time()
@@ -183,10 +183,6 @@ async def test_a_caught_up_relay_publishes_from_notifications_and_selects_what_t
 def _seqs(records: Any, saga_id: str) -> list[int]:
     return [json.loads(r.value)["seq"] for r in records
             if json.loads(r.value)["saga_id"] == saga_id]
-
-
-async def _value(v: Any) -> Any:
-    return v
 
 
 async def test_cleanup_removes_only_rows_past_their_age(scratch) -> None:  # type: ignore[no-untyped-def]

@@ -195,14 +195,11 @@ class OutboxRelay:
             except asyncio.CancelledError:
                 raise
             except (*BROKER_UNAVAILABLE, KafkaError) as exc:
-                self._caught_up = False
                 await self._on_failure(stop, exc, broker=True)
             except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError) as exc:
-                self._caught_up = False
                 await self._drop_connection()
                 await self._on_failure(stop, exc, broker=False)
             except Exception as exc:
-                self._caught_up = False
                 log.exception("relay error", extra={"service": self.service})
                 await self._on_failure(stop, exc, broker=False)
         await self.close()
@@ -215,6 +212,8 @@ class OutboxRelay:
         await self._drop_connection()
 
     async def _on_failure(self, stop: asyncio.Event, exc: BaseException, *, broker: bool) -> None:
+        # Whatever failed, what was published or pending is the select's to find again.
+        self._caught_up = False
         self._failures += 1
         delay = self._backoff.delay(self._failures)
         metrics.RELAY_PUBLISH_ERRORS.labels(self.service, type(exc).__name__).inc()
