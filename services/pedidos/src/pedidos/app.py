@@ -10,6 +10,7 @@ from sagakit.privacy import declare_model
 from sagakit.runtime import PeriodicJob, Runtime, ServiceDefinition, create_app
 from sagakit.settings import load
 
+from pedidos.adapters.known_sagas import known_sagas_of
 from pedidos.adapters.order_repository import SAGA_TYPE, OrderRepository
 from pedidos.adapters.tables import messaging
 from pedidos.config import PedidosSettings
@@ -36,7 +37,7 @@ def _settings(rt: Runtime) -> PedidosSettings:
 
 
 def handlers(rt: Runtime) -> dict[str, Handler]:
-    track = make_track_saga(_settings(rt))
+    track = make_track_saga(_settings(rt), known_sagas_of(rt.extras))
     return dict.fromkeys(TRACKED_EVENTS, track)
 
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
@@ -50,6 +52,14 @@ class SagaRow:
     def step_elapsed_ms(self) -> int:
         return int((self.db_now - self.step_started_at).total_seconds() * 1000)
 
+    def as_written(self, image: Mapping[str, Any]) -> SagaRow:
+        """This saga as the commit statement that moved it returned its row (``_ROW_IMAGE``)."""
+        return dataclasses.replace(
+            self, status=OrderStatus(image["status"]), started_at=image["started_at"],
+            step_started_at=image["step_started_at"],
+            step_deadline_at=image["step_deadline_at"], expires_at=image["expires_at"],
+            db_now=image["db_now"])
+
 
 @dataclass(frozen=True)
 class AuditEntry:
@@ -76,6 +86,10 @@ _ACTIVE = sagas.c.status.in_([literal_column(f"'{s.value}'") for s in sorted(ACT
 # outbox rows. Their SQL is built once per shape, every value a bind parameter.
 _ORDERS, _SAGAS = f"{{schema}}.{orders.name}", f"{{schema}}.{sagas.name}"
 _AUDIT, _NOTIFICATIONS = f"{{schema}}.{saga_audit.name}", f"{{schema}}.{notifications.name}"
+# What a write hands back of the saga row it wrote: the state the next event of that saga is
+# decided on (pedidos.adapters.known_sagas), and the clock its metrics are taken from.
+_ROW_IMAGE = ("saga_id, status, started_at, step_started_at, step_deadline_at, expires_at, "
+              "now() AS db_now")
 
 
 def _audit_cte(source: str) -> tuple[str, str]:
@@ -121,7 +135,7 @@ SELECT :new_saga_id, '{SAGA_TYPE}', '{first.value}', '{STEP_OF[first]}', order_i
        CAST(:context AS jsonb), {_seconds_from_now("step_timeout_s")},
        {_seconds_from_now("saga_timeout_s")}
 FROM inserted_order
-RETURNING saga_id"""),
+RETURNING {_ROW_IMAGE}"""),
         _audit_cte("inserted_saga"),
     )
 
@@ -147,7 +161,7 @@ WHERE order_id = :key_order_id AND status = :expected
 RETURNING order_id"""),
         ("moved_saga", f"""UPDATE {_SAGAS} SET {", ".join(saga_set)}
 WHERE saga_id = :key_saga_id AND status = :expected AND EXISTS (SELECT 1 FROM moved_order)
-RETURNING saga_id"""),
+RETURNING {_ROW_IMAGE}"""),
         _audit_cte("moved_saga"),
     ]
     if notified:
@@ -215,7 +229,17 @@ class OrderRepository:
                   "context": json.dumps(context), "step_timeout_s": step_timeout_s,
                   "saga_timeout_s": saga_timeout_s,
                   **_audit_params(audit, None, OrderStatus.PENDIENTE_VALIDACION.value)}
-        return StagedWrite(_creation(idempotency_key is not None), params, "inserted_saga")
+        return StagedWrite(_creation(idempotency_key is not None), params, "inserted_saga",
+                           returning="inserted_saga")
+
+    @staticmethod
+    def created_saga(*, order_id: uuid.UUID, body: dict[str, Any], total: Decimal,
+                     image: Mapping[str, Any]) -> SagaRow:
+        """The saga ``creation`` wrote, from the row image its commit statement returned."""
+        return SagaRow(str(image["saga_id"]), str(order_id), body["customer_id"],
+                       OrderStatus(image["status"]), total, body["currency"],
+                       image["started_at"], image["step_started_at"], image["step_deadline_at"],
+                       image["expires_at"], image["db_now"])
 
     async def by_idempotency_key(self, key: str) -> dict[str, Any] | None:
         row = (await self.conn.execute(select(orders).where(orders.c.idempotency_key == key))
@@ -260,7 +284,7 @@ class OrderRepository:
             del params["step_timeout_s"]
         if notification is not None:
             params.update(notify_customer_id=saga.customer_id, notify_message=notification)
-        return StagedWrite(ctes, params, "moved_saga")
+        return StagedWrite(ctes, params, "moved_saga", returning="moved_saga")
 
     @staticmethod
     def unmoved(saga: SagaRow, audit: AuditEntry, **order_values: Any) -> StagedWrite:

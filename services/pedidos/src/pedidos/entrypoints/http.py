@@ -10,6 +10,7 @@ from fastapi import APIRouter, Header, HTTPException, Request, Response
 from fastapi.responses import JSONResponse
 from sagakit.runtime import runtime_of
 
+from pedidos.adapters.known_sagas import known_sagas_of
 from pedidos.adapters.order_repository import OrderRepository
 from pedidos.config import PedidosSettings
 from pedidos.domain.order import TERMINAL, CannotCancel, OrderStatus
@@ -42,7 +43,7 @@ async def create_order(body: OrderRequest, request: Request, response: Response,
     try:
         async with rt.uow() as uow:
             placed = await place_order(uow, body.wire(), body.computed_total, idempotency_key,
-                                       settings_of(request))
+                                       settings_of(request), known_sagas_of(rt.extras))
     except IdempotencyKeyReused:
         return JSONResponse(status_code=422, content={"detail": [{
             "loc": ["header", "Idempotency-Key"], "type": "idempotency_key_reused",
@@ -106,7 +107,8 @@ async def saga_history(saga_id: uuid.UUID, request: Request) -> SagaHistoryView:
 async def cancel(saga_id: uuid.UUID, request: Request) -> JSONResponse:
     try:
         async with runtime_of(request).uow() as uow:
-            status = await cancel_saga(uow, str(saga_id), "api", settings_of(request))
+            status = await cancel_saga(uow, str(saga_id), "api", settings_of(request),
+                                       known_sagas_of(runtime_of(request).extras))
     except SagaNotFound:
         raise HTTPException(404, detail=f"saga {saga_id} not found") from None
     except CannotCancel as exc:

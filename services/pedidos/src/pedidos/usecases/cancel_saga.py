@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from sagakit.unit_of_work import UnitOfWork
 
+from pedidos.adapters.known_sagas import KnownSagas
 from pedidos.adapters.order_repository import OrderRepository
 from pedidos.config import PedidosSettings
 from pedidos.domain.order import OrderStatus, on_cancel_requested
@@ -15,7 +16,7 @@ class SagaNotFound(Exception):
 
 
 async def cancel_saga(uow: UnitOfWork, saga_id: str, actor: str,
-                      settings: PedidosSettings) -> OrderStatus:
+                      settings: PedidosSettings, known: KnownSagas | None = None) -> OrderStatus:
     """Raises ``CannotCancel`` (409) when the saga is terminal or already compensating."""
     repo = OrderRepository(uow.connection)
     saga = await repo.lock_saga(saga_id)
@@ -23,7 +24,7 @@ async def cancel_saga(uow: UnitOfWork, saga_id: str, actor: str,
         raise SagaNotFound(saga_id)
     transition = on_cancel_requested(saga.status)
     stage_transition(uow, saga, transition, cause="CancelacionSolicitada", actor=actor,
-                     settings=settings)
+                     settings=settings, known=known)
     # The row is locked: the status it was decided on holds, and the guard finds it.
     await uow.commit()
     return transition.to

@@ -16,6 +16,7 @@ import uuid
 from sagakit import metrics, tracing
 from sagakit.runtime import RunAgainIn, Runtime
 
+from pedidos.adapters.known_sagas import known_sagas_of
 from pedidos.adapters.order_repository import OrderRepository
 from pedidos.config import PedidosSettings
 from pedidos.domain.order import STEP_OF, on_saga_deadline, on_step_deadline
@@ -65,7 +66,8 @@ async def _enforce(rt: Runtime, settings: PedidosSettings, saga_id: str) -> int:
                                           "elapsed_ms": int(saga.elapsed_s * 1000)},
                          saga_id=saga.saga_id)
                 stage_transition(uow, saga, transition, cause="SagaExpirada",
-                                 actor="pedidos.deadlines", settings=settings)
+                                 actor="pedidos.deadlines", settings=settings,
+                                 known=known_sagas_of(rt.extras))
                 uow.after_commit(metrics.ALERTS.labels("pedidos", "saga_expired", "high").inc)
                 log.error("saga expired", extra={"saga_id": saga.saga_id,
                                                  "event_type": "SagaExpirada",
@@ -80,7 +82,8 @@ async def _enforce(rt: Runtime, settings: PedidosSettings, saga_id: str) -> int:
                          saga_id=saga.saga_id)
                 stage_transition(uow, saga, transition, cause="StepTimedOut",
                                  actor="pedidos.deadlines", settings=settings,
-                                 detail={"step": step, "elapsed_ms": saga.step_elapsed_ms})
+                                 detail={"step": step, "elapsed_ms": saga.step_elapsed_ms},
+                                 known=known_sagas_of(rt.extras))
                 uow.after_commit(metrics.STEP_TIMEOUTS.labels("pedidos", step).inc)
                 log.error("step timed out", extra={"saga_id": saga.saga_id,
                                                    "event_type": "StepTimedOut", "step": step,

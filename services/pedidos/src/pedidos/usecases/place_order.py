@@ -14,6 +14,7 @@ from typing import Any
 from sagakit import metrics, tracing
 from sagakit.unit_of_work import UnitOfWork
 
+from pedidos.adapters.known_sagas import KnownSagas
 from pedidos.adapters.order_repository import SAGA_TYPE, AuditEntry, OrderRepository, owner_of
 from pedidos.config import PedidosSettings
 from pedidos.domain.order import OrderStatus
@@ -37,8 +38,10 @@ def request_hash(body: dict[str, Any]) -> str:
 
 
 async def place_order(uow: UnitOfWork, body: dict[str, Any], total: Decimal,
-                      idempotency_key: str | None, settings: PedidosSettings) -> PlacedOrder:
-    """``body`` is the validated request in JSON form (money as two-decimal strings)."""
+                      idempotency_key: str | None, settings: PedidosSettings,
+                      known: KnownSagas) -> PlacedOrder:
+    """``body`` is the validated request in JSON form (money as two-decimal strings). The saga
+    it starts is remembered in ``known``, for its first event."""
     fingerprint = request_hash(body)
     order_id, saga_id = uuid.uuid4(), uuid.uuid4()
     uow.stage(OrderRepository.creation(
@@ -61,6 +64,8 @@ async def place_order(uow: UnitOfWork, body: dict[str, Any], total: Decimal,
                                        "user_id": body["customer_id"], "channel": "api"})
     uow.after_commit(lambda: metrics.SAGAS_STARTED.labels(SAGA_TYPE).inc())
     if await uow.commit():
+        known.remember(OrderRepository.created_saga(order_id=order_id, body=body, total=total,
+                                                    image=uow.returned[0]))
         return PlacedOrder(str(order_id), str(saga_id), OrderStatus.PENDIENTE_VALIDACION.value,
                            created=True)
     # The idempotency key was used before: nothing was written, that request's order stands.

@@ -1,11 +1,13 @@
 """Every event of the saga that pedidos listens to: decide, apply, record.
 
 One handler serves all of them because the decision is the state machine's; this module only
-reads the saga and writes what the machine decided. It takes no lock: the read runs outside a
-transaction, and the write (with the inbox and outbox rows) is one statement that applies only
-if the saga is still in the status the decision was taken on. If another event or a deadline
-moved it meanwhile, nothing is written and the consumer runs the handler again at once, on the
-new status. Two round trips, where a locked read-decide-write took five.
+finds the saga and writes what the machine decided. It takes no lock: the write (with the inbox
+and outbox rows) is one statement that applies only if the saga is still in the status the
+decision was taken on. The saga is the one this process's last write of it returned
+(``KnownSagas``), or else read outside a transaction. If another event, a deadline or another
+instance moved it meanwhile, nothing is written, the saga is forgotten, and the consumer runs
+the handler again at once, on the row as it is now. One round trip in the common case, where a
+locked read-decide-write took five.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from sagakit.consumer import Handler
 from sagakit.envelope import Envelope
 from sagakit.unit_of_work import UnitOfWork
 
+from pedidos.adapters.known_sagas import KnownSagas
 from pedidos.adapters.order_repository import AuditEntry, OrderRepository
 from pedidos.config import PedidosSettings
 from pedidos.domain.order import Annotation, Transition, on_event
@@ -27,9 +30,11 @@ TRACKED_EVENTS = ("StockVerificado", "StockNoDisponible", "PagoExitoso", "PagoRe
                   "StockAsignado", "FalloAsignacion", "ReembolsoEjecutado", "FalloReembolso")
 
 
-def make_track_saga(settings: PedidosSettings) -> Handler:
+def make_track_saga(settings: PedidosSettings, known: KnownSagas) -> Handler:
     async def track_saga(uow: UnitOfWork, event: Envelope) -> None:
-        saga = await OrderRepository(uow.connection).read_saga(event.saga_id)
+        saga = known.get(event.saga_id)
+        if saga is None:
+            saga = await OrderRepository(uow.connection).read_saga(event.saga_id)
         if saga is None:
             from sagakit.errors import PermanentError
             raise PermanentError(f"unknown saga {event.saga_id}")
@@ -42,7 +47,7 @@ def make_track_saga(settings: PedidosSettings) -> Handler:
             stage_transition(uow, saga, decision, cause=event.event_type,
                              actor=event.source_service, settings=settings,
                              message_id=event.message_id, detail=detail,
-                             order_values=order_values)
+                             order_values=order_values, known=known)
         else:
             if isinstance(decision, Annotation):
                 order_values["refund_status"] = decision.refund_status.value
@@ -56,8 +61,15 @@ def make_track_saga(settings: PedidosSettings) -> Handler:
             uow.after_commit(lambda: log.info(
                 "event does not move the order (%s)", saga.status.value,
                 extra={"saga_id": event.saga_id, "event_type": event.event_type}))
-        # False (nothing written) if the saga moved since it was read: the consumer retries.
-        await uow.commit()
+            uow.after_commit(lambda: known.remember(saga))
+        # False (nothing written) if the saga moved since it was read or written here: the
+        # consumer retries, and the retry reads it. After an error, what the commit left is
+        # not known either.
+        try:
+            await uow.commit()
+        finally:
+            if not uow.committed:
+                known.forget(event.saga_id)
 
     # Reads without a transaction; the commit statement is the transaction.
     track_saga.reads_outside_transaction = True  # type: ignore[attr-defined]

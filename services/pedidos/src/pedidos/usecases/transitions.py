@@ -1,7 +1,7 @@
 """Stages a decided transition on the caller's unit of work: the conditional update with its
 audit row and customer notification, its events, and the metrics once it commits. Nothing of it
 is written if the saga is no longer in the status the decision was taken on (``commit`` then
-returns False)."""
+returns False). Once it commits, ``known`` holds the saga as the commit left it."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from typing import Any
 from sagakit import metrics
 from sagakit.unit_of_work import UnitOfWork
 
+from pedidos.adapters.known_sagas import KnownSagas
 from pedidos.adapters.order_repository import SAGA_TYPE, AuditEntry, OrderRepository, SagaRow
 from pedidos.config import PedidosSettings
 from pedidos.domain.order import (
@@ -28,7 +29,8 @@ def stage_transition(uow: UnitOfWork, saga: SagaRow, transition: Transition, *,
                      cause: str, actor: str, settings: PedidosSettings,
                      message_id: str | None = None,
                      detail: dict[str, Any] | None = None,
-                     order_values: dict[str, Any] | None = None) -> None:
+                     order_values: dict[str, Any] | None = None,
+                     known: KnownSagas | None = None) -> None:
     values = dict(order_values or {})
     if transition.cancel_reason:
         values["cancel_reason"] = transition.cancel_reason.value
@@ -47,12 +49,18 @@ def stage_transition(uow: UnitOfWork, saga: SagaRow, transition: Transition, *,
         reason = transition.cancel_reason or CancelReason.TIMEOUT
         uow.emit("OrdenCancelada", {"order_id": saga.order_id, "status": transition.to.value,
                                     "reason": reason.value}, saga_id=saga.saga_id)
+    def written() -> SagaRow:
+        # The row the commit statement moved, by the database clock of that statement (``saga``
+        # may be a row this process wrote earlier: its clock is that write's).
+        return saga.as_written(uow.returned[0])
+
+    if known is not None:
+        uow.after_commit(lambda: known.remember(written()))
     if transition.completes or transition.cancels:
         label = final_status_label(transition.to)
-        elapsed = saga.elapsed_s
 
         def record() -> None:
-            metrics.SAGA_DURATION.labels(SAGA_TYPE, label).observe(elapsed)
+            metrics.SAGA_DURATION.labels(SAGA_TYPE, label).observe(written().elapsed_s)
             metrics.SAGAS_FINISHED.labels(SAGA_TYPE, transition.to.value).inc()
             if transition.cancels:
                 metrics.COMPENSATIONS.labels("pedidos", (transition.cancel_reason
