@@ -1,14 +1,20 @@
-"""inventario's validation read against real PostgreSQL: the saga's allocation status and the
-units on hand, in one statement, whether or not the saga has an allocation row and whether or
-not the products exist."""
+"""inventario's statements against real PostgreSQL: the validation read (the saga's allocation
+status and the units on hand, in one statement, whether or not the saga has an allocation row
+and whether or not the products exist), the allocation's first statement (its timeouts, then
+every lock it needs, the lock timeout binding them), and the allocation's writes."""
 
 from __future__ import annotations
 
+import asyncio
+import time
 import uuid
 
-from harness import db
+import asyncpg
+import pytest
+from harness import config, db
 from harness.clients import new_sku
-from inventario.adapters.stock_repository import StockRepository
+from harness.faults import row_locked
+from inventario.adapters.stock_repository import AllocationLocks, StockRepository
 from inventario.domain.stock import AllocationStatus, Line
 from sqlalchemy import text
 
@@ -35,19 +41,74 @@ async def test_the_validation_read_answers_both_questions_in_one_statement(
         assert await repo.validation_read(fresh, [absent]) == (None, {})
 
 
-async def test_the_allocations_first_statement_sets_its_timeouts_and_reads_the_lines(
+async def _locked_elsewhere(sku: str) -> bool:
+    """Whether another transaction holds ``sku``'s product row lock."""
+    conn = await asyncpg.connect(config.admin_dsn())
+    try:
+        async with conn.transaction():
+            await conn.fetch("SELECT 1 FROM inventario.products WHERE sku = $1 FOR UPDATE NOWAIT",
+                             sku)
+        return False
+    except asyncpg.LockNotAvailableError:
+        return True
+    finally:
+        await conn.close()
+
+
+async def test_the_allocations_first_statement_sets_its_timeouts_and_takes_every_lock(
         running_stack: None) -> None:
-    checked, never = f"probe-{uuid.uuid4()}", f"probe-{uuid.uuid4()}"
-    sku = new_sku()
+    checked, never, allocated = (f"probe-{uuid.uuid4()}" for _ in range(3))
+    a, b, absent, other = new_sku(), new_sku(), new_sku(), new_sku()
+    await db.execute("INSERT INTO inventario.products (sku, quantity) VALUES ($1, 4), ($2, 9), "
+                     "($3, 1)", a, b, other)
     async with db.probe() as conn:
         repo = StockRepository(conn)
-        await repo.stock_check(checked, str(uuid.uuid4()), [Line(sku, 2)], "ok").run(conn, "inventario")
-        assert await repo.set_timeouts_and_read_checked_lines(
-            checked, lock_timeout_ms=1234, statement_timeout_ms=5678) == [Line(sku, 2)]
+        await repo.stock_check(checked, str(uuid.uuid4()),
+                               [Line(b, 2), Line(a, 1), Line(absent, 1), Line(b, 1)],
+                               "ok").run(conn, "inventario")
+        locked = await repo.lock_for_allocation(checked, lock_timeout_ms=1234,
+                                                statement_timeout_ms=5678)
+        assert locked == AllocationLocks(
+            checked=[Line(b, 2), Line(a, 1), Line(absent, 1), Line(b, 1)], allocation=None,
+            on_hand={a: 4, b: 9})
         assert (await conn.execute(text("SHOW lock_timeout"))).scalar() == "1234ms"
         assert (await conn.execute(text("SHOW statement_timeout"))).scalar() == "5678ms"
-        assert await repo.set_timeouts_and_read_checked_lines(
-            never, lock_timeout_ms=1, statement_timeout_ms=1000) is None
+        assert await _locked_elsewhere(a) and await _locked_elsewhere(b)
+        assert not await _locked_elsewhere(other)
+
+        assert await repo.lock_for_allocation(never, lock_timeout_ms=1,
+                                              statement_timeout_ms=1000) == AllocationLocks(
+            checked=None, allocation=None, on_hand={})
+
+    # A saga that has its allocation already: its row is locked, no product is.
+    async with db.probe() as conn:
+        repo = StockRepository(conn)
+        await repo.stock_check(allocated, str(uuid.uuid4()), [Line(other, 1)],
+                               "ok").run(conn, "inventario")
+        assert await repo.insert_allocation(allocated, None, AllocationStatus.RELEASED,
+                                            [Line(other, 1)])
+        assert await repo.lock_for_allocation(allocated, lock_timeout_ms=1000,
+                                              statement_timeout_ms=1000) == AllocationLocks(
+            checked=[Line(other, 1)], allocation=AllocationStatus.RELEASED, on_hand={})
+        assert not await _locked_elsewhere(other)
+
+
+async def test_the_allocations_lock_timeout_binds_the_locks_of_its_own_statement(
+        running_stack: None) -> None:
+    sku, saga_id = new_sku(), f"probe-{uuid.uuid4()}"
+    await db.execute("INSERT INTO inventario.products (sku, quantity) VALUES ($1, 3)", sku)
+    async with row_locked("SELECT 1 FROM inventario.products WHERE sku = $1 FOR UPDATE", sku):
+        async with db.probe() as conn:
+            repo = StockRepository(conn)
+            await repo.stock_check(saga_id, str(uuid.uuid4()), [Line(sku, 1)],
+                                   "ok").run(conn, "inventario")
+            started = time.monotonic()
+            # Without its own timeout the statement would wait for the lock for as long as the
+            # other transaction holds it (the bound here only keeps a failure from hanging).
+            with pytest.raises(asyncpg.LockNotAvailableError):
+                await asyncio.wait_for(repo.lock_for_allocation(
+                    saga_id, lock_timeout_ms=200, statement_timeout_ms=30_000), 10)
+            assert time.monotonic() - started < 5
 
 
 async def test_an_allocation_takes_every_lines_units_and_records_itself_once(
@@ -61,7 +122,6 @@ async def test_an_allocation_takes_every_lines_units_and_records_itself_once(
         repo = StockRepository(conn)
         # Two lines of one SKU count together.
         lines = [Line(a, 2), Line(b, 5), Line(a, 3)]
-        assert await repo.lock_on_hand([a, b]) == {a: 10, b: 5}
         await repo.allocation(saga_id, order_id, AllocationStatus.ALLOCATED, lines).run(conn, "inventario")
         assert await repo.validation_read(saga_id, [a, b, untouched]) == (
             AllocationStatus.ALLOCATED, {a: 5, b: 0, untouched: 3})

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import json
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
 from sagakit import driver
 from sagakit.unit_of_work import StagedWrite
-from sqlalchemy import Integer, Text, any_, bindparam, func, literal, select, update
+from sqlalchemy import Integer, Text, any_, bindparam, func, literal, select, text, update
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -33,9 +34,6 @@ _VALIDATION_READ = (
            .scalar_subquery().label("allocation"),
            products.c.sku, products.c.quantity)
     .select_from(_ONE.outerjoin(products, products.c.sku == _SKUS)))
-# In SKU order: two allocations that share products lock them in the same order.
-_LOCK_ON_HAND = (select(products.c.sku, products.c.quantity).where(products.c.sku == _SKUS)
-                 .order_by(products.c.sku).with_for_update())
 _PUT_BACK = (pg_insert(products)
              .values(sku=bindparam("v_sku", type_=Text),
                      quantity=bindparam("v_quantity", type_=Integer))
@@ -43,15 +41,26 @@ _PUT_BACK = (pg_insert(products)
                                     set_={"quantity": products.c.quantity
                                           + bindparam("v_quantity", type_=Integer),
                                           "updated_at": func.now()}))
-_CHECKED_LINES = (select(stock_checks.c["items"])
-                  .where(stock_checks.c.saga_id == bindparam("k_saga_id", type_=Text)))
-# The allocation's first statement: its lock and statement timeouts (for this transaction) and
-# the lines validated for the saga, a plain read that takes no lock, so the timeouts bind every
-# lock the allocation takes after it.
-_TIMEOUTS_AND_CHECKED_LINES = select(
-    func.set_config("lock_timeout", bindparam("v_lock_timeout", type_=Text), True),
-    func.set_config("statement_timeout", bindparam("v_statement_timeout", type_=Text), True),
-    _CHECKED_LINES.scalar_subquery().label("items"))
+# The allocation's first statement, which takes every lock the allocation needs, in one round
+# trip: its lock and statement timeouts (for this transaction), the lines validated for the
+# saga, the saga's allocation row locked, and, if it has none, the lines' products locked in
+# SKU order (two allocations that share products lock them in the same order). The settings
+# come first and each later part reads what the one before returned (LATERAL), so PostgreSQL
+# evaluates them in that order: the lock timeout is set before any lock is waited for.
+_ALLOCATION_LOCKS = text(f"""SELECT c.items AS checked, a.status AS allocation,
+       a.items AS allocation_items, p.sku, p.quantity
+FROM (SELECT set_config('lock_timeout', :v_lock_timeout, true) AS lock_timeout,
+             set_config('statement_timeout', :v_statement_timeout, true)) AS s
+LEFT JOIN LATERAL (SELECT items FROM {stock_checks.fullname}
+                   WHERE saga_id = :k_saga_id AND s.lock_timeout IS NOT NULL) AS c ON true
+LEFT JOIN LATERAL (SELECT status, items FROM {allocations.fullname}
+                   WHERE saga_id = :k_saga_id AND s.lock_timeout IS NOT NULL
+                   FOR UPDATE) AS a ON true
+LEFT JOIN LATERAL (SELECT sku, quantity FROM {products.fullname}
+                   WHERE a.status IS NULL
+                     AND sku IN (SELECT l->>'sku' FROM jsonb_array_elements(c.items) AS l)
+                   ORDER BY sku
+                   FOR UPDATE) AS p ON true""")
 # Writes staged on the unit of work, sent with its commit statement (sagakit.unit_of_work).
 _STOCK_CHECK = (("checked", f"""INSERT INTO {{schema}}.{stock_checks.name} (saga_id, order_id, items, result)
 VALUES (:chk_saga_id, :chk_order_id, CAST(:chk_items AS jsonb), :chk_result)
@@ -100,6 +109,19 @@ def lines_from_json(items: list[dict[str, Any]]) -> list[Line]:
     return [Line(i["sku"], int(i["quantity"])) for i in items]
 
 
+@dataclass(frozen=True)
+class AllocationLocks:
+    """What the allocation's first statement found, under the locks it took."""
+
+    checked: list[Line] | None
+    """The lines validated for the saga (None: it was never validated)."""
+    allocation: AllocationStatus | None
+    """The saga's allocation, locked (None: it has none yet)."""
+    on_hand: dict[str, int]
+    """Units on hand of the lines' products, locked; empty if the saga has an allocation
+    (absent products are left out)."""
+
+
 class StockRepository:
     def __init__(self, conn: AsyncConnection) -> None:
         self.conn = conn
@@ -113,11 +135,6 @@ class StockRepository:
         status = rows[0]["allocation"]
         return (AllocationStatus(status) if status is not None else None,
                 {r["sku"]: r["quantity"] for r in rows if r["sku"] is not None})
-
-    async def lock_on_hand(self, skus: list[str]) -> dict[str, int]:
-        """SELECT … FOR UPDATE, in SKU order."""
-        rows = await driver.fetch(self.conn, _LOCK_ON_HAND, {"skus": list(skus)})
-        return {r["sku"]: r["quantity"] for r in rows}
 
     async def put_back(self, lines: list[Line]) -> None:
         """Adds units back; a product deleted meanwhile is recreated with them."""
@@ -142,18 +159,23 @@ class StockRepository:
             "chk_saga_id": saga_id, "chk_order_id": uuid.UUID(order_id),
             "chk_items": json.dumps(lines_to_json(lines)), "chk_result": result})
 
-    async def set_timeouts_and_read_checked_lines(
-            self, saga_id: str, *, lock_timeout_ms: int, statement_timeout_ms: int
-    ) -> list[Line] | None:
-        """Sets this transaction's lock and statement timeouts and reads the lines validated
-        for the saga (None: never validated), in one statement that takes no lock."""
-        row = (await self.conn.execute(_TIMEOUTS_AND_CHECKED_LINES, {
-            "k_saga_id": saga_id, "v_lock_timeout": f"{lock_timeout_ms}ms",
-            "v_statement_timeout": f"{statement_timeout_ms}ms"})).one()
-        items = row._mapping["items"]
-        return lines_from_json(items) if items is not None else None
-
     # ---- allocations
+
+    async def lock_for_allocation(self, saga_id: str, *, lock_timeout_ms: int,
+                                  statement_timeout_ms: int) -> AllocationLocks:
+        """Sets this transaction's lock and statement timeouts, then locks the saga's
+        allocation row and, if it has none, the products of the lines validated for it, in
+        SKU order; one statement, the first of the allocation's transaction."""
+        rows = await driver.fetch(self.conn, _ALLOCATION_LOCKS, {
+            "k_saga_id": saga_id, "v_lock_timeout": f"{lock_timeout_ms}ms",
+            "v_statement_timeout": f"{statement_timeout_ms}ms"})
+        first = rows[0]
+        return AllocationLocks(
+            checked=(lines_from_json(first["checked"]) if first["checked"] is not None
+                     else None),
+            allocation=(AllocationStatus(first["allocation"])
+                        if first["allocation"] is not None else None),
+            on_hand={r["sku"]: r["quantity"] for r in rows if r["sku"] is not None})
 
     async def lock_allocation(self, saga_id: str) -> tuple[AllocationStatus, list[Line]] | None:
         rows = await driver.fetch(self.conn, _LOCK_ALLOCATION, {"k_saga_id": saga_id})
@@ -173,7 +195,7 @@ class StockRepository:
                    lines: list[Line]) -> StagedWrite:
         """The saga's allocation row, unless another transaction recorded one first; an
         ``ALLOCATED`` one takes the lines' units off their products (locked by
-        ``lock_on_hand``), only if the row went in."""
+        ``lock_for_allocation``), only if the row went in."""
         return StagedWrite(_ALLOCATED, {
             "alloc_saga_id": saga_id, "alloc_order_id": order_id, "alloc_status": status.value,
             "alloc_items": json.dumps(lines_to_json(lines))})

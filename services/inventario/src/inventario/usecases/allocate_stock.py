@@ -1,8 +1,10 @@
 """PagoExitoso → StockAsignado | FalloAsignacion, under REPEATABLE READ and row locks.
 
-The products are locked in SKU order (SELECT … FOR UPDATE), re-checked, and either decremented
-or left alone; the transaction commits either way so that the outcome event is published. The
-allocation row (and the units taken) go with the commit statement.
+The saga's allocation row and its products (in SKU order) are locked by the transaction's first
+statement (SELECT … FOR UPDATE), re-checked, and either decremented or left alone; the
+transaction commits either way so that the outcome event is published. The allocation row (and
+the units taken) go with the commit statement: four round trips (BEGIN, locks, commit
+statement, COMMIT).
 """
 
 from __future__ import annotations
@@ -38,21 +40,21 @@ async def allocate(uow: UnitOfWork, event: Envelope, settings: InventarioSetting
     repo = StockRepository(uow.connection)
     order_id = event.payload["order_id"]
     # A lock held too long fails the attempt (SQLSTATE 55P03): retried with backoff, then
-    # dead-lettered, instead of holding the consumer forever. Set by the first statement,
-    # before any lock is taken.
-    lines = await repo.set_timeouts_and_read_checked_lines(
+    # dead-lettered, instead of holding the consumer forever. The first statement sets the
+    # timeout before it takes any lock, and takes them all.
+    locked = await repo.lock_for_allocation(
         event.saga_id, lock_timeout_ms=int(settings.lock_timeout_s * 1000),
         statement_timeout_ms=int(settings.statement_timeout_s * 1000))
-    existing = await repo.lock_allocation(event.saga_id)
-    decision = on_payment_succeeded(existing[0] if existing else None)
+    decision = on_payment_succeeded(locked.allocation)
     if decision is AllocationDecision.IGNORE:
-        log.info("allocation skipped: saga already %s", existing[0] if existing else None,
+        log.info("allocation skipped: saga already %s", locked.allocation,
                  extra={"saga_id": event.saga_id, "event_type": event.event_type})
         await uow.commit()
         return
+    lines = locked.checked
     if lines is None:
         raise PermanentError(f"no stock validation recorded for saga {event.saga_id}")
-    on_hand = await repo.lock_on_hand([line.sku for line in lines])
+    on_hand = locked.on_hand
     missing = shortages(lines, on_hand)
     if missing:
         uow.stage(repo.allocation(event.saga_id, order_id, AllocationStatus.FAILED, lines))
