@@ -45,12 +45,15 @@ _PUT_BACK = (pg_insert(products)
 # trip: its lock and statement timeouts (for this transaction), the lines validated for the
 # saga, the saga's allocation row locked, and, if it has none, the lines' products locked in
 # SKU order (two allocations that share products lock them in the same order). The settings
-# come first and each later part reads what the one before returned (LATERAL), so PostgreSQL
-# evaluates them in that order: the lock timeout is set before any lock is waited for.
+# come first, in a subquery PostgreSQL may not fold into the rest (OFFSET 0), and each later
+# part reads what the one before returned (LATERAL), so they are evaluated in that order: the
+# lock timeout is set, once, before any lock is waited for. The products are found by their
+# primary key (= ANY of an array: an IN over the lines' SKUs was planned as a scan of every
+# product).
 _ALLOCATION_LOCKS = text(f"""SELECT c.items AS checked, a.status AS allocation,
        a.items AS allocation_items, p.sku, p.quantity
 FROM (SELECT set_config('lock_timeout', :v_lock_timeout, true) AS lock_timeout,
-             set_config('statement_timeout', :v_statement_timeout, true)) AS s
+             set_config('statement_timeout', :v_statement_timeout, true) OFFSET 0) AS s
 LEFT JOIN LATERAL (SELECT items FROM {stock_checks.fullname}
                    WHERE saga_id = :k_saga_id AND s.lock_timeout IS NOT NULL) AS c ON true
 LEFT JOIN LATERAL (SELECT status, items FROM {allocations.fullname}
@@ -58,7 +61,8 @@ LEFT JOIN LATERAL (SELECT status, items FROM {allocations.fullname}
                    FOR UPDATE) AS a ON true
 LEFT JOIN LATERAL (SELECT sku, quantity FROM {products.fullname}
                    WHERE a.status IS NULL
-                     AND sku IN (SELECT l->>'sku' FROM jsonb_array_elements(c.items) AS l)
+                     AND sku = ANY (ARRAY(SELECT l->>'sku'
+                                          FROM jsonb_array_elements(c.items) AS l))
                    ORDER BY sku
                    FOR UPDATE) AS p ON true""")
 # Writes staged on the unit of work, sent with its commit statement (sagakit.unit_of_work).
