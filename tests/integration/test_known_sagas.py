@@ -6,7 +6,6 @@ and the event is decided again on the row as it is."""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import AsyncIterator
 from decimal import Decimal
 from typing import Any

@@ -147,4 +147,3 @@ async def test_a_failed_allocation_records_itself_and_takes_nothing(running_stac
         await repo.allocation(saga_id, str(uuid.uuid4()), AllocationStatus.FAILED,
                               [Line(sku, 1)]).run(conn, "inventario")
         assert await repo.validation_read(saga_id, [sku]) == (AllocationStatus.FAILED, {sku: 1})
-
