@@ -39,6 +39,7 @@ class FakeConnection:
     def __init__(self, rows: int = ROWS) -> None:
         self.pending: dict[str, dict[str, Any]] = {f"m{i}": _row(i) for i in range(rows)}
         self.selects = 0
+        self.selected: list[str] = []
         self.marked_by_select: list[str] = []
         self.marked_alone: list[str] = []
         self.during_select: Callable[[], None] | None = None
@@ -57,6 +58,7 @@ class FakeConnection:
         self.selects += 1
         self.marked_by_select += ids
         seen = [r for mid, r in self.pending.items() if mid not in ids][:limit]
+        self.selected += [r["message_id"] for r in seen]
         for mid in ids:
             self.pending.pop(mid, None)
         if self.during_select is not None:
@@ -311,6 +313,29 @@ async def test_while_notifications_keep_it_busy_the_relay_still_selects_every_po
         await wait_until(lambda: len(_sent(relay)) == rows + 1)
         assert conn.selects >= 4, f"{conn.selects} selects in 1.5 s with a 0.3-s poll"
         assert ("by-hand", 1000) in _sent(relay)
+    finally:
+        await _stopped(relay, running, stop)
+    await engine.dispose()
+
+
+async def test_the_periodic_select_runs_while_idle_not_ahead_of_a_notified_row() -> None:
+    """Events every 70 ms, the poll every 200 ms: each select comes due while the relay waits,
+    and runs then, so notified rows do not wait for a select (and its round trip) to go. Waiting
+    a whole poll interval from each wake-up left the select due whenever the next notification
+    arrived, and that row went by the select."""
+    relay, conn, engine, running, stop = await _caught_up(poll_s=0.2)
+    try:
+        selected_at_start = list(conn.selected)
+        started, i = time.monotonic(), 1
+        while time.monotonic() - started < 1.5:
+            conn.commit(relay, _row(i))
+            i += 1
+            await asyncio.sleep(0.07)
+        await wait_until(lambda: relay.published_total >= i)
+        assert conn.selects >= 5, f"{conn.selects} selects in 1.5 s with a 0.2-s poll"
+        # A row committed in the instant the select comes due may still go by it.
+        by_select = len(conn.selected) - len(selected_at_start)
+        assert by_select <= 2, f"{by_select} of {i - 1} notified rows went by a select"
     finally:
         await _stopped(relay, running, stop)
     await engine.dispose()

@@ -238,16 +238,22 @@ class OutboxRelay:
         return bool(done)
 
     async def _idle(self, stop: asyncio.Event) -> None:
-        """Waits for the next notification or the poll. Rows acknowledged and not yet marked
-        ride on the next select; if nothing wakes the relay within ``MARK_WITHIN_S``, they
-        are marked by a statement of their own."""
-        poll_s = self.settings.relay_poll_interval_s
-        if not self._acked or poll_s <= MARK_WITHIN_S:
-            await self._wait(stop, poll_s)
+        """Waits for the next notification or until the periodic select is due. Rows
+        acknowledged and not yet marked ride on the next select; if nothing wakes the relay
+        within ``MARK_WITHIN_S``, they are marked by a statement of their own.
+
+        The wait ends when the select is due, not a poll interval after the relay went idle:
+        then the select runs while nothing waits for it, and the next notification's rows go
+        out at once. Waiting a whole interval left the select due when a notification woke
+        the relay, and every few events one waited for a select and its round trip."""
+        until_select = max(0.0, self._last_select + self.settings.relay_poll_interval_s
+                           - time.monotonic())
+        if not self._acked or until_select <= MARK_WITHIN_S:
+            await self._wait(stop, until_select)
             return
         if not await self._wait(stop, MARK_WITHIN_S):
             await self._mark_acked()
-            await self._wait(stop, poll_s - MARK_WITHIN_S)
+            await self._wait(stop, until_select - MARK_WITHIN_S)
 
     async def _mark_acked(self) -> None:
         assert self._listen_conn is not None
