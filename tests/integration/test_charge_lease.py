@@ -3,8 +3,9 @@ schema (a copy of pagos' tables, so nothing reaches the running stack): a charge
 the transaction that creates it and its gateway call starts right after that commit, with no
 claim transaction of the worker's; with every gateway slot taken the charge is left due and
 unleased, and the worker claims it as soon as any slot frees (not at its next poll); a
-transaction that does not commit gives its slot back; and a call's outcome, read and written
-without a lock, is decided again when the payment moved in between."""
+transaction that does not commit gives its slot back; and a call's outcome, decided on the
+payment as it was leased and written without a lock, is decided again when the payment moved
+during the call."""
 
 from __future__ import annotations
 
@@ -246,41 +247,72 @@ async def test_a_charge_waiting_for_a_slot_starts_when_any_slot_frees(
     assert gateway.charged == [first, second, waiting]
 
 
-async def test_an_outcome_is_decided_again_when_the_payment_moved_after_it_was_read(
+class _Reads:
+    """Records the status of every payment the worker reads back (``PaymentRepository.read``)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.statuses: list[str] = []
+        original = PaymentRepository.read
+
+        async def recorded(repo: PaymentRepository, saga_id: str) -> Payment | None:
+            payment = await original(repo, saga_id)
+            self.statuses.append(payment.status.value if payment else "none")
+            return payment
+
+        monkeypatch.setattr(PaymentRepository, "read", recorded)
+
+
+async def _emitted(engine: AsyncEngine, saga_id: str) -> list[str]:
+    async with engine.connect() as conn:
+        return list((await conn.execute(text(
+            f"SELECT event_type FROM {SCHEMA}.outbox WHERE saga_id = :s ORDER BY id"),
+            {"s": saga_id})).scalars().all())
+
+
+async def test_an_uncontested_outcome_is_written_without_reading_the_payment_back(
         scratch: tuple[AsyncEngine, MessagingTables], monkeypatch: pytest.MonkeyPatch) -> None:
-    """The outcome is read without a lock and written guarded by the status it was decided
-    on. A cancellation that commits between that read and that write (here, right after the
-    read) must win: the approval is decided again on CANCEL_REQUESTED, which means a refund, not
-    a PagoExitoso for an order being cancelled."""
+    """The outcome is decided on the payment the worker leased for the call and written with
+    one guarded statement: nothing read back on the saga's critical path."""
     engine, tables = scratch
-    gateway, claims = _Gateway(), _Claims(monkeypatch)
+    gateway, claims, reads = _Gateway(), _Claims(monkeypatch), _Reads(monkeypatch)
     worker = _worker(engine, tables, gateway, concurrency=2)
     saga_id = str(uuid.uuid4())
-    reads: list[str] = []
-    original = PaymentRepository.read
-
-    async def read_then_cancel(repo: PaymentRepository, s: str) -> Payment | None:
-        payment = await original(repo, s)
-        reads.append(payment.status.value if payment else "none")
-        if len(reads) == 1:  # what OrdenCancelada's handler writes while a call is in flight
-            async with engine.begin() as conn:
-                await conn.execute(text(f"UPDATE {SCHEMA}.payments SET status = "
-                                        "'CANCEL_REQUESTED' WHERE saga_id = :s"), {"s": s})
-        return payment
-
-    monkeypatch.setattr(PaymentRepository, "read", read_then_cancel)
     async with _running(worker, claims):
         await _deliver(engine, tables, worker, _stock_verificado(saga_id))
+        await wait_for(lambda: _payment(engine, saga_id), lambda r: r.status == "CAPTURED",
+                       timeout=10, what="the charge's outcome recorded")
+    assert reads.statuses == []
+    assert await _emitted(engine, saga_id) == ["PagoExitoso"]
+
+
+async def test_an_outcome_is_decided_again_when_the_payment_moved_during_the_call(
+        scratch: tuple[AsyncEngine, MessagingTables], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The outcome is written guarded by the status it was decided on (the leased payment's).
+    A cancellation that commits while the call is in flight must win: the approval's write
+    finds CHARGING gone and writes nothing, and the approval is decided again on the payment
+    read back, CANCEL_REQUESTED, which means a refund, not a PagoExitoso for an order being
+    cancelled."""
+    engine, tables = scratch
+    gateway, claims, reads = _Gateway(), _Claims(monkeypatch), _Reads(monkeypatch)
+    worker = _worker(engine, tables, gateway, concurrency=2)
+    saga_id = str(uuid.uuid4())
+    gate = gateway.hold(saga_id)
+    async with _running(worker, claims):
+        await _deliver(engine, tables, worker, _stock_verificado(saga_id))
+        await wait_for(lambda: current(list(gateway.charged)), lambda c: c == [saga_id],
+                       timeout=5, what="the charge in flight")
+        # What OrdenCancelada's handler writes while a call is in flight.
+        async with engine.begin() as conn:
+            await conn.execute(text(f"UPDATE {SCHEMA}.payments SET status = "
+                                    "'CANCEL_REQUESTED' WHERE saga_id = :s"), {"s": saga_id})
+        gate.set()
         row = await wait_for(lambda: _payment(engine, saga_id),
                              lambda r: r.status == "REFUNDED", timeout=10,
                              what="the approved charge of a cancelled order refunded")
-    assert reads[:2] == ["CHARGING", "CANCEL_REQUESTED"], \
-        "the outcome decided on CHARGING was not written; it was decided again"
+    assert reads.statuses == ["CANCEL_REQUESTED"], \
+        "the outcome decided on CHARGING was not written; it was decided again on a read"
     assert gateway.refunded == [f"ch_{saga_id[:8]}"]
     assert [a["kind"] for a in row.attempt_log] == ["charge", "refund"], \
         "the charge's outcome recorded once"
-    async with engine.connect() as conn:
-        emitted = (await conn.execute(text(
-            f"SELECT event_type FROM {SCHEMA}.outbox WHERE saga_id = :s ORDER BY id"),
-            {"s": saga_id})).scalars().all()
-    assert emitted == ["ReembolsoEjecutado"], "no PagoExitoso for a cancelled order"
+    assert await _emitted(engine, saga_id) == ["ReembolsoEjecutado"], \
+        "no PagoExitoso for a cancelled order"

@@ -250,7 +250,7 @@ class GatewayWorker:
                 self._dead_letter(uow, current, attempts_made, detail)
             self._after(uow, change, current)
 
-        await self._record(payment.saga_id, record)
+        await self._record(payment, record)
 
     # ------------------------------------------------------------------ refund
 
@@ -289,31 +289,34 @@ class GatewayWorker:
                 self._emit_refund_failed(uow, current, attempts_made, detail)
             self._after(uow, change, current)
 
-        await self._record(payment.saga_id, record)
+        await self._record(payment, record)
 
     # ------------------------------------------------------------------ helpers
 
-    async def _record(self, saga_id: str,
+    async def _record(self, called_for: Payment,
                       record: Callable[[UnitOfWork, Payment], None]) -> None:
-        """Writes a gateway call's outcome, decided by ``record`` on the payment as it is now.
+        """Writes a gateway call's outcome, decided by ``record`` on the payment.
 
-        The payment is read without a lock and the decision is written with the commit
-        statement, guarded by the status it was decided on: two round trips and no
-        transaction held open, where a locked read-decide-write took five (BEGIN, lock,
+        It is decided first on the payment as the worker leased it for the call, and written
+        with the commit statement, guarded by the status it was decided on: one round trip and
+        no transaction held open, where a locked read-decide-write took five (BEGIN, lock,
         update, commit statement, COMMIT) on every saga's critical path. If a cancellation
-        moved the payment in between, nothing was written and the outcome is decided again
-        on the new status, as the lock would have made it wait and then decide."""
+        moved the payment meanwhile, nothing was written, and the outcome is decided again on
+        the payment read as it is now, as a lock would have made it wait and then decide."""
+        current: Payment | None = called_for
         for _ in range(_RECORD_TRIES):
             async with self.uow_factory(reads_outside_transaction=True) as uow:
-                current = await PaymentRepository(uow.connection).read(saga_id)
-                assert current is not None
+                if current is None:
+                    current = await PaymentRepository(uow.connection).read(called_for.saga_id)
+                    assert current is not None
                 record(uow, current)
                 if await uow.commit():
                     return
+                current = None
         # Moved under every try: leave it leased. When the lease runs out the call is made
         # again, under the same idempotency key, and its outcome recorded then.
         log.warning("gateway outcome not recorded: the payment kept changing",
-                    extra={"saga_id": saga_id, "attempt": _RECORD_TRIES})
+                    extra={"saga_id": called_for.saga_id, "attempt": _RECORD_TRIES})
 
     def _after(self, uow: UnitOfWork, change: domain.Change, payment: Payment) -> None:
         if change.retry_in_s is not None:
