@@ -7,7 +7,9 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import asyncpg
-from sqlalchemy.ext.asyncio import AsyncConnection, create_async_engine
+from sagakit.tables import MessagingTables, messaging_tables, service_metadata
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from harness import config
 
@@ -68,4 +70,28 @@ async def probe() -> AsyncIterator[AsyncConnection]:
             finally:
                 await conn.rollback()
     finally:
+        await engine.dispose()
+
+
+@contextlib.asynccontextmanager
+async def scratch_copy(schema: str, of: str, tables: tuple[str, ...]
+                       ) -> AsyncIterator[tuple[AsyncEngine, MessagingTables]]:
+    """A copy of ``tables`` of service schema ``of`` in a new schema ``schema``, dropped on
+    exit, and an engine (admin role) on which ``of``'s statements reach the copy (SQLAlchemy's
+    schema_translate_map, which the unit of work and ``sagakit.driver`` honour): a service's
+    code runs on it without the running stack seeing a row, nor its relay a notification."""
+    engine = create_async_engine(config.admin_dsn().replace("postgresql://",
+                                                            "postgresql+asyncpg://"))
+    async with engine.begin() as conn:
+        await conn.execute(text(f"DROP SCHEMA IF EXISTS {schema} CASCADE"))
+        await conn.execute(text(f"CREATE SCHEMA {schema}"))
+        for table in tables:
+            await conn.execute(text(
+                f"CREATE TABLE {schema}.{table} (LIKE {of}.{table} INCLUDING ALL)"))
+    try:
+        yield (engine.execution_options(schema_translate_map={of: schema}),
+               messaging_tables(service_metadata(schema)))
+    finally:
+        async with engine.begin() as conn:
+            await conn.execute(text(f"DROP SCHEMA {schema} CASCADE"))
         await engine.dispose()

@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from harness import config
+from harness import db
 from harness.waiting import current, wait_for
 from pagos.adapters.gateway_client import ChargeResult, RefundResult
 from pagos.adapters.payment_repository import Payment, PaymentRepository
@@ -26,10 +26,10 @@ from pagos.usecases.gateway_worker import GatewayWorker
 from pagos.usecases.start_charge import make_on_stock_verificado
 from saga_contracts import registry
 from sagakit.envelope import Envelope
-from sagakit.tables import MessagingTables, messaging_tables, service_metadata
+from sagakit.tables import MessagingTables
 from sagakit.unit_of_work import AlreadyProcessed, UnitOfWork
 from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 SCHEMA = "chargetest"
 
@@ -65,22 +65,8 @@ class _Gateway:
 
 @pytest.fixture
 async def scratch(running_stack: None) -> AsyncIterator[tuple[AsyncEngine, MessagingTables]]:
-    tables = messaging_tables(service_metadata(SCHEMA))
-    engine = create_async_engine(config.admin_dsn().replace("postgresql://",
-                                                            "postgresql+asyncpg://"))
-    async with engine.begin() as conn:
-        await conn.execute(text(f"DROP SCHEMA IF EXISTS {SCHEMA} CASCADE"))
-        await conn.execute(text(f"CREATE SCHEMA {SCHEMA}"))
-        for table in ("payments", "outbox", "processed_messages"):
-            await conn.execute(text(
-                f"CREATE TABLE {SCHEMA}.{table} (LIKE pagos.{table} INCLUDING ALL)"))
-    try:
-        # pagos' statements name their schema; here it is the scratch copy.
-        yield engine.execution_options(schema_translate_map={"pagos": SCHEMA}), tables
-    finally:
-        async with engine.begin() as conn:
-            await conn.execute(text(f"DROP SCHEMA {SCHEMA} CASCADE"))
-        await engine.dispose()
+    async with db.scratch_copy(SCHEMA, "pagos", ("payments", "outbox", "processed_messages")) as copy:
+        yield copy
 
 
 class _Claims:

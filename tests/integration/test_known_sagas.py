@@ -11,7 +11,7 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
-from harness import config
+from harness import db
 from harness.clients import new_sku, order_body
 from pedidos.adapters.known_sagas import KnownSagas
 from pedidos.adapters.order_repository import OrderRepository, SagaRow
@@ -21,10 +21,10 @@ from pedidos.usecases.place_order import place_order
 from pedidos.usecases.track_saga import make_track_saga
 from saga_contracts import registry
 from sagakit.envelope import Envelope
-from sagakit.tables import MessagingTables, messaging_tables, service_metadata
+from sagakit.tables import MessagingTables
 from sagakit.unit_of_work import UnitOfWork
 from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 SCHEMA = "trackingtest"
 TABLES = ("orders", "sagas", "saga_audit", "notifications", "outbox", "processed_messages")
@@ -32,22 +32,8 @@ TABLES = ("orders", "sagas", "saga_audit", "notifications", "outbox", "processed
 
 @pytest.fixture
 async def scratch(running_stack: None) -> AsyncIterator[tuple[AsyncEngine, MessagingTables]]:
-    tables = messaging_tables(service_metadata(SCHEMA))
-    engine = create_async_engine(config.admin_dsn().replace("postgresql://",
-                                                            "postgresql+asyncpg://"))
-    async with engine.begin() as conn:
-        await conn.execute(text(f"DROP SCHEMA IF EXISTS {SCHEMA} CASCADE"))
-        await conn.execute(text(f"CREATE SCHEMA {SCHEMA}"))
-        for table in TABLES:
-            await conn.execute(text(
-                f"CREATE TABLE {SCHEMA}.{table} (LIKE pedidos.{table} INCLUDING ALL)"))
-    try:
-        # pedidos' statements name their schema; here it is the scratch copy.
-        yield engine.execution_options(schema_translate_map={"pedidos": SCHEMA}), tables
-    finally:
-        async with engine.begin() as conn:
-            await conn.execute(text(f"DROP SCHEMA {SCHEMA} CASCADE"))
-        await engine.dispose()
+    async with db.scratch_copy(SCHEMA, "pedidos", TABLES) as copy:
+        yield copy
 
 
 class _Reads:
