@@ -246,8 +246,7 @@ class OutboxRelay:
         then the select runs while nothing waits for it, and the next notification's rows go
         out at once. Waiting a whole interval left the select due when a notification woke
         the relay, and every few events one waited for a select and its round trip."""
-        until_select = max(0.0, self._last_select + self.settings.relay_poll_interval_s
-                           - time.monotonic())
+        until_select = max(0.0, self._until_select())
         if not self._acked or until_select <= MARK_WITHIN_S:
             await self._wait(stop, until_select)
             return
@@ -263,6 +262,11 @@ class OutboxRelay:
 
     def _acked_columns(self) -> tuple[list[str], list[datetime]]:
         return [i for i, _ in self._acked], [t for _, t in self._acked]
+
+    def _until_select(self) -> float:
+        """Seconds until the periodic select is due (at most a poll interval after the last
+        one); zero or less: due."""
+        return self._last_select + self.settings.relay_poll_interval_s - time.monotonic()
 
     def _marks_due(self) -> bool:
         """Acknowledged rows have waited long enough, or are many enough, to be marked by a
@@ -364,8 +368,7 @@ class OutboxRelay:
     def _notified_rows(self) -> list[_OutboxRow] | None:
         """The rows of the notifications received, in commit order, without those published
         already or waiting behind a failed row; None when the relay must select instead."""
-        if (not self._caught_up
-                or time.monotonic() - self._last_select >= self.settings.relay_poll_interval_s):
+        if not self._caught_up or self._until_select() <= 0:
             return None
         rows: list[_OutboxRow] = []
         while self._notices and len(rows) < self.settings.relay_batch_size:

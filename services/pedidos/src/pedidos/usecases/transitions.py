@@ -49,28 +49,22 @@ def stage_transition(uow: UnitOfWork, saga: SagaRow, transition: Transition, *,
         reason = transition.cancel_reason or CancelReason.TIMEOUT
         uow.emit("OrdenCancelada", {"order_id": saga.order_id, "status": transition.to.value,
                                     "reason": reason.value}, saga_id=saga.saga_id)
-    def written() -> SagaRow:
+
+    def committed() -> None:
         # The row the commit statement moved, by the database clock of that statement (``saga``
         # may be a row this process wrote earlier: its clock is that write's).
-        return saga.as_written(uow.returned[0])
-
-    if known is not None:
-        uow.after_commit(lambda: known.remember(written()))
-    if transition.completes or transition.cancels:
-        label = final_status_label(transition.to)
-
-        def record() -> None:
-            metrics.SAGA_DURATION.labels(SAGA_TYPE, label).observe(written().elapsed_s)
+        moved = saga.as_written(uow.returned[0])
+        if known is not None:
+            known.remember(moved)
+        if transition.completes or transition.cancels:
+            metrics.SAGA_DURATION.labels(SAGA_TYPE, final_status_label(transition.to)).observe(
+                moved.elapsed_s)
             metrics.SAGAS_FINISHED.labels(SAGA_TYPE, transition.to.value).inc()
             if transition.cancels:
                 metrics.COMPENSATIONS.labels("pedidos", (transition.cancel_reason
                                                          or CancelReason.TIMEOUT).value).inc()
-
-        uow.after_commit(record)
-
-    def applied() -> None:
         log.info("order %s -> %s", saga.status.value, transition.to.value,
                  extra={"saga_id": saga.saga_id, "event_type": cause, "order_id": saga.order_id,
                         "status": "COMPENSATING" if transition.cancels else "SUCCESS"})
 
-    uow.after_commit(applied)
+    uow.after_commit(committed)
