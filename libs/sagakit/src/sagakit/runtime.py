@@ -25,7 +25,7 @@ from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from sagakit import inbox, metrics, tracing
+from sagakit import gc_tuning, inbox, metrics, tracing
 from sagakit.consumer import EventConsumer, Handler
 from sagakit.database import build_engine
 from sagakit.errors import CommitOutcomeUnknown, is_connection_failure
@@ -49,6 +49,9 @@ class ServiceSettings(BaseSettings):
     run_consumer: bool = Field(True, validation_alias="RUN_CONSUMER")
     run_relay: bool = Field(True, validation_alias="RUN_RELAY")
     run_jobs: bool = Field(True, validation_alias="RUN_JOBS")
+    # Container allocations between two collections of the youngest generation, once the
+    # service has started (sagakit.gc_tuning); 0 leaves CPython's collector as it is.
+    gc_gen0_threshold: int = Field(10_000, ge=0, validation_alias="GC_GEN0_THRESHOLD")
 
 
 @dataclass
@@ -160,6 +163,7 @@ def create_app(definition: ServiceDefinition) -> FastAPI:
         if svc.run_jobs:
             for job in [*messaging_jobs(msg), *definition.jobs]:
                 tasks.append(asyncio.create_task(_run_periodic(job, rt, stop), name=job.name))
+        gc_tuning.settle_heap(svc.gc_gen0_threshold)
         log.info("%s started", definition.name)
         try:
             yield
