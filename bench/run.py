@@ -237,6 +237,9 @@ def report_goals(r: dict[str, Any]) -> None:
     print(f"  {p['component']} (the hottest Python service), py-spy, {prof['samples']} samples;"
           " innermost frame by package:")
     print("    " + ", ".join(f"{k} {v:.0%}" for k, v in prof["leaf_by_package"][:10]))
+    if profile.SOCKET_WRITE in dict(prof["leaf_by_package"]):
+        print(f"    ({profile.SOCKET_WRITE}: in write(2), mostly waiting for a core while the "
+              "reader it woke runs; not this process's CPU)")
     print("  busiest lines:")
     for fn, share in prof["top_leaf_functions"][:8]:
         print(f"    {share:5.1%}  {fn}")

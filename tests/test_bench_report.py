@@ -9,6 +9,8 @@ import subprocess
 import sys
 from typing import Any
 
+import pytest
+
 from bench import goals, profile
 
 
@@ -98,6 +100,27 @@ def test_samples_are_summed_by_innermost_package_and_by_presence_on_the_stack() 
     assert p.top_leaf_functions[0] == (f"execute ({site}/asyncpg/c.py:3)", 0.6)
 
 
+def test_a_socket_write_and_the_collector_are_told_apart_from_the_line_they_ran_under() -> None:
+    site = "/v/lib/python3.11/site-packages"
+    execute = f"_do_execute ({site}/asyncpg/connection.py:2069)"
+    raw = "\n".join([
+        # Waiting in write(2) for a core, under asyncpg's statement execution.
+        f"main (app.py:1);{execute};CoreProtocol__bind_execute (protocol.c:55447);"
+        "UVStream__try_write (loop.c:106818);write (libc.so.6) 5",
+        # The collector, run by an allocation in the same place.
+        f"main (app.py:1);{execute};_PyObject_GC_Link (gcmodule.c:2250);"
+        "gc_collect_main (libpython3.11.so.1.0) 2",
+        # asyncpg's own encoding of the arguments: asyncpg's.
+        f"main (app.py:1);{execute};CoreProtocol__build_bind_message (protocol.c:54305) 3",
+    ])
+    p = profile.summarise(raw)
+    assert dict(p.leaf_by_package) == {profile.SOCKET_WRITE: 0.5, "asyncpg": 0.3,
+                                       profile.GARBAGE_COLLECTOR: 0.2}
+    assert dict(p.top_leaf_functions)[f"{profile.SOCKET_WRITE} under {execute}"] == 0.5
+    assert dict(p.inclusive_by_package)["asyncpg"] == 1.0
+    assert "other" not in dict(p.inclusive_by_package), "native frames count for their caller"
+
+
 BUSY = """
 import sys
 def spin_in_a_known_place():
@@ -108,11 +131,12 @@ spin_in_a_known_place()
 """
 
 
-def test_py_spy_finds_where_a_real_process_spends_its_time() -> None:
+@pytest.mark.parametrize("native", [True, False])
+def test_py_spy_finds_where_a_real_process_spends_its_time(native: bool) -> None:
     child = subprocess.Popen([sys.executable, "-c", BUSY], stdout=subprocess.PIPE, text=True)
     try:
         assert child.stdout is not None and child.stdout.readline() == "ready\n"
-        p = asyncio.run(profile.record(child.pid, 2, rate_hz=200))
+        p = asyncio.run(profile.record(child.pid, 2, rate_hz=200, native=native))
     finally:
         child.kill()
         child.wait()
