@@ -20,6 +20,8 @@ from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.util import await_only
 
+from sagakit import jsonio
+
 # What a dead connection raises: the socket is gone, or the server said it is shutting it down
 # (class 57, e.g. pg_terminate_backend) before it went. When that farewell arrived while the
 # connection sat idle, asyncpg's protocol is left mid-error and refuses the next statement with
@@ -50,6 +52,9 @@ def build_engine(url: str, name: str, pool_size: int,
         # A failed statement's error names its SQL, never its values: they are customers'
         # addresses, payment tokens and whole event payloads, and the error goes to the log.
         hide_parameters=True,
+        # JSON columns, read and written on every message (sagakit.jsonio).
+        json_serializer=jsonio.dumps,
+        json_deserializer=jsonio.loads,
         connect_args={"server_settings": {"application_name": name}, "command_timeout": 30,
                       "timeout": 10},
     )

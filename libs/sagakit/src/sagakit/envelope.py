@@ -6,7 +6,6 @@ saga lands in one partition; its headers repeat the tracing metadata (Part I §7
 
 from __future__ import annotations
 
-import json
 import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -14,6 +13,8 @@ from typing import Any
 
 import uuid_utils
 from saga_contracts import headers as h
+
+from sagakit import jsonio
 
 
 class UndecodableMessage(ValueError):
@@ -99,8 +100,8 @@ class Envelope:
         if value is None:
             raise UndecodableMessage("empty record value")
         try:
-            doc = json.loads(value)
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            doc = jsonio.loads(value)
+        except jsonio.DecodeError as exc:
             raise UndecodableMessage(f"value is not JSON: {exc}") from exc
         if not isinstance(doc, dict):
             raise UndecodableMessage("value is not a JSON object")
@@ -140,4 +141,4 @@ def encode_headers(headers: dict[str, str]) -> list[tuple[str, bytes]]:
 
 
 def dumps(doc: Any) -> bytes:
-    return json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode()
+    return jsonio.dumpb(doc)

@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import time
 from collections import deque
@@ -53,7 +52,7 @@ from sqlalchemy import delete, func, select, update
 from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from sagakit import metrics, tracing
+from sagakit import jsonio, metrics, tracing
 from sagakit.backoff import Backoff
 from sagakit.faults import crash_now
 from sagakit.kafka import durable_producer
@@ -377,7 +376,7 @@ class OutboxRelay:
                 self._caught_up = False
                 return None
             received = datetime.now(UTC)
-            for r in json.loads(notice):
+            for r in jsonio.loads(notice):
                 if r["message_id"] in self._recent_set or r["saga_id"] in self._blocked:
                     continue
                 created = r["payload"].get("timestamp") if isinstance(r["payload"], dict) else None
@@ -398,8 +397,8 @@ class OutboxRelay:
         records = await self._listen_conn.fetch(
             self._statement(_MARK_AND_SELECT), ids, times, self.settings.relay_batch_size)
         del self._acked[:len(ids)]
-        return [_OutboxRow(r["message_id"], r["topic"], r["saga_id"], json.loads(r["payload"]),
-                           json.loads(r["headers"]), r["created_at"], r["attempts"],
+        return [_OutboxRow(r["message_id"], r["topic"], r["saga_id"], jsonio.loads(r["payload"]),
+                           jsonio.loads(r["headers"]), r["created_at"], r["attempts"],
                            r["traceparent"], r["event_type"]) for r in records]
 
     async def _publish(self, rows: list[_OutboxRow]) -> int:
@@ -408,7 +407,7 @@ class OutboxRelay:
         producer = await self._ensure_producer()
         futures = []
         for row in rows:
-            value = json.dumps(row.payload, separators=(",", ":"), ensure_ascii=False).encode()
+            value = jsonio.dumpb(row.payload)
             row_headers = dict(row.headers)
             # The trace goes on from the transaction that wrote the row, through this publish.
             with tracing.tracer().start_as_current_span(

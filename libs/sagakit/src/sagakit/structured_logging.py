@@ -13,6 +13,7 @@ from typing import Any
 
 import structlog
 
+from sagakit import jsonio
 from sagakit.privacy import redact
 
 _SAGA_FIELDS = ("saga_id", "event_type", "schema_version", "span_id", "parent_span_id",
@@ -54,7 +55,7 @@ def configure(service: str, level: str = "INFO") -> None:
         processors=[
             structlog.stdlib.ProcessorFormatter.remove_processors_meta,
             structlog.processors.format_exc_info,
-            structlog.processors.JSONRenderer(),
+            structlog.processors.JSONRenderer(serializer=jsonio.dumps_for_log),
         ],
     )
     handler = logging.StreamHandler(sys.stdout)

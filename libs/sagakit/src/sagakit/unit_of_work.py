@@ -27,7 +27,6 @@ Nothing else commits and nothing publishes to Kafka: the relay does, from the ou
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
@@ -39,7 +38,7 @@ from saga_contracts import registry
 from sqlalchemy import TextClause, select, text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from sagakit import tracing
+from sagakit import jsonio, tracing
 from sagakit.context import current_message
 from sagakit.database import CONNECTION_LOST
 from sagakit.driver import Row, driver_of
@@ -379,7 +378,7 @@ class UnitOfWork:
         return {
             "uow_lock_keys": sorted({f"{self.tables.schema}:{r.key}" for r in self._outgoing}),
             "uow_channel": self.tables.notify_channel,
-            "uow_rows": json.dumps([{
+            "uow_rows": jsonio.dumps([{
                 "message_id": r.envelope.message_id if r.envelope else new_message_id(),
                 "saga_id": r.key,
                 "topic": r.topic,
@@ -388,7 +387,7 @@ class UnitOfWork:
                 "payload": r.value,
                 "headers": r.headers,
                 "traceparent": r.traceparent,
-            } for r in self._outgoing], separators=(",", ":"), ensure_ascii=False)}
+            } for r in self._outgoing])}
 
     def after_commit(self, callback: Callable[[], None]) -> None:
         """Runs ``callback`` once the transaction has committed (never if it rolls back)."""

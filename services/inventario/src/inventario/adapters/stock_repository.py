@@ -7,12 +7,11 @@ run 8).
 
 from __future__ import annotations
 
-import json
 import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from sagakit import driver
+from sagakit import driver, jsonio
 from sagakit.unit_of_work import StagedWrite
 from sqlalchemy import Integer, Text, any_, bindparam, func, literal, select, text, update
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB
@@ -161,7 +160,7 @@ class StockRepository:
         """The validation's record (lines and result), kept if the saga has none yet."""
         return StagedWrite(_STOCK_CHECK, {
             "chk_saga_id": saga_id, "chk_order_id": uuid.UUID(order_id),
-            "chk_items": json.dumps(lines_to_json(lines)), "chk_result": result})
+            "chk_items": jsonio.dumps(lines_to_json(lines)), "chk_result": result})
 
     # ---- allocations
 
@@ -202,7 +201,7 @@ class StockRepository:
         ``lock_for_allocation``), only if the row went in."""
         return StagedWrite(_ALLOCATED, {
             "alloc_saga_id": saga_id, "alloc_order_id": order_id, "alloc_status": status.value,
-            "alloc_items": json.dumps(lines_to_json(lines))})
+            "alloc_items": jsonio.dumps(lines_to_json(lines))})
 
     async def transition_allocation(self, saga_id: str, expected: AllocationStatus,
                                     new: AllocationStatus) -> bool:

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import functools
-import json
 import uuid
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from sagakit import driver
+from sagakit import driver, jsonio
 from sagakit.unit_of_work import StagedWrite
 from sqlalchemy import Executable, Float, Integer, Text, bindparam, func, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
@@ -154,7 +153,7 @@ class PaymentRepository:
             "pay_payment_id": uuid.uuid4(), "pay_saga_id": saga_id,
             "pay_order_id": uuid.UUID(order_id), "pay_status": PaymentStatus.CHARGING.value,
             "pay_amount": amount, "pay_currency": currency, "pay_token": token,
-            "pay_trigger": json.dumps(trigger)}
+            "pay_trigger": jsonio.dumps(trigger)}
         if lease_s is not None:
             params["pay_lease_s"] = lease_s
         return StagedWrite(_new_payment(lease_s is not None), params, returning="inserted")
@@ -167,7 +166,7 @@ class PaymentRepository:
         only if the status is still ``expected`` (the guard): otherwise nothing is written and
         the unit of work's commit returns False."""
         params = {"out_saga_id": saga_id, "out_expected": expected.value,
-                  "out_attempt": json.dumps(attempt), "out_retry_in_s": retry_in_s,
+                  "out_attempt": jsonio.dumps(attempt), "out_retry_in_s": retry_in_s,
                   **{f"out_{c}": v for c, v in values.items()}}
         return StagedWrite(_outcome(tuple(sorted(values))), params, guard="recorded")
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import json
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -12,7 +11,7 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from sagakit import driver
+from sagakit import driver, jsonio
 from sagakit.unit_of_work import StagedWrite
 from sqlalchemy import (
     Executable,
@@ -108,7 +107,7 @@ def _audit_params(audit: AuditEntry, from_status: str | None, to_status: str | N
     return {"audit_event_type": audit.event_type, "audit_actor": audit.actor,
             "audit_from": from_status, "audit_to": to_status,
             "audit_message_id": audit.message_id,
-            "audit_detail": json.dumps(audit.detail or {})}
+            "audit_detail": jsonio.dumps(audit.detail or {})}
 
 
 _ORDER_COLUMNS = ("order_id", "saga_id", "customer_id", "status", "items", "total_amount",
@@ -220,13 +219,13 @@ class OrderRepository:
         idempotency key exists already: that request's order stands, and nothing is written."""
         values = {"order_id": order_id, "saga_id": saga_id, "customer_id": body["customer_id"],
                   "status": OrderStatus.PENDIENTE_VALIDACION.value,
-                  "items": json.dumps(body["items"]), "total_amount": total,
+                  "items": jsonio.dumps(body["items"]), "total_amount": total,
                   "currency": body["currency"],
-                  "shipping_address": json.dumps(body["shipping_address"]),
+                  "shipping_address": jsonio.dumps(body["shipping_address"]),
                   "payment_type": body["payment_method"]["type"],
                   "idempotency_key": idempotency_key, "request_hash": request_hash}
         params = {**{f"new_{c}": v for c, v in values.items()}, "owner": owner_of(body),
-                  "context": json.dumps(context), "step_timeout_s": step_timeout_s,
+                  "context": jsonio.dumps(context), "step_timeout_s": step_timeout_s,
                   "saga_timeout_s": saga_timeout_s,
                   **_audit_params(audit, None, OrderStatus.PENDIENTE_VALIDACION.value)}
         return StagedWrite(_creation(idempotency_key is not None), params, "inserted_saga",
