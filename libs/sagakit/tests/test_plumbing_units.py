@@ -99,6 +99,11 @@ def test_declared_sensitive_fields_are_masked_or_omitted_at_any_depth() -> None:
     assert "shipping_address" not in out["payload"]
     assert out["payload"]["items"] == [{"sku": "A"}]
     assert event["payload"]["payment_method"]["token"] == "tok_visa", "the input is not changed"
+    # Inside lists and tuples of containers too; an absent value stays visibly absent.
+    nested = redact({"tries": [{"payment_method": {"token": "t1"}}, ({"token": "t2"},)],
+                     "token": None, "duration_ms": 1.5})
+    assert nested == {"tries": [{"payment_method": {"token": MASK}}, [{"token": MASK}]],
+                      "token": None, "duration_ms": 1.5}
 
 
 @pytest.fixture

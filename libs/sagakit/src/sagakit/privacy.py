@@ -52,26 +52,33 @@ def declare_model(model: Any) -> None:
 
 
 def sensitive_fields() -> dict[str, Treatment]:
+    return dict(_fields())
+
+
+def _fields() -> dict[str, Treatment]:
     if not _declared:
         _load_schema_declarations()
-    return dict(_declared)
+    return _declared
 
 
 def redact(value: Any) -> Any:
     """A copy of ``value`` with every declared field masked or dropped, at any depth."""
-    fields = sensitive_fields()
+    fields = _fields()
 
+    # Every log line passes through here (sagakit.structured_logging): only containers are
+    # walked, a scalar is taken as it is.
     def walk(v: Any) -> Any:
         if isinstance(v, dict):
             out = {}
             for k, item in v.items():
                 treatment = fields.get(k)
-                if treatment == "omit":
-                    continue
-                out[k] = MASK if treatment == "mask" and item is not None else walk(item)
+                if treatment is None:
+                    out[k] = walk(item) if isinstance(item, dict | list | tuple) else item
+                elif treatment == "mask":
+                    out[k] = MASK if item is not None else None
             return out
         if isinstance(v, list | tuple):
-            return [walk(i) for i in v]
+            return [walk(i) if isinstance(i, dict | list | tuple) else i for i in v]
         return v
 
     return walk(value)
