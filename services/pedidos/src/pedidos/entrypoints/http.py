@@ -40,9 +40,10 @@ async def create_order(body: OrderRequest, request: Request, response: Response,
                        idempotency_key: Annotated[str | None, Header(max_length=255)] = None
                        ) -> OrderAccepted | JSONResponse:
     rt = runtime_of(request)
+    wire = body.wire()
     try:
         async with rt.uow() as uow:
-            placed = await place_order(uow, body.wire(), body.computed_total, idempotency_key,
+            placed = await place_order(uow, wire, body.computed_total, idempotency_key,
                                        settings_of(request), known_sagas_of(rt.extras))
     except IdempotencyKeyReused:
         return JSONResponse(status_code=422, content={"detail": [{
@@ -53,7 +54,7 @@ async def create_order(body: OrderRequest, request: Request, response: Response,
     log.info("order %s", "accepted" if placed.created else "replayed by Idempotency-Key",
              extra={"saga_id": placed.saga_id, "event_type": "OrdenSolicitada",
                     "schema_version": "1.0.0", "status": "SUCCESS", "order_id": placed.order_id,
-                    "order": body.wire()})
+                    "order": wire})
     response.headers["Location"] = f"/orders/{placed.order_id}"
     return OrderAccepted(order_id=placed.order_id, saga_id=placed.saga_id, status=placed.status)
 
