@@ -13,7 +13,7 @@ import asyncpg
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
-from bench.common import admin_dsn, config, summary_ms
+from bench.common import admin_dsn, config, cpu_seconds_between, sample_cpu, summary_ms
 
 SCHEMA = "benchraw"
 
@@ -22,6 +22,23 @@ SCHEMA = "benchraw"
 # polling) and the first round trip after a pause pays its wake-up — a SELECT 1 takes 0.07 ms
 # back to back and 0.44 ms after 5 ms or more of quiet (docs/benchmarks.md, run 11).
 PACE_S = 0.02
+
+
+class CpuMeter:
+    """CPU spent by one part of the stack (PostgreSQL, Kafka) and by this process, the client,
+    between ``start`` and ``stop``: what the floor's work costs the machine."""
+
+    def __init__(self, part: str) -> None:
+        self.part = part
+
+    def start(self) -> None:
+        self._parts, self._own = sample_cpu().parts, time.process_time()
+
+    def stop(self) -> float:
+        """CPU seconds since ``start``, server and client together."""
+        after, own = sample_cpu().parts, time.process_time()
+        server = cpu_seconds_between(self._parts[self.part], after[self.part])
+        return server + own - self._own
 
 
 async def _timed(count: int, step: Callable[[int], Awaitable[None]], pause_s: float = 0.0
@@ -75,9 +92,12 @@ async def pg_step(single: int = 500, clients: int = 16, seconds: float = 5.0) ->
             i += clients
             done += 1
 
+    meter = CpuMeter("postgres")
+    meter.start()
     started = time.perf_counter()
     await asyncio.gather(*(worker(c, k) for k, c in enumerate(conns)))
     elapsed = time.perf_counter() - started
+    cpu_s = meter.stop()
     for c in conns:
         await c.close()
     conn = await asyncpg.connect(admin_dsn())
@@ -85,7 +105,9 @@ async def pg_step(single: int = 500, clients: int = 16, seconds: float = 5.0) ->
     await conn.close()
     return {"single_client": summary_ms(latencies),
             f"rate_{clients}_clients_per_s": round(done / elapsed),
-            "single_client_paced": summary_ms(paced)}
+            "single_client_paced": summary_ms(paced),
+            # PostgreSQL's CPU and the client's, per transaction, at that rate.
+            f"cpu_ms_per_tx_{clients}_clients": round(1000 * cpu_s / max(done, 1), 3)}
 
 
 async def ensure_topic(name: str, partitions: int = 6) -> None:
@@ -124,8 +146,51 @@ async def kafka_hop(n: int = 500) -> dict[str, Any]:
     try:
         back_to_back = await _timed(n, hop)
         paced = await _timed(n // 2, hop, pause_s=PACE_S)
+        concurrent = await _concurrent_hops(producer, consumer, tp, topic)
     finally:
         await producer.stop()
         await consumer.stop()
     return {"produce_to_consume": summary_ms(back_to_back),
-            "produce_to_consume_paced": summary_ms(paced)}
+            "produce_to_consume_paced": summary_ms(paced), **concurrent}
+
+
+async def _concurrent_hops(producer: AIOKafkaProducer, consumer: AIOKafkaConsumer,
+                           tp: TopicPartition, topic: str, senders: int = 16,
+                           seconds: float = 3.0) -> dict[str, Any]:
+    """``senders`` producers each sending (acks=all) and waiting, one consumer reading it all,
+    as the stack's relays and consumers meet a saturated broker: the broker's CPU and the
+    clients', per message."""
+    sent = received = 0
+    stop_at = time.perf_counter() + seconds
+
+    async def sender(k: int) -> None:
+        nonlocal sent
+        while time.perf_counter() < stop_at:
+            await producer.send_and_wait(topic, json.dumps({"k": k}).encode(), partition=0)
+            sent += 1
+
+    async def reader() -> None:
+        nonlocal received
+        while received < sent or time.perf_counter() < stop_at:
+            batch = await consumer.getmany(tp, timeout_ms=200)
+            received += len(batch.get(tp, []))
+
+    meter = CpuMeter("kafka")
+    meter.start()
+    started = time.perf_counter()
+    await asyncio.gather(reader(), *(sender(k) for k in range(senders)))
+    elapsed = time.perf_counter() - started
+    cpu_s = meter.stop()
+    return {f"rate_{senders}_senders_per_s": round(received / elapsed),
+            f"cpu_ms_per_message_{senders}_senders": round(1000 * cpu_s / max(received, 1), 3)}
+
+
+def cpu_floor(pg: dict[str, Any], hop: dict[str, Any], cores: int) -> dict[str, Any]:
+    """The CPU one saga's 7 transactions and 6 hops cost the machine at saturation, and the
+    rate two cores could sustain if a saga cost nothing else: the ceiling any stack doing this
+    work on this machine stays under."""
+    tx = next(v for k, v in pg.items() if k.startswith("cpu_ms_per_tx_"))
+    message = next(v for k, v in hop.items() if k.startswith("cpu_ms_per_message_"))
+    per_saga = 7 * tx + 6 * message
+    return {"cpu_ms_per_saga": round(per_saga, 2),
+            "ceiling_sagas_per_s": round(cores * 1000 / per_saga) if per_saga else None}

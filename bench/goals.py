@@ -62,6 +62,12 @@ def throughput(results: dict[str, Any]) -> Goal:
     best = float(results.get("max_sustained_sagas_per_s_p99_under_1s") or 0)
     name = f"≥ {THROUGHPUT_GOAL:g} sagas/s with p99 < {P99_FOR_THROUGHPUT_MS / 1000:g} s"
     measured = f"{best:g} sagas/s"
+    floor = results.get("cpu_floor") or {}
+    if floor.get("ceiling_sagas_per_s"):
+        # What the goal asks of the stack's CPU against what the bare work costs.
+        measured += (f" (the floor's CPU, {floor['cpu_ms_per_saga']:g} ms a saga, would allow "
+                     f"{floor['ceiling_sagas_per_s']:g}/s; {THROUGHPUT_GOAL:g}/s leaves the "
+                     f"stack {floor['ceiling_sagas_per_s'] / THROUGHPUT_GOAL:.1f}× it)")
     if best >= THROUGHPUT_GOAL:
         return Goal(name, f"{THROUGHPUT_GOAL:g}/s", measured, True)
     return Goal(name, f"{THROUGHPUT_GOAL:g}/s", measured, False,

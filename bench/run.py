@@ -88,6 +88,9 @@ async def main() -> None:
         paced_floor_ms = (7 * results["baseline_pg_step"]["single_client_paced"]["p50_ms"]
                           + 6 * results["baseline_kafka_hop"]["produce_to_consume_paced"]["p50_ms"])
         results["floor_one_saga_paced_ms"] = round(paced_floor_ms, 2)
+        results["cpu_floor"] = baselines.cpu_floor(results["baseline_pg_step"],
+                                                   results["baseline_kafka_hop"],
+                                                   results["machine"]["cores"])
         results["open_loop"] = []
         for rate in rates:
             settled = await load.settle()
@@ -179,6 +182,11 @@ def report(r: dict[str, Any]) -> None:
           f"{paced_hop['p50_ms']} ms after a pause; p99 {hop['p99_ms']} ms")
     print(f"  floor of one saga (7 tx + 6 hops): {r['floor_one_saga_ms']} ms back to back, "
           f"{r['floor_one_saga_paced_ms']} ms paced")
+    cf = r.get("cpu_floor")
+    if cf:
+        print(f"  CPU of those 7 tx + 6 hops at saturation (server and client): "
+              f"{cf['cpu_ms_per_saga']} ms a saga; {r['machine']['cores']} cores doing nothing "
+              f"else would sustain {cf['ceiling_sagas_per_s']} sagas/s")
     rel = r["relay"]
     print("\n== relay vs raw producer")
     print(f"  throughput: relay {rel['relay_events_per_s']}/s, raw {rel['raw_producer_events_per_s']}/s"

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from bench import goals, profile
+from bench import baselines, goals, profile
 
 
 def run(*, rate50: dict[str, Any] | None = None, low_p50: float = 40.0, floor: float = 15.0,
@@ -60,6 +60,15 @@ def test_throughput_floor_multiple_and_idle_are_judged_against_their_limits() ->
     assert idle.met
     assert goals.within_floor(run(low_p50=44.0, floor=14.7)).met
     assert not goals.idle(run(idle=5.0)).met
+
+
+def test_the_cpu_floor_is_seven_transactions_and_six_messages_and_bounds_the_rate() -> None:
+    floor = baselines.cpu_floor({"rate_16_clients_per_s": 4000, "cpu_ms_per_tx_16_clients": 0.5},
+                                {"cpu_ms_per_message_16_senders": 0.25}, cores=2)
+    assert floor == {"cpu_ms_per_saga": 5.0, "ceiling_sagas_per_s": 400}
+    g = goals.throughput({**run(best=80.0), "cpu_floor": floor})
+    assert not g.met and g.missed_by == "×2.5"
+    assert "would allow 400/s" in g.measured and "2.0× it" in g.measured
 
 
 def test_the_hottest_part_is_taken_from_the_highest_rate() -> None:
