@@ -10,7 +10,7 @@ from decimal import Decimal
 
 import pytest
 from sagakit import jsonio
-from sagakit.envelope import Envelope, UndecodableMessage, dumps
+from sagakit.envelope import Envelope, UndecodableMessage
 
 
 def _envelope_value(payload: str) -> bytes:
@@ -25,7 +25,7 @@ def test_an_envelope_written_reads_back_the_same_and_as_the_standard_library_rea
     value = _envelope_value('{"items":[{"sku":"Ñandú-1","quantity":2}],"total":"19.99"}')
     envelope = Envelope.from_record_value(value)
     assert envelope.payload == {"items": [{"sku": "Ñandú-1", "quantity": 2}], "total": "19.99"}
-    written = dumps(envelope.to_dict())
+    written = jsonio.dumpb(envelope.to_dict())
     assert Envelope.from_record_value(written) == envelope
     assert json.loads(written) == {**json.loads(value), "parent_span_id": None, "metadata": {}}
     assert "Ñandú".encode() in written, "UTF-8, not escapes"

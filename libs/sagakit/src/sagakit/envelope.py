@@ -138,7 +138,3 @@ def decode_headers(raw: list[tuple[str, bytes]] | tuple[tuple[str, bytes], ...] 
 
 def encode_headers(headers: dict[str, str]) -> list[tuple[str, bytes]]:
     return [(k, v.encode()) for k, v in headers.items()]
-
-
-def dumps(doc: Any) -> bytes:
-    return jsonio.dumpb(doc)
