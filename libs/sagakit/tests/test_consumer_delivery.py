@@ -50,7 +50,7 @@ def _consumer(retry_at: set[int] | None = None, **faults: float
                              settings=settings)
     seen: list[int] = []
 
-    async def process(raw: RawRecord, prior: object = None) -> Outcome:
+    async def process(raw: RawRecord, prior: object = None, verdict: object = None) -> Outcome:
         seen.append(raw.offset)
         if retry_at and raw.offset in retry_at:
             return Outcome("retry", [], "E", 0.0)
@@ -159,7 +159,7 @@ async def test_a_record_enqueued_as_the_worker_finishes_is_not_stranded() -> Non
     handled = asyncio.Event()
     plain = consumer.process
 
-    async def process(raw: RawRecord, prior: object = None) -> Outcome:
+    async def process(raw: RawRecord, prior: object = None, verdict: object = None) -> Outcome:
         outcome = await plain(raw, prior)
         if raw.offset == 0:
             # Runs after the worker's last step and before its done callbacks.

@@ -17,6 +17,14 @@ For each record, in partition order:
 5. An unreachable database is nobody's fault but the infrastructure's: the record is not
    dead-lettered; it is retried after a capped backoff for as long as it takes.
 Partitions are handled concurrently, each in order, and stay in the fetch while busy.
+
+When a partition's records queue up (the stack is busy), consecutive records whose handlers
+allow it (``SHARES_TRANSACTION``) are handled in one transaction, each with its own unit of
+work, inbox row and outbox rows, and one COMMIT for all (``SharedTransaction``): a commit
+costs PostgreSQL more than the statement it ends. Each record keeps the guarantees above: a
+record that fails in a shared transaction rolls all of it back, and the records up to it are
+handled alone, so that its failure is judged, retried or dead-lettered by itself; offsets are
+committed only after the shared COMMIT. A record never waits for others to arrive.
 """
 
 from __future__ import annotations
@@ -57,7 +65,7 @@ from sagakit.faults import DeliveryFaults, crash_now
 from sagakit.kafka import manual_commit_consumer
 from sagakit.settings import MessagingSettings
 from sagakit.tables import INBOX_DEAD_LETTERED
-from sagakit.unit_of_work import AlreadyProcessed, UnitOfWork
+from sagakit.unit_of_work import AlreadyProcessed, SharedTransaction, UnitOfWork
 
 log = logging.getLogger("sagakit.consumer")
 
@@ -73,6 +81,10 @@ MAX_QUICK_RETRIES = 20
 OFFSET_COMMIT_INTERVAL_S = 0.1
 # What a handler may ask of its unit of work, as attributes of the handler function.
 UOW_OPTIONS = ("isolation_level", "reads_outside_transaction")
+# A handler with this attribute true may have its unit of work share a transaction with other
+# records' when they queue up (``SharedTransaction``): it reads outside a transaction, writes
+# only with its commit statement, and leaves what must follow the commit to ``after_commit``.
+SHARES_TRANSACTION = "shares_transaction"
 
 
 class InfrastructureDown(Exception):
@@ -139,6 +151,29 @@ class _Lane:
     full: bool = False
 
 
+@dataclass(frozen=True)
+class Admitted:
+    """A record to handle: its envelope decoded and its payload valid."""
+
+    envelope: Envelope
+    handler: Handler
+    shares: bool
+    """Its handler may share a transaction with other records' (``SHARES_TRANSACTION``)."""
+
+
+@dataclass(frozen=True)
+class Rejected:
+    """A record to dead-letter at once, and why."""
+
+    envelope: Envelope | None
+    reason: str
+    error: BaseException
+    detail: str
+
+
+Verdict = Admitted | Rejected | Outcome
+
+
 @dataclass
 class RawRecord:
     """What the loop needs of a Kafka record; tests build these to drive ``process`` directly."""
@@ -155,11 +190,21 @@ class RawRecord:
 class EventConsumer:
     def __init__(self, *, service: str, topics: list[str], handlers: dict[str, Handler],
                  uow_factory: Callable[..., UnitOfWork], settings: MessagingSettings,
-                 on_event: Callable[[str, Envelope, float], None] | None = None) -> None:
+                 on_event: Callable[[str, Envelope, float], None] | None = None,
+                 shared_transaction: Callable[[], SharedTransaction] | None = None) -> None:
         self.service = service
         self.topics = topics
         self.handlers = handlers
         self.uow_factory = uow_factory
+        self.shared_transaction = shared_transaction
+        self._sharing = {event_type for event_type, handler in handlers.items()
+                         if getattr(handler, SHARES_TRANSACTION, False)}
+        for event_type in self._sharing:
+            handler = handlers[event_type]
+            if (getattr(handler, "isolation_level", None)
+                    or not getattr(handler, "reads_outside_transaction", False)):
+                raise ValueError(f"the {event_type} handler cannot share a transaction: only "
+                                 "one that reads outside a transaction can")
         self.settings = settings
         self.dlq_topic = dead_letter_topic(service)
         self.retry_backoff = Backoff(settings.retry_initial_backoff_s,
@@ -329,8 +374,10 @@ class EventConsumer:
 
     async def _partition(self, consumer: AIOKafkaConsumer, tp: TopicPartition,
                          records: list[Any]) -> RetryLater | None:
-        """Handles the records in order. When it stops at a record waiting for a retry, it
-        rewinds the partition to the first record not done and says when to fetch again."""
+        """Handles the records in order. Consecutive records whose handlers may share a
+        transaction are handled in one (``_handle_run``). When it stops at a record waiting
+        for a retry, it rewinds the partition to the first record not done and says when to
+        fetch again."""
         faults = self.delivery_faults
         batch = [RawRecord(r.topic, r.partition, r.offset, r.key, r.value,
                            list(r.headers or []), r.timestamp) for r in records]
@@ -338,26 +385,33 @@ class EventConsumer:
             await self._deliver_late(tp)
             batch = faults.shuffle(batch)
         completed: set[int] = set()
+        run: list[tuple[RawRecord, Admitted]] = []
         try:
             for raw in batch:
-                outcome = await self._process_until_decided(tp, raw)
+                verdict = self.admit(raw)
+                if isinstance(verdict, Outcome):
+                    # Nothing to write and nothing to wait for: it does not end a run.
+                    await self._settle(tp, raw, self._skipped(verdict), completed)
+                    continue
+                shares = self._may_share(tp, raw, verdict)
+                if shares:
+                    assert isinstance(verdict, Admitted)
+                    run.append((raw, verdict))
+                if run and (not shares or len(run) >= self.settings.consumer_batch_max):
+                    waiting = await self._handle_run(tp, run, completed)
+                    run = []
+                    if waiting is not None:
+                        return self._retry_later(consumer, tp, batch, completed, *waiting)
+                if shares:
+                    continue
+                outcome = await self._process_until_decided(tp, raw, verdict)
                 if outcome.status == "retry":
-                    # Wait without holding the loop: rewind this partition to its first record
-                    # not done, keep it paused, and let the other partitions go on meanwhile.
-                    self._retrying[(tp, raw.offset)] = outcome.attempts
-                    rewind = min(r.offset for r in batch if r.offset not in completed)
-                    self._rewind(consumer, tp, rewind)
-                    return RetryLater(outcome.retry_in_s or 0.0, rewind)
-                if (self.settings.crash_after_commit and outcome.status == "processed"
-                        and outcome.event_type == self.settings.crash_after_commit):
-                    crash_now("consumer: after commit, before offset commit",
-                              outcome.event_type)
-                completed.add(raw.offset)
-                if faults.active and outcome.status != "skipped":
-                    if faults.again_now():
-                        await self._process_until_decided(tp, raw)
-                    if faults.again_later():
-                        self._late.setdefault(tp, []).append(raw)
+                    return self._retry_later(consumer, tp, batch, completed, raw, outcome)
+                await self._settle(tp, raw, outcome, completed)
+            if run:
+                waiting = await self._handle_run(tp, run, completed)
+                if waiting is not None:
+                    return self._retry_later(consumer, tp, batch, completed, *waiting)
             return None
         finally:
             # Only after the local transaction committed (or the record was dead-lettered),
@@ -373,13 +427,117 @@ class EventConsumer:
                 self._offsets[tp] = next_offset
                 self._offsets_ready.set()
 
-    async def _process_until_decided(self, tp: TopicPartition, raw: RawRecord) -> Outcome:
+    def _retry_later(self, consumer: AIOKafkaConsumer, tp: TopicPartition,
+                     batch: list[RawRecord], completed: set[int], raw: RawRecord,
+                     outcome: Outcome) -> RetryLater:
+        # Wait without holding the loop: rewind this partition to its first record not done,
+        # keep it paused, and let the other partitions go on meanwhile.
+        self._retrying[(tp, raw.offset)] = outcome.attempts
+        rewind = min(r.offset for r in batch if r.offset not in completed)
+        self._rewind(consumer, tp, rewind)
+        return RetryLater(outcome.retry_in_s or 0.0, rewind)
+
+    async def _settle(self, tp: TopicPartition, raw: RawRecord, outcome: Outcome,
+                      completed: set[int]) -> None:
+        """What follows a record's outcome: its offset may be committed (and the fault
+        injection of the crash and chaos tests gets its turn)."""
+        if (self.settings.crash_after_commit and outcome.status == "processed"
+                and outcome.event_type == self.settings.crash_after_commit):
+            crash_now("consumer: after commit, before offset commit", outcome.event_type)
+        completed.add(raw.offset)
+        faults = self.delivery_faults
+        if faults.active and outcome.status != "skipped":
+            if faults.again_now():
+                await self._process_until_decided(tp, raw)
+            if faults.again_later():
+                self._late.setdefault(tp, []).append(raw)
+
+    # ------------------------------------------------------------------ records together
+
+    def _may_share(self, tp: TopicPartition, raw: RawRecord, verdict: Verdict) -> bool:
+        return (self.shared_transaction is not None and self.settings.consumer_batch_max > 1
+                and isinstance(verdict, Admitted) and verdict.shares
+                and (tp, raw.offset) not in self._retrying)
+
+    async def _handle_run(self, tp: TopicPartition, run: list[tuple[RawRecord, Admitted]],
+                          completed: set[int]) -> tuple[RawRecord, Outcome] | None:
+        """Handles consecutive records that may share a transaction: as many as possible in
+        one, the others alone. A record whose guard found its state moved ends the shared
+        transaction (the records before it commit) and is handled alone, as is a record that
+        failed in it (all of it rolled back, the records before it alone too): its own unit of
+        work decides what its failure means (duplicate, retry, dead letter). Returns the
+        record that waits for a retry, if one does."""
+        i = 0
+        while i < len(run):
+            done, alone = (await self._handle_together(run[i:]) if len(run) - i > 1
+                           else (0, 1))
+            for raw, verdict in run[i:i + done]:
+                await self._settle(tp, raw, Outcome("processed", [], verdict.envelope.event_type),
+                                   completed)
+            i += done
+            for raw, verdict in run[i:i + alone]:
+                outcome = await self._process_until_decided(tp, raw, verdict)
+                if outcome.status == "retry":
+                    return raw, outcome
+                await self._settle(tp, raw, outcome, completed)
+            i += alone
+        return None
+
+    async def _handle_together(self, run: list[tuple[RawRecord, Admitted]]) -> tuple[int, int]:
+        """Handles ``run`` in one shared transaction; returns how many records of it, from the
+        first, it committed, and how many after those must be handled alone."""
+        assert self.shared_transaction is not None
+        started = time.perf_counter()
+        handled = 0
+        try:
+            async with asyncio.timeout(self.settings.handler_timeout_s):
+                async with self.shared_transaction() as shared:
+                    for raw, verdict in run:
+                        if not await self._handle_shared(shared, raw, verdict):
+                            break  # its guard found its state moved: it goes alone
+                        handled += 1
+                    if handled == 0:
+                        return 0, 1
+                    await shared.commit()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            metrics.SHARED_TRANSACTIONS.labels(self.service, "rolled_back").inc()
+            log.info("shared transaction of %s records rolled back (%s), handling them alone",
+                     len(run), type(exc).__name__, extra={"service": self.service})
+            # Which record failed, if it was one of them and not the COMMIT: those before it
+            # worked and the ones after it may well work together again.
+            return 0, min(handled + 1, len(run))
+        metrics.SHARED_TRANSACTIONS.labels(self.service, "committed").inc()
+        metrics.SHARED_TRANSACTION_RECORDS.labels(self.service).observe(handled)
+        elapsed = time.perf_counter() - started
+        for _, verdict in run[:handled]:
+            self._report(verdict.envelope, "processed", elapsed, 1)
+        return handled, 1 if handled < len(run) else 0
+
+    async def _handle_shared(self, shared: SharedTransaction, raw: RawRecord,
+                             verdict: Admitted) -> bool:
+        envelope = verdict.envelope
+        token = current_message.set(envelope)
+        try:
+            with self._span(envelope, decode_headers(raw.headers).get(h.TRACEPARENT)):
+                async with shared.unit() as uow:
+                    uow.claim(envelope.message_id, envelope.event_type, envelope.saga_id)
+                    await verdict.handler(uow, envelope)
+                    if not uow.ended:
+                        await uow.commit()
+                    return uow.committed
+        finally:
+            current_message.reset(token)
+
+    async def _process_until_decided(self, tp: TopicPartition, raw: RawRecord,
+                                     verdict: Verdict | None = None) -> Outcome:
         """One record, waiting out an unreachable database (never a reason to dead-letter)."""
         failures = 0
         while True:
             try:
                 prior = self._retrying.pop((tp, raw.offset), None)
-                return await self.process(raw, prior)
+                return await self.process(raw, prior, verdict)
             except InfrastructureDown as exc:
                 failures += 1
                 delay = self.infra_backoff.delay(failures)
@@ -416,12 +574,9 @@ class EventConsumer:
 
     # ------------------------------------------------------------------ one record
 
-    async def process(self, raw: RawRecord, prior_attempts: list[Attempt] | None = None
-                      ) -> Outcome:
-        """Handles one record once. A transient failure with attempts left returns a ``retry``
-        outcome with the backoff to wait; the caller redelivers the record with the attempts
-        so far (``prior_attempts``)."""
-        started = time.perf_counter()
+    def admit(self, raw: RawRecord) -> Verdict:
+        """What a record is before anything is written for it: a record to handle (its
+        envelope decoded, its payload valid), one to skip, or one to dead-letter and why."""
         replay_for = decode_headers(raw.headers).get(h.REPLAY_FOR)
         if replay_for and replay_for != self.service:
             # A dead letter replayed for another consumer: this service processed the original.
@@ -429,8 +584,7 @@ class EventConsumer:
         try:
             envelope = Envelope.from_record_value(raw.value)
         except UndecodableMessage as exc:
-            return await self._dead_letter(raw, None, "undecodable", exc, [
-                Attempt(1, utc_now_iso(), repr(exc))])
+            return Rejected(None, "undecodable", exc, repr(exc))
         event_type = envelope.event_type
         handler = self.handlers.get(event_type)
         try:
@@ -442,14 +596,32 @@ class EventConsumer:
             else:
                 registry.validate(event_type, envelope.schema_version, envelope.payload)
         except registry.UnknownEventType as exc:
-            return await self._dead_letter(raw, envelope, "unknown_event_type", exc, [
-                Attempt(1, utc_now_iso(), repr(exc))])
+            return Rejected(envelope, "unknown_event_type", exc, repr(exc))
         except registry.SchemaViolation as exc:
-            return await self._dead_letter(raw, envelope, "schema_invalid", exc, [
-                Attempt(1, utc_now_iso(), str(exc))])
+            return Rejected(envelope, "schema_invalid", exc, str(exc))
         if handler is None:
-            metrics.MESSAGES_CONSUMED.labels(self.service, event_type, "skipped").inc()
-            return Outcome("skipped")
+            return Outcome("skipped", event_type=event_type)
+        return Admitted(envelope, handler, event_type in self._sharing)
+
+    def _skipped(self, outcome: Outcome) -> Outcome:
+        if outcome.event_type is not None:
+            metrics.MESSAGES_CONSUMED.labels(self.service, outcome.event_type, "skipped").inc()
+        return outcome
+
+    async def process(self, raw: RawRecord, prior_attempts: list[Attempt] | None = None,
+                      verdict: Verdict | None = None) -> Outcome:
+        """Handles one record once, alone. A transient failure with attempts left returns a
+        ``retry`` outcome with the backoff to wait; the caller redelivers the record with the
+        attempts so far (``prior_attempts``). ``verdict``: the record's ``admit``, if known."""
+        started = time.perf_counter()
+        verdict = verdict or self.admit(raw)
+        if isinstance(verdict, Outcome):
+            return self._skipped(verdict)
+        if isinstance(verdict, Rejected):
+            return await self._dead_letter(raw, verdict.envelope, verdict.reason, verdict.error,
+                                           [Attempt(1, utc_now_iso(), verdict.detail)])
+        envelope, handler = verdict.envelope, verdict.handler
+        event_type = envelope.event_type
 
         token = current_message.set(envelope)
         attempts: list[Attempt] = list(prior_attempts or [])
@@ -460,21 +632,7 @@ class EventConsumer:
                 try:
                     status = await self._handle_within_timeout(
                         handler, envelope, decode_headers(raw.headers).get(h.TRACEPARENT))
-                    elapsed = time.perf_counter() - started
-                    metrics.HANDLER_DURATION.labels(self.service, event_type).observe(elapsed)
-                    metrics.MESSAGES_CONSUMED.labels(self.service, event_type, status).inc()
-                    if self._on_event:
-                        self._on_event(status, envelope, elapsed)
-                    log.info("event %s", "duplicate ignored" if status == "duplicate"
-                             else "processed",
-                             extra={"service": self.service, "saga_id": envelope.saga_id,
-                                    "event_type": event_type, "status": "SUCCESS",
-                                    "duration_ms": round(elapsed * 1000, 2), "attempt": number,
-                                    "message_id": envelope.message_id,
-                                    "schema_version": envelope.schema_version,
-                                    "span_id": envelope.span_id,
-                                    "parent_span_id": envelope.parent_span_id,
-                                    "duplicate": status == "duplicate"})
+                    self._report(envelope, status, time.perf_counter() - started, number)
                     return Outcome(status, attempts, event_type)
                 except asyncio.CancelledError:
                     raise
@@ -505,6 +663,22 @@ class EventConsumer:
         finally:
             current_message.reset(token)
 
+    def _report(self, envelope: Envelope, status: str, elapsed: float, attempt: int) -> None:
+        event_type = envelope.event_type
+        metrics.HANDLER_DURATION.labels(self.service, event_type).observe(elapsed)
+        metrics.MESSAGES_CONSUMED.labels(self.service, event_type, status).inc()
+        if self._on_event:
+            self._on_event(status, envelope, elapsed)
+        log.info("event %s", "duplicate ignored" if status == "duplicate" else "processed",
+                 extra={"service": self.service, "saga_id": envelope.saga_id,
+                        "event_type": event_type, "status": "SUCCESS",
+                        "duration_ms": round(elapsed * 1000, 2), "attempt": attempt,
+                        "message_id": envelope.message_id,
+                        "schema_version": envelope.schema_version,
+                        "span_id": envelope.span_id,
+                        "parent_span_id": envelope.parent_span_id,
+                        "duplicate": status == "duplicate"})
+
     async def _handle_within_timeout(self, handler: Handler, envelope: Envelope,
                                      traceparent: str | None) -> str:
         limit = self.settings.handler_timeout_s
@@ -517,19 +691,21 @@ class EventConsumer:
                 raise HandlerTimedOut(f"{envelope.event_type} handler ran past {limit}s") from exc
             raise
 
+    def _span(self, envelope: Envelope, traceparent: str | None) -> Any:
+        return tracing.tracer().start_as_current_span(
+            f"{envelope.event_type} process", context=tracing.context_from(traceparent),
+            kind=SpanKind.CONSUMER,
+            attributes=tracing.attributes(id=envelope.saga_id, event_type=envelope.event_type,
+                                          message_id=envelope.message_id,
+                                          service=self.service))
+
     async def _handle_once(self, handler: Handler, envelope: Envelope,
                            traceparent: str | None = None) -> str:
         # A handler may ask for a stronger isolation level (inventario's allocation does), or
         # to read outside a transaction and write with its commit statement alone.
         options = {name: getattr(handler, name) for name in UOW_OPTIONS if hasattr(handler, name)}
         uow = self.uow_factory(**options)
-        with tracing.tracer().start_as_current_span(
-                f"{envelope.event_type} process", context=tracing.context_from(traceparent),
-                kind=SpanKind.CONSUMER,
-                attributes=tracing.attributes(id=envelope.saga_id,
-                                              event_type=envelope.event_type,
-                                              message_id=envelope.message_id,
-                                              service=self.service)) as span:
+        with self._span(envelope, traceparent) as span:
             try:
                 async with uow:
                     uow.claim(envelope.message_id, envelope.event_type, envelope.saga_id)

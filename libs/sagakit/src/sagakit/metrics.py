@@ -57,6 +57,15 @@ HANDLER_DURATION = Histogram(
     ["service", "event_type"],
     buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5, 30),
 )
+SHARED_TRANSACTIONS = Counter(
+    "saga_shared_transactions_total",
+    "Transactions the consumer shared between several records, by how they ended",
+    ["service", "outcome"],
+)
+SHARED_TRANSACTION_RECORDS = Histogram(
+    "saga_shared_transaction_records", "Records committed by one shared transaction",
+    ["service"], buckets=(2, 4, 8, 16, 32, 64),
+)
 CONSUMER_LAG = Gauge(
     "kafka_consumer_lag", "Messages between the committed offset and the end of the partition",
     ["service", "topic", "partition"],
@@ -102,3 +111,5 @@ def initialise(service: str, handled_event_types: list[str],
     for reason in compensation_reasons:
         COMPENSATIONS.labels(service, reason)
     OUTBOX_PENDING.labels(service)
+    for outcome in ("committed", "rolled_back"):
+        SHARED_TRANSACTIONS.labels(service, outcome)

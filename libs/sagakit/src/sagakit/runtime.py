@@ -32,7 +32,7 @@ from sagakit.errors import CommitOutcomeUnknown, is_connection_failure
 from sagakit.relay import OutboxRelay
 from sagakit.settings import MessagingSettings, load
 from sagakit.tables import MessagingTables
-from sagakit.unit_of_work import UnitOfWork
+from sagakit.unit_of_work import SharedTransaction, UnitOfWork
 
 log = logging.getLogger("sagakit.runtime")
 
@@ -69,6 +69,10 @@ class Runtime:
             reads_outside_transaction: bool = False) -> UnitOfWork:
         return UnitOfWork(self.engine, self.tables, self.name, isolation_level=isolation_level,
                           reads_outside_transaction=reads_outside_transaction)
+
+    def shared_transaction(self) -> SharedTransaction:
+        return SharedTransaction(self.engine, self.tables, self.name,
+                                 self.settings.consumer_batch_lock_timeout_ms)
 
 
 @dataclass(frozen=True)
@@ -149,7 +153,8 @@ def create_app(definition: ServiceDefinition) -> FastAPI:
         handlers = definition.make_handlers(rt) if definition.topics else {}
         if definition.topics:
             rt.consumer = EventConsumer(service=definition.name, topics=definition.topics,
-                                        handlers=handlers, uow_factory=rt.uow, settings=msg)
+                                        handlers=handlers, uow_factory=rt.uow, settings=msg,
+                                        shared_transaction=rt.shared_transaction)
         metrics.initialise(definition.name, sorted(handlers), definition.compensation_reasons)
         app.state.runtime = rt
         if definition.on_start:

@@ -57,6 +57,15 @@ class MessagingSettings(BaseSettings):
     handler_timeout_s: float = Field(20.0, gt=0, le=300)
 
     consumer_max_records: int = Field(500, ge=1)
+    # Records of one partition queued behind each other whose handlers allow it are handled in
+    # one transaction, up to this many (sagakit.unit_of_work.SharedTransaction); 1 handles
+    # every record in a transaction of its own. Only records already waiting are grouped: a
+    # record never waits for others to arrive.
+    consumer_batch_max: int = Field(32, ge=1, le=500)
+    # A shared transaction waiting longer than this for a lock is rolled back and its records
+    # handled one by one: two of them can wait for each other, and PostgreSQL's deadlock
+    # detector only looks after a second.
+    consumer_batch_lock_timeout_ms: int = Field(200, ge=1, le=10_000)
     # How long the broker holds an empty fetch: what an idle consumer costs (requests per
     # second). It adds nothing to a record's latency: every partition stays in the fetch in
     # flight, which the broker answers as soon as any of them gets a record. Only a partition

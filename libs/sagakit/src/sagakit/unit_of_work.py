@@ -165,8 +165,13 @@ class UnitOfWork:
     def __init__(self, engine: AsyncEngine, tables: MessagingTables, service: str,
                  traceparent: Callable[[], str | None] | None = None,
                  isolation_level: str | None = None,
-                 reads_outside_transaction: bool = False) -> None:
+                 reads_outside_transaction: bool = False,
+                 within: SharedTransaction | None = None) -> None:
+        if within is not None and (isolation_level or not reads_outside_transaction):
+            raise ValueError("only a handler that reads outside a transaction and writes with "
+                             "its commit statement alone may share a transaction")
         self._engine = engine
+        self._within = within
         self._isolation_level = isolation_level
         self._reads_outside_transaction = reads_outside_transaction
         self._after_commit: list[Callable[[], None]] = []
@@ -190,6 +195,9 @@ class UnitOfWork:
         return self._conn
 
     async def __aenter__(self) -> UnitOfWork:
+        if self._within is not None:
+            self._conn = self._within.connection
+            return self
         self._conn = await self._engine.connect()
         # No BEGIN here: SQLAlchemy begins the transaction with the first statement (asyncpg
         # sends the isolation level with that BEGIN), and a unit of work whose only statement
@@ -203,6 +211,9 @@ class UnitOfWork:
     async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                         tb: TracebackType | None) -> None:
         assert self._conn is not None
+        if self._within is not None:
+            self._conn = None  # the shared transaction ends it, and returns the connection
+            return
         try:
             if not self.ended and self._conn.in_transaction():
                 await self._conn.rollback()  # no round trip when nothing began
@@ -294,8 +305,10 @@ class UnitOfWork:
         conn = self.connection
         if self.ended:
             raise RuntimeError("unit of work already ended")
-        # The commit statement is a transaction of its own when nothing began one before it.
-        alone = self._reads_outside_transaction or not conn.in_transaction()
+        # The commit statement is a transaction of its own when nothing began one before it,
+        # and never in a shared transaction (which commits it with the others).
+        shared = self._within is not None
+        alone = not shared and (self._reads_outside_transaction or not conn.in_transaction())
         if self._claim or self._outgoing or self._staged:
             driver = await self._driver(alone)
             # Sent on the driver's connection, in the transaction SQLAlchemy began if there is
@@ -310,7 +323,7 @@ class UnitOfWork:
                 if self._claim and violated_unique_key_of(exc) == "processed_messages":
                     await self._give_up(alone)
                     raise AlreadyProcessed(self._claim.message_id) from None
-                if is_connection_failure(exc):
+                if is_connection_failure(exc) and not shared:
                     self.ended = True  # nothing to roll back on a dead connection
                     await conn.invalidate()
                     if alone:  # that statement was its own COMMIT
@@ -323,7 +336,7 @@ class UnitOfWork:
             if not held:
                 await self._give_up(alone)
                 return False
-        if not alone:
+        if not alone and not shared:
             try:
                 await conn.commit()
             except Exception as exc:
@@ -332,6 +345,10 @@ class UnitOfWork:
                     raise CommitOutcomeUnknown(f"connection lost during COMMIT: {exc!r}") from exc
                 raise
         self.committed = self.ended = True
+        if self._within is not None:
+            # Written, not yet committed: what waits for the commit waits for the shared one.
+            self._within.after_commit(*self._after_commit)
+            return True
         for callback in self._after_commit:
             callback()
         return True
@@ -353,7 +370,7 @@ class UnitOfWork:
                                        "not sent")
 
     async def _give_up(self, alone: bool) -> None:
-        if not alone:
+        if not alone and self._within is None:
             await self.connection.rollback()
         self.ended = True
 
@@ -392,6 +409,101 @@ class UnitOfWork:
     def after_commit(self, callback: Callable[[], None]) -> None:
         """Runs ``callback`` once the transaction has committed (never if it rolls back)."""
         self._after_commit.append(callback)
+
+
+class SharedTransaction:
+    """Units of work of several messages in one transaction: one COMMIT for all of them.
+
+        async with shared:                     # a connection, BEGIN
+            async with shared.unit() as uow:   # a unit of work whose commit statement runs
+                ...                            # in the shared transaction
+            await shared.commit()              # COMMIT; then every unit's after_commit
+
+    For the consumer, when a partition's records queue up faster than they are handled: a
+    commit costs PostgreSQL more than the statement it ends (a WAL flush, and a wake-up of
+    every connection listening for the notifications it sends), and one COMMIT for many
+    records divides that cost (docs/benchmarks.md, session 12).
+
+    Only units that read outside a transaction and write everything with their commit
+    statement may share one (``UnitOfWork`` refuses others): each unit's writes are then that
+    one statement, whole or nothing, and a unit whose guard found nothing wrote nothing and
+    leaves the transaction usable. A unit that fails (a duplicate's claim included) leaves it
+    aborted: nothing of any unit is written, and the caller handles the messages again one by
+    one. A unit's ``committed`` means written in the shared transaction; what it asked to run
+    after its commit runs after the shared COMMIT, and never if the transaction rolls back.
+
+    Locks taken by one unit are held until the shared COMMIT, so two shared transactions can
+    wait for each other: a lock wait longer than ``lock_timeout_ms`` fails the transaction
+    (SQLSTATE 55P03) rather than leaving a deadlock to PostgreSQL's detector (a second).
+    """
+
+    def __init__(self, engine: AsyncEngine, tables: MessagingTables, service: str,
+                 lock_timeout_ms: int) -> None:
+        self._engine = engine
+        self.tables = tables
+        self.service = service
+        self._lock_timeout_ms = int(lock_timeout_ms)
+        self._conn: AsyncConnection | None = None
+        self._driver: asyncpg.Connection | None = None
+        self._callbacks: list[Callable[[], None]] = []
+        self.committed = False
+
+    @property
+    def connection(self) -> AsyncConnection:
+        if self._conn is None:
+            raise RuntimeError("shared transaction used outside 'async with'")
+        return self._conn
+
+    async def __aenter__(self) -> SharedTransaction:
+        conn = await self._engine.connect()
+        try:
+            # SQLAlchemy in autocommit sends no BEGIN or COMMIT of its own, and the units' reads
+            # go to the driver (sagakit.driver): the transaction is the driver's, begun here.
+            await conn.execution_options(isolation_level="AUTOCOMMIT")
+            driver = await driver_of(conn)
+            await driver.execute(
+                f"BEGIN; SET LOCAL lock_timeout = '{self._lock_timeout_ms}ms'")
+        except BaseException:
+            await conn.invalidate()
+            await conn.close()
+            raise
+        self._conn, self._driver = conn, driver
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        conn, driver = self._conn, self._driver
+        assert conn is not None and driver is not None
+        self._conn = self._driver = None
+        try:
+            if not self.committed:
+                try:
+                    await driver.execute("ROLLBACK")
+                except BaseException:
+                    # Whatever state the connection is in, it must not go back to the pool.
+                    await conn.invalidate()
+        finally:
+            await conn.close()
+
+    def unit(self) -> UnitOfWork:
+        return UnitOfWork(self._engine, self.tables, self.service,
+                          reads_outside_transaction=True, within=self)
+
+    def after_commit(self, *callbacks: Callable[[], None]) -> None:
+        self._callbacks.extend(callbacks)
+
+    async def commit(self) -> None:
+        if self._driver is None or self.committed:
+            raise RuntimeError("shared transaction not open")
+        try:
+            await self._driver.execute("COMMIT")
+        except BaseException as exc:
+            if is_connection_failure(exc):
+                raise CommitOutcomeUnknown(f"connection lost during COMMIT: {exc!r}") from exc
+            raise
+        self.committed = True
+        for callback in self._callbacks:
+            callback()
 
 
 UnitOfWorkFactory = Callable[..., UnitOfWork]

@@ -50,3 +50,5 @@ async def on_orden_solicitada(uow: UnitOfWork, event: Envelope) -> None:
 
 
 on_orden_solicitada.reads_outside_transaction = True  # type: ignore[attr-defined]
+# Nothing follows its commit: queued orders may be checked in one transaction.
+on_orden_solicitada.shares_transaction = True  # type: ignore[attr-defined]
