@@ -11,12 +11,18 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
+import subprocess
+import sys
 import uuid
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from aiokafka import TopicPartition
+from harness import config
 from harness.kafka import envelope
 from harness.scratch import scratch_outbox
 from harness.waiting import wait_for
@@ -25,10 +31,10 @@ from sagakit.consumer import EventConsumer, RawRecord
 from sagakit.envelope import Envelope
 from sagakit.errors import PermanentError
 from sagakit.settings import MessagingSettings
-from sagakit.tables import MessagingTables
+from sagakit.tables import MessagingTables, messaging_tables, service_metadata
 from sagakit.unit_of_work import SharedTransaction, StagedWrite, UnitOfWork
 from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 SCHEMA = "sharedtx"
 TOPIC = "shared-tx-events"
@@ -175,10 +181,8 @@ async def test_a_duplicate_among_them_is_a_duplicate_and_the_others_are_written_
     assert await consumer._partition(None, TP, records) is None  # type: ignore[arg-type]
 
     assert _shared("rolled_back") == rolled_back + 1
-    # The records up to the duplicate were handled alone; the ones after it together again.
-    transactions = await _transactions(engine, records)
-    assert len({transactions[0], transactions[1], transactions[2], transactions[3]}) == 4
-    assert transactions[3] == transactions[4] == transactions[5]
+    # After a duplicate every record of the run goes alone: redelivered records come in runs.
+    assert len(set(await _transactions(engine, records))) == 6
     assert await _counters(engine, names) == [1, 1, 0, 1, 1, 1]
     assert await _outbox_count(engine, TOPIC) == 5
     assert _message_id(records[2]) not in counters.committed
@@ -248,6 +252,52 @@ async def test_a_lock_held_past_the_lock_timeout_rolls_back_instead_of_waiting(s
         await holder.commit()
     assert await asyncio.wait_for(handling, 30) is None
     assert await _counters(engine, names) == [1, 1, 1, 1]
+    assert consumer._offsets[TP] == len(records)
+
+
+def _child_main() -> None:
+    """In a process of its own: handles the records in ``SHARED_TX_RECORDS`` (JSON) as the
+    consumer does, with ``SAGA_FAULT_CRASH_AFTER_COMMIT`` set: SIGKILL after the commit."""
+    async def main() -> None:
+        engine = create_async_engine(
+            config.admin_dsn().replace("postgresql://", "postgresql+asyncpg://"))
+        tables = messaging_tables(service_metadata(SCHEMA))
+        records = [RawRecord(TOPIC, 0, r["offset"], r["key"].encode(), r["value"].encode(), [])
+                   for r in json.loads(os.environ["SHARED_TX_RECORDS"])]
+        await _consumer((engine, tables), Counters())._partition(None, TP, records)  # type: ignore[arg-type]
+    asyncio.run(main())
+
+
+async def test_killed_between_the_shared_commit_and_the_offset_the_records_come_again_once(
+        scratch) -> None:  # type: ignore[no-untyped-def]
+    """kill -9 right after a shared COMMIT, before any offset is recorded: every record is
+    delivered again, and each one's inbox row absorbs its copy."""
+    engine, _ = scratch
+    names = [str(uuid.uuid4()) for _ in range(4)]
+    records = await _records(engine, names)
+    env = {**os.environ, "SAGA_FAULT_CRASH_AFTER_COMMIT": "OrdenCompletada",
+           "SHARED_TX_RECORDS": json.dumps([{"offset": r.offset, "key": (r.key or b"").decode(),
+                                             "value": (r.value or b"").decode()}
+                                            for r in records])}
+    child = ("import importlib.util, sys\n"
+             f"sys.path[:0] = {[str(Path(__file__).parents[1]), os.getcwd()]!r}\n"
+             f"spec = importlib.util.spec_from_file_location('shared_tx', {__file__!r})\n"
+             "module = importlib.util.module_from_spec(spec)\n"
+             "spec.loader.exec_module(module)\n"
+             "module._child_main()\n")
+    done = await asyncio.to_thread(subprocess.run, [sys.executable, "-c", child], env=env,
+                                   capture_output=True, timeout=60)
+    assert done.returncode == -signal.SIGKILL, done.stderr.decode()[-2000:]
+    # The four were committed together before the kill.
+    assert await _transactions(engine, records) == [0, 0, 0, 0]
+    assert await _counters(engine, names) == [1] * 4
+
+    consumer = _consumer(scratch, Counters())  # the restarted consumer: all of them again
+    assert await consumer._partition(None, TP, records) is None  # type: ignore[arg-type]
+
+    assert await _counters(engine, names) == [1] * 4
+    assert await _outbox_count(engine, TOPIC) == 4
+    assert await _transactions(engine, records) == [0, 0, 0, 0]
     assert consumer._offsets[TP] == len(records)
 
 

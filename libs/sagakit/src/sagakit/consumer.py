@@ -464,9 +464,10 @@ class EventConsumer:
         """Handles consecutive records that may share a transaction: as many as possible in
         one, the others alone. A record whose guard found its state moved ends the shared
         transaction (the records before it commit) and is handled alone, as is a record that
-        failed in it (all of it rolled back, the records before it alone too): its own unit of
-        work decides what its failure means (duplicate, retry, dead letter). Returns the
-        record that waits for a retry, if one does."""
+        failed in it (all of it rolled back, the records before it alone too; after a
+        duplicate, the whole run): its own unit of work decides what its failure means
+        (duplicate, retry, dead letter). Returns the record that waits for a retry, if one
+        does."""
         i = 0
         while i < len(run):
             done, alone = (await self._handle_together(run[i:]) if len(run) - i > 1
@@ -505,6 +506,11 @@ class EventConsumer:
             metrics.SHARED_TRANSACTIONS.labels(self.service, "rolled_back").inc()
             log.info("shared transaction of %s records rolled back (%s), handling them alone",
                      len(run), type(exc).__name__, extra={"service": self.service})
+            if isinstance(exc, AlreadyProcessed):
+                # Redelivered records (after a crash, a rebalance) come in runs: the ones after
+                # a duplicate are most likely duplicates too, each of which would roll back
+                # another shared transaction.
+                return 0, len(run)
             # Which record failed, if it was one of them and not the COMMIT: those before it
             # worked and the ones after it may well work together again.
             return 0, min(handled + 1, len(run))
