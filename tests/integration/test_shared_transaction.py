@@ -107,12 +107,17 @@ async def _records(engine: AsyncEngine, names: list[str]) -> list[RawRecord]:
         for name in set(names):
             await conn.execute(text(f"INSERT INTO {SCHEMA}.counters VALUES (:c, 0)"),
                                {"c": name})
+    return _built(names)
+
+
+def _built(names: list[str], partition: int = 0) -> list[RawRecord]:
+    """A record per counter name (the saga id), offsets from 0."""
     records = []
     for offset, name in enumerate(names):
         value = envelope("OrdenCompletada", {"order_id": str(uuid.uuid4()),
                                              "total_amount": "1.00", "currency": "USD"},
                          saga_id=name, source="test")
-        records.append(RawRecord(TOPIC, 0, offset, name.encode(),
+        records.append(RawRecord(TOPIC, partition, offset, name.encode(),
                                  json.dumps(value).encode(), []))
     return records
 
@@ -253,6 +258,46 @@ async def test_a_lock_held_past_the_lock_timeout_rolls_back_instead_of_waiting(s
     assert await asyncio.wait_for(handling, 30) is None
     assert await _counters(engine, names) == [1, 1, 1, 1]
     assert consumer._offsets[TP] == len(records)
+
+
+async def test_two_lanes_with_the_same_sagas_in_opposite_orders_never_wait_for_each_other(
+        scratch) -> None:  # type: ignore[no-untyped-def]
+    """Lane A holds saga x and comes to y; lane B holds y and comes to x. Left to PostgreSQL,
+    each would wait for the other's lock until the lock timeout (3 s here) rolled one back.
+    The lanes see each other's sagas: each commits what it has, and waits for the other to
+    end instead of for a lock."""
+    engine, tables = scratch
+    x, y, z = (str(uuid.uuid4()) for _ in range(3))
+    lane_a = await _records(engine, [x, z, y])
+    lane_b = _built([y, x], partition=1)
+    # Both lanes reach their second saga only once each holds its first one.
+    both_hold = asyncio.Barrier(2)
+    firsts = {_message_id(lane_a[0]), _message_id(lane_b[0])}
+    counters = Counters()
+    handle = counters.handle
+
+    async def handle_after_barrier(uow: UnitOfWork, event: Envelope) -> None:
+        await handle(uow, event)
+        if event.message_id in firsts:
+            firsts.discard(event.message_id)
+            await asyncio.wait_for(both_hold.wait(), 10)
+    counters.handle = handle_after_barrier  # type: ignore[method-assign]
+    consumer = EventConsumer(
+        service=SCHEMA, topics=[TOPIC],
+        handlers=_consumer(scratch, counters).handlers,
+        uow_factory=lambda **kw: UnitOfWork(engine, tables, SCHEMA, **kw),
+        settings=MessagingSettings(),
+        shared_transaction=lambda: SharedTransaction(engine, tables, SCHEMA, 3000))
+    rolled_back = _shared("rolled_back")
+
+    results = await asyncio.wait_for(asyncio.gather(
+        consumer._partition(None, TopicPartition(TOPIC, 0), lane_a),  # type: ignore[arg-type]
+        consumer._partition(None, TopicPartition(TOPIC, 1), lane_b)), 30)  # type: ignore[arg-type]
+
+    assert results == [None, None]
+    assert _shared("rolled_back") == rolled_back, "a lane waited for the other's lock"
+    assert await _counters(engine, [x, y, z]) == [2, 2, 1]
+    assert consumer._held == {} and consumer._wanted == set()
 
 
 def _child_main() -> None:

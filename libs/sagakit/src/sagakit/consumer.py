@@ -199,6 +199,10 @@ class EventConsumer:
         self.shared_transaction = shared_transaction
         self._sharing = {event_type for event_type, handler in handlers.items()
                          if getattr(handler, SHARES_TRANSACTION, False)}
+        # Sagas touched by an open shared transaction (resolved when it ends), and those of
+        # them another lane waits for (``_handle_together``).
+        self._held: dict[str, asyncio.Future[None]] = {}
+        self._wanted: set[str] = set()
         for event_type in self._sharing:
             handler = handlers[event_type]
             if (getattr(handler, "isolation_level", None)
@@ -404,6 +408,7 @@ class EventConsumer:
                         return self._retry_later(consumer, tp, batch, completed, *waiting)
                 if shares:
                     continue
+                self._ask_for(verdict)
                 outcome = await self._process_until_decided(tp, raw, verdict)
                 if outcome.status == "retry":
                     return self._retry_later(consumer, tp, batch, completed, raw, outcome)
@@ -477,6 +482,7 @@ class EventConsumer:
                                    completed)
             i += done
             for raw, verdict in run[i:i + alone]:
+                self._ask_for(verdict)
                 outcome = await self._process_until_decided(tp, raw, verdict)
                 if outcome.status == "retry":
                     return raw, outcome
@@ -486,17 +492,40 @@ class EventConsumer:
 
     async def _handle_together(self, run: list[tuple[RawRecord, Admitted]]) -> tuple[int, int]:
         """Handles ``run`` in one shared transaction; returns how many records of it, from the
-        first, it committed, and how many after those must be handled alone."""
+        first, it committed, and how many after those must be handled alone.
+
+        Lanes of this process coordinate by saga (the key of every lock a saga step takes):
+        a shared transaction records the sagas it has touched until it ends. A record whose saga
+        another lane's open shared transaction holds is not handled in this one: this one
+        commits what it has (releasing its own locks), and the next one begins by waiting for
+        the other to end; meanwhile the other is asked to commit after its current record.
+        Two lanes never wait for each other's locks, and no lane waits for the lock timeout.
+        (Across processes, the lock timeout still stands.)"""
         assert self.shared_transaction is not None
         started = time.perf_counter()
         handled = 0
+        mine: set[str] = set()
+        ended: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         try:
             async with asyncio.timeout(self.settings.handler_timeout_s):
                 async with self.shared_transaction() as shared:
+                    stale = False
                     for raw, verdict in run:
+                        saga = verdict.envelope.saga_id
+                        if saga not in mine:
+                            if saga in self._held:
+                                if handled:
+                                    self._wanted.add(saga)
+                                    break  # commit now; the next transaction waits for it
+                                await self._wait_until_released(saga)
+                            self._held[saga] = ended
+                            mine.add(saga)
                         if not await self._handle_shared(shared, raw, verdict):
-                            break  # its guard found its state moved: it goes alone
+                            stale = True  # its guard found its state moved: it goes alone
+                            break
                         handled += 1
+                        if self._wanted & mine:
+                            break  # another lane waits for a saga of this one
                     if handled == 0:
                         return 0, 1
                     await shared.commit()
@@ -514,12 +543,30 @@ class EventConsumer:
             # Which record failed, if it was one of them and not the COMMIT: those before it
             # worked and the ones after it may well work together again.
             return 0, min(handled + 1, len(run))
+        finally:
+            for saga in mine:
+                if self._held.get(saga) is ended:
+                    del self._held[saga]
+                self._wanted.discard(saga)
+            ended.set_result(None)
         metrics.SHARED_TRANSACTIONS.labels(self.service, "committed").inc()
         metrics.SHARED_TRANSACTION_RECORDS.labels(self.service).observe(handled)
         elapsed = time.perf_counter() - started
         for _, verdict in run[:handled]:
             self._report(verdict.envelope, "processed", elapsed, 1)
-        return handled, 1 if handled < len(run) else 0
+        return handled, 1 if stale else 0
+
+    def _ask_for(self, verdict: Verdict) -> None:
+        """A record about to be handled alone: if another lane's shared transaction holds its
+        saga, that one commits after its current record instead of making it wait longer."""
+        if isinstance(verdict, Admitted) and verdict.envelope.saga_id in self._held:
+            self._wanted.add(verdict.envelope.saga_id)
+
+    async def _wait_until_released(self, saga: str) -> None:
+        """Until no other lane's shared transaction holds ``saga``, asking it to commit."""
+        while (holder := self._held.get(saga)) is not None:
+            self._wanted.add(saga)
+            await asyncio.shield(holder)
 
     async def _handle_shared(self, shared: SharedTransaction, raw: RawRecord,
                              verdict: Admitted) -> bool:
