@@ -266,7 +266,7 @@ async def test_two_lanes_with_the_same_sagas_in_opposite_orders_never_wait_for_e
     each would wait for the other's lock until the lock timeout (3 s here) rolled one back.
     The lanes see each other's sagas: each commits what it has, and waits for the other to
     end instead of for a lock."""
-    engine, tables = scratch
+    engine, _ = scratch
     x, y, z = (str(uuid.uuid4()) for _ in range(3))
     lane_a = await _records(engine, [x, z, y])
     lane_b = _built([y, x], partition=1)
@@ -282,12 +282,7 @@ async def test_two_lanes_with_the_same_sagas_in_opposite_orders_never_wait_for_e
             firsts.discard(event.message_id)
             await asyncio.wait_for(both_hold.wait(), 10)
     counters.handle = handle_after_barrier  # type: ignore[method-assign]
-    consumer = EventConsumer(
-        service=SCHEMA, topics=[TOPIC],
-        handlers=_consumer(scratch, counters).handlers,
-        uow_factory=lambda **kw: UnitOfWork(engine, tables, SCHEMA, **kw),
-        settings=MessagingSettings(),
-        shared_transaction=lambda: SharedTransaction(engine, tables, SCHEMA, 3000))
+    consumer = _consumer(scratch, counters, lock_timeout_ms=3000)
     rolled_back = _shared("rolled_back")
 
     results = await asyncio.wait_for(asyncio.gather(

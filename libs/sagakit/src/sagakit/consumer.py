@@ -159,6 +159,7 @@ class Admitted:
     handler: Handler
     shares: bool
     """Its handler may share a transaction with other records' (``SHARES_TRANSACTION``)."""
+    traceparent: str | None
 
 
 @dataclass(frozen=True)
@@ -510,7 +511,7 @@ class EventConsumer:
             async with asyncio.timeout(self.settings.handler_timeout_s):
                 async with self.shared_transaction() as shared:
                     stale = False
-                    for raw, verdict in run:
+                    for _, verdict in run:
                         saga = verdict.envelope.saga_id
                         if saga not in mine:
                             if saga in self._held:
@@ -520,7 +521,7 @@ class EventConsumer:
                                 await self._wait_until_released(saga)
                             self._held[saga] = ended
                             mine.add(saga)
-                        if not await self._handle_shared(shared, raw, verdict):
+                        if not await self._handle_shared(shared, verdict):
                             stale = True  # its guard found its state moved: it goes alone
                             break
                         handled += 1
@@ -568,12 +569,11 @@ class EventConsumer:
             self._wanted.add(saga)
             await asyncio.shield(holder)
 
-    async def _handle_shared(self, shared: SharedTransaction, raw: RawRecord,
-                             verdict: Admitted) -> bool:
+    async def _handle_shared(self, shared: SharedTransaction, verdict: Admitted) -> bool:
         envelope = verdict.envelope
         token = current_message.set(envelope)
         try:
-            with self._span(envelope, decode_headers(raw.headers).get(h.TRACEPARENT)):
+            with self._span(envelope, verdict.traceparent):
                 async with shared.unit() as uow:
                     uow.claim(envelope.message_id, envelope.event_type, envelope.saga_id)
                     await verdict.handler(uow, envelope)
@@ -630,7 +630,8 @@ class EventConsumer:
     def admit(self, raw: RawRecord) -> Verdict:
         """What a record is before anything is written for it: a record to handle (its
         envelope decoded, its payload valid), one to skip, or one to dead-letter and why."""
-        replay_for = decode_headers(raw.headers).get(h.REPLAY_FOR)
+        headers = decode_headers(raw.headers)
+        replay_for = headers.get(h.REPLAY_FOR)
         if replay_for and replay_for != self.service:
             # A dead letter replayed for another consumer: this service processed the original.
             return Outcome("skipped")
@@ -654,7 +655,8 @@ class EventConsumer:
             return Rejected(envelope, "schema_invalid", exc, str(exc))
         if handler is None:
             return Outcome("skipped", event_type=event_type)
-        return Admitted(envelope, handler, event_type in self._sharing)
+        return Admitted(envelope, handler, event_type in self._sharing,
+                        headers.get(h.TRACEPARENT))
 
     def _skipped(self, outcome: Outcome) -> Outcome:
         if outcome.event_type is not None:
@@ -684,7 +686,7 @@ class EventConsumer:
                 number = len(attempts) + 1
                 try:
                     status = await self._handle_within_timeout(
-                        handler, envelope, decode_headers(raw.headers).get(h.TRACEPARENT))
+                        handler, envelope, verdict.traceparent)
                     self._report(envelope, status, time.perf_counter() - started, number)
                     return Outcome(status, attempts, event_type)
                 except asyncio.CancelledError:
