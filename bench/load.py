@@ -40,15 +40,21 @@ async def _backlog(conn: asyncpg.Connection) -> int:
 
 
 async def wait_terminal(conn: asyncpg.Connection, saga_ids: list[str], timeout: float) -> int:
+    """Waits until every saga reached a terminal state; returns how many had not by then.
+
+    Each look asks only about the sagas still running at the one before: this query runs on
+    the measured stack's two cores, inside the CPU window, and asking each time about every
+    saga of the step (4,000 index probes at 200/s for 20 s, five times a second while the
+    backlog drains) took up to a tenth of a core from PostgreSQL (session 13)."""
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        left = await conn.fetchval("SELECT count(*) FROM pedidos.orders WHERE saga_id = "
-                                   "ANY($1::uuid[]) AND NOT status = ANY($2::text[])",
-                                   saga_ids, list(TERMINAL))
-        if left == 0:
-            return 0
-        await asyncio.sleep(0.2)
-    return int(left)
+    running = list(saga_ids)
+    while running and time.monotonic() < deadline:
+        running = [r[0] for r in await conn.fetch(
+            "SELECT saga_id::text FROM pedidos.orders WHERE saga_id = ANY($1::uuid[]) "
+            "AND NOT status = ANY($2::text[])", running, list(TERMINAL))]
+        if running:
+            await asyncio.sleep(0.2)
+    return len(running)
 
 
 async def saga_latencies(conn: asyncpg.Connection, saga_ids: list[str]) -> dict[str, Any]:

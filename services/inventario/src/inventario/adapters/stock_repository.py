@@ -72,7 +72,10 @@ RETURNING saga_id"""),)
 # An allocation that succeeded: the saga's allocation row and every line's units off its
 # product (rows this transaction has locked already: no new lock waits). The units are taken
 # only if the row went in (the UPDATE joins what the INSERT returned). Lines of the same SKU
-# count together.
+# count together. The products are found by their primary key (= ANY of an array), as in the
+# locking statement: joined to the lines alone, which PostgreSQL guesses at a hundred rows,
+# the update was planned as a scan of the whole catalogue, whose cost grew with every product
+# added (7.7 ms of a 9 ms statement with 4,900 products; session 13).
 _ALLOCATED = (
     ("wanted", """SELECT l.sku, sum(l.quantity)::int AS quantity
 FROM jsonb_to_recordset(CAST(:alloc_items AS jsonb)) AS l(sku text, quantity int)
@@ -83,7 +86,9 @@ ON CONFLICT (saga_id) DO NOTHING
 RETURNING saga_id"""),
     ("taken", f"""UPDATE {{schema}}.{products.name} p
 SET quantity = p.quantity - w.quantity, updated_at = now()
-FROM wanted w, recorded r WHERE p.sku = w.sku AND :alloc_status = '{AllocationStatus.ALLOCATED.value}'
+FROM wanted w, recorded r
+WHERE p.sku = ANY (ARRAY(SELECT sku FROM wanted)) AND p.sku = w.sku
+  AND :alloc_status = '{AllocationStatus.ALLOCATED.value}'
 RETURNING p.sku"""),
 )
 _LOCK_ALLOCATION = (select(allocations.c.status, allocations.c["items"])
