@@ -39,6 +39,14 @@ async def _backlog(conn: asyncpg.Connection) -> int:
         "(SELECT count(*) FROM pagos.outbox WHERE status = 'pending')"))
 
 
+async def catalogue_size() -> int:
+    conn = await asyncpg.connect(admin_dsn())
+    try:
+        return int(await conn.fetchval("SELECT count(*) FROM inventario.products"))
+    finally:
+        await conn.close()
+
+
 async def wait_terminal(conn: asyncpg.Connection, saga_ids: list[str], timeout: float) -> int:
     """Waits until every saga reached a terminal state; returns how many had not by then.
 

@@ -21,11 +21,12 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import asyncpg
 import httpx
 import psutil
 
-from bench import baselines, goals, load, profile, relay_bench
-from bench.common import ROOT, part_roots
+from bench import baselines, goals, load, pg_statements, profile, relay_bench
+from bench.common import ROOT, admin_dsn, part_roots
 
 OUT = ROOT / "bench-results"
 
@@ -67,6 +68,9 @@ async def main() -> None:
         skus = [f"BENCH-{run_id}-{i:03d}" for i in range(products)]
         for sku in skus:
             await load.set_stock(http, sku, 10_000_000)
+        # Every run adds its products to the stack's catalogue, and statements that touch it
+        # may cost more as it grows (session 13): runs are compared knowing its size.
+        results["catalogue_products"] = await load.catalogue_size()
         # A warm-up like a stack in service has had: right after a Kafka restart the broker
         # took 39 % of a core at 10 orders/s, 23 % a minute later, 11 % after a full run
         # (JIT). This warm-up alone did not bring the 10/s step down (docs/benchmarks.md).
@@ -158,17 +162,25 @@ async def profile_hot_service(steps: list[dict[str, Any]], skus: list[str],
         return {"error": f"{hot[0]} is not running"}
     print(f"profiling {hot[0]} ({hot[1]} ms of CPU per saga at {rate:g}/s) for {seconds:g}s "
           f"at {rate:g} orders/s...", flush=True)
-    sampling = asyncio.create_task(profile.record(root.pid, seconds))
-    await load.open_loop(rate, seconds, skus=skus)
+    conn = await asyncpg.connect(admin_dsn())
+    try:
+        # A stack whose PostgreSQL runs without pg_stat_statements still gets its profile.
+        missing = await pg_statements.reset(conn)
+        sampling = asyncio.create_task(profile.record(root.pid, seconds))
+        window = await load.open_loop(rate, seconds, skus=skus)
+        statements = {"error": missing} if missing else await pg_statements.top(
+            conn, window["accepted"] - window["unfinished"])
+    finally:
+        await conn.close()
     try:
         prof = await sampling
     except RuntimeError as exc:
-        return {"component": hot[0], "error": str(exc)}
+        return {"component": hot[0], "error": str(exc), "postgres_statements": statements}
     return {"component": hot[0], "cpu_ms_per_saga": hot[1], "rate_per_s": rate,
             "seconds": seconds,
             "cpu_ms_per_saga_by_part": busiest.get("cpu_ms_per_saga", {}),
             "load_generator_cpu_ms_per_saga": busiest.get("load_generator_cpu_ms_per_saga"),
-            "profile": prof.as_dict()}
+            "profile": prof.as_dict(), "postgres_statements": statements}
 
 
 def report(r: dict[str, Any]) -> None:
@@ -187,6 +199,8 @@ def report(r: dict[str, Any]) -> None:
         print(f"  CPU of those 7 tx + 6 hops at saturation (server and client): "
               f"{cf['cpu_ms_per_saga']} ms a saga; {r['machine']['cores']} cores doing nothing "
               f"else would sustain {cf['ceiling_sagas_per_s']} sagas/s")
+    if "catalogue_products" in r:
+        print(f"  catalogue: {r['catalogue_products']} products (each run adds its own)")
     rel = r["relay"]
     print("\n== relay vs raw producer")
     print(f"  throughput: relay {rel['relay_events_per_s']}/s, raw {rel['raw_producer_events_per_s']}/s"
@@ -251,6 +265,15 @@ def report_goals(r: dict[str, Any]) -> None:
     print("  busiest lines:")
     for fn, share in prof["top_leaf_functions"][:8]:
         print(f"    {share:5.1%}  {fn}")
+    st = p.get("postgres_statements")
+    if st and "error" in st:
+        print(f"  PostgreSQL's statements: not measured ({st['error']})")
+    elif st:
+        print(f"  PostgreSQL, the services' statements (pg_stat_statements): "
+              f"{st['statements_ms_per_saga']} ms of execution a saga; the longest:")
+        for s in st["top"][:8]:
+            print(f"    {s['ms_per_saga']:6.3f} ms/saga  {s['calls_per_saga']:5.2f} calls × "
+                  f"{s['ms_per_call']} ms  {s['statement'][:80]}")
 
 
 def plot(r: dict[str, Any], path: Path) -> None:

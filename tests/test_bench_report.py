@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from bench import baselines, goals, profile
+from bench import baselines, goals, pg_statements, profile
 
 
 def run(*, rate50: dict[str, Any] | None = None, low_p50: float = 40.0, floor: float = 15.0,
@@ -153,3 +153,26 @@ def test_py_spy_finds_where_a_real_process_spends_its_time(native: bool) -> None
     spinning = sum(share for fn, share in p.top_leaf_functions if "spin_in_a_known_place" in fn
                    or "<genexpr>" in fn)
     assert spinning > 0.8
+
+
+def test_postgres_statements_are_reported_per_saga_longest_first() -> None:
+    rows = [
+        {"calls": 100, "total_exec_time": 50.0, "rows": 100, "blocks": 1000,
+         "query": "WITH moved_order AS (\n  UPDATE pedidos.orders SET status = $1 ...)"},
+        {"calls": 200, "total_exec_time": 250.0, "rows": 200, "blocks": 800,
+         "query": "WITH wanted AS (SELECT l.sku FROM jsonb_to_recordset($1))  " + "x" * 200},
+        {"calls": 0, "total_exec_time": 0.0, "rows": 0, "blocks": 0, "query": "SELECT 1"},
+        # The same text prepared with other parameter types: a row of its own, counted as one.
+        {"calls": 100, "total_exec_time": 100.0, "rows": 100, "blocks": 400,
+         "query": "WITH moved_order AS ( UPDATE pedidos.orders SET status = $1 ...)"},
+    ]
+    summary = pg_statements.summarise(rows, sagas=100, n=2)
+    assert summary["statements_ms_per_saga"] == 4.0
+    first, second = summary["top"]
+    assert first["statement"].startswith("WITH wanted AS (SELECT l.sku")
+    assert len(first["statement"]) == 110 and first["statement"].endswith("…")
+    assert (first["calls_per_saga"], first["ms_per_call"], first["ms_per_saga"],
+            first["share"], first["blocks_per_call"]) == (2.0, 1.25, 2.5, 0.625, 4.0)
+    assert second["statement"] == "WITH moved_order AS ( UPDATE pedidos.orders SET status = $1 ...)"
+    assert (second["calls_per_saga"], second["ms_per_call"], second["ms_per_saga"],
+            second["share"], second["blocks_per_call"]) == (2.0, 0.75, 1.5, 0.375, 7.0)

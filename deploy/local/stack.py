@@ -254,8 +254,11 @@ def start_postgres() -> None:
     log(f"starting PostgreSQL on 127.0.0.1:{PG_PORT}")
     # Commit timestamps let the benchmark split each hop at the commits themselves (commit →
     # broker acknowledgement → consumer's transaction → its commit); a few bytes per commit.
+    # pg_stat_statements tells which statements PostgreSQL's time goes to (the benchmark's
+    # profile, bench/pg_statements.py); it found the allocation scanning the whole catalogue.
     subprocess.run(as_pg_user([pg_bin("pg_ctl"), "-D", str(data), "-l", str(pg_log), "-w",
-                               "-t", "60", "-o", "-c track_commit_timestamp=on", "start"]),
+                               "-t", "60", "-o", "-c track_commit_timestamp=on "
+                               "-c shared_preload_libraries=pg_stat_statements", "start"]),
                    check=True, capture_output=True)
     link = LOGS / "postgres.log"
     # A cluster made elsewhere before (another data folder) leaves a link to its old log.
@@ -297,6 +300,8 @@ def bootstrap_database() -> None:
     statements = [
         f"REVOKE ALL ON DATABASE {PG_DB} FROM PUBLIC",
         "REVOKE ALL ON SCHEMA public FROM PUBLIC",
+        # For the operator and the benchmark (admin role); the services' roles cannot read it.
+        "CREATE EXTENSION IF NOT EXISTS pg_stat_statements",
     ]
     for svc in SERVICE_PORTS:
         owner, app = f"{svc}_owner", f"{svc}_app"

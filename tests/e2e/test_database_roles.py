@@ -57,3 +57,23 @@ async def test_audit_trail_is_append_only_for_pedidos(running_stack: None) -> No
             await conn.execute("UPDATE pedidos.saga_audit SET actor = 'x'")
     finally:
         await conn.close()
+
+
+@pytest.mark.parametrize("service", sorted(SERVICES))
+async def test_statement_statistics_are_the_operators_not_the_services(
+        running_stack: None, service: str) -> None:
+    """pg_stat_statements is loaded for the operator and the benchmark (bench/pg_statements.py);
+    it holds every role's statements, so a service's role cannot read it."""
+    admin = await asyncpg.connect(config.admin_dsn())
+    try:
+        assert await admin.fetchval(
+            "SELECT count(*) FROM pg_stat_statements WHERE userid = "
+            "(SELECT oid FROM pg_roles WHERE rolname = $1)", f"{service}_app") > 0
+    finally:
+        await admin.close()
+    conn = await asyncpg.connect(config.role_dsn(service))
+    try:
+        with pytest.raises(asyncpg.InsufficientPrivilegeError):
+            await conn.fetchval("SELECT count(*) FROM public.pg_stat_statements")
+    finally:
+        await conn.close()
