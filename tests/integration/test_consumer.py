@@ -257,3 +257,39 @@ async def test_a_consumer_whose_fetch_task_died_is_replaced(scratch) -> None:  #
             await wait_for(handled, lambda d, s=saga_id: s in d, timeout=30,  # type: ignore[misc]
                            what="a record sent after the fetch task died")
         assert started[0]._consumer is not kafka_consumer  # replaced, not revived
+
+
+async def test_a_rebalance_hands_over_the_offsets_handled_so_far(scratch) -> None:  # type: ignore[no-untyped-def]
+    """Offsets go to Kafka at most every ``consumer_offset_commit_interval_ms`` (5 s here); an
+    instance that loses partitions to a new one sends what it has handled before the rebalance
+    completes, so the new one starts after those records instead of handling them again."""
+    first = [str(uuid.uuid4()) for _ in range(6)]
+    later = [str(uuid.uuid4()) for _ in range(6)]
+    handled_by: dict[str, list[str]] = {"a": [], "b": []}
+
+    def handler_of(name: str) -> Handler:
+        async def handler(uow: UnitOfWork, event: Envelope) -> None:
+            handled_by[name].append(event.saga_id)
+            await uow.commit()
+        return handler
+
+    async def handled() -> set[str]:
+        return set(handled_by["a"]) | set(handled_by["b"])
+
+    settings = MessagingSettings(kafka_bootstrap_servers=config.KAFKA,
+                                 consumer_offset_commit_interval_ms=5000)
+    started: list[EventConsumer] = []
+    async with _consuming(scratch, handler_of("a"), settings, started) as send:
+        for i, saga_id in enumerate(first):
+            await send(saga_id, i % 3)
+        await wait_for(handled, lambda d: set(first) <= d, timeout=15, what="first six handled")
+        # A second instance joins: the three partitions are shared out again.
+        async with _consuming(scratch, handler_of("b"), settings, started) as send_too:
+            for i, saga_id in enumerate(later):
+                await send_too(saga_id, i % 3)
+            await wait_for(handled, lambda d: set(later) <= d, timeout=30,
+                           what="later six handled")
+            assert started[1]._consumer is not None
+            assert started[1]._consumer.assignment(), "the new instance took no partition"
+    assert not set(first) & set(handled_by["b"]), "handed over without the offsets handled"
+    assert sorted(handled_by["a"] + handled_by["b"]) == sorted(first + later)

@@ -41,7 +41,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.errors import IllegalStateError, KafkaError
 from opentelemetry.trace import SpanKind
 from saga_contracts import headers as h
@@ -78,7 +78,6 @@ RETRYABLE_SQLSTATES = {"40001", "40P01", "55P03", "57014"}
 # as an attempt, because under contention they are expected and resolve immediately.
 CONFLICT_SQLSTATES = {"40001", "40P01"}
 MAX_QUICK_RETRIES = 20
-OFFSET_COMMIT_INTERVAL_S = 0.1
 # What a handler may ask of its unit of work, as attributes of the handler function.
 UOW_OPTIONS = ("isolation_level", "reads_outside_transaction")
 # A handler with this attribute true may have its unit of work share a transaction with other
@@ -89,6 +88,29 @@ SHARES_TRANSACTION = "shares_transaction"
 
 class InfrastructureDown(Exception):
     """The database is unreachable: retry the record later, never dead-letter it for that."""
+
+
+class _CommitBeforeRebalance(ConsumerRebalanceListener):
+    """Sends the offsets of the records handled so far before partitions are shared out again:
+    offsets go to Kafka only every ``consumer_offset_commit_interval_ms``, and the instance
+    that gets a partition would otherwise handle those records again (the inbox would absorb
+    them, at the cost of a transaction each)."""
+
+    def __init__(self, consumer: EventConsumer) -> None:
+        self._owner = consumer
+
+    async def on_partitions_revoked(self, revoked: list[TopicPartition]) -> None:
+        kafka_consumer = self._owner._consumer
+        if kafka_consumer is None:
+            return
+        try:
+            await self._owner._commit_offsets(kafka_consumer)
+        except KafkaError as exc:
+            log.warning("offsets not sent before a rebalance: %r", exc,
+                        extra={"service": self._owner.service})
+
+    async def on_partitions_assigned(self, assigned: list[TopicPartition]) -> None:
+        return None
 
 
 @dataclass
@@ -241,7 +263,8 @@ class EventConsumer:
             consumer = manual_commit_consumer(self.settings.kafka_bootstrap_servers,
                                               self.service, self.topics,
                                               f"{self.service}-consumer",
-                                              self.settings.consumer_fetch_max_wait_ms)
+                                              self.settings.consumer_fetch_max_wait_ms,
+                                              _CommitBeforeRebalance(self))
             try:
                 await consumer.start()
                 self._consumer = consumer
@@ -287,7 +310,8 @@ class EventConsumer:
         while not stop.is_set():
             await self._offsets_ready.wait()
             self._offsets_ready.clear()
-            await asyncio.sleep(OFFSET_COMMIT_INTERVAL_S)  # let a burst share one commit
+            # Records handled meanwhile share the commit.
+            await asyncio.sleep(self.settings.consumer_offset_commit_interval_ms / 1000)
             try:
                 await self._commit_offsets(consumer)
             except KafkaError as exc:
@@ -422,8 +446,8 @@ class EventConsumer:
         finally:
             # Only after the local transaction committed (or the record was dead-lettered),
             # and only up to the first record not done. The committer sends it to Kafka within
-            # ``OFFSET_COMMIT_INTERVAL_S``: a crash before then redelivers a few records, which
-            # the inbox absorbs.
+            # ``consumer_offset_commit_interval_ms``: a crash before then redelivers the records
+            # handled since, which the inbox absorbs.
             next_offset = None
             for raw in sorted(batch, key=lambda r: r.offset):
                 if raw.offset not in completed:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener
 
 
 def durable_producer(bootstrap: str, client_id: str) -> AIOKafkaProducer:
@@ -26,10 +26,12 @@ def durable_producer(bootstrap: str, client_id: str) -> AIOKafkaProducer:
 
 
 def manual_commit_consumer(bootstrap: str, group_id: str, topics: list[str],
-                           client_id: str, fetch_max_wait_ms: int) -> AIOKafkaConsumer:
-    """Offsets are committed by the consumer loop, only after the local transaction."""
-    return AIOKafkaConsumer(
-        *topics,
+                           client_id: str, fetch_max_wait_ms: int,
+                           listener: ConsumerRebalanceListener | None = None
+                           ) -> AIOKafkaConsumer:
+    """Offsets are committed by the consumer loop, only after the local transaction;
+    ``listener`` hears of rebalances before and after they happen."""
+    consumer = AIOKafkaConsumer(
         bootstrap_servers=bootstrap,
         group_id=group_id,
         client_id=client_id,
@@ -47,3 +49,5 @@ def manual_commit_consumer(bootstrap: str, group_id: str, topics: list[str],
         retry_backoff_ms=100,
         metadata_max_age_ms=30_000,
     )
+    consumer.subscribe(topics=topics, listener=listener)
+    return consumer
