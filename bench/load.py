@@ -39,10 +39,16 @@ async def _backlog(conn: asyncpg.Connection) -> int:
         "(SELECT count(*) FROM pagos.outbox WHERE status = 'pending')"))
 
 
-async def catalogue_size() -> int:
+async def stack_state() -> dict[str, int]:
+    """How much the stack's database holds: the catalogue a step's statements search, and the
+    rows the inbox, outbox and audit indexes take new entries among (kept for days)."""
     conn = await asyncpg.connect(admin_dsn())
     try:
-        return int(await conn.fetchval("SELECT count(*) FROM inventario.products"))
+        row = await conn.fetchrow(
+            "SELECT (SELECT count(*) FROM inventario.products) AS catalogue_products, "
+            "(SELECT reltuples::bigint FROM pg_class WHERE oid = 'pedidos.sagas'::regclass) "
+            "AS sagas_kept, pg_database_size(current_database()) / 1048576 AS database_mb")
+        return {k: int(v) for k, v in row.items()}
     finally:
         await conn.close()
 

@@ -68,9 +68,9 @@ async def main() -> None:
         skus = [f"BENCH-{run_id}-{i:03d}" for i in range(products)]
         for sku in skus:
             await load.set_stock(http, sku, 10_000_000)
-        # Every run adds its products to the stack's catalogue, and statements that touch it
-        # may cost more as it grows (session 13): runs are compared knowing its size.
-        results["catalogue_products"] = await load.catalogue_size()
+        # Every run adds its products to the catalogue and its sagas to tables kept for days,
+        # and statements may cost more as they grow (session 13): runs are compared knowing.
+        results["stack_state"] = await load.stack_state()
         # A warm-up like a stack in service has had: right after a Kafka restart the broker
         # took 39 % of a core at 10 orders/s, 23 % a minute later, 11 % after a full run
         # (JIT). This warm-up alone did not bring the 10/s step down (docs/benchmarks.md).
@@ -199,8 +199,10 @@ def report(r: dict[str, Any]) -> None:
         print(f"  CPU of those 7 tx + 6 hops at saturation (server and client): "
               f"{cf['cpu_ms_per_saga']} ms a saga; {r['machine']['cores']} cores doing nothing "
               f"else would sustain {cf['ceiling_sagas_per_s']} sagas/s")
-    if "catalogue_products" in r:
-        print(f"  catalogue: {r['catalogue_products']} products (each run adds its own)")
+    st = r.get("stack_state")
+    if st:
+        print(f"  database before the run: {st['catalogue_products']} products, "
+              f"~{st['sagas_kept']} sagas kept, {st['database_mb']} MB (each run adds its own)")
     rel = r["relay"]
     print("\n== relay vs raw producer")
     print(f"  throughput: relay {rel['relay_events_per_s']}/s, raw {rel['raw_producer_events_per_s']}/s"
