@@ -7,7 +7,9 @@ For each record, in partition order:
    not validated here: that is for the services that handle them).
 3. In one unit of work: run the handler and commit, with the message id claimed in
    ``processed_messages`` in the same transaction (a duplicate is found there and rolled
-   back). The offset is committed to Kafka only after that.
+   back). The offset is committed to Kafka only after that: offsets of the records handled
+   meanwhile go in one request at most every ``consumer_offset_commit_interval_ms``, and
+   before a rebalance takes partitions away (what a crash loses is redelivered and absorbed).
 4. ``TransientError`` (and database serialisation failures, deadlocks, lock timeouts) are
    retried with exponential backoff and jitter. While a record waits for its retry, its
    partition is rewound to it and paused, so the other partitions keep flowing. When the
