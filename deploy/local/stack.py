@@ -26,6 +26,7 @@ import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
@@ -114,10 +115,23 @@ def http_ok(url: str) -> bool:
         return False
 
 
+# A part's log is moved aside (one older generation kept, ``<part>.log.1``) when the part
+# starts and the log has grown past this: a day of benchmarks wrote 930 MB into pedidos' log.
+LOG_ROTATE_BYTES = int(os.environ.get("STACK_LOG_ROTATE_MB", "200")) * 2**20
+
+
+def open_log(part: str, logs: Path = LOGS, limit: int = LOG_ROTATE_BYTES) -> BinaryIO:
+    path = logs / f"{part}.log"
+    with contextlib.suppress(FileNotFoundError):
+        if path.stat().st_size > limit:
+            path.replace(logs / f"{part}.log.1")
+    return open(path, "ab")
+
+
 def spawn(part: str, argv: list[str], env: dict[str, str], cwd: Path = ROOT) -> int:
     LOGS.mkdir(parents=True, exist_ok=True)
     RUN.mkdir(parents=True, exist_ok=True)
-    logf = open(LOGS / f"{part}.log", "ab")
+    logf = open_log(part)
     proc = subprocess.Popen(
         argv,
         cwd=cwd,
