@@ -21,7 +21,7 @@ import asyncpg
 # The services' runtime roles (``<service>_app``); the benchmark's own queries run as the admin.
 _SERVICE_ROLES = "SELECT oid FROM pg_roles WHERE rolname LIKE '%\\_app'"
 _TOP = f"""
-SELECT calls, total_exec_time, rows, shared_blks_hit + shared_blks_read AS blocks, query
+SELECT calls, total_exec_time, shared_blks_hit + shared_blks_read AS blocks, query
 FROM pg_stat_statements
 WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
   AND userid IN ({_SERVICE_ROLES})
@@ -42,10 +42,13 @@ async def top(conn: asyncpg.Connection, sagas: int, n: int = 10) -> dict[str, An
     return summarise(await conn.fetch(_TOP), sagas, n)
 
 
-def shorten(query: str, width: int = 110) -> str:
-    """A statement on one line, cut to ``width``: its first CTE's name and table say which."""
-    one_line = re.sub(r"\s+", " ", query).strip()
-    return one_line if len(one_line) <= width else one_line[:width - 1] + "…"
+def one_line(query: str) -> str:
+    return re.sub(r"\s+", " ", query).strip()
+
+
+def shorten(statement: str, width: int = 110) -> str:
+    """A one-line statement cut to ``width``: its first CTE's name and table say which."""
+    return statement if len(statement) <= width else statement[:width - 1] + "…"
 
 
 def summarise(rows: Sequence[Mapping[str, Any]], sagas: int, n: int = 10) -> dict[str, Any]:
@@ -54,8 +57,7 @@ def summarise(rows: Sequence[Mapping[str, Any]], sagas: int, n: int = 10) -> dic
     together: PostgreSQL keeps one per parameter types the text was prepared with."""
     merged: dict[str, dict[str, float]] = {}
     for r in rows:
-        m = merged.setdefault(re.sub(r"\s+", " ", r["query"]).strip(),
-                              {"calls": 0, "ms": 0.0, "blocks": 0})
+        m = merged.setdefault(one_line(r["query"]), {"calls": 0, "ms": 0.0, "blocks": 0})
         m["calls"] += r["calls"]
         m["ms"] += float(r["total_exec_time"])
         m["blocks"] += r["blocks"]

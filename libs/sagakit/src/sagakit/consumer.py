@@ -92,24 +92,14 @@ class InfrastructureDown(Exception):
     """The database is unreachable: retry the record later, never dead-letter it for that."""
 
 
-class _CommitBeforeRebalance(ConsumerRebalanceListener):
-    """Sends the offsets of the records handled so far before partitions are shared out again:
-    offsets go to Kafka only every ``consumer_offset_commit_interval_ms``, and the instance
-    that gets a partition would otherwise handle those records again (the inbox would absorb
-    them, at the cost of a transaction each)."""
+class _BeforeRebalance(ConsumerRebalanceListener):
+    """Runs ``then`` before partitions are shared out again (aiokafka awaits it)."""
 
-    def __init__(self, consumer: EventConsumer) -> None:
-        self._owner = consumer
+    def __init__(self, then: Callable[[], Awaitable[None]]) -> None:
+        self._then = then
 
     async def on_partitions_revoked(self, revoked: list[TopicPartition]) -> None:
-        kafka_consumer = self._owner._consumer
-        if kafka_consumer is None:
-            return
-        try:
-            await self._owner._commit_offsets(kafka_consumer)
-        except KafkaError as exc:
-            log.warning("offsets not sent before a rebalance: %r", exc,
-                        extra={"service": self._owner.service})
+        await self._then()
 
     async def on_partitions_assigned(self, assigned: list[TopicPartition]) -> None:
         return None
@@ -266,7 +256,7 @@ class EventConsumer:
                                               self.service, self.topics,
                                               f"{self.service}-consumer",
                                               self.settings.consumer_fetch_max_wait_ms,
-                                              _CommitBeforeRebalance(self))
+                                              _BeforeRebalance(self._commit_before_rebalance))
             try:
                 await consumer.start()
                 self._consumer = consumer
@@ -307,6 +297,18 @@ class EventConsumer:
             for tp, o in offsets.items():
                 self._offsets.setdefault(tp, o)
             raise
+
+    async def _commit_before_rebalance(self) -> None:
+        """Offsets go to Kafka only every ``consumer_offset_commit_interval_ms``: the instance
+        that gets a partition would otherwise handle again what this one handled since (the
+        inbox would absorb it, at the cost of a transaction a record)."""
+        if self._consumer is None:
+            return
+        try:
+            await self._commit_offsets(self._consumer)
+        except KafkaError as exc:
+            log.warning("offsets not sent before a rebalance: %r", exc,
+                        extra={"service": self.service})
 
     async def _committer(self, consumer: AIOKafkaConsumer, stop: asyncio.Event) -> None:
         while not stop.is_set():
