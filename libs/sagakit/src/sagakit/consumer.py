@@ -775,9 +775,8 @@ class EventConsumer:
             raise
 
     def _span(self, envelope: Envelope, traceparent: str | None) -> Any:
-        return tracing.tracer().start_as_current_span(
-            f"{envelope.event_type} process", context=tracing.context_from(traceparent),
-            kind=SpanKind.CONSUMER,
+        return tracing.span(
+            f"{envelope.event_type} process", traceparent=traceparent, kind=SpanKind.CONSUMER,
             attributes=tracing.attributes(id=envelope.saga_id, event_type=envelope.event_type,
                                           message_id=envelope.message_id,
                                           service=self.service))

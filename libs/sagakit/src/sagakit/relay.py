@@ -410,9 +410,8 @@ class OutboxRelay:
             value = jsonio.dumpb(row.payload)
             row_headers = dict(row.headers)
             # The trace goes on from the transaction that wrote the row, through this publish.
-            with tracing.tracer().start_as_current_span(
-                    f"{row.topic} publish", context=tracing.context_from(row.traceparent),
-                    kind=SpanKind.PRODUCER,
+            with tracing.span(
+                    f"{row.topic} publish", traceparent=row.traceparent, kind=SpanKind.PRODUCER,
                     attributes=tracing.attributes(id=row.saga_id, event_type=row.event_type)):
                 if tracing.enabled():
                     row_headers["traceparent"] = tracing.current_traceparent() or ""

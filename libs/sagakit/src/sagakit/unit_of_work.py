@@ -296,7 +296,7 @@ class UnitOfWork:
     async def commit(self) -> bool:
         """Writes what was staged, claimed and emitted, and commits. False if the staged
         write's guard found nothing: then nothing was written and the unit of work is over."""
-        with tracing.tracer().start_as_current_span(
+        with tracing.span(
                 "db commit", attributes={"db.system": "postgresql",
                                          "saga.outbox_rows": len(self._outgoing)}):
             return await self._commit()

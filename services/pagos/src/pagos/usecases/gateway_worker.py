@@ -186,10 +186,9 @@ class GatewayWorker:
     async def attempt(self, payment: Payment) -> None:
         # The saga's trace goes on from the StockVerificado that asked for this payment.
         refund = payment.status is domain.PaymentStatus.REFUNDING
-        with tracing.tracer().start_as_current_span(
+        with tracing.span(
                 f"gateway {'refund' if refund else 'charge'}",
-                context=tracing.context_from(payment.trigger_traceparent),
-                kind=SpanKind.CLIENT,
+                traceparent=payment.trigger_traceparent, kind=SpanKind.CLIENT,
                 attributes=tracing.attributes(id=payment.saga_id,
                                               attempt=(payment.refund_attempts if refund
                                                        else payment.charge_attempts) + 1)):

@@ -49,9 +49,9 @@ async def _enforce(rt: Runtime, settings: PedidosSettings, saga_id: str) -> int:
     async with rt.engine.connect() as conn:
         stored = await OrderRepository(conn).saga(uuid.UUID(saga_id))
     # The timer's work belongs to the saga's trace, continued from where the saga started.
-    parent = tracing.context_from((stored or {}).get("context", {}).get("traceparent"))
-    with tracing.tracer().start_as_current_span("deadline check", context=parent,
-                                                attributes=tracing.attributes(id=saga_id)):
+    parent = (stored or {}).get("context", {}).get("traceparent")
+    with tracing.span("deadline check", traceparent=parent,
+                      attributes=tracing.attributes(id=saga_id)):
         async with rt.uow() as uow:
             repo = OrderRepository(uow.connection)
             saga = await repo.lock_saga(saga_id, skip_locked=True)
