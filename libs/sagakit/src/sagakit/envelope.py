@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-import uuid_utils
 from saga_contracts import headers as h
 
 from sagakit import jsonio
+from sagakit.ids import time_ordered_id
 
 
 class UndecodableMessage(ValueError):
@@ -22,15 +22,9 @@ class UndecodableMessage(ValueError):
 
 
 def new_message_id() -> str:
-    """A message id ordered by creation time (UUID version 7, RFC 9562).
-
-    Every event a service handles or writes adds a key to the unique indexes of its inbox and
-    outbox. Random keys (version 4) land on any leaf page of those indexes, so after each
-    checkpoint nearly every insert dirtied a page not yet written since and logged it whole
-    (a full-page image, 8 kB of WAL). Time-ordered keys land on the last few pages. The
-    standard asks a message id to be a unique UUID; only saga ids must be version 4
-    (Part I §7.1), and those stay random."""
-    return str(uuid_utils.uuid7())
+    """A message id ordered by creation time: every event a service handles or writes adds a
+    key to the unique indexes of its inbox and outbox (``sagakit.ids``)."""
+    return str(time_ordered_id())
 
 
 def utc_now_iso() -> str:

@@ -9,6 +9,7 @@ from decimal import Decimal
 from typing import Any
 
 from sagakit import driver, jsonio
+from sagakit.ids import time_ordered_id
 from sagakit.unit_of_work import StagedWrite
 from sqlalchemy import Executable, Float, Integer, Text, bindparam, func, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
@@ -137,7 +138,7 @@ class PaymentRepository:
         """A payment with no work due; False when the saga already has one (the unique saga
         id arbitrates)."""
         row = (await self.conn.execute(_INSERT, {
-            "v_payment_id": uuid.uuid4(), "v_saga_id": saga_id,
+            "v_payment_id": time_ordered_id(), "v_saga_id": saga_id,
             "v_order_id": uuid.UUID(order_id) if order_id else None,
             "v_status": status.value})).first()
         return row is not None
@@ -150,7 +151,7 @@ class PaymentRepository:
         arbitrates). With ``lease_s`` it is created leased to the caller, as ``claim_due``
         would lease it: work handed straight to a gateway call."""
         params: dict[str, Any] = {
-            "pay_payment_id": uuid.uuid4(), "pay_saga_id": saga_id,
+            "pay_payment_id": time_ordered_id(), "pay_saga_id": saga_id,
             "pay_order_id": uuid.UUID(order_id), "pay_status": PaymentStatus.CHARGING.value,
             "pay_amount": amount, "pay_currency": currency, "pay_token": token,
             "pay_trigger": jsonio.dumps(trigger)}
