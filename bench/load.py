@@ -47,8 +47,12 @@ async def stack_state() -> dict[str, int]:
     try:
         row = await conn.fetchrow(
             "SELECT (SELECT count(*) FROM inventario.products) AS catalogue_products, "
-            "(SELECT reltuples::bigint FROM pg_class WHERE oid = 'pedidos.sagas'::regclass) "
-            "AS sagas_kept, pg_database_size(current_database()) / 1048576 AS database_mb")
+            # The planner's estimate, read from the catalogue (a count would scan days of
+            # sagas); a table never vacuumed nor analysed has none yet (-1): then counted.
+            "(SELECT CASE WHEN reltuples >= 0 THEN reltuples::bigint "
+            "ELSE (SELECT count(*) FROM pedidos.sagas) END "
+            "FROM pg_class WHERE oid = 'pedidos.sagas'::regclass) AS sagas_kept, "
+            "pg_database_size(current_database()) / 1048576 AS database_mb")
         return {k: int(v) for k, v in row.items()}
     finally:
         await conn.close()
