@@ -3,7 +3,10 @@
 SQLAlchemy's ``pool_pre_ping`` tests every connection on every checkout, and with asyncpg that
 test is three round trips (BEGIN, an empty statement, ROLLBACK): more than a saga step's own
 statements. A connection handed back a moment ago is as alive as the test would show, so only
-connections that sat idle in the pool are tested, with one round trip. A database lost while
+connections that sat idle in the pool are tested, with one round trip; one whose closing the
+driver has already seen (the server went away and said so, or its socket ended) is never handed
+out, at no cost: a database restarted within that moment left such connections behind, and
+the first request after it got a 503 (test_order_api, session 14). A database lost while
 connections are busy fails the statements in flight; SQLAlchemy then sees a disconnect and
 throws the whole pool away, so the next checkout connects afresh.
 """
@@ -71,6 +74,9 @@ def ping_idle_connections(engine: AsyncEngine, idle_for_s: float) -> None:
 
     @event.listens_for(pool_events, "checkout")
     def _checked_out(dbapi_connection: Any, record: Any, proxy: Any) -> None:
+        if dbapi_connection.driver_connection.is_closed():
+            # The pool discards this connection and checks out a fresh one.
+            raise DisconnectionError("pooled connection was closed")
         since = record.info.get("checked_in_at")
         if since is None or time.monotonic() - since < idle_for_s:
             return
