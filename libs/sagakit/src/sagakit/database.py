@@ -66,6 +66,8 @@ def build_engine(url: str, name: str, pool_size: int,
 
 
 def ping_idle_connections(engine: AsyncEngine, idle_for_s: float) -> None:
+    """On checkout: a connection seen closed is discarded; one idle for ``idle_for_s`` is
+    tested first (module docstring)."""
     pool_events: Any = engine.sync_engine.pool
 
     @event.listens_for(pool_events, "checkin")

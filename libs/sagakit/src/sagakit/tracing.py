@@ -22,7 +22,6 @@ import json
 import os
 import threading
 from collections.abc import Sequence
-from contextlib import AbstractContextManager
 from typing import Any
 
 from opentelemetry import context as otel_context
@@ -42,7 +41,7 @@ _enabled = False
 _tracer: trace.Tracer | None = None
 # What ``span`` gives when it makes none: the API's invalid span, on which setting an attribute
 # or a status does nothing, as on a no-op tracer's span.
-_NO_SPAN: AbstractContextManager[trace.Span] = contextlib.nullcontext(trace.INVALID_SPAN)
+_NO_SPAN: contextlib.AbstractContextManager[trace.Span] = contextlib.nullcontext(trace.INVALID_SPAN)
 
 
 class JsonLinesExporter(SpanExporter):
@@ -109,7 +108,7 @@ def _carrying_a_trace() -> bool:
 
 
 def span(name: str, *, traceparent: str | None = None, kind: SpanKind = SpanKind.INTERNAL,
-         attributes: dict[str, Any] | None = None) -> AbstractContextManager[Any]:
+         attributes: dict[str, Any] | None = None) -> contextlib.AbstractContextManager[Any]:
     """A span named ``name``, continuing ``traceparent`` if given, else the current trace;
     nothing at all when no exporter is configured and there is no trace to pass on."""
     if not _enabled and traceparent is None and not _carrying_a_trace():

@@ -49,8 +49,8 @@ async def _enforce(rt: Runtime, settings: PedidosSettings, saga_id: str) -> int:
     async with rt.engine.connect() as conn:
         stored = await OrderRepository(conn).saga(uuid.UUID(saga_id))
     # The timer's work belongs to the saga's trace, continued from where the saga started.
-    parent = (stored or {}).get("context", {}).get("traceparent")
-    with tracing.span("deadline check", traceparent=parent,
+    traceparent = (stored or {}).get("context", {}).get("traceparent")
+    with tracing.span("deadline check", traceparent=traceparent,
                       attributes=tracing.attributes(id=saga_id)):
         async with rt.uow() as uow:
             repo = OrderRepository(uow.connection)
