@@ -9,6 +9,7 @@ import uuid
 from typing import Any
 
 from aiokafka import AIOKafkaProducer
+from sagakit.outbox_signal import OutboxSignal
 from sagakit.relay import OutboxRelay
 from sagakit.settings import MessagingSettings
 from sagakit.tables import messaging_tables, service_metadata
@@ -39,8 +40,11 @@ async def relay_vs_raw(n: int = 5000, paced_rate: int = 200, paced_s: float = 5.
     settings = MessagingSettings(kafka_bootstrap_servers=config.KAFKA,
                                  relay_poll_interval_s=poll_interval_s, relay_batch_size=500)
 
+    # The relay wakes as in a service: from the units of work of its own process.
+    signal = OutboxSignal()
+
     async def write(saga: str) -> None:
-        uow = UnitOfWork(engine, tables, "bench")
+        uow = UnitOfWork(engine, tables, "bench", signal=signal)
         async with uow:
             uow.emit_raw(topic=TOPIC, key=saga, event_type="Bench", value=PAYLOAD,
                          headers={"X-Saga-ID": saga})
@@ -54,7 +58,7 @@ async def relay_vs_raw(n: int = 5000, paced_rate: int = 200, paced_s: float = 5.
             await write(saga)
 
     await asyncio.gather(*(bounded(str(uuid.uuid4())) for _ in range(n)))
-    relay = OutboxRelay(engine, tables, "bench", settings)
+    relay = OutboxRelay(engine, tables, "bench", settings, signal=signal)
     stop = asyncio.Event()
     started = time.perf_counter()
     task = asyncio.create_task(relay.run(stop))
@@ -62,7 +66,7 @@ async def relay_vs_raw(n: int = 5000, paced_rate: int = 200, paced_s: float = 5.
         await asyncio.sleep(0.01)
     drain_s = time.perf_counter() - started
 
-    # Latency: paced commits while the relay runs (woken by NOTIFY, polling as a fallback).
+    # Latency: paced commits while the relay runs (woken in the process, polling as a fallback).
     async with engine.begin() as conn:
         await conn.execute(text(f"TRUNCATE {SCHEMA}.outbox"))
     t0 = time.perf_counter()

@@ -14,11 +14,13 @@ from collections import defaultdict
 from collections.abc import AsyncIterator
 from typing import Any
 
+import asyncpg
 import pytest
 from harness import config
 from harness.kafka import TopicReader
 from harness.scratch import scratch_outbox
 from harness.waiting import current, wait_for
+from sagakit.outbox_signal import OutboxSignal
 from sagakit.relay import OutboxRelay
 from sagakit.settings import MessagingSettings
 from sagakit.tables import MessagingTables
@@ -42,13 +44,14 @@ def _settings() -> MessagingSettings:
 
 
 async def _write(engine: AsyncEngine, tables: object, saga_id: str, seq: int,
-                 hold: asyncio.Event | None = None, padding: str = "") -> None:
-    """One transaction adds the saga's next event; ``hold`` keeps it open (a slow commit)."""
-    uow = UnitOfWork(engine, tables, "relaytest")  # type: ignore[arg-type]
+                 hold: asyncio.Event | None = None,
+                 signal: OutboxSignal | None = None) -> None:
+    """One transaction adds the saga's next event; ``hold`` keeps it open (a slow commit).
+    Without ``signal`` it notifies, as a process whose relay does not lead."""
+    uow = UnitOfWork(engine, tables, "relaytest", signal=signal)  # type: ignore[arg-type]
     async with uow:
         uow.emit_raw(topic=TOPIC, key=saga_id, event_type="Step",
-                     value={"saga_id": saga_id, "seq": seq, **({"pad": padding} if padding
-                                                               else {})},
+                     value={"saga_id": saga_id, "seq": seq},
                      headers={"X-Saga-ID": saga_id, "X-Seq": str(seq)})
         if hold is not None:
             await uow.connection.execute(text("SELECT 1"))
@@ -107,10 +110,10 @@ async def test_two_relays_lose_nothing_and_keep_each_sagas_order(scratch) -> Non
 
 
 async def test_rows_committed_while_a_batch_is_published_are_woken_for_not_polled(scratch) -> None:  # type: ignore[no-untyped-def]
-    """After a batch smaller than its limit the relay waits for the next NOTIFY instead of
+    """After a batch smaller than its limit the relay waits for the next commit instead of
     selecting again at once. With the fallback poll out of reach (an hour), every row written
     by concurrent transactions while batches are in flight, a late commit among them, must
-    still be published: by its own notification."""
+    still be published: woken by its NOTIFY (written as by another process)."""
     engine, tables = scratch
     settings = _settings()
     settings.relay_poll_interval_s = 3600
@@ -138,46 +141,46 @@ async def test_rows_committed_while_a_batch_is_published_are_woken_for_not_polle
     assert relay.published_total == len(expected)
 
 
-async def test_a_caught_up_relay_publishes_from_notifications_and_selects_what_they_lack(scratch) -> None:  # type: ignore[no-untyped-def]
-    """Once a select has caught up, committed rows reach Kafka from their notifications, with
-    no select of theirs. A row too large for a notification (8,000 bytes) notifies without
-    rows: the relay selects it, and the saga's later rows still come after it."""
+async def test_a_commit_in_the_leading_relays_process_wakes_it_without_a_notify(scratch) -> None:  # type: ignore[no-untyped-def]
+    """Units of work that share the leading relay's signal commit without a NOTIFY (a listener
+    on the relay's channel hears nothing: no commit took PostgreSQL's notification lock), and
+    each row still reaches Kafka at once, in order, the poll an hour away. Once the relay has
+    stood down, the same units of work notify again: the leader is then elsewhere."""
     engine, tables = scratch
     settings = _settings()
-    settings.relay_poll_interval_s = 1.0  # the longest allowed: selects of the poll are rare
+    settings.relay_poll_interval_s = 3600
     relay = OutboxRelay(engine, tables, "relaytest", settings)
-    selects = 0
-    select = relay._select
-
-    async def counted() -> Any:
-        nonlocal selects
-        selects += 1
-        return await select()
-
-    relay._select = counted  # type: ignore[method-assign]
+    heard: list[str] = []
+    listener = await asyncpg.connect(config.admin_dsn())
+    await listener.add_listener(tables.notify_channel, lambda *args: heard.append(args[3]))
     stop = asyncio.Event()
     saga = str(uuid.uuid4())
-    async with TopicReader(TOPIC) as topic:
-        task = asyncio.create_task(relay.run(stop))
-        await wait_for(lambda: current(relay._caught_up), bool, timeout=10,
-                       what="the relay's first select")
-        before = selects
-        started = asyncio.get_running_loop().time()
-        for seq in range(20):
-            await _write(engine, tables, saga, seq)
-        await topic.wait_until(lambda records: len(_seqs(records, saga)) >= 20, timeout=30)
-        elapsed = asyncio.get_running_loop().time() - started
-        assert selects - before <= int(elapsed / settings.relay_poll_interval_s) + 1, \
-            f"{selects - before} selects for 20 rows in {elapsed:.2f}s"
-        await _write(engine, tables, saga, 20, padding="x" * 9000)
-        for seq in range(21, 25):
-            await _write(engine, tables, saga, seq)
-        await topic.wait_until(lambda records: len(_seqs(records, saga)) >= 25, timeout=30)
+    try:
+        async with TopicReader(TOPIC) as topic:
+            task = asyncio.create_task(relay.run(stop))
+            await wait_for(lambda: current(relay.is_leader), bool, timeout=10,
+                           what="the relay's lead")
+            for seq in range(20):
+                await _write(engine, tables, saga, seq, signal=relay.signal)
+            await topic.wait_until(lambda records: len(_seqs(records, saga)) >= 20, timeout=30)
+            seqs = _seqs(topic.records, saga)
+            assert [s for i, s in enumerate(seqs) if s not in seqs[:i]] == list(range(20)), seqs
+            # A NOTIFY sent after the last commit is delivered after every earlier one.
+            await listener.execute(f"NOTIFY {tables.notify_channel}, 'probe'")
+            await wait_for(lambda: current(list(heard)), lambda h: "probe" in h, timeout=10,
+                           what="the probe notification")
+            assert heard == ["probe"], "a commit in the leader's process notified"
+
+            stop.set()
+            await task
+            await relay.close()
+            await _write(engine, tables, saga, 20, signal=relay.signal)
+            await wait_for(lambda: current(list(heard)), lambda h: len(h) == 2, timeout=10,
+                           what="the notification of a commit with no relay leading here")
+    finally:
         stop.set()
-        relay._on_notify()
-        await task
-    seqs = _seqs(topic.records, saga)
-    assert [s for i, s in enumerate(seqs) if s not in seqs[:i]] == list(range(25)), seqs
+        await listener.close()
+        await relay.close()
 
 
 def _seqs(records: Any, saga_id: str) -> list[int]:
@@ -238,7 +241,6 @@ async def test_the_batch_statement_is_planned_once_and_reads_the_pending_rows_by
         async with TopicReader(TOPIC) as topic:
             for seq in range(batches):
                 await _write(engine, tables, saga, seq)
-                relay._caught_up = False  # by select each time, not by notification
                 assert await relay.publish_batch() == 1
             await topic.wait_until(
                 lambda records: {json.loads(r.value)["seq"] for r in records

@@ -1,13 +1,11 @@
-"""Polling outbox relay (Part I §4.3 option A), woken and fed by LISTEN/NOTIFY.
+"""Polling outbox relay (Part I §4.3 option A), woken when rows are committed.
 
-How rows reach it: the unit of work that commits outbox rows notifies the relay's channel
-with those rows (PostgreSQL delivers the notification after the commit, in commit order). A
-relay that is *caught up* — its last select returned every pending row it could see — publishes
-notified rows straight from the notification, without a round trip to the database: a
-statement less per hop, and under load batches published with no select at all (ADR 0004).
-Anything that could break that chain (a notification without rows, because they did not fit
-its 8,000 bytes; a lost connection; a failed publish; new leadership) sends it back to
-selecting, and it selects at least every poll interval anyway.
+How it learns of rows: the unit of work that commits outbox rows tells the relay through its
+``OutboxSignal`` — in the process, when this relay leads and runs there; by a ``NOTIFY`` on
+the relay's channel otherwise (a relay listens on its own connection). Either way the relay
+then selects the pending rows, and it selects at least every poll interval anyway. (A NOTIFY
+with every commit serialised the commits of all three services, and the notifications that
+carried the rows with it are gone: ADR 0007, which replaces ADR 0004.)
 
 Guarantees:
 - A row is marked published only after Kafka acknowledged it (acks=all, idempotent producer).
@@ -16,18 +14,11 @@ Guarantees:
   acknowledgement), or a statement of its own marks it, ``MARK_WITHIN_S`` after the
   acknowledgement, when no select came before.
 - Per-saga order: rows are read in id order, and the unit of work gives one saga's rows ids in
-  commit order; notifications arrive in commit order, and only a caught-up relay publishes from
-  them: every row committed before its last select began was in that select (or waits behind
-  a failed row), every row committed after comes with a notification, in order. A row that a
-  select published and a notification brings again is recognised by its message id and
-  skipped. Rows of a saga with a failed row never go by notification.
+  commit order (a later row of a saga is never visible before an earlier one). A row waits
+  behind an earlier row of its saga that was given up on (failed).
 - Only one relay instance of a service publishes at a time (a session advisory lock held on
   the relay's own connection); the others stand by and take over when it dies.
 - A row committed late is never skipped: the relay selects by status, not "after the last id".
-- Notifications with rows are larger than the empty ones they replace (about 1.5 kB a row).
-  PostgreSQL frees its notification queue (8 GB by default) as every listening connection
-  reads it: a relay connection whose process is stopped, and so reads nothing, holds it for as
-  long as it stays stopped (``pg_notification_queue_usage()`` shows how full it is).
 - Broker unavailable: the relay backs off (capped) and retries the same rows for as long as it
   takes; the backlog shows in ``outbox_pending_messages``. A row Kafka refuses for itself
   (too large, unknown topic...) is retried up to ``relay_max_attempts`` and then marked failed;
@@ -40,7 +31,6 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections import deque
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -56,6 +46,7 @@ from sagakit import jsonio, metrics, tracing
 from sagakit.backoff import Backoff
 from sagakit.faults import crash_now
 from sagakit.kafka import durable_producer
+from sagakit.outbox_signal import OutboxSignal
 from sagakit.settings import MessagingSettings
 from sagakit.tables import OUTBOX_FAILED, OUTBOX_PENDING, OUTBOX_PUBLISHED, MessagingTables
 
@@ -95,14 +86,6 @@ UPDATE {outbox} o SET status = '{published}', published_at = a.acked_at,
                       attempts = o.attempts + 1
 FROM unnest($1::uuid[], $2::timestamptz[]) AS a(message_id, acked_at)
 WHERE o.message_id = a.message_id"""
-# The sagas whose rows wait behind a failed one: never published from a notification.
-_BLOCKED = "SELECT DISTINCT saga_id FROM {outbox} WHERE status = '{failed}'"
-
-# How many message ids of rows published lately the relay remembers, to recognise a row that a
-# select published and a notification brings again (a row committed just before a select
-# began, whose notification arrives during or after it).
-_RECENT_IDS = 4096
-
 # The relay's own connection. Its statements are the same few, thousands of times an hour, and
 # with PostgreSQL's default (a plan per execution while the generic plan looks costlier, which
 # the unknown length of the id arrays makes it) planning cost more than running them: 0.3 ms
@@ -114,14 +97,6 @@ _RECENT_IDS = 4096
 # (asynchronous commit), which takes a disk flush off every relay cycle. The business
 # transactions that write the outbox keep synchronous commit.
 _RELAY_SESSION = {"synchronous_commit": "off", "plan_cache_mode": "force_generic_plan"}
-
-
-def _parse_time(value: Any) -> datetime | None:
-    if not isinstance(value, str):
-        return None
-    with contextlib.suppress(ValueError):
-        return datetime.fromisoformat(value)
-    return None
 
 
 def asyncpg_dsn(url: URL | str) -> str:
@@ -146,8 +121,10 @@ class _OutboxRow:
 
 class OutboxRelay:
     def __init__(self, engine: AsyncEngine, tables: MessagingTables, service: str,
-                 settings: MessagingSettings) -> None:
+                 settings: MessagingSettings, signal: OutboxSignal | None = None) -> None:
         self.engine = engine
+        self.signal = signal or OutboxSignal()
+        """Hand it to the units of work of this process (``UnitOfWork(signal=...)``)."""
         self.tables = tables
         self.service = service
         self.settings = settings
@@ -160,14 +137,7 @@ class OutboxRelay:
         self.published_total = 0
         # Acknowledged by Kafka, not yet marked published: (message id, acknowledged at).
         self._acked: list[tuple[str, datetime]] = []
-        # Notifications' rows (JSON), in commit order, waiting to be published; kept only
-        # while leading.
-        self._notices: deque[str] = deque()
-        self._caught_up = False
         self._last_select = 0.0
-        self._recent: deque[str] = deque(maxlen=_RECENT_IDS)
-        self._recent_set: set[str] = set()
-        self._blocked: set[str] = set()
 
     @property
     def is_leader(self) -> bool:
@@ -185,11 +155,11 @@ class OutboxRelay:
                     await self._wait(stop, self.settings.relay_poll_interval_s)
                     continue
                 published = await self.publish_batch()
-                if published < self.settings.relay_batch_size and not self._notices:
+                if published < self.settings.relay_batch_size:
                     # The select saw every row committed before it, and a row committed since
-                    # has notified (PostgreSQL delivers a NOTIFY after its commit), which ends
-                    # this wait at once. Selecting again straight away found nothing at low
-                    # rates: one empty round trip per event and per service.
+                    # has signalled (in the process, or by a NOTIFY delivered after its
+                    # commit), which ends this wait at once. Selecting again straight away
+                    # found nothing at low rates: one empty round trip per event and service.
                     await self._idle(stop)
             except asyncio.CancelledError:
                 raise
@@ -211,8 +181,7 @@ class OutboxRelay:
         await self._drop_connection()
 
     async def _on_failure(self, stop: asyncio.Event, exc: BaseException, *, broker: bool) -> None:
-        # Whatever failed, what was published or pending is the select's to find again.
-        self._caught_up = False
+        # Whatever failed, what was published or pending is the next select's to find again.
         self._failures += 1
         delay = self._backoff.delay(self._failures)
         metrics.RELAY_PUBLISH_ERRORS.labels(self.service, type(exc).__name__).inc()
@@ -224,7 +193,7 @@ class OutboxRelay:
         await self._wait(stop, delay)
 
     async def _wait(self, stop: asyncio.Event, wait_s: float) -> bool:
-        """Waits for a notification, ``stop`` or ``wait_s``; True unless the time ran out."""
+        """Waits for a commit's signal, ``stop`` or ``wait_s``; True unless the time ran out."""
         waiter = asyncio.ensure_future(self._wake.wait())
         stopper = asyncio.ensure_future(stop.wait())
         try:
@@ -237,14 +206,9 @@ class OutboxRelay:
         return bool(done)
 
     async def _idle(self, stop: asyncio.Event) -> None:
-        """Waits for the next notification or until the periodic select is due. Rows
+        """Waits for the next commit's signal or until the periodic select is due. Rows
         acknowledged and not yet marked ride on the next select; if nothing wakes the relay
-        within ``MARK_WITHIN_S``, they are marked by a statement of their own.
-
-        The wait ends when the select is due, not a poll interval after the relay went idle:
-        then the select runs while nothing waits for it, and the next notification's rows go
-        out at once. Waiting a whole interval left the select due when a notification woke
-        the relay, and every few events one waited for a select and its round trip."""
+        within ``MARK_WITHIN_S``, they are marked by a statement of their own."""
         until_select = max(0.0, self._until_select())
         if not self._acked or until_select <= MARK_WITHIN_S:
             await self._wait(stop, until_select)
@@ -267,14 +231,6 @@ class OutboxRelay:
         one); zero or less: due."""
         return self._last_select + self.settings.relay_poll_interval_s - time.monotonic()
 
-    def _marks_due(self) -> bool:
-        """Acknowledged rows have waited long enough, or are many enough, to be marked by a
-        statement of their own (a relay publishing from notifications selects only once per
-        poll interval, and the marks would otherwise wait for that select)."""
-        return bool(self._acked) and (
-            len(self._acked) >= self.settings.relay_batch_size
-            or (datetime.now(UTC) - self._acked[0][1]).total_seconds() >= MARK_WITHIN_S)
-
     def _statement(self, template: str) -> str:
         return template.format(outbox=f'"{self.tables.schema}".outbox',
                                published=OUTBOX_PUBLISHED, pending=OUTBOX_PENDING,
@@ -282,39 +238,38 @@ class OutboxRelay:
 
     # ------------------------------------------------------------------ leadership
 
+    def _lead(self, leading: bool) -> None:
+        self._leader = leading
+        if leading:
+            self.signal.leading(self._wake.set)
+        else:
+            self.signal.standing_down()
+
     async def _ensure_connection(self) -> None:
         if self._listen_conn is not None and not self._listen_conn.is_closed():
             return
-        self._leader = False
+        self._lead(False)
         self._listen_conn = await asyncpg.connect(
             asyncpg_dsn(self.engine.url), timeout=10,
             server_settings={**_RELAY_SESSION, "application_name": f"{self.service}-relay"})
         await self._listen_conn.add_listener(self.tables.notify_channel, self._on_notify)
 
     def _on_notify(self, *args: Any) -> None:
-        """asyncpg's listener callback (connection, pid, channel, payload); the payload is the
-        committed rows as JSON, or empty."""
+        """asyncpg's listener callback (connection, pid, channel, payload): rows were
+        committed by a process whose own relay does not lead."""
         if self._leader:  # a standby tries for the lead at its poll, not on every commit
-            self._notices.append(args[3] if len(args) > 3 else "")
             self._wake.set()
 
     async def _try_lead(self) -> None:
         assert self._listen_conn is not None
         key = f"outbox-relay:{self.tables.schema}"
-        self._leader = bool(await self._listen_conn.fetchval(
-            "SELECT pg_try_advisory_lock(hashtextextended($1, 0))", key))
+        self._lead(bool(await self._listen_conn.fetchval(
+            "SELECT pg_try_advisory_lock(hashtextextended($1, 0))", key)))
         if self._leader:
-            # Rows committed before now are the select's; their notifications may be dropped.
-            self._caught_up = False
-            self._notices.clear()
-            self._blocked = {r["saga_id"] for r in await self._listen_conn.fetch(
-                self._statement(_BLOCKED))}
             log.info("relay is the active publisher", extra={"service": self.service})
 
     async def _drop_connection(self) -> None:
-        self._leader = False
-        self._caught_up = False  # notifications are lost with the connection
-        self._notices.clear()
+        self._lead(False)  # the leadership lock goes with the connection
         if self._listen_conn is not None:
             with contextlib.suppress(Exception):
                 await self._listen_conn.close(timeout=2)
@@ -342,56 +297,17 @@ class OutboxRelay:
                 await asyncio.wait_for(producer.stop(), 5)
 
     async def publish_batch(self) -> int:
-        """Publishes the next rows: those notifications brought, when the relay is caught up,
-        else the oldest pending rows by a select (which also marks the rows acknowledged
-        before). Returns how many were acknowledged (they are marked later: by the next
-        select, or by a statement of their own, see ``_marks_due`` and ``_idle``)."""
+        """Publishes the oldest pending rows, selected by a statement that also marks the rows
+        acknowledged before. Returns how many were acknowledged (they are marked later: by the
+        next select, or by a statement of their own, see ``_idle``)."""
         if self._listen_conn is None or self._listen_conn.is_closed():
             await self._ensure_connection()
         assert self._listen_conn is not None
-        rows = self._notified_rows()
-        if rows is None:
-            rows = await self._select()
-            from_select = True
-        else:
-            from_select = False
-            if self._marks_due():
-                await self._mark_acked()
-        published = await self._publish(rows)
-        if from_select:
-            # Every row committed before the select began was in it (or waits behind a failed
-            # row) unless the limit cut it short: from now on, notifications bring the rest.
-            self._caught_up = len(rows) < self.settings.relay_batch_size
-        return published
-
-    def _notified_rows(self) -> list[_OutboxRow] | None:
-        """The rows of the notifications received, in commit order, without those published
-        already or waiting behind a failed row; None when the relay must select instead."""
-        if not self._caught_up or self._until_select() <= 0:
-            return None
-        rows: list[_OutboxRow] = []
-        while self._notices and len(rows) < self.settings.relay_batch_size:
-            notice = self._notices.popleft()
-            if not notice:  # the rows did not fit in the notification
-                self._caught_up = False
-                return None
-            received = datetime.now(UTC)
-            for r in jsonio.loads(notice):
-                if r["message_id"] in self._recent_set or r["saga_id"] in self._blocked:
-                    continue
-                created = r["payload"].get("timestamp") if isinstance(r["payload"], dict) else None
-                rows.append(_OutboxRow(
-                    r["message_id"], r["topic"], r["saga_id"], r["payload"], r["headers"],
-                    _parse_time(created) or received, 0, r.get("traceparent"),
-                    r["event_type"]))
-        return rows
+        return await self._publish(await self._select())
 
     async def _select(self) -> list[_OutboxRow]:
         """Marks the rows acknowledged so far and selects the oldest pending rows."""
         assert self._listen_conn is not None
-        # A notification received from now on may bring a row committed after the select's
-        # snapshot: kept. Those received before are for rows the select will see.
-        self._notices.clear()
         self._last_select = time.monotonic()
         ids, times = self._acked_columns()
         records = await self._listen_conn.fetch(
@@ -446,7 +362,6 @@ class OutboxRelay:
             now = datetime.now(UTC)
             self._acked.extend((mid, now) for mid in acked)
             for row in rows[:len(acked)]:
-                self._remember(row.message_id)
                 metrics.RELAY_COMMIT_TO_ACK.labels(self.service).observe(
                     max(0.0, (now - row.created_at).total_seconds()))
             metrics.RELAY_PUBLISHED.labels(self.service).inc(len(acked))
@@ -460,18 +375,10 @@ class OutboxRelay:
             raise KafkaError(f"row {failed_row.message_id} refused: {failure!r}")
         return len(acked)
 
-    def _remember(self, message_id: str) -> None:
-        if len(self._recent) == self._recent.maxlen:
-            self._recent_set.discard(self._recent[0])
-        self._recent.append(message_id)
-        self._recent_set.add(message_id)
-
     async def _record_failure(self, row: Any, exc: BaseException) -> None:
         o = self.tables.outbox
         give_up = (not isinstance(exc, BROKER_UNAVAILABLE)
                    and row.attempts + 1 >= self.settings.relay_max_attempts)
-        if give_up:
-            self._blocked.add(row.saga_id)
         async with self.engine.begin() as conn:
             await conn.execute(update(o).where(o.c.message_id == row.message_id).values(
                 attempts=o.c.attempts + 1, last_error=repr(exc)[:2000],

@@ -68,11 +68,13 @@ class Runtime:
     def uow(self, isolation_level: str | None = None,
             reads_outside_transaction: bool = False) -> UnitOfWork:
         return UnitOfWork(self.engine, self.tables, self.name, isolation_level=isolation_level,
-                          reads_outside_transaction=reads_outside_transaction)
+                          reads_outside_transaction=reads_outside_transaction,
+                          signal=self.relay.signal)
 
     def shared_transaction(self) -> SharedTransaction:
         return SharedTransaction(self.engine, self.tables, self.name,
-                                 self.settings.consumer_batch_lock_timeout_ms)
+                                 self.settings.consumer_batch_lock_timeout_ms,
+                                 signal=self.relay.signal)
 
 
 @dataclass(frozen=True)

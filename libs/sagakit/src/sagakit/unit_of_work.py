@@ -22,7 +22,9 @@ woken on each side: docs/benchmarks.md), so a unit of work sends as few as it ca
 before: the inbox row's primary key refuses it, and the whole statement with it. A duplicate
 delivered while the first is still in flight waits at that key for the first to commit.
 
-Nothing else commits and nothing publishes to Kafka: the relay does, from the outbox.
+Nothing else commits and nothing publishes to Kafka: the relay does, from the outbox. It hears
+of the commit from the unit of work's ``OutboxSignal``: in the process when it runs here and
+leads, else by a ``NOTIFY`` sent with the commit statement (sagakit.outbox_signal).
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from sagakit.driver import Row, driver_of
 from sagakit.driver import compiled as driver_form
 from sagakit.envelope import Envelope, new_message_id
 from sagakit.errors import CommitOutcomeUnknown, is_connection_failure, violated_unique_key_of
+from sagakit.outbox_signal import OutboxSignal
 from sagakit.tables import INBOX_PROCESSED, MessagingTables
 
 
@@ -83,30 +86,30 @@ _CLAIM_CTE = """uow_claimed AS (
     RETURNING 1
 )"""
 
-# The outbox rows, the per-saga locks and the relay's notification.
+# The outbox rows and the per-saga locks.
 # Rows of one saga must get outbox ids in commit order, or the relay could publish a later
 # event before an earlier one that committed late. A transaction-scoped advisory lock per saga
 # (in a fixed order: no deadlock between two transactions) serialises them: the ids are drawn
 # only after every lock is held, since no row reaches the INSERT before ``uow_locked`` has
-# been computed whole (an aggregate), and the locks last until COMMIT. PostgreSQL delivers the
-# NOTIFY only if and when the transaction commits, in commit order. It carries the rows
-# themselves (the same JSON the INSERT reads), so that a caught-up relay publishes them without
-# selecting them (sagakit.relay); rows that do not fit in a notification (8,000 bytes) send an
-# empty one, and the relay selects.
-_OUTBOX_CTES = """uow_locked AS MATERIALIZED (
+# been computed whole (an aggregate), and the locks last until COMMIT.
+_OUTBOX_LOCKS_CTE = """uow_locked AS MATERIALIZED (
     SELECT count(pg_advisory_xact_lock(hashtextextended(k, 0))) AS n
     FROM unnest(CAST(:uow_lock_keys AS text[])) AS k{guarded}
-), uow_notified AS MATERIALIZED (
-    SELECT pg_notify(:uow_channel, CASE WHEN octet_length(CAST(:uow_rows AS text)) < 8000
-                                        THEN CAST(:uow_rows AS text) ELSE '' END)
-    FROM uow_locked WHERE uow_locked.n > 0
-), uow_published AS (
+)"""
+# Wakes a relay in another process (sagakit.outbox_signal): PostgreSQL delivers the NOTIFY
+# only if and when the transaction commits. Only with ``notify``: a notifying transaction
+# commits under a database-wide lock (ADR 0007). A SELECT part runs only if something reads
+# it, hence the INSERT's FROM.
+_OUTBOX_NOTIFY_CTE = """uow_notified AS MATERIALIZED (
+    SELECT pg_notify(:uow_channel, '') FROM uow_locked WHERE uow_locked.n > 0
+)"""
+_OUTBOX_INSERT_CTE = """uow_published AS (
     INSERT INTO {outbox} (message_id, saga_id, topic, event_type, schema_version, payload,
                           headers, traceparent, status)
     SELECT (e.r->>'message_id')::uuid, e.r->>'saga_id', e.r->>'topic', e.r->>'event_type',
            e.r->>'schema_version', e.r->'payload', e.r->'headers', e.r->>'traceparent',
            'pending'
-    FROM uow_locked, uow_notified,
+    FROM uow_locked{notified},
          jsonb_array_elements(CAST(CAST(:uow_rows AS text) AS jsonb)) WITH ORDINALITY AS e(r, ord)
     WHERE uow_locked.n > 0
     ORDER BY e.ord
@@ -117,7 +120,7 @@ _OUTBOX_CTES = """uow_locked AS MATERIALIZED (
 @cache
 def _commit_statement(schema: str, claim: bool, outbox: bool,
                       staged: tuple[tuple[str, str], ...], guard: str | None,
-                      returning: str | None = None) -> TextClause:
+                      returning: str | None = None, notify: bool = True) -> TextClause:
     """What goes to the database at commit; its first column is 1, or 0 if ``guard`` found
     nothing; with ``returning``, one row per row of that part (uow_present), or one without."""
     quoted = f'"{schema}"'
@@ -127,8 +130,12 @@ def _commit_statement(schema: str, claim: bool, outbox: bool,
                                       guarded=(f" FROM (SELECT FROM {guard} LIMIT 1) AS g"
                                                if guard else "")))
     if outbox:
-        ctes.append(_OUTBOX_CTES.format(outbox=f'"{schema}".outbox', guarded=(
+        ctes.append(_OUTBOX_LOCKS_CTE.format(guarded=(
             f"\n    WHERE EXISTS (SELECT 1 FROM {guard})" if guard else "")))
+        if notify:
+            ctes.append(_OUTBOX_NOTIFY_CTE)
+        ctes.append(_OUTBOX_INSERT_CTE.format(outbox=f'"{schema}".outbox',
+                                              notified=", uow_notified" if notify else ""))
     held = f"(SELECT count(*) FROM {guard})" if guard else "1"
     if returning is None:
         return text(f"WITH {', '.join(ctes)}\nSELECT {held} AS uow_held")
@@ -166,12 +173,15 @@ class UnitOfWork:
                  traceparent: Callable[[], str | None] | None = None,
                  isolation_level: str | None = None,
                  reads_outside_transaction: bool = False,
-                 within: SharedTransaction | None = None) -> None:
+                 within: SharedTransaction | None = None,
+                 signal: OutboxSignal | None = None) -> None:
         if within is not None and (isolation_level or not reads_outside_transaction):
             raise ValueError("only a handler that reads outside a transaction and writes with "
                              "its commit statement alone may share a transaction")
         self._engine = engine
         self._within = within
+        # Without a signal, every commit with outbox rows notifies (any relay anywhere hears).
+        self._signal = signal
         self._isolation_level = isolation_level
         self._reads_outside_transaction = reads_outside_transaction
         self._after_commit: list[Callable[[], None]] = []
@@ -345,6 +355,8 @@ class UnitOfWork:
                     raise CommitOutcomeUnknown(f"connection lost during COMMIT: {exc!r}") from exc
                 raise
         self.committed = self.ended = True
+        if self._outgoing and self._signal is not None:
+            self._after_commit.append(self._signal.committed)
         if self._within is not None:
             # Written, not yet committed: what waits for the commit waits for the shared one.
             self._within.after_commit(*self._after_commit)
@@ -379,7 +391,10 @@ class UnitOfWork:
         return _commit_statement(self.tables.schema, self._claim is not None,
                                  bool(self._outgoing), staged.ctes if staged else (),
                                  staged.guard if staged else None,
-                                 staged.returning if staged else None)
+                                 staged.returning if staged else None, self._notifies())
+
+    def _notifies(self) -> bool:
+        return bool(self._outgoing) and (self._signal is None or self._signal.notify_needed)
 
     def _params(self) -> dict[str, Any]:
         params: dict[str, Any] = dict(self._staged.params) if self._staged else {}
@@ -392,9 +407,10 @@ class UnitOfWork:
         return params
 
     def _outbox_params(self) -> dict[str, Any]:
+        params = {"uow_channel": self.tables.notify_channel} if self._notifies() else {}
         return {
+            **params,
             "uow_lock_keys": sorted({f"{self.tables.schema}:{r.key}" for r in self._outgoing}),
-            "uow_channel": self.tables.notify_channel,
             "uow_rows": jsonio.dumps([{
                 "message_id": r.envelope.message_id if r.envelope else new_message_id(),
                 "saga_id": r.key,
@@ -438,8 +454,9 @@ class SharedTransaction:
     """
 
     def __init__(self, engine: AsyncEngine, tables: MessagingTables, service: str,
-                 lock_timeout_ms: int) -> None:
+                 lock_timeout_ms: int, signal: OutboxSignal | None = None) -> None:
         self._engine = engine
+        self._signal = signal
         self.tables = tables
         self.service = service
         self._lock_timeout_ms = int(lock_timeout_ms)
@@ -487,7 +504,7 @@ class SharedTransaction:
 
     def unit(self) -> UnitOfWork:
         return UnitOfWork(self._engine, self.tables, self.service,
-                          reads_outside_transaction=True, within=self)
+                          reads_outside_transaction=True, within=self, signal=self._signal)
 
     def after_commit(self, *callbacks: Callable[[], None]) -> None:
         self._callbacks.extend(callbacks)
