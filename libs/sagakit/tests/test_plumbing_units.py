@@ -133,6 +133,26 @@ def test_structured_logs_never_show_a_token(capsys: pytest.CaptureFixture[str],
         assert field in doc
 
 
+def test_a_log_line_is_one_json_object_with_its_exception_and_no_saga_keys_when_unsagaed(
+        capsys: pytest.CaptureFixture[str], restore_logging: None) -> None:
+    from sagakit.structured_logging import configure
+
+    configure("test")
+    try:
+        raise ValueError("bad value")
+    except ValueError:
+        logging.getLogger("t").exception("failed %s of %d", "step", 3,
+                                         extra={"detail": {"shipping_address": {"street": "Main St 1"}}})
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert len(lines) == 1
+    doc = json.loads(lines[0])
+    assert doc["event"] == "failed step of 3" and doc["level"] == "error"
+    assert doc["logger"] == "t" and doc["service"] == "test"
+    assert "ValueError: bad value" in doc["exception"]
+    assert "saga_id" not in doc and "attempt" not in doc
+    assert "Main St 1" not in lines[0]
+
+
 def test_limits_below_the_standard_stop_the_service(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SAGA_RETRY_MAX_ATTEMPTS", "2")
     with pytest.raises(InvalidConfiguration) as err:

@@ -72,7 +72,16 @@ def _options(conn: AsyncConnection) -> Mapping[str, Any]:
 
 async def driver_of(conn: AsyncConnection) -> asyncpg.Connection:
     """The asyncpg connection under a pooled SQLAlchemy connection."""
-    driver = (await conn.get_raw_connection()).driver_connection
+    sync = conn.sync_connection
+    if sync is not None and not sync.closed and not sync.invalidated:
+        # The connection already holds its pooled connection: reading it does no I/O, so it
+        # needs no greenlet. ``get_raw_connection`` spawns one on every call, which was 9–10 %
+        # of inventario's CPU at 120 sagas/s (docs/benchmarks.md, session 19).
+        fairy = sync.connection
+    else:
+        # Not connected yet, or invalidated: getting it may connect, through SQLAlchemy.
+        fairy = await conn.get_raw_connection()
+    driver = fairy.driver_connection
     assert driver is not None
     return driver
 

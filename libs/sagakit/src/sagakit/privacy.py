@@ -61,6 +61,9 @@ def _fields() -> dict[str, Treatment]:
     return _declared
 
 
+_CONTAINERS = (dict, list, tuple)
+
+
 def redact(value: Any) -> Any:
     """A copy of ``value`` with every declared field masked or dropped, at any depth."""
     fields = _fields()
@@ -73,12 +76,12 @@ def redact(value: Any) -> Any:
             for k, item in v.items():
                 treatment = fields.get(k)
                 if treatment is None:
-                    out[k] = walk(item) if isinstance(item, dict | list | tuple) else item
+                    out[k] = walk(item) if isinstance(item, _CONTAINERS) else item
                 elif treatment == "mask":
                     out[k] = MASK if item is not None else None
             return out
-        if isinstance(v, list | tuple):
-            return [walk(i) if isinstance(i, dict | list | tuple) else i for i in v]
+        if isinstance(v, _CONTAINERS):
+            return [walk(i) if isinstance(i, _CONTAINERS) else i for i in v]
         return v
 
     return walk(value)
