@@ -1,7 +1,8 @@
 """inventario's statements against real PostgreSQL: the validation read (the saga's allocation
 status and the units on hand, in one statement, whether or not the saga has an allocation row
-and whether or not the products exist), the allocation's first statement (its timeouts, then
-every lock it needs, the lock timeout binding them), and the allocation's writes."""
+and whether or not the products exist), the allocation's read (without locks), and the
+allocation's write: its lock timeout binding the locks it takes, and its guard, which writes
+nothing when the locked units disagree with the decision or the saga was allocated meanwhile."""
 
 from __future__ import annotations
 
@@ -14,8 +15,9 @@ import pytest
 from harness import config, db
 from harness.clients import new_sku
 from harness.faults import row_locked
-from inventario.adapters.stock_repository import AllocationLocks, StockRepository
+from inventario.adapters.stock_repository import AllocationState, StockRepository
 from inventario.domain.stock import AllocationStatus, Line
+from sagakit.errors import sqlstate
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -42,21 +44,7 @@ async def test_the_validation_read_answers_both_questions_in_one_statement(
         assert await repo.validation_read(fresh, [absent]) == (None, {})
 
 
-async def _locked_elsewhere(sku: str) -> bool:
-    """Whether another transaction holds ``sku``'s product row lock."""
-    conn = await asyncpg.connect(config.admin_dsn())
-    try:
-        async with conn.transaction():
-            await conn.fetch("SELECT 1 FROM inventario.products WHERE sku = $1 FOR UPDATE NOWAIT",
-                             sku)
-        return False
-    except asyncpg.LockNotAvailableError:
-        return True
-    finally:
-        await conn.close()
-
-
-async def test_the_allocations_first_statement_sets_its_timeouts_and_takes_every_lock(
+async def test_the_allocation_state_is_read_in_one_statement_without_locks(
         running_stack: None) -> None:
     checked, never, allocated = (f"probe-{uuid.uuid4()}" for _ in range(3))
     a, b, absent, other = new_sku(), new_sku(), new_sku(), new_sku()
@@ -67,31 +55,23 @@ async def test_the_allocations_first_statement_sets_its_timeouts_and_takes_every
         await repo.stock_check(checked, str(uuid.uuid4()),
                                [Line(b, 2), Line(a, 1), Line(absent, 1), Line(b, 1)],
                                "ok").run(conn, "inventario")
-        locked = await repo.lock_for_allocation(checked, lock_timeout_ms=1234,
-                                                statement_timeout_ms=5678)
-        assert locked == AllocationLocks(
+        assert await repo.allocation_state(checked) == AllocationState(
             checked=[Line(b, 2), Line(a, 1), Line(absent, 1), Line(b, 1)], allocation=None,
             on_hand={a: 4, b: 9})
-        assert (await conn.execute(text("SHOW lock_timeout"))).scalar() == "1234ms"
-        assert (await conn.execute(text("SHOW statement_timeout"))).scalar() == "5678ms"
-        assert await _locked_elsewhere(a) and await _locked_elsewhere(b)
-        assert not await _locked_elsewhere(other)
-
-        assert await repo.lock_for_allocation(never, lock_timeout_ms=1,
-                                              statement_timeout_ms=1000) == AllocationLocks(
+        # The read locks nothing: a concurrent allocation may take the units meanwhile, which
+        # the allocation's write checks under its locks.
+        async with row_locked("SELECT 1 FROM inventario.products WHERE sku = ANY($1) "
+                              "FOR UPDATE NOWAIT", [a, b]):
+            pass
+        assert await repo.allocation_state(never) == AllocationState(
             checked=None, allocation=None, on_hand={})
-
-    # A saga that has its allocation already: its row is locked, no product is.
-    async with db.probe() as conn:
-        repo = StockRepository(conn)
+        # A saga that has its allocation already: no product is read.
         await repo.stock_check(allocated, str(uuid.uuid4()), [Line(other, 1)],
                                "ok").run(conn, "inventario")
         assert await repo.insert_allocation(allocated, None, AllocationStatus.RELEASED,
                                             [Line(other, 1)])
-        assert await repo.lock_for_allocation(allocated, lock_timeout_ms=1000,
-                                              statement_timeout_ms=1000) == AllocationLocks(
+        assert await repo.allocation_state(allocated) == AllocationState(
             checked=[Line(other, 1)], allocation=AllocationStatus.RELEASED, on_hand={})
-        assert not await _locked_elsewhere(other)
 
 
 async def test_the_allocations_lock_timeout_binds_the_locks_of_its_own_statement(
@@ -101,14 +81,14 @@ async def test_the_allocations_lock_timeout_binds_the_locks_of_its_own_statement
     async with row_locked("SELECT 1 FROM inventario.products WHERE sku = $1 FOR UPDATE", sku):
         async with db.probe() as conn:
             repo = StockRepository(conn)
-            await repo.stock_check(saga_id, str(uuid.uuid4()), [Line(sku, 1)],
-                                   "ok").run(conn, "inventario")
             started = time.monotonic()
             # Without its own timeout the statement would wait for the lock for as long as the
             # other transaction holds it (the bound here only keeps a failure from hanging).
-            with pytest.raises(asyncpg.LockNotAvailableError):
-                await asyncio.wait_for(repo.lock_for_allocation(
-                    saga_id, lock_timeout_ms=200, statement_timeout_ms=30_000), 10)
+            with pytest.raises(Exception) as failure:
+                await asyncio.wait_for(repo.allocation(
+                    saga_id, str(uuid.uuid4()), AllocationStatus.ALLOCATED, [Line(sku, 1)],
+                    lock_timeout_ms=200).run(conn, "inventario"), 10)
+            assert sqlstate(failure.value) == "55P03", repr(failure.value)
             assert time.monotonic() - started < 5
 
 
@@ -123,12 +103,14 @@ async def test_an_allocation_takes_every_lines_units_and_records_itself_once(
         repo = StockRepository(conn)
         # Two lines of one SKU count together.
         lines = [Line(a, 2), Line(b, 5), Line(a, 3)]
-        await repo.allocation(saga_id, order_id, AllocationStatus.ALLOCATED, lines).run(conn, "inventario")
+        assert await repo.allocation(saga_id, order_id, AllocationStatus.ALLOCATED, lines,
+                                     lock_timeout_ms=1000).run(conn, "inventario")
         assert await repo.validation_read(saga_id, [a, b, untouched]) == (
             AllocationStatus.ALLOCATED, {a: 5, b: 0, untouched: 3})
         # The saga's allocation was recorded already: nothing recorded, nothing taken.
-        await repo.allocation(saga_id, order_id, AllocationStatus.ALLOCATED,
-                              [Line(untouched, 1)]).run(conn, "inventario")
+        assert not await repo.allocation(saga_id, order_id, AllocationStatus.ALLOCATED,
+                                         [Line(untouched, 1)],
+                                         lock_timeout_ms=1000).run(conn, "inventario")
         assert await repo.validation_read(saga_id, [untouched]) == (
             AllocationStatus.ALLOCATED, {untouched: 3})
         row = (await conn.execute(text(
@@ -145,9 +127,37 @@ async def test_a_failed_allocation_records_itself_and_takes_nothing(running_stac
         await conn.execute(text("INSERT INTO inventario.products (sku, quantity) VALUES (:a, 1)"),
                            {"a": sku})
         repo = StockRepository(conn)
-        await repo.allocation(saga_id, str(uuid.uuid4()), AllocationStatus.FAILED,
-                              [Line(sku, 1)]).run(conn, "inventario")
+        assert await repo.allocation(saga_id, str(uuid.uuid4()), AllocationStatus.FAILED,
+                                     [Line(sku, 2)], lock_timeout_ms=1000).run(conn, "inventario")
         assert await repo.validation_read(saga_id, [sku]) == (AllocationStatus.FAILED, {sku: 1})
+
+
+async def test_an_allocation_the_locked_units_disagree_with_writes_nothing(
+        running_stack: None) -> None:
+    """The decision was taken on units read without a lock; the statement writes only if the
+    units it locks agree: a unit taken meanwhile (the race the saga refunds) or put back
+    meanwhile makes the consumer handle the message again on what is there now."""
+    sku, absent = new_sku(), new_sku()
+    taken, put_back, unknown = (f"probe-{uuid.uuid4()}" for _ in range(3))
+    async with db.probe() as conn:
+        await conn.execute(text("INSERT INTO inventario.products (sku, quantity) VALUES (:a, 1)"),
+                           {"a": sku})
+        repo = StockRepository(conn)
+        # Decided ALLOCATED on 2 units read; 1 is left.
+        assert not await repo.allocation(taken, str(uuid.uuid4()), AllocationStatus.ALLOCATED,
+                                         [Line(sku, 2)], lock_timeout_ms=1000
+                                         ).run(conn, "inventario")
+        # Decided FAILED on none read; 1 is there again.
+        assert not await repo.allocation(put_back, str(uuid.uuid4()), AllocationStatus.FAILED,
+                                         [Line(sku, 1)], lock_timeout_ms=1000
+                                         ).run(conn, "inventario")
+        # A product that does not exist has no units.
+        assert not await repo.allocation(unknown, str(uuid.uuid4()),
+                                         AllocationStatus.ALLOCATED,
+                                         [Line(sku, 1), Line(absent, 1)], lock_timeout_ms=1000
+                                         ).run(conn, "inventario")
+        for saga_id in (taken, put_back, unknown):
+            assert await repo.validation_read(saga_id, [sku]) == (None, {sku: 1})
 
 
 async def _product_scans(conn: AsyncConnection) -> tuple[int, int]:
@@ -185,11 +195,10 @@ async def test_validation_and_allocation_find_products_by_key_in_a_large_catalog
 
         assert await repo.validation_read(saga_id, [a, b]) == (None, {a: 10, b: 10})
         await repo.stock_check(saga_id, order_id, lines, "ok").run(conn, "inventario")
-        locked = await repo.lock_for_allocation(saga_id, lock_timeout_ms=1000,
-                                                statement_timeout_ms=5000)
-        assert locked.on_hand == {a: 10, b: 10}
-        await repo.allocation(saga_id, order_id, AllocationStatus.ALLOCATED,
-                              lines).run(conn, "inventario")
+        state = await repo.allocation_state(saga_id)
+        assert state.on_hand == {a: 10, b: 10}
+        assert await repo.allocation(saga_id, order_id, AllocationStatus.ALLOCATED, lines,
+                                     lock_timeout_ms=1000).run(conn, "inventario")
         assert await repo.validation_read(saga_id, [a, b]) == (
             AllocationStatus.ALLOCATED, {a: 7, b: 9})
 

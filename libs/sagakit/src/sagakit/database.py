@@ -39,7 +39,8 @@ PING_IF_IDLE_FOR_S = 1.0
 
 
 def build_engine(url: str, name: str, pool_size: int,
-                 ping_if_idle_for_s: float = PING_IF_IDLE_FOR_S) -> AsyncEngine:
+                 ping_if_idle_for_s: float = PING_IF_IDLE_FOR_S,
+                 server_settings: dict[str, str] | None = None) -> AsyncEngine:
     engine = create_async_engine(
         url,
         # No overflow: SQLAlchemy closes an overflow connection as soon as it is handed back,
@@ -58,7 +59,8 @@ def build_engine(url: str, name: str, pool_size: int,
         # JSON columns, read and written on every message (sagakit.jsonio).
         json_serializer=jsonio.dumps,
         json_deserializer=jsonio.loads,
-        connect_args={"server_settings": {"application_name": name}, "command_timeout": 30,
+        connect_args={"server_settings": {**(server_settings or {}), "application_name": name},
+                      "command_timeout": 30,
                       "timeout": 10},
     )
     ping_idle_connections(engine, ping_if_idle_for_s)

@@ -106,6 +106,9 @@ class ServiceDefinition:
     on_stop: Callable[[Runtime], Awaitable[None]] | None = None
     description: str = ""
     compensation_reasons: list[str] = field(default_factory=list)
+    database_settings: Callable[[], dict[str, str]] = dict
+    """PostgreSQL settings for every connection of the service (``statement_timeout``...),
+    read when the service starts."""
 
 
 def messaging_jobs(settings: MessagingSettings) -> list[PeriodicJob]:
@@ -149,7 +152,8 @@ def create_app(definition: ServiceDefinition) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         svc = load(ServiceSettings)
         msg = load(MessagingSettings)
-        engine = build_engine(svc.database_url, definition.name, svc.db_pool_size)
+        engine = build_engine(svc.database_url, definition.name, svc.db_pool_size,
+                              server_settings=definition.database_settings())
         relay = OutboxRelay(engine, definition.tables, definition.name, msg)
         rt = Runtime(definition.name, engine, definition.tables, msg, svc, relay)
         handlers = definition.make_handlers(rt) if definition.topics else {}

@@ -27,6 +27,13 @@ def handlers(_: Runtime) -> dict[str, Handler]:
     }
 
 
+def database_settings() -> dict[str, str]:
+    """Part II §5.4: a query of inventario may take this long (each statement of a saga step
+    is its whole transaction, or nearly)."""
+    settings = load(InventarioSettings)
+    return {"statement_timeout": f"{int(settings.statement_timeout_s * 1000)}ms"}
+
+
 def create() -> FastAPI:
     return create_app(ServiceDefinition(
         name=SERVICE,
@@ -37,4 +44,5 @@ def create() -> FastAPI:
         # inventario releases stock for whatever reason the order was cancelled.
         compensation_reasons=latest("OrdenCancelada").document["properties"]["reason"]["enum"],
         description="Stock validation (no locks), allocation (row locks) and release.",
+        database_settings=database_settings,
     ))

@@ -40,48 +40,54 @@ _PUT_BACK = (pg_insert(products)
                                     set_={"quantity": products.c.quantity
                                           + bindparam("v_quantity", type_=Integer),
                                           "updated_at": func.now()}))
-# The allocation's first statement, which takes every lock the allocation needs, in one round
-# trip: its lock and statement timeouts (for this transaction), the lines validated for the
-# saga, the saga's allocation row locked, and, if it has none, the lines' products locked in
-# SKU order (two allocations that share products lock them in the same order). The settings
-# come first, in a subquery PostgreSQL may not fold into the rest (OFFSET 0), and each later
-# part reads what the one before returned (LATERAL), so they are evaluated in that order: the
-# lock timeout is set, once, before any lock is waited for. The products are found by their
-# primary key (= ANY of an array: an IN over the lines' SKUs was planned as a scan of every
-# product).
-_ALLOCATION_LOCKS = text(f"""SELECT c.items AS checked, a.status AS allocation,
-       a.items AS allocation_items, p.sku, p.quantity
-FROM (SELECT set_config('lock_timeout', :v_lock_timeout, true) AS lock_timeout,
-             set_config('statement_timeout', :v_statement_timeout, true) OFFSET 0) AS s
-LEFT JOIN LATERAL (SELECT items FROM {stock_checks.fullname}
-                   WHERE saga_id = :k_saga_id AND s.lock_timeout IS NOT NULL) AS c ON true
-LEFT JOIN LATERAL (SELECT status, items FROM {allocations.fullname}
-                   WHERE saga_id = :k_saga_id AND s.lock_timeout IS NOT NULL
-                   FOR UPDATE) AS a ON true
+# What the allocation decides on, read without a lock or a transaction: the lines validated for
+# the saga, its allocation row's status, and, if it has none, the lines' products on hand. The
+# products are found by their primary key (= ANY of an array: an IN over the lines' SKUs was
+# planned as a scan of every product).
+_ALLOCATION_READ = text(f"""SELECT c.items AS checked, a.status AS allocation, p.sku, p.quantity
+FROM (SELECT 1) AS one
+LEFT JOIN {stock_checks.fullname} AS c ON c.saga_id = :k_saga_id
+LEFT JOIN {allocations.fullname} AS a ON a.saga_id = :k_saga_id
 LEFT JOIN LATERAL (SELECT sku, quantity FROM {products.fullname}
                    WHERE a.status IS NULL
                      AND sku = ANY (ARRAY(SELECT l->>'sku'
-                                          FROM jsonb_array_elements(c.items) AS l))
-                   ORDER BY sku
-                   FOR UPDATE) AS p ON true""")
+                                          FROM jsonb_array_elements(c.items) AS l))) AS p ON true""")
 # Writes staged on the unit of work, sent with its commit statement (sagakit.unit_of_work).
 _STOCK_CHECK = (("checked", f"""INSERT INTO {{schema}}.{stock_checks.name} (saga_id, order_id, items, result)
 VALUES (:chk_saga_id, :chk_order_id, CAST(:chk_items AS jsonb), :chk_result)
 ON CONFLICT (saga_id) DO NOTHING
 RETURNING saga_id"""),)
-# An allocation that succeeded: the saga's allocation row and every line's units off its
-# product (rows this transaction has locked already: no new lock waits). The units are taken
-# only if the row went in (the UPDATE joins what the INSERT returned). Lines of the same SKU
-# count together. The products are found by their primary key (= ANY of an array), as in the
-# locking statement: joined to the lines alone, which PostgreSQL guesses at a hundred rows,
-# the update was planned as a scan of the whole catalogue, whose cost grew with every product
-# added (7.7 ms of a 9 ms statement with 4,900 products; session 13).
-_ALLOCATED = (
+# The allocation, decided on what ``_ALLOCATION_READ`` found, in one statement that is its own
+# transaction. It sets its lock timeout first (a subquery every later part reads, LATERAL, so
+# that it is evaluated before any lock is waited for), then locks the lines' products in SKU
+# order (two allocations that share products lock them in the same order) and reads them as
+# the last transaction to change them left them. The saga's allocation row goes in only if the
+# locked units agree with the decision (every line has its units for ALLOCATED, some line has
+# too few for FAILED) and no allocation was recorded for the saga meanwhile; only then are the
+# units taken (the UPDATE joins what the INSERT returned). Otherwise nothing is written and
+# the consumer handles the message again, reading what changed. Lines of the same SKU count
+# together. The products are found by their primary key (= ANY of an array), as in the read:
+# joined to the lines alone, which PostgreSQL guesses at a hundred rows, the update was
+# planned as a scan of the whole catalogue, whose cost grew with every product added (7.7 ms
+# of a 9 ms statement with 4,900 products; session 13).
+_ALLOCATION = (
+    ("alloc_timeout", """SELECT set_config('lock_timeout', :alloc_lock_timeout, true) AS value"""),
     ("wanted", """SELECT l.sku, sum(l.quantity)::int AS quantity
 FROM jsonb_to_recordset(CAST(:alloc_items AS jsonb)) AS l(sku text, quantity int)
 GROUP BY l.sku"""),
+    ("locked", f"""SELECT p.sku, p.quantity
+FROM alloc_timeout AS t
+CROSS JOIN LATERAL (SELECT sku, quantity FROM {{schema}}.{products.name}
+                    WHERE t.value IS NOT NULL AND sku = ANY (ARRAY(SELECT sku FROM wanted))
+                    ORDER BY sku
+                    FOR UPDATE) AS p"""),
+    ("agreed", f"""SELECT 1 AS agreed
+WHERE (NOT EXISTS (SELECT 1 FROM wanted w LEFT JOIN locked l ON l.sku = w.sku
+                   WHERE coalesce(l.quantity, 0) < w.quantity))
+      = (:alloc_status = '{AllocationStatus.ALLOCATED.value}')"""),
     ("recorded", f"""INSERT INTO {{schema}}.{allocations.name} (saga_id, order_id, status, items)
-VALUES (:alloc_saga_id, CAST(:alloc_order_id AS uuid), :alloc_status, CAST(:alloc_items AS jsonb))
+SELECT :alloc_saga_id, CAST(:alloc_order_id AS uuid), :alloc_status, CAST(:alloc_items AS jsonb)
+FROM agreed
 ON CONFLICT (saga_id) DO NOTHING
 RETURNING saga_id"""),
     ("taken", f"""UPDATE {{schema}}.{products.name} p
@@ -118,16 +124,17 @@ def lines_from_json(items: list[dict[str, Any]]) -> list[Line]:
 
 
 @dataclass(frozen=True)
-class AllocationLocks:
-    """What the allocation's first statement found, under the locks it took."""
+class AllocationState:
+    """What an allocation decides on, read without locks (``StockRepository.allocation``'s
+    statement checks it under them)."""
 
     checked: list[Line] | None
     """The lines validated for the saga (None: it was never validated)."""
     allocation: AllocationStatus | None
-    """The saga's allocation, locked (None: it has none yet)."""
+    """The saga's allocation (None: it has none yet)."""
     on_hand: dict[str, int]
-    """Units on hand of the lines' products, locked; empty if the saga has an allocation
-    (absent products are left out)."""
+    """Units on hand of the lines' products; empty if the saga has an allocation (absent
+    products are left out)."""
 
 
 class StockRepository:
@@ -169,16 +176,12 @@ class StockRepository:
 
     # ---- allocations
 
-    async def lock_for_allocation(self, saga_id: str, *, lock_timeout_ms: int,
-                                  statement_timeout_ms: int) -> AllocationLocks:
-        """Sets this transaction's lock and statement timeouts, then locks the saga's
-        allocation row and, if it has none, the products of the lines validated for it, in
-        SKU order; one statement, the first of the allocation's transaction."""
-        rows = await driver.fetch(self.conn, _ALLOCATION_LOCKS, {
-            "k_saga_id": saga_id, "v_lock_timeout": f"{lock_timeout_ms}ms",
-            "v_statement_timeout": f"{statement_timeout_ms}ms"})
+    async def allocation_state(self, saga_id: str) -> AllocationState:
+        """The lines validated for the saga, its allocation and, if it has none, the lines'
+        products on hand: one statement, without locks."""
+        rows = await driver.fetch(self.conn, _ALLOCATION_READ, {"k_saga_id": saga_id})
         first = rows[0]
-        return AllocationLocks(
+        return AllocationState(
             checked=(lines_from_json(first["checked"]) if first["checked"] is not None
                      else None),
             allocation=(AllocationStatus(first["allocation"])
@@ -200,13 +203,16 @@ class StockRepository:
 
     @staticmethod
     def allocation(saga_id: str, order_id: str | None, status: AllocationStatus,
-                   lines: list[Line]) -> StagedWrite:
-        """The saga's allocation row, unless another transaction recorded one first; an
-        ``ALLOCATED`` one takes the lines' units off their products (locked by
-        ``lock_for_allocation``), only if the row went in."""
-        return StagedWrite(_ALLOCATED, {
+                   lines: list[Line], lock_timeout_ms: int) -> StagedWrite:
+        """The saga's allocation row, ``ALLOCATED`` (the lines' units taken off their products)
+        or ``FAILED`` (nothing taken), written only if the products, locked, agree and no
+        allocation was recorded for the saga meanwhile (the guard: ``commit`` returns False
+        otherwise). A lock waited for longer than ``lock_timeout_ms`` fails the statement
+        (SQLSTATE 55P03)."""
+        return StagedWrite(_ALLOCATION, {
+            "alloc_lock_timeout": f"{int(lock_timeout_ms)}ms",
             "alloc_saga_id": saga_id, "alloc_order_id": order_id, "alloc_status": status.value,
-            "alloc_items": jsonio.dumps(lines_to_json(lines))})
+            "alloc_items": jsonio.dumps(lines_to_json(lines))}, guard="recorded")
 
     async def transition_allocation(self, saga_id: str, expected: AllocationStatus,
                                     new: AllocationStatus) -> bool:

@@ -1,10 +1,14 @@
-"""PagoExitoso → StockAsignado | FalloAsignacion, under REPEATABLE READ and row locks.
+"""PagoExitoso → StockAsignado | FalloAsignacion: the units taken under row locks, in one statement.
 
-The saga's allocation row and its products (in SKU order) are locked by the transaction's first
-statement (SELECT … FOR UPDATE), re-checked, and either decremented or left alone; the
-transaction commits either way so that the outcome event is published. The allocation row (and
-the units taken) go with the commit statement: four round trips (BEGIN, locks, commit
-statement, COMMIT).
+The handler reads what it decides on without locks or a transaction (the lines validated for
+the saga, its allocation, the units on hand) and decides; the commit statement is the whole
+transaction: it locks the lines' products (SELECT … FOR UPDATE, in SKU order), checks that the
+locked units agree with the decision and, only then, records the allocation, takes the units and
+writes the inbox and outbox rows. When they do not agree (another saga took the last unit
+between the read and the lock), nothing is written and the consumer handles the message again
+at once, on what it reads then: a FalloAsignacion, and the saga's refund. Two round trips,
+where BEGIN, the locking read, the commit statement and COMMIT took four (about 2 ms of a
+saga at 10/s; docs/benchmarks.md, session 19).
 """
 
 from __future__ import annotations
@@ -32,39 +36,40 @@ def make_on_pago_exitoso(settings: InventarioSettings) -> Handler:
     async def on_pago_exitoso(uow: UnitOfWork, event: Envelope) -> None:
         await allocate(uow, event, settings)
 
-    on_pago_exitoso.isolation_level = "REPEATABLE READ"  # type: ignore[attr-defined]
+    # Reads without a transaction; the commit statement, guarded, is the transaction.
+    on_pago_exitoso.reads_outside_transaction = True  # type: ignore[attr-defined]
     return on_pago_exitoso
 
 
 async def allocate(uow: UnitOfWork, event: Envelope, settings: InventarioSettings) -> None:
     repo = StockRepository(uow.connection)
     order_id = event.payload["order_id"]
-    # A lock held too long fails the attempt (SQLSTATE 55P03): retried with backoff, then
-    # dead-lettered, instead of holding the consumer forever. The first statement sets the
-    # timeout before it takes any lock, and takes them all.
-    locked = await repo.lock_for_allocation(
-        event.saga_id, lock_timeout_ms=int(settings.lock_timeout_s * 1000),
-        statement_timeout_ms=int(settings.statement_timeout_s * 1000))
-    decision = on_payment_succeeded(locked.allocation)
+    state = await repo.allocation_state(event.saga_id)
+    decision = on_payment_succeeded(state.allocation)
     if decision is AllocationDecision.IGNORE:
-        log.info("allocation skipped: saga already %s", locked.allocation,
+        log.info("allocation skipped: saga already %s", state.allocation,
                  extra={"saga_id": event.saga_id, "event_type": event.event_type})
         await uow.commit()
         return
-    lines = locked.checked
+    lines = state.checked
     if lines is None:
         raise PermanentError(f"no stock validation recorded for saga {event.saga_id}")
-    on_hand = locked.on_hand
-    missing = shortages(lines, on_hand)
+    # A lock held too long fails the attempt (SQLSTATE 55P03): retried with backoff, then
+    # dead-lettered, instead of holding the consumer forever.
+    lock_timeout_ms = int(settings.lock_timeout_s * 1000)
+    missing = shortages(lines, state.on_hand)
     if missing:
-        uow.stage(repo.allocation(event.saga_id, order_id, AllocationStatus.FAILED, lines))
+        uow.stage(repo.allocation(event.saga_id, order_id, AllocationStatus.FAILED, lines,
+                                  lock_timeout_ms))
         uow.emit("FalloAsignacion", {
             "order_id": order_id,
             "reason": "race condition: stock consumed after validation",
             "unavailable": [s.as_dict() for s in missing],
         })
     else:
-        uow.stage(repo.allocation(event.saga_id, order_id, AllocationStatus.ALLOCATED, lines))
+        uow.stage(repo.allocation(event.saga_id, order_id, AllocationStatus.ALLOCATED, lines,
+                                  lock_timeout_ms))
         uow.emit("StockAsignado", {"order_id": order_id, "items": lines_to_json(lines)})
+    # False (nothing written) when the locked units disagree with the decision: the consumer
+    # handles the message again (sagakit.consumer, StaleRead).
     await uow.commit()
-
