@@ -10,9 +10,8 @@ import asyncio
 import time
 import uuid
 
-import asyncpg
 import pytest
-from harness import config, db
+from harness import db
 from harness.clients import new_sku
 from harness.faults import row_locked
 from inventario.adapters.stock_repository import AllocationState, StockRepository
