@@ -75,8 +75,8 @@ async def driver_of(conn: AsyncConnection) -> asyncpg.Connection:
     sync = conn.sync_connection
     if sync is not None and not sync.closed and not sync.invalidated:
         # The connection already holds its pooled connection: reading it does no I/O, so it
-        # needs no greenlet. ``get_raw_connection`` spawns one on every call, which was 9–10 %
-        # of inventario's CPU at 120 sagas/s (docs/benchmarks.md, session 19).
+        # needs no greenlet. ``get_raw_connection`` spawns one on every call: 10 % of
+        # inventario's running samples at 120 sagas/s (docs/benchmarks.md, session 19).
         fairy = sync.connection
     else:
         # Not connected yet, or invalidated: getting it may connect, through SQLAlchemy.

@@ -5,8 +5,8 @@ event_type, schema_version, span_id, parent_span_id, status, duration_ms, attemp
 ``extra`` of the call. Declared sensitive fields are masked or dropped (``sagakit.privacy``).
 
 One formatter builds the line straight from the record. structlog's ``ProcessorFormatter`` did
-the same through eight processors and a copy of every record: 53 µs of CPU a line, about 0.8 ms
-of a saga's CPU across the services at ~15 lines a saga (docs/benchmarks.md, session 19).
+the same through eight processors and a copy of every record: 53 µs of CPU a line against 31,
+at 10 lines a saga across the services (docs/benchmarks.md, session 19).
 """
 
 from __future__ import annotations

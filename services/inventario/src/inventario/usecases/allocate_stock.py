@@ -7,8 +7,8 @@ locked units agree with the decision and, only then, records the allocation, tak
 writes the inbox and outbox rows. When they do not agree (another saga took the last unit
 between the read and the lock), nothing is written and the consumer handles the message again
 at once, on what it reads then: a FalloAsignacion, and the saga's refund. Two round trips,
-where BEGIN, the locking read, the commit statement and COMMIT took four (about 2 ms of a
-saga at 10/s; docs/benchmarks.md, session 19).
+where BEGIN, the locking read, the commit statement and COMMIT took four (the p50 at 10/s
+about 1.5 ms lower; docs/benchmarks.md, session 19).
 """
 
 from __future__ import annotations
@@ -54,21 +54,19 @@ async def allocate(uow: UnitOfWork, event: Envelope, settings: InventarioSetting
     lines = state.checked
     if lines is None:
         raise PermanentError(f"no stock validation recorded for saga {event.saga_id}")
+    missing = shortages(lines, state.on_hand)
+    status = AllocationStatus.FAILED if missing else AllocationStatus.ALLOCATED
     # A lock held too long fails the attempt (SQLSTATE 55P03): retried with backoff, then
     # dead-lettered, instead of holding the consumer forever.
-    lock_timeout_ms = int(settings.lock_timeout_s * 1000)
-    missing = shortages(lines, state.on_hand)
+    uow.stage(repo.allocation(event.saga_id, order_id, status, lines,
+                              lock_timeout_ms=int(settings.lock_timeout_s * 1000)))
     if missing:
-        uow.stage(repo.allocation(event.saga_id, order_id, AllocationStatus.FAILED, lines,
-                                  lock_timeout_ms))
         uow.emit("FalloAsignacion", {
             "order_id": order_id,
             "reason": "race condition: stock consumed after validation",
             "unavailable": [s.as_dict() for s in missing],
         })
     else:
-        uow.stage(repo.allocation(event.saga_id, order_id, AllocationStatus.ALLOCATED, lines,
-                                  lock_timeout_ms))
         uow.emit("StockAsignado", {"order_id": order_id, "items": lines_to_json(lines)})
     # False (nothing written) when the locked units disagree with the decision: the consumer
     # handles the message again (sagakit.consumer, StaleRead).
