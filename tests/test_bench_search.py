@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from bench import search
 
 LEVELS = [2, 4, 8, 16, 32, 64]
@@ -74,3 +76,18 @@ def test_nothing_under_the_limit_means_nothing_to_refine() -> None:
                                    refinements=2) is None
     assert search.best_under([{"concurrency": 2, "sagas_per_s": 1.0,
                                "latency": {"p99_ms": 1500.0}}]) is None
+
+
+def test_the_terminal_watch_polls_at_a_fiftieth_of_the_latency_it_sees_within_bounds() -> None:
+    from bench.load import TerminalWatch
+
+    watch = TerminalWatch(min_interval_s=0.005, max_interval_s=0.025)
+    assert watch.interval_s == 0.005
+    watch._seen(0.5)  # half a second a saga: 10 ms between queries
+    assert watch.interval_s == pytest.approx(0.010)
+    for _ in range(100):
+        watch._seen(3.0)
+    assert watch.interval_s == 0.025  # bounded above
+    for _ in range(200):
+        watch._seen(0.02)
+    assert watch.interval_s == 0.005  # and below
