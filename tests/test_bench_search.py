@@ -91,3 +91,18 @@ def test_the_terminal_watch_polls_at_a_fiftieth_of_the_latency_it_sees_within_bo
     for _ in range(200):
         watch._seen(0.02)
     assert watch.interval_s == 0.005  # and below
+
+
+def test_the_closed_loops_ramp_is_left_out_of_its_latency_and_its_throughput() -> None:
+    from bench.load import steady_window
+
+    finished = [
+        (0.0, 1.5, "burst"),         # placed in the ramp: neither measured nor counted
+        (0.1, 2.5, "ramp-ends-in"),  # placed in the ramp, ended in the window: counted
+        (2.0, 2.4, "first"),         # placed at the window's start
+        (11.5, 12.8, "tail"),        # placed in the window, ended after it: measured only
+        (12.0, 12.3, "after"),       # placed after the window (a client's last): neither
+    ]
+    placed, ended = steady_window(finished, measure_from=2.0, stop_at=12.0)
+    assert placed == ["first", "tail"]
+    assert ended == 2  # "ramp-ends-in" and "first"
