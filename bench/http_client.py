@@ -22,6 +22,10 @@ from urllib.parse import urlsplit
 import httptools
 import orjson
 
+# What a request may fail with short of an answer: no answer in time, a connection that failed
+# or closed under it, an answer that is not HTTP.
+TRANSPORT_ERRORS = (TimeoutError, OSError, httptools.HttpParserError)
+
 
 class HttpStatusError(Exception):
     """The server answered with a status of 400 or more."""

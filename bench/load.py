@@ -9,12 +9,11 @@ import uuid
 from typing import Any
 
 import asyncpg
-import httptools
 import httpx
 
 from bench import upkeep
 from bench.common import admin_dsn, config, cpu_between, pct, sample_cpu, summary_ms
-from bench.http_client import HttpStatusError, JsonClient
+from bench.http_client import TRANSPORT_ERRORS, HttpStatusError, JsonClient
 
 TERMINAL = ("COMPLETADA", "CANCELADA_SIN_STOCK", "CANCELADA_PAGO_RECHAZADO",
             "CANCELADA_CON_REEMBOLSO", "CANCELADA_TIMEOUT", "CANCELADA_POR_USUARIO",
@@ -192,7 +191,7 @@ async def open_loop(rate: float, seconds: float, *, skus: list[str], qty: int = 
             except HttpStatusError as exc:
                 errors += 1
                 error_kinds[str(exc.status)] += 1
-            except (TimeoutError, OSError, httptools.HttpParserError) as exc:
+            except TRANSPORT_ERRORS as exc:
                 errors += 1
                 error_kinds[type(exc).__name__] += 1
 

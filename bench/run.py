@@ -131,12 +131,12 @@ async def main() -> None:
     await asyncio.sleep(10 if quick else 30)
     upkept = await load.database_maintenance_done()
     results["idle"] = {**await load.idle_cpu(10 if quick else 30), **upkept}
-    under = [r for r in results["closed_loop"] if r["latency"]["p99_ms"] <= 1000]
+    best_closed = search.best_under(results["closed_loop"], goals.P99_FOR_THROUGHPUT_MS)
     results["max_sustained_sagas_per_s_p99_under_1s"] = max(
-        [r["sagas_per_s"] for r in under] + [r["sustained_sagas_per_s"]
-                                             for r in results["open_loop"]
-                                             if r["latency"]["p99_ms"] <= 1000 and
-                                             r["unfinished"] == 0] or [0])
+        ([best_closed["sagas_per_s"]] if best_closed else [])
+        + [r["sustained_sagas_per_s"] for r in results["open_loop"]
+           if r["latency"]["p99_ms"] <= goals.P99_FOR_THROUGHPUT_MS and r["unfinished"] == 0]
+        or [0])
     results["goals"] = [g.as_dict() for g in goals.evaluate(results)]
     OUT.mkdir(exist_ok=True)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
