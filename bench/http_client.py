@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import time
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -45,6 +46,7 @@ class _Connection(asyncio.Protocol):
         self._body: list[bytes] = []
         self._waiter: asyncio.Future[tuple[int, bytes]] | None = None
         self.reusable = True
+        self.idle_since = 0.0
 
     # asyncio.Protocol
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -94,13 +96,17 @@ class JsonClient:
     """``async with JsonClient("http://127.0.0.1:8001", connections=200) as http:`` then
     ``await http.post_json("/orders", body)``."""
 
-    def __init__(self, base_url: str, *, connections: int, timeout_s: float = 30.0) -> None:
+    def __init__(self, base_url: str, *, connections: int, timeout_s: float = 30.0,
+                 keep_alive_s: float = 4.0) -> None:
         url = urlsplit(base_url)
         if url.scheme != "http" or url.hostname is None:
             raise ValueError(f"an http:// address is needed, not {base_url!r}")
         self._host, self._port = url.hostname, url.port or 80
         self._host_header = f"{self._host}:{self._port}"
         self._timeout_s = timeout_s
+        # An idle connection is given up before the server would close it (uvicorn's default
+        # is 5 s): a POST written as the server closes is lost, and it is never sent twice.
+        self._keep_alive_s = keep_alive_s
         self._idle: collections.deque[_Connection] = collections.deque()
         self._slots = asyncio.Semaphore(connections)
 
@@ -115,9 +121,11 @@ class JsonClient:
             self._idle.popleft().close()
 
     async def _connection(self) -> _Connection:
+        fresh_after = time.monotonic() - self._keep_alive_s
         while self._idle:
             conn = self._idle.pop()
-            if conn.reusable and conn.transport is not None and not conn.transport.is_closing():
+            if (conn.reusable and conn.idle_since > fresh_after and conn.transport is not None
+                    and not conn.transport.is_closing()):
                 return conn
             conn.close()
         _, conn = await asyncio.get_running_loop().create_connection(
@@ -141,6 +149,7 @@ class JsonClient:
                 conn.close()
                 raise
             if conn.reusable:
+                conn.idle_since = time.monotonic()
                 self._idle.append(conn)
             else:
                 conn.close()

@@ -75,6 +75,15 @@ async def test_sequential_requests_share_one_kept_connection(echo: Server) -> No
     assert echo.connections == 1 and len(echo.requests) == 5
 
 
+async def test_a_connection_idle_past_its_keep_alive_is_replaced(echo: Server) -> None:
+    async with JsonClient(f"http://127.0.0.1:{echo.port}", connections=1,
+                          keep_alive_s=0.05) as http:
+        await http.post_json("/orders", {"n": 1})
+        await asyncio.sleep(0.2)  # the idle time under test, not a wait for something
+        await http.post_json("/orders", {"n": 2})
+    assert echo.connections == 2
+
+
 async def test_concurrent_requests_open_at_most_the_connections_allowed(echo: Server) -> None:
     async with JsonClient(f"http://127.0.0.1:{echo.port}", connections=3) as http:
         answers = await asyncio.gather(*(http.post_json("/orders", {"n": i}) for i in range(12)))

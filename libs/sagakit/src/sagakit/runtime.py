@@ -46,6 +46,12 @@ class ServiceSettings(BaseSettings):
     database_url: str = Field(..., validation_alias="DATABASE_URL")
     db_pool_size: int = Field(20, ge=1, validation_alias="DB_POOL_SIZE")
     log_level: str = Field("INFO", validation_alias="LOG_LEVEL")
+    # How long an idle keep-alive connection stays open. It must outlast the idle expiry of
+    # every client and proxy in front (httpx 5 s, aiohttp 15 s, nginx and cloud load balancers
+    # 60 s): when both ends give up at the same moment, a request sent on a connection the
+    # server is closing is lost with "server disconnected" (uvicorn's default is 5 s, httpx's
+    # expiry is 5 s; CI saw that race, 2026-12-02).
+    http_keep_alive_s: int = Field(75, ge=1, validation_alias="HTTP_KEEP_ALIVE_S")
     run_consumer: bool = Field(True, validation_alias="RUN_CONSUMER")
     run_relay: bool = Field(True, validation_alias="RUN_RELAY")
     run_jobs: bool = Field(True, validation_alias="RUN_JOBS")
@@ -276,5 +282,6 @@ def serve(app_factory: Callable[[], FastAPI], service: str) -> None:
     log.info("starting %s on %s:%s", service, svc.http_host, svc.http_port)
     http_server.run(app_factory(), host=svc.http_host, port=svc.http_port, log_config=None,
                     access_log=False, lifespan="on", timeout_graceful_shutdown=10,
+                    timeout_keep_alive=svc.http_keep_alive_s,
                     loop="uvloop", http="httptools")
     log.info("%s stopped after %.0fs", service, time.monotonic() - started)

@@ -25,7 +25,8 @@ def _worker(rt: Runtime) -> GatewayWorker:
     if "worker" not in rt.extras:
         settings = load(PagosSettings)
         rt.extras["worker"] = GatewayWorker(
-            rt.uow, GatewayClient(settings.gateway_url, settings.gateway_timeout_s), settings)
+            rt.uow, GatewayClient(settings.gateway_url, settings.gateway_timeout_s,
+                                  settings.gateway_keep_alive_s), settings)
     return rt.extras["worker"]
 
 

@@ -12,8 +12,10 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
+import uvicorn
 from aiohttp import web
 from pagos.adapters.gateway_client import GatewayClient
+from pagos.config import PagosSettings
 from pagos.domain.payment import Outcome
 
 
@@ -22,8 +24,11 @@ class _Gateway:
         self.answer: tuple[int, dict[str, Any]] = (200, {"id": "ch_1"})
         self.delay_s = 0.0
         self.seen: list[tuple[str, str | None, dict[str, Any]]] = []
+        self.client_ports: list[int] = []
 
     async def handle(self, request: web.Request) -> web.Response:
+        assert request.transport is not None
+        self.client_ports.append(request.transport.get_extra_info("peername")[1])
         self.seen.append((request.path, request.headers.get("Idempotency-Key"),
                           await request.json()))
         await asyncio.sleep(self.delay_s)
@@ -120,3 +125,30 @@ async def test_a_refund_succeeds_only_on_200(gateway: tuple[_Gateway, str]) -> N
     assert done.succeeded and done.refund_id == "re_1"
     assert not failed.succeeded and "HTTP 500" in failed.detail
     assert [s[:2] for s in fake.seen] == [("/v1/refunds", "refund-s1")] * 2
+
+
+async def test_an_idle_connection_is_given_up_after_its_keep_alive(
+        gateway: tuple[_Gateway, str]) -> None:
+    """A connection idle past the client's keep-alive is not reused: a charge is never written
+    to a connection the gateway may be closing at that moment."""
+    fake, url = gateway
+    kept, dropped = GatewayClient(url, timeout_s=5), GatewayClient(url, timeout_s=5,
+                                                                     keep_alive_s=0.05)
+    try:
+        for client in (kept, dropped):
+            await _charge(client)
+            await asyncio.sleep(0.3)  # the idle time under test, not a wait for something
+            await _charge(client)
+    finally:
+        await kept.close()
+        await dropped.close()
+    kept_ports, dropped_ports = fake.client_ports[:2], fake.client_ports[2:]
+    assert kept_ports[0] == kept_ports[1]
+    assert dropped_ports[0] != dropped_ports[1]
+
+
+def test_pagos_gives_a_connection_up_before_the_fake_gateway_closes_it() -> None:
+    """The fake gateway is uvicorn with its default keep-alive; a client that kept idle
+    connections as long (or longer) would race the server's close."""
+    gateway_keeps_s = uvicorn.Config(app=None).timeout_keep_alive
+    assert PagosSettings().gateway_keep_alive_s < gateway_keeps_s

@@ -52,8 +52,9 @@ class _Response:
 
 
 class GatewayClient:
-    def __init__(self, base_url: str, timeout_s: float) -> None:
+    def __init__(self, base_url: str, timeout_s: float, keep_alive_s: float = 4.0) -> None:
         self._base_url = base_url
+        self._keep_alive_s = keep_alive_s
         self._timeout = aiohttp.ClientTimeout(total=timeout_s)
         self._session: aiohttp.ClientSession | None = None
 
@@ -66,7 +67,8 @@ class GatewayClient:
         if self._session is None:  # made on first use, on the loop that uses it
             self._session = aiohttp.ClientSession(
                 base_url=self._base_url, timeout=self._timeout,
-                connector=aiohttp.TCPConnector(limit=100))
+                connector=aiohttp.TCPConnector(limit=100,
+                                             keepalive_timeout=self._keep_alive_s))
         async with self._session.post(path, headers={"Idempotency-Key": idempotency_key},
                                       json=body) as resp:
             return _Response(resp.status, await resp.read())
