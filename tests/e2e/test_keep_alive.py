@@ -45,10 +45,11 @@ async def _still_open_after_idle(base_url: str) -> tuple[bool, bytes]:
         writer.close()
 
 
-async def test_every_service_keeps_an_idle_connection_longer_than_its_clients(
+async def test_every_server_keeps_an_idle_connection_longer_than_its_clients(
         running_stack: None) -> None:
     results = await asyncio.gather(*(_still_open_after_idle(url) for url in
-                                     (config.PEDIDOS, config.INVENTARIO, config.PAGOS)))
-    assert [open_ for open_, _ in results] == [True, True, True], \
+                                     (config.PEDIDOS, config.INVENTARIO, config.PAGOS,
+                                      config.GATEWAY)))
+    assert [open_ for open_, _ in results] == [True] * 4, \
         "a service closed an idle connection before its client would have"
     assert all(status.endswith(b"200 OK") for _, status in results)

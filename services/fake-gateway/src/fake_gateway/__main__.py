@@ -9,4 +9,7 @@ if __name__ == "__main__":
     logging.basicConfig(level=logging.INFO, format='{"service":"gateway","message":"%(message)s"}')
     uvicorn.run(create_app(), host=os.environ.get("GATEWAY_HOST", "127.0.0.1"),
                 port=int(os.environ.get("GATEWAY_PORT", "8010")), log_config=None,
-                access_log=False)
+                access_log=False,
+                # Longer than the tests' clients keep an idle connection (httpx: 5 s), like the
+                # services (sagakit.runtime.ServiceSettings.http_keep_alive_s).
+                timeout_keep_alive=int(os.environ.get("GATEWAY_KEEP_ALIVE_S", "75")))

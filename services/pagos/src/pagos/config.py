@@ -19,9 +19,10 @@ class PagosSettings(BaseSettings):
 
     gateway_url: str = Field("http://127.0.0.1:8010", validation_alias="GATEWAY_URL")
     gateway_timeout_s: float = Field(30.0, gt=0, le=120)
-    # How long an idle connection to the gateway is kept for reuse. Shorter than the gateway
-    # keeps it (the fake gateway is uvicorn: 5 s), so pagos gives a connection up before the
-    # gateway closes it under a charge being sent; aiohttp's own default is 15 s.
+    # How long an idle connection to the gateway is kept for reuse: shorter than the shortest
+    # keep-alive common servers use (5 s: uvicorn's and Apache's default), so pagos gives a
+    # connection up before the gateway closes it under a charge being sent (the charge would
+    # then wait for its retry); aiohttp's own default is 15 s.
     gateway_keep_alive_s: float = Field(4.0, gt=0)
     # Comma-separated seconds in the environment: "2,8,18".
     charge_retry_schedule_s: Annotated[tuple[float, ...], NoDecode] = (2.0, 8.0, 18.0)
