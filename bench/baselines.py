@@ -194,3 +194,26 @@ def cpu_floor(pg: dict[str, Any], hop: dict[str, Any], cores: int) -> dict[str, 
     per_saga = 7 * tx + 6 * message
     return {"cpu_ms_per_saga": round(per_saga, 2),
             "ceiling_sagas_per_s": round(cores * 1000 / per_saga) if per_saga else None}
+
+
+def floor_ms(pg: dict[str, Any], hop: dict[str, Any], *, paced: bool = False) -> float:
+    """One saga's floor: 7 saga-step transactions and 6 Kafka hops at their p50, back to back
+    or (``paced``) each after a pause, as a saga's steps start at low arrival rates."""
+    pg_key, hop_key = (("single_client_paced", "produce_to_consume_paced") if paced
+                       else ("single_client", "produce_to_consume"))
+    return round(7 * pg[pg_key]["p50_ms"] + 6 * hop[hop_key]["p50_ms"], 2)
+
+
+def fastest(measurements: list[dict[str, Any]]) -> dict[str, Any]:
+    """Of the same baselines measured at different times of a run, the one with the lowest
+    back-to-back p50 (PostgreSQL's and Kafka's each chosen on their own).
+
+    The floor is what the machine can do. A VM that slows down for a while (run 37: both
+    baselines 2× slower after the warm-up than measured by hand before and after the run) makes a
+    floor measured in that while slower, and every saga figure a smaller multiple of it: the
+    goal judged against a floor the machine does not have. The fastest measurement is the
+    conservative one."""
+    pg = min((m["pg"] for m in measurements), key=lambda b: b["single_client"]["p50_ms"])
+    hop = min((m["hop"] for m in measurements),
+              key=lambda b: b["produce_to_consume"]["p50_ms"])
+    return {"pg": pg, "hop": hop}

@@ -71,6 +71,37 @@ def test_the_cpu_floor_is_seven_transactions_and_six_messages_and_bounds_the_rat
     assert "would allow 400/s" in g.measured and "2.0× it" in g.measured
 
 
+def _baselines(pg_ms: float, hop_ms: float, when: str) -> dict[str, Any]:
+    return {"when": when,
+            "pg": {"single_client": {"p50_ms": pg_ms}, "single_client_paced": {"p50_ms": 2 * pg_ms},
+                   "cpu_ms_per_tx_16_clients": pg_ms / 2},
+            "hop": {"produce_to_consume": {"p50_ms": hop_ms},
+                    "produce_to_consume_paced": {"p50_ms": 2 * hop_ms},
+                    "cpu_ms_per_message_16_senders": 0.1}}
+
+
+def test_the_floor_takes_each_baseline_from_its_fastest_measurement() -> None:
+    slow_pg, slow_hop = _baselines(2.0, 0.6, "after the warm-up"), _baselines(1.0, 1.8, "at the end")
+    chosen = baselines.fastest([slow_pg, slow_hop])
+    assert chosen == {"pg": slow_hop["pg"], "hop": slow_pg["hop"]}
+    assert baselines.floor_ms(chosen["pg"], chosen["hop"]) == 7 * 1.0 + 6 * 0.6
+    assert baselines.floor_ms(chosen["pg"], chosen["hop"], paced=True) == 7 * 2.0 + 6 * 1.2
+
+
+def test_every_step_is_a_multiple_of_the_floor_chosen_at_the_end() -> None:
+    from bench import run as bench_run
+
+    results = {**run(low_p50=45.0), "machine": {"cores": 2}}
+    bench_run.with_floor(results, [_baselines(2.0, 2.0, "after the warm-up"),
+                                   _baselines(1.0, 1.0, "at the end")])
+    assert results["floor_one_saga_ms"] == 13.0 and results["floor_one_saga_paced_ms"] == 26.0
+    assert results["open_loop"][0]["p50_multiple_of_floor"] == round(45.0 / 13.0, 1)
+    assert [m["when"] for m in results["baseline_measurements"]] == ["after the warm-up",
+                                                                    "at the end"]
+    assert results["cpu_floor"]["cpu_ms_per_saga"] == 7 * 0.5 + 6 * 0.1
+    assert not goals.within_floor(results).met  # 45 ms against 3 × 13; met against the slower 3 × 26
+
+
 def test_the_hottest_part_is_taken_from_the_highest_rate() -> None:
     r = run(rate50={"sustained_sagas_per_s": 37.0, "latency": {"p50_ms": 1.0, "p99_ms": 1.0},
                     "cpu_ms_per_saga": {"postgres": 13.0, "pedidos": 11.0, "pagos": 12.5}})
