@@ -37,6 +37,15 @@ def _factor(x: float) -> str:
     return f"×{x:.1f}"
 
 
+def cores_busy(step: dict[str, Any]) -> float | None:
+    """The cores the stack kept busy during an open-loop step: its CPU a completed saga times
+    the sagas it completed a second (the load generator, on the same cores, not counted)."""
+    per_saga = step.get("cpu_ms_per_saga")
+    if not per_saga:
+        return None
+    return sum(per_saga.values()) * step["sustained_sagas_per_s"] / 1000
+
+
 def latency_at_50(results: dict[str, Any]) -> Goal:
     name = f"p50 ≤ {P50_LIMIT_MS:g} ms and p99 ≤ {P99_LIMIT_MS:g} ms at {RATE_FOR_LATENCY:g}/s"
     target = f"{RATE_FOR_LATENCY:g}/s sustained, p50 ≤ {P50_LIMIT_MS:g} ms, p99 ≤ {P99_LIMIT_MS:g} ms"
@@ -48,6 +57,12 @@ def latency_at_50(results: dict[str, Any]) -> Goal:
     sustained, lat = step["sustained_sagas_per_s"], step["latency"]
     measured = (f"{sustained:g}/s sustained, p50 {lat['p50_ms']:.0f} ms, "
                 f"p99 {lat['p99_ms']:.0f} ms")
+    busy = cores_busy(step)
+    cores = results.get("machine", {}).get("cores")
+    if busy is not None and cores:
+        # A stack near its cores' limit queues: the latency is then the machine's, and this
+        # says so in the report (runs 35-38: 1.7-1.8 of 2 cores at 50/s).
+        measured += f", the stack using {busy:.2f} of the {cores} cores"
     if sustained < SUSTAINED_SHARE * RATE_FOR_LATENCY or step.get("unfinished"):
         return Goal(name, target, measured, False,
                     f"{_factor(RATE_FOR_LATENCY / max(sustained, 0.1))} in throughput "

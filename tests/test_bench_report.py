@@ -52,6 +52,17 @@ def test_no_step_at_50_per_s_is_a_goal_not_measured_not_a_goal_met() -> None:
     assert not g.met and g.missed_by == "not measured"
 
 
+def test_the_50_per_s_verdict_says_how_many_cores_the_stack_kept_busy() -> None:
+    r = {**run(rate50={"sustained_sagas_per_s": 48.8, "latency": {"p50_ms": 120.0,
+                                                                  "p99_ms": 193.0},
+                       "cpu_ms_per_saga": {"postgres": 7.5, "kafka": 6.0, "pedidos": 8.0,
+                                           "inventario": 6.0, "pagos": 6.0, "gateway": 2.0}}),
+         "machine": {"cores": 2}}
+    g = goals.latency_at_50(r)
+    assert not g.met and g.missed_by == "×2.4 in latency"
+    assert g.measured.endswith("the stack using 1.73 of the 2 cores")  # 35.5 ms × 48.8/s
+
+
 def test_throughput_floor_multiple_and_idle_are_judged_against_their_limits() -> None:
     r = run(low_p50=51.0, floor=14.7, best=36.2, idle=4.2)
     throughput, floor, idle = goals.throughput(r), goals.within_floor(r), goals.idle(r)
