@@ -123,12 +123,20 @@ def evaluate(results: dict[str, Any]) -> list[Goal]:
     return [latency_at_50(results), throughput(results), within_floor(results), idle(results)]
 
 
-def hottest(steps: list[dict[str, Any]], parts: tuple[str, ...]) -> tuple[str, float] | None:
-    """Of ``parts``, the one that spent the most CPU per completed saga in the busiest
-    open-loop step (the highest rate): where a throughput goal is lost."""
-    if not steps:
+def step_at(steps: list[dict[str, Any]], rate: float | None = None) -> dict[str, Any] | None:
+    """The open-loop step offered ``rate``; without one, the busiest (the highest rate)."""
+    if rate is not None:
+        return next((o for o in steps if o["target_rate_per_s"] == rate), None)
+    return max(steps, key=lambda o: o["target_rate_per_s"]) if steps else None
+
+
+def hottest(steps: list[dict[str, Any]], parts: tuple[str, ...], rate: float | None = None
+            ) -> tuple[str, float] | None:
+    """Of ``parts``, the one that spent the most CPU per completed saga in the step offered
+    ``rate``, by default the busiest step (where a throughput goal is lost)."""
+    step = step_at(steps, rate)
+    if step is None:
         return None
-    busiest = max(steps, key=lambda o: o["target_rate_per_s"])
-    per_saga = busiest.get("cpu_ms_per_saga") or {}
+    per_saga = step.get("cpu_ms_per_saga") or {}
     candidates = [(p, per_saga[p]) for p in parts if p in per_saga]
     return max(candidates, key=lambda pc: pc[1]) if candidates else None

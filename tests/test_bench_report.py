@@ -121,6 +121,15 @@ def test_the_hottest_part_is_taken_from_the_highest_rate() -> None:
     assert goals.hottest([], ("pedidos",)) is None
 
 
+def test_the_hottest_part_at_a_given_rate_is_taken_from_that_step() -> None:
+    r = run(rate50={"sustained_sagas_per_s": 37.0, "latency": {"p50_ms": 1.0, "p99_ms": 1.0},
+                    "cpu_ms_per_saga": {"postgres": 13.0, "pedidos": 11.0, "pagos": 12.5}})
+    # At 10/s pedidos spent the most of the Python services, at 50/s pagos.
+    assert goals.hottest(r["open_loop"], ("pedidos", "pagos"), 10.0) == ("pedidos", 12.0)
+    assert goals.step_at(r["open_loop"], 10.0) is r["open_loop"][0]
+    assert goals.hottest(r["open_loop"], ("pedidos",), 25.0) is None
+
+
 def test_frames_are_attributed_to_their_package() -> None:
     site = "/w/.venv/lib/python3.11/site-packages"
     assert profile.package_of(f"execute ({site}/asyncpg/connection.py:377)") == "asyncpg"
