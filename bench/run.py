@@ -221,10 +221,11 @@ def report(r: dict[str, Any]) -> None:
           f"{paced_hop['p50_ms']} ms after a pause; p99 {hop['p99_ms']} ms")
     print(f"  floor of one saga (7 tx + 6 hops): {r['floor_one_saga_ms']} ms back to back, "
           f"{r['floor_one_saga_paced_ms']} ms paced")
+    if r.get("baseline_measurements"):
+        print("  measured (the floor takes the fastest of each baseline):")
     for m in r.get("baseline_measurements", []):
-        print(f"    measured {m['when']}: PostgreSQL step p50 "
-              f"{m['pg']['single_client']['p50_ms']} ms, Kafka hop p50 "
-              f"{m['hop']['produce_to_consume']['p50_ms']} ms (the floor takes the faster)")
+        print(f"    {m['when']}: PostgreSQL step p50 {m['pg']['single_client']['p50_ms']} ms, "
+              f"Kafka hop p50 {m['hop']['produce_to_consume']['p50_ms']} ms")
     cf = r.get("cpu_floor")
     if cf:
         print(f"  CPU of those 7 tx + 6 hops at saturation (server and client): "
