@@ -49,8 +49,7 @@ def cores_busy(step: dict[str, Any]) -> float | None:
 def latency_at_50(results: dict[str, Any]) -> Goal:
     name = f"p50 ≤ {P50_LIMIT_MS:g} ms and p99 ≤ {P99_LIMIT_MS:g} ms at {RATE_FOR_LATENCY:g}/s"
     target = f"{RATE_FOR_LATENCY:g}/s sustained, p50 ≤ {P50_LIMIT_MS:g} ms, p99 ≤ {P99_LIMIT_MS:g} ms"
-    step = next((o for o in results.get("open_loop", [])
-                 if o["target_rate_per_s"] == RATE_FOR_LATENCY), None)
+    step = step_at(results.get("open_loop", []), RATE_FOR_LATENCY)
     if step is None:
         return Goal(name, target, f"no open-loop step at {RATE_FOR_LATENCY:g}/s", False,
                     "not measured")
