@@ -80,6 +80,11 @@ def _seconds_from_now(param: str) -> str:
 # it only needs those rows.
 _ACTIVE = sagas.c.status.in_([literal_column(f"'{s.value}'") for s in sorted(ACTIVE)])
 
+# The one order in which pedidos locks a saga's rows, in every path (a message's transition, a
+# cancellation, a deadline): the saga row, then its order row. Two paths that took them in
+# opposite orders deadlocked (a cancellation answered 500 "deadlock detected").
+LOCK_ORDER = ("sagas", "orders")
+
 # A saga step's writes are staged on its unit of work and go to the database with its commit
 # statement (sagakit.unit_of_work): one round trip for the business rows, the inbox row and the
 # outbox rows. Their SQL is built once per shape, every value a bind parameter.
@@ -142,9 +147,12 @@ RETURNING {_ROW_IMAGE}"""),
 @functools.cache
 def _transition(to: OrderStatus, order_columns: tuple[str, ...], timed: bool,
                 notified: bool) -> tuple[tuple[str, str], ...]:
-    """Order, saga and audit row (and the customer's notification, if ``notified``); each part
+    """Saga, order and audit row (and the customer's notification, if ``notified``); each part
     runs only if the one before it matched (the status is still ``expected``): the guard is
-    the saga row."""
+    the saga row.
+
+    The saga row is written first, the order row after it: every path that changes a saga
+    takes the saga row's lock before the order row's (``LOCK_ORDER``)."""
     step = STEP_OF.get(to)
     current_step = f"'{step}'" if step else "NULL"
     saga_set = [f"status = '{to.value}'", "updated_at = now()",
@@ -155,18 +163,18 @@ def _transition(to: OrderStatus, order_columns: tuple[str, ...], timed: bool,
     order_set = [f"status = '{to.value}'", "updated_at = now()",
                  *(f"{c} = :set_{c}" for c in order_columns)]
     ctes = [
-        ("moved_order", f"""UPDATE {_ORDERS} SET {", ".join(order_set)}
-WHERE order_id = :key_order_id AND status = :expected
-RETURNING order_id"""),
         ("moved_saga", f"""UPDATE {_SAGAS} SET {", ".join(saga_set)}
-WHERE saga_id = :key_saga_id AND status = :expected AND EXISTS (SELECT 1 FROM moved_order)
+WHERE saga_id = :key_saga_id AND status = :expected
 RETURNING {_ROW_IMAGE}"""),
+        ("moved_order", f"""UPDATE {_ORDERS} SET {", ".join(order_set)}
+WHERE order_id = :key_order_id AND EXISTS (SELECT 1 FROM moved_saga)
+RETURNING order_id"""),
         _audit_cte("moved_saga"),
     ]
     if notified:
         ctes.append(("notified", f"""INSERT INTO {_NOTIFICATIONS} (order_id, customer_id, kind, message)
 SELECT order_id, :notify_customer_id, '{to.value}', :notify_message
-FROM moved_order WHERE EXISTS (SELECT 1 FROM moved_saga)
+FROM moved_order
 RETURNING id"""))
     return tuple(ctes)
 
