@@ -283,7 +283,7 @@ def _control_app(proxies: ProxySet) -> Any:
 async def _serve() -> None:
     import uvicorn
 
-    pg_port = int(os.environ.get("PG_PORT", "55432"))
+    pg_port = int(os.environ.get("PG_PORT", "25432"))
     gateway_port = int(os.environ.get("GATEWAY_PORT", "8010"))
     async with ProxySet(stack_routes(pg_port, gateway_port)) as proxies:
         config = uvicorn.Config(_control_app(proxies), host="127.0.0.1", port=CONTROL_PORT,

@@ -19,7 +19,7 @@ def compose() -> dict:
 def test_compose_has_the_same_parts_and_ports_as_the_local_stack() -> None:
     services = compose()["services"]
     expected = {"pedidos": "8001", "inventario": "8002", "pagos": "8003", "gateway": "8010",
-                "kafka": "9092", "postgres": "55432"}
+                "kafka": "9092", "postgres": "25432"}
     for name, port in expected.items():
         assert name in services, name
         published = [str(p).split(":")[0] for p in services[name].get("ports", [])]
@@ -27,7 +27,7 @@ def test_compose_has_the_same_parts_and_ports_as_the_local_stack() -> None:
     stack = (ROOT / "deploy/local/stack.py").read_text()
     for var, port in [("PEDIDOS_PORT", "8001"), ("INVENTARIO_PORT", "8002"),
                       ("PAGOS_PORT", "8003"), ("GATEWAY_PORT", "8010"), ("KAFKA_PORT", "9092"),
-                      ("PG_PORT", "55432")]:
+                      ("PG_PORT", "25432")]:
         assert f'"{var}", "{port}"' in stack
 
 

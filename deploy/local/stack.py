@@ -37,7 +37,10 @@ LOGS = STATE / "logs"
 RUN = STATE / "run"
 KAFKA_DIR = Path(os.environ.get("SAGA_KAFKA_HOME", STATE / "kafka"))
 
-PG_PORT = int(os.environ.get("PG_PORT", "55432"))
+# Below Linux's ephemeral range (32768-60999) and the IANA dynamic range (49152-65535): a port
+# in it can be taken by any outgoing connection, even a service's own reconnect to it while
+# PostgreSQL is down (a TCP self-connect), and then PostgreSQL cannot bind it for a minute.
+PG_PORT = int(os.environ.get("PG_PORT", "25432"))
 PG_DB = os.environ.get("PG_DATABASE", "saga")
 PG_ADMIN = os.environ.get("PG_ADMIN_USER", "saga_admin")
 PG_ADMIN_PASSWORD = os.environ.get("PG_ADMIN_PASSWORD", "saga_admin")
@@ -56,6 +59,9 @@ KAFKA_BOOTSTRAP = f"127.0.0.1:{KAFKA_PORT}"
 NETPROXY = os.environ.get("SAGA_NETPROXY") == "1"
 TOPIC_PARTITIONS = int(os.environ.get("KAFKA_TOPIC_PARTITIONS", "6"))
 UP_DEADLINE_S = float(os.environ.get("STACK_UP_TIMEOUT", "120"))
+# How long ``up`` waits for what a crashed PostgreSQL left behind (its orphaned backends, the
+# port) before it gives up.
+PG_CRASH_WAIT_S = float(os.environ.get("STACK_PG_CRASH_WAIT", "60"))
 
 
 def log(msg: str) -> None:
@@ -235,8 +241,22 @@ def pg_ready() -> bool:
 
 def start_postgres() -> None:
     data = pg_data_dir()
-    if pg_ready():
+    postmaster = running_postmaster(data)
+    if postmaster is not None:
+        port = lock_file_line(data / "postmaster.pid", 3)
+        if port != str(PG_PORT):
+            raise SystemExit(f"[stack] this stack's PostgreSQL (pid {postmaster}) listens on port "
+                             f"{port}, not PG_PORT={PG_PORT}: `make down` then `make up` moves "
+                             f"it (or set PG_PORT={port})")
+        if pg_ready():
+            return
+        # Started by someone else a moment ago, or still replaying WAL after a crash.
+        log(f"PostgreSQL (pid {postmaster}) is starting; waiting for it")
+        wait_for("PostgreSQL", pg_ready, PG_CRASH_WAIT_S, "postgres")
+        bootstrap_database()
         return
+    clear_crashed_cluster(data)
+    wait_port_free(PG_PORT)
     data.parent.mkdir(parents=True, exist_ok=True)
     user = pg_os_user()
     if not (data / "PG_VERSION").exists():
@@ -266,14 +286,24 @@ def start_postgres() -> None:
     LOGS.mkdir(parents=True, exist_ok=True)
     pg_log = data.parent / "postgres.log"
     log(f"starting PostgreSQL on 127.0.0.1:{PG_PORT}")
+    logged_before = pg_log.stat().st_size if pg_log.exists() else 0
     # Commit timestamps let the benchmark split each hop at the commits themselves (commit →
     # broker acknowledgement → consumer's transaction → its commit); a few bytes per commit.
     # pg_stat_statements tells which statements PostgreSQL's time goes to (the benchmark's
     # profile, bench/pg_statements.py); it found the allocation scanning the whole catalogue.
-    subprocess.run(as_pg_user([pg_bin("pg_ctl"), "-D", str(data), "-l", str(pg_log), "-w",
-                               "-t", "60", "-o", "-c track_commit_timestamp=on "
-                               "-c shared_preload_libraries=pg_stat_statements", "start"]),
-                   check=True, capture_output=True)
+    # The port is given here too, over the one initdb wrote: PG_PORT decides, also for a
+    # cluster made with another port.
+    res = subprocess.run(as_pg_user([pg_bin("pg_ctl"), "-D", str(data), "-l", str(pg_log), "-w",
+                                     "-t", "60", "-o", f"-c port={PG_PORT} "
+                                     "-c track_commit_timestamp=on "
+                                     "-c shared_preload_libraries=pg_stat_statements", "start"]),
+                         capture_output=True, text=True)
+    if res.returncode != 0:
+        with pg_log.open("rb") as f:
+            f.seek(logged_before)
+            said = f.read().decode(errors="replace")[-3000:]
+        raise SystemExit(f"[stack] PostgreSQL did not start: {res.stdout.strip()} "
+                         f"{res.stderr.strip()}\n{said}")
     link = LOGS / "postgres.log"
     # A cluster made elsewhere before (another data folder) leaves a link to its old log.
     if not link.is_symlink() or link.readlink() != pg_log:
@@ -284,6 +314,187 @@ def start_postgres() -> None:
     (RUN / "postgres.datadir").write_text(str(data))
     wait_for("PostgreSQL", pg_ready, 30, "postgres")
     bootstrap_database()
+
+
+# A postmaster killed outright (SIGKILL, the OOM killer) leaves behind its lock files, its
+# shared memory and its backends, each of which exits only when it notices (a backend in the
+# middle of a statement finishes it first). A new postmaster refuses to start while the old
+# one's pid is alive (a zombie not yet reaped by its new parent counts) or while the old
+# shared memory is still attached, and then cannot bind its port while a socket holds it.
+# ``up`` waits for all of that, for this cluster only: its processes are the postgres
+# processes whose working directory is its data directory, which no other cluster shares.
+
+
+def lock_file_line(path: Path, index: int) -> str | None:
+    """A line of a PostgreSQL lock file: the pid first; in postmaster.pid the port fourth and
+    the key and id of the postmaster's SysV shared memory segment seventh."""
+    try:
+        return path.read_text().splitlines()[index].strip()
+    except (OSError, IndexError):
+        return None
+
+
+def lock_file_pid(path: Path) -> int | None:
+    line = lock_file_line(path, 0)
+    return int(line) if line and line.isdigit() else None
+
+
+def lock_file_shmid(path: Path) -> int | None:
+    line = lock_file_line(path, 6)
+    return int(line.split()[1]) if line and len(line.split()) == 2 else None
+
+
+def is_cluster_process(pid: int, data: Path) -> bool:
+    try:
+        if Path(os.readlink(f"/proc/{pid}/cwd")) != data.resolve():
+            return False
+        exe = os.readlink(f"/proc/{pid}/exe")
+    except OSError:
+        return False
+    # A binary replaced by a package upgrade reads "…/postgres (deleted)".
+    return Path(exe.split(" (deleted)")[0]).name == "postgres" and alive(pid)
+
+
+def cluster_processes(data: Path) -> list[int]:
+    return [int(p.name) for p in Path("/proc").iterdir()
+            if p.name.isdigit() and is_cluster_process(int(p.name), data)]
+
+
+def running_postmaster(data: Path) -> int | None:
+    pid = lock_file_pid(data / "postmaster.pid")
+    return pid if pid is not None and is_cluster_process(pid, data) else None
+
+
+def shm_attachments(shmid: int | None) -> int:
+    if shmid is None:
+        return 0
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/sysvipc/shm").read_text().splitlines()[1:]:
+            cols = line.split()
+            if int(cols[1]) == shmid:
+                return int(cols[6])
+    return 0
+
+
+def describe(pids: list[int]) -> str:
+    def cmd(pid: int) -> str:
+        try:
+            return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(
+                errors="replace").strip()
+        except OSError:
+            return "?"
+    return ", ".join(f"{pid} ({cmd(pid)})" for pid in pids)
+
+
+def clear_crashed_cluster(data: Path, deadline_s: float = PG_CRASH_WAIT_S) -> None:
+    """Waits until nothing of a crashed postmaster of ``data`` is left, then removes the lock
+    files it left (PostgreSQL itself would, were the old pid not a zombie)."""
+    lock = data / "postmaster.pid"
+    dead = lock_file_pid(lock)
+    if dead is None:
+        return
+    shmid = lock_file_shmid(lock)
+    deadline = time.monotonic() + deadline_s
+    told = False
+    while True:
+        left = cluster_processes(data)
+        attached = shm_attachments(shmid)
+        if not left and not attached:
+            break
+        if time.monotonic() > deadline:
+            raise SystemExit(
+                f"[stack] PostgreSQL cannot start: its postmaster (pid {dead}) died, and after "
+                f"{deadline_s:.0f}s processes of the cluster in {data} still run: "
+                f"{describe(left) or '-'} (its shared memory has {attached} attachments). "
+                "They exit once they notice"
+                + (f"; to hurry them: kill -QUIT {' '.join(map(str, left))}" if left else ""))
+        if not told:
+            log(f"PostgreSQL's postmaster (pid {dead}) is gone; waiting up to {deadline_s:.0f}s "
+                f"for the {len(left)} process(es) it left to exit: {describe(left)}")
+            told = True
+        time.sleep(0.1)
+    for stale in (lock, *data.glob(".s.PGSQL.*.lock")):
+        # Only the lock files of the dead postmaster: a fresh one is someone else's start.
+        if lock_file_pid(stale) == dead:
+            log(f"removing {stale.name} left by the dead postmaster (pid {dead})")
+            stale.unlink(missing_ok=True)
+
+
+def ephemeral_ports() -> tuple[int, int] | None:
+    with contextlib.suppress(OSError, ValueError):
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    return None
+
+
+def port_bindable(port: int) -> bool:
+    """Whether PostgreSQL could bind the port now: it sets SO_REUSEADDR too, so a socket of its
+    own in TIME-WAIT does not count; a client's socket on that port (in any state) does."""
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+TCP_STATES = {"01": "ESTABLISHED", "02": "SYN-SENT", "03": "SYN-RECV", "04": "FIN-WAIT-1",
+              "05": "FIN-WAIT-2", "06": "TIME-WAIT", "07": "CLOSE", "08": "CLOSE-WAIT",
+              "09": "LAST-ACK", "0A": "LISTEN", "0B": "CLOSING"}
+
+
+def port_sockets(port: int) -> list[tuple[str, str, list[int]]]:
+    """(state, peer, pids) of every TCP socket whose local port is ``port``."""
+    found = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError):
+            for line in Path(table).read_text().splitlines()[1:]:
+                cols = line.split()
+                if int(cols[1].rsplit(":", 1)[1], 16) == port:
+                    found.append((TCP_STATES.get(cols[3], cols[3]), cols[2], cols[9]))
+    if not found:
+        return []
+    owners: dict[str, list[int]] = {}
+    inodes = {inode for _, _, inode in found if inode != "0"}
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or not inodes:
+            continue
+        with contextlib.suppress(OSError):
+            for fd in (proc / "fd").iterdir():
+                with contextlib.suppress(OSError):
+                    target = os.readlink(fd)
+                    if target.startswith("socket:[") and target[8:-1] in inodes:
+                        owners.setdefault(target[8:-1], []).append(int(proc.name))
+    return [(state, peer, owners.get(inode, [])) for state, peer, inode in found]
+
+
+def wait_port_free(port: int, deadline_s: float = PG_CRASH_WAIT_S) -> None:
+    """Fails at once when another program listens on the port; waits, up to a deadline, for
+    connections that merely hold it (a client that happened to connect from it) to go."""
+    deadline = time.monotonic() + deadline_s
+    told = False
+    while not port_bindable(port):
+        held = port_sockets(port)
+        if any(state == "LISTEN" for state, _, _ in held):
+            listeners = [pid for state, _, pids in held if state == "LISTEN" for pid in pids]
+            raise SystemExit(f"[stack] port 127.0.0.1:{port} (PG_PORT) is taken by another "
+                             f"program: {describe(sorted(set(listeners))) or 'unknown pid'}; "
+                             "stop it or choose another PG_PORT")
+        summary = ", ".join(f"a {state} socket of {describe(pids) or 'no process'}"
+                            for state, _, pids in held) or "a socket not in /proc/net"
+        if time.monotonic() > deadline:
+            raise SystemExit(f"[stack] port 127.0.0.1:{port} (PG_PORT) is still held after "
+                             f"{deadline_s:.0f}s: {summary}")
+        if not told:
+            told = True
+            ephemeral = ephemeral_ports()
+            hint = (f"; it lies in the kernel's ephemeral range {ephemeral[0]}-{ephemeral[1]}, "
+                    "where any outgoing connection can take it: choose a PG_PORT outside it"
+                    if ephemeral and ephemeral[0] <= port <= ephemeral[1] else "")
+            log(f"port 127.0.0.1:{port} (PG_PORT) is held by {summary}; waiting up to "
+                f"{deadline_s:.0f}s for it{hint}")
+        time.sleep(0.2)
 
 
 def stop_postgres(mode: str = "fast") -> None:
@@ -555,7 +766,8 @@ def down() -> None:
 
 def stack_processes() -> list[tuple[int, str]]:
     """Processes that belong to this stack, found by what they run, not by pid files."""
-    markers = [str(KAFKA_DIR), str(pg_data_dir())]
+    data = pg_data_dir()
+    markers = [str(KAFKA_DIR), str(data)]
     markers += [f"-m {p.module}" for p in [*py_parts(), NETPROXY_PART]]
     found = []
     me = os.getpid()
@@ -567,7 +779,8 @@ def stack_processes() -> list[tuple[int, str]]:
             environ = (proc / "environ").read_bytes()
         except OSError:
             continue
-        in_stack = any(m in cmd for m in markers[:2]) or (
+        # Backends that outlived a crashed postmaster name neither the data dir nor the stack.
+        in_stack = any(m in cmd for m in markers[:2]) or is_cluster_process(int(proc.name), data) or (
             any(cmd.rstrip().endswith(m) for m in markers[2:])
             and f"SAGA_STACK_ROOT={ROOT}".encode() in environ
         )

@@ -20,7 +20,7 @@ PORTS = {
     "gateway": int(os.environ.get("GATEWAY_PORT", "8010")),
     "kafka": int(os.environ.get("KAFKA_PORT", "9092")),
     "kafka-controller": int(os.environ.get("KAFKA_CONTROLLER_PORT", "9093")),
-    "postgres": int(os.environ.get("PG_PORT", "55432")),
+    "postgres": int(os.environ.get("PG_PORT", "25432")),
 }
 
 

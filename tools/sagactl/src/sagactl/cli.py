@@ -26,7 +26,7 @@ from sagactl import queries, replay
 
 def _dsn() -> str:
     return os.environ.get("SAGACTL_DATABASE_URL",
-                          "postgresql://saga_admin:saga_admin@127.0.0.1:55432/saga")
+                          "postgresql://saga_admin:saga_admin@127.0.0.1:25432/saga")
 
 
 def _table(rows: list[dict[str, Any]], columns: list[str]) -> str:
