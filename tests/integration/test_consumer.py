@@ -5,6 +5,7 @@ their history."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import itertools
 import json
@@ -293,3 +294,56 @@ async def test_a_rebalance_hands_over_the_offsets_handled_so_far(scratch) -> Non
             assert started[1]._consumer.assignment(), "the new instance took no partition"
     assert not set(first) & set(handled_by["b"]), "handed over without the offsets handled"
     assert sorted(handled_by["a"] + handled_by["b"]) == sorted(first + later)
+
+
+async def test_a_record_with_a_nul_byte_is_parked_as_bytes_and_its_partition_goes_on(scratch) -> None:  # type: ignore[no-untyped-def]
+    """Regression: an undecodable record whose value is UTF-8 with a NUL byte in it was written
+    into the dead letter as text; PostgreSQL's jsonb refuses the NUL, the refusal was raised out
+    of the lane, the consumer restarted onto the same record, and its partition never moved
+    again. Such a record is parked as bytes — its value, key and headers in base64 — and the
+    next record of the partition is handled."""
+    engine, _ = scratch
+    after = str(uuid.uuid4())
+    done: set[str] = set()
+
+    async def handler(uow: UnitOfWork, event: Envelope) -> None:
+        done.add(event.saga_id)
+        await uow.commit()
+
+    async def handled() -> set[str]:
+        return set(done)
+
+    poison = b"\x00 not an envelope"
+    key = b"key-\x00"
+    headers = [("X-Message-ID", b"id-\x00"), ("X-Event-Type", b"OrdenCompletada"),
+               ("X-Trace\x00", b"t")]
+    settings = MessagingSettings(kafka_bootstrap_servers=config.KAFKA)
+    async with _consuming(scratch, handler, settings) as send:
+        producer = AIOKafkaProducer(bootstrap_servers=config.KAFKA, acks="all")
+        await producer.start()
+        try:
+            await producer.send_and_wait(TOPIC, poison, key=key, headers=headers, partition=0)
+        finally:
+            await producer.stop()
+        await send(after, 0)
+        await wait_for(handled, lambda d: after in d, timeout=30,
+                       what="the record after the poison handled")
+        [record] = await wait_for(lambda: _dead_letters(engine), lambda rows: len(rows) == 1,
+                                  timeout=10, what="the poison dead-lettered")
+
+    assert record["reason"] == "undecodable"
+    original = record["original"]
+    assert original["value"] == {"encoding": "base64",
+                                 "data": base64.b64encode(poison).decode()}
+    assert original["message_id"] == f"kafka:{TOPIC}:0:{original['offset']}", \
+        "a header with a NUL in it names nothing"
+    assert original["event_type"] == "OrdenCompletada"
+    assert original["headers"] == {"X-Event-Type": "OrdenCompletada"}
+    assert original["raw"]["key"] == base64.b64encode(key).decode()
+    assert [(base64.b64decode(x["name"]), base64.b64decode(x["value"]))
+            for x in original["raw"]["headers"]] == [(k.encode(), v) for k, v in headers]
+    async with engine.connect() as conn:
+        inbox = (await conn.execute(text(
+            f"SELECT status FROM {SERVICE}.processed_messages WHERE message_id = :m"),
+            {"m": original["message_id"]})).scalar()
+    assert inbox == "dead_lettered"

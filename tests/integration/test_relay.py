@@ -16,10 +16,12 @@ from typing import Any
 
 import asyncpg
 import pytest
+from aiokafka.errors import UnknownTopicOrPartitionError
 from harness import config
 from harness.kafka import TopicReader
 from harness.scratch import scratch_outbox
 from harness.waiting import current, wait_for
+from prometheus_client import REGISTRY
 from sagakit.outbox_signal import OutboxSignal
 from sagakit.relay import OutboxRelay
 from sagakit.settings import MessagingSettings
@@ -259,3 +261,132 @@ async def test_the_batch_statement_is_planned_once_and_reads_the_pending_rows_by
         assert "ix_outbox_pending" in plan, plan
     finally:
         await relay.close()
+
+
+async def _write_row(engine: AsyncEngine, tables: MessagingTables, saga_id: str, seq: int, *,
+                     topic: str = TOPIC, pad: int = 0) -> None:
+    async with UnitOfWork(engine, tables, "relaytest") as uow:
+        uow.emit_raw(topic=topic, key=saga_id, event_type="Step",
+                     value={"saga_id": saga_id, "seq": seq, "pad": "x" * pad},
+                     headers={"X-Saga-ID": saga_id})
+        await uow.commit()
+
+
+async def _row(engine: AsyncEngine, saga_id: str, seq: int) -> Any:
+    async with engine.connect() as conn:
+        return (await conn.execute(text(
+            f"SELECT status, attempts, last_error FROM {SCHEMA}.outbox "
+            "WHERE saga_id = :s AND (payload->>'seq')::int = :q"), {"s": saga_id, "q": seq})
+        ).first()
+
+
+def _publish_errors(error_type: str) -> float:
+    return REGISTRY.get_sample_value("outbox_publish_errors_total",
+                                     {"service": "relaytest", "error_type": error_type}) or 0.0
+
+
+async def test_a_row_too_large_for_kafka_is_failed_and_every_other_saga_flows(scratch) -> None:  # type: ignore[no-untyped-def]
+    """Regression: aiokafka's send() refuses a record larger than the producer's request limit
+    at once (MessageSizeTooLargeError), before any acknowledgement. The relay took that for the
+    broker being away: the row was never counted nor given up on, and every later row, of
+    every saga, waited behind it for ever. It can never be published: it is marked failed at
+    once, counted in the metrics; its saga's later row waits behind it; the others flow."""
+    engine, tables = scratch
+    settings = _settings()
+    settings.relay_max_attempts = 5
+    relay = OutboxRelay(engine, tables, "relaytest", settings)
+    big, others = str(uuid.uuid4()), [str(uuid.uuid4()) for _ in range(3)]
+    # First in id order: every other row is selected behind it.
+    await _write_row(engine, tables, big, 0, pad=2 * 1024 * 1024)
+    await _write_row(engine, tables, big, 1)
+    for saga_id in others:
+        await _write_row(engine, tables, saga_id, 0)
+    errors_before = _publish_errors("MessageSizeTooLargeError")
+    stop = asyncio.Event()
+    async with TopicReader(TOPIC) as topic:
+        task = asyncio.create_task(relay.run(stop))
+        try:
+            await topic.wait_until(
+                lambda records: set(others) <= {json.loads(r.value)["saga_id"] for r in records},
+                timeout=30)
+            refused = await wait_for(lambda: _row(engine, big, 0),
+                                     lambda r: r.status == "failed", timeout=10,
+                                     what="the row too large marked failed")
+        finally:
+            stop.set()
+            await task
+    assert refused.attempts == 1, "never publishable: given up on at its first refusal"
+    assert "MessageSizeTooLargeError" in refused.last_error
+    assert (await _row(engine, big, 1)).status == "pending", "its saga's next row waits"
+    assert not [r for r in topic.records if json.loads(r.value)["saga_id"] == big]
+    assert _publish_errors("MessageSizeTooLargeError") == errors_before + 1
+
+
+class _Producer:
+    """Kafka for the relay, but a topic that does not exist; ``answers``: whether the cluster
+    answers a metadata request (aiokafka names the topic unknown when it could not ask)."""
+
+    def __init__(self, answers: bool) -> None:
+        self.sent: list[tuple[str, int]] = []
+        self.client = self
+        self.answers = answers
+
+    async def force_metadata_update(self) -> bool:
+        return self.answers
+
+    async def send(self, topic: str, value: bytes, **_: Any) -> asyncio.Future[None]:
+        if topic == "no-such-topic":
+            raise UnknownTopicOrPartitionError()
+        body = json.loads(value)
+        self.sent.append((body["saga_id"], body["seq"]))
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        done.set_result(None)
+        return done
+
+    async def stop(self) -> None:
+        return None
+
+
+async def test_a_row_for_a_topic_that_does_not_exist_is_counted_and_failed_after_its_attempts(
+        scratch) -> None:  # type: ignore[no-untyped-def]
+    """An unknown topic might yet be created: the row is counted on each refusal and failed
+    after ``relay_max_attempts``; the rows of other sagas are published meanwhile and its own
+    saga's next row never is."""
+    engine, tables = scratch
+    settings = _settings()
+    settings.relay_max_attempts = 2
+    relay = OutboxRelay(engine, tables, "relaytest", settings)
+    lost, other = str(uuid.uuid4()), str(uuid.uuid4())
+    await _write_row(engine, tables, lost, 0, topic="no-such-topic")
+    await _write_row(engine, tables, lost, 1)
+    await _write_row(engine, tables, other, 0)
+    producer = relay._producer = _Producer(answers=True)
+    try:
+        assert await relay.publish_batch() == 1
+        counted = await _row(engine, lost, 0)
+        assert (counted.status, counted.attempts) == ("pending", 1)
+        assert "UnknownTopicOrPartitionError" in counted.last_error
+        await _write_row(engine, tables, other, 1)
+        assert await relay.publish_batch() == 1
+        assert (await _row(engine, lost, 0)).status == "failed"
+        assert await relay.publish_batch() == 0, "its saga's next row waits behind it"
+    finally:
+        await relay.close()
+    assert producer.sent == [(other, 0), (other, 1)]
+    assert (await _row(engine, lost, 1)).status == "pending"
+
+
+async def test_an_unknown_topic_while_the_cluster_does_not_answer_is_the_broker_away(
+        scratch) -> None:  # type: ignore[no-untyped-def]
+    engine, tables = scratch
+    relay = OutboxRelay(engine, tables, "relaytest", _settings())
+    saga_id = str(uuid.uuid4())
+    await _write_row(engine, tables, saga_id, 0, topic="no-such-topic")
+    relay._producer = _Producer(answers=False)
+    try:
+        with pytest.raises(UnknownTopicOrPartitionError):
+            await relay.publish_batch()
+    finally:
+        await relay.close()
+    row = await _row(engine, saga_id, 0)
+    assert (row.status, row.attempts) == ("pending", 0), "not the row's fault: not counted"

@@ -15,7 +15,9 @@ For each record, in partition order:
    partition is rewound to it and paused, so the other partitions keep flowing. When the
    attempts run out, and at once for a ``PermanentError`` or any other exception, the message
    goes to the service's dead-letter topic, written through the outbox together with an inbox
-   row marking it dead-lettered, with every attempt's time and error.
+   row marking it dead-lettered, with every attempt's time and error (``sagakit.dead_letters``:
+   what PostgreSQL cannot keep as text, a NUL byte, is parked as bytes; no record can hold its
+   partition up for want of a letter).
 5. An unreachable database is nobody's fault but the infrastructure's: the record is not
    dead-lettered; it is retried after a capped backoff for as long as it takes.
 Partitions are handled concurrently, each in order, and stay in the fetch while busy.
@@ -32,7 +34,6 @@ committed only after the shared COMMIT. A record never waits for others to arriv
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import functools
 import logging
@@ -50,9 +51,10 @@ from saga_contracts import headers as h
 from saga_contracts import registry
 from saga_contracts.topics import dead_letter_topic
 
-from sagakit import metrics, tracing
+from sagakit import dead_letters, metrics, tracing
 from sagakit.backoff import Backoff
 from sagakit.context import current_message
+from sagakit.dead_letters import Attempt, Original
 from sagakit.envelope import Envelope, UndecodableMessage, decode_headers, utc_now_iso
 from sagakit.errors import (
     CommitOutcomeUnknown,
@@ -103,13 +105,6 @@ class _BeforeRebalance(ConsumerRebalanceListener):
 
     async def on_partitions_assigned(self, assigned: list[TopicPartition]) -> None:
         return None
-
-
-@dataclass
-class Attempt:
-    number: int
-    at: str
-    error: str
 
 
 @dataclass
@@ -200,6 +195,18 @@ class RawRecord:
     value: bytes | None
     headers: list[tuple[str, bytes]]
     timestamp: int = 0
+
+
+def _identity(raw: RawRecord, envelope: Envelope | None) -> tuple[str, str, str | None]:
+    """The message id, event type and saga id a dead letter of ``raw`` is recorded under (its
+    inbox row): the envelope's, else its headers', else where the record sits. Only text that
+    PostgreSQL keeps: a header with a NUL in it names nothing."""
+    if envelope is not None:
+        return (envelope.message_id, dead_letters.scrubbed(envelope.event_type),
+                envelope.saga_id)
+    hdrs = {k: v for k, v in decode_headers(raw.headers).items() if dead_letters.storable(v)}
+    return (hdrs.get(h.MESSAGE_ID) or f"kafka:{raw.topic}:{raw.partition}:{raw.offset}",
+            hdrs.get(h.EVENT_TYPE) or "undecodable", hdrs.get(h.SAGA_ID) or None)
 
 
 class EventConsumer:
@@ -824,56 +831,39 @@ class EventConsumer:
 
     async def _dead_letter(self, raw: RawRecord, envelope: Envelope | None, reason: str,
                            exc: BaseException, attempts: list[Attempt]) -> Outcome:
-        hdrs = decode_headers(raw.headers)
-        message_id = (envelope.message_id if envelope else
-                      hdrs.get(h.MESSAGE_ID) or f"kafka:{raw.topic}:{raw.partition}:{raw.offset}")
-        event_type = envelope.event_type if envelope else hdrs.get(h.EVENT_TYPE, "undecodable")
-        saga_id = envelope.saga_id if envelope else (hdrs.get(h.SAGA_ID) or None)
-        try:
-            original_value: dict[str, Any] = {"encoding": "utf-8",
-                                              "data": (raw.value or b"").decode("utf-8")}
-        except UnicodeDecodeError:
-            original_value = {"encoding": "base64",
-                              "data": base64.b64encode(raw.value or b"").decode()}
-        record = {
-            "dead_lettered_at": utc_now_iso(),
-            "consumer_service": self.service,
-            "reason": reason,
-            "error_class": type(exc).__name__,
-            "attempt_count": len(attempts),
-            "attempts": [{"attempt": a.number, "at": a.at, "error": a.error} for a in attempts],
-            "last_traceback": "".join(traceback.format_exception(exc))[-8000:],
-            "original": {
-                "topic": raw.topic,
-                "partition": raw.partition,
-                "offset": raw.offset,
-                "timestamp": raw.timestamp,
-                "key": (raw.key or b"").decode(errors="replace"),
-                "headers": hdrs,
-                "value": original_value,
-                "message_id": message_id,
-                "event_type": event_type,
-            },
-        }
-        out_headers = {**hdrs,
-                       h.DLQ_ORIGINAL_TOPIC: raw.topic,
-                       h.DLQ_ORIGINAL_PARTITION: str(raw.partition),
-                       h.DLQ_ORIGINAL_OFFSET: str(raw.offset),
-                       h.DLQ_ATTEMPTS: str(len(attempts)),
-                       h.DLQ_ERROR_CLASS: reason}
-        try:
-            async with self.uow_factory() as uow:
-                uow.claim(message_id, event_type, saga_id, status=INBOX_DEAD_LETTERED)
-                uow.emit_raw(topic=self.dlq_topic,
-                             key=saga_id or (raw.key or b"").decode(errors="replace") or message_id,
-                             event_type=event_type, value=record, headers=out_headers)
-                await uow.commit()
-        except AlreadyProcessed:
-            return Outcome("duplicate", attempts)
-        except Exception as db_exc:
-            if classify(db_exc) in ("infrastructure", "transient"):
-                raise InfrastructureDown(str(db_exc)) from db_exc
-            raise
+        message_id, event_type, saga_id = _identity(raw, envelope)
+        original = Original(raw.topic, raw.value, message_id, event_type, raw.key, raw.headers,
+                            raw.partition, raw.offset, raw.timestamp)
+        trace = "".join(traceback.format_exception(exc))
+        for as_bytes in (False, True):
+            letter = dead_letters.build(service=self.service, reason=reason,
+                                        error_class=type(exc).__name__, attempts=attempts,
+                                        last_traceback=trace, original=original,
+                                        saga_id=saga_id, as_bytes=as_bytes)
+            try:
+                async with self.uow_factory() as uow:
+                    uow.claim(message_id, event_type, saga_id, status=INBOX_DEAD_LETTERED)
+                    letter.emit(uow)
+                    await uow.commit()
+                break
+            except AlreadyProcessed:
+                return Outcome("duplicate", attempts)
+            except Exception as db_exc:
+                if classify(db_exc) in ("infrastructure", "transient"):
+                    raise InfrastructureDown(str(db_exc)) from db_exc
+                if as_bytes:
+                    # Of the record, the letter now holds bytes in base64 and nothing else: the
+                    # database refuses it for what it is (a table, a permission), not for this
+                    # record, and would refuse any other. Waited out like a database that is
+                    # away, the lane goes on once that is fixed; raised, it would restart the
+                    # consumer onto the same record, for ever.
+                    raise InfrastructureDown(f"no dead letter can be written: {db_exc!r}"
+                                             ) from db_exc
+                # Something of the record the database would not take as text: parked as
+                # bytes instead, so that no record can hold its partition up.
+                log.warning("dead letter refused, parking the record as bytes: %r", db_exc,
+                            extra={"service": self.service, "event_type": event_type,
+                                   "message_id": message_id})
         metrics.MESSAGES_CONSUMED.labels(self.service, event_type, "dead_lettered").inc()
         log.error("message dead-lettered (%s): %s", reason, exc,
                   extra={"service": self.service, "saga_id": saga_id, "event_type": event_type,

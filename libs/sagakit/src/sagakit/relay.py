@@ -21,8 +21,11 @@ Guarantees:
 - A row committed late is never skipped: the relay selects by status, not "after the last id".
 - Broker unavailable: the relay backs off (capped) and retries the same rows for as long as it
   takes; the backlog shows in ``outbox_pending_messages``. A row Kafka refuses for itself
-  (too large, unknown topic...) is retried up to ``relay_max_attempts`` and then marked failed;
-  later rows of the same saga wait behind it until an operator resolves it.
+  (too large, unknown topic...) is counted and its error kept on the row
+  (``outbox_publish_errors_total``), and marked failed (``outbox_failed_messages``) at once when
+  it can never be published, after ``relay_max_attempts`` when it might (a topic created
+  late); later rows of the same saga wait behind it until an operator resolves it, and the
+  rows of every other saga are published meanwhile.
 """
 
 from __future__ import annotations
@@ -36,7 +39,16 @@ from datetime import UTC, datetime
 from typing import Any
 
 import asyncpg
-from aiokafka.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError
+from aiokafka.errors import (
+    InvalidTopicError,
+    KafkaConnectionError,
+    KafkaError,
+    KafkaTimeoutError,
+    MessageSizeTooLargeError,
+    RecordListTooLargeError,
+    TopicAuthorizationFailedError,
+    UnknownTopicOrPartitionError,
+)
 from opentelemetry.trace import SpanKind
 from sqlalchemy import delete, func, select, update
 from sqlalchemy.engine import URL
@@ -54,6 +66,11 @@ log = logging.getLogger("sagakit.relay")
 
 # Errors that say "the broker is not there right now", not "this row is bad".
 BROKER_UNAVAILABLE = (KafkaConnectionError, KafkaTimeoutError, asyncio.TimeoutError, OSError)
+# Errors with which Kafka refuses one record for what it is (its size, its topic), whether
+# ``send`` raises them at once or the acknowledgement carries them: that row is the one to
+# count and give up on, never a reason to hold up the rows of other sagas.
+ROW_REFUSED = (MessageSizeTooLargeError, RecordListTooLargeError, UnknownTopicOrPartitionError,
+               TopicAuthorizationFailedError, InvalidTopicError)
 
 # How long an acknowledged row may wait for the next batch's select to mark it published.
 MARK_WITHIN_S = 0.5
@@ -318,67 +335,143 @@ class OutboxRelay:
                            r["traceparent"], r["event_type"]) for r in records]
 
     async def _publish(self, rows: list[_OutboxRow]) -> int:
+        """Sends the rows in order and waits for Kafka's acknowledgements. A row Kafka refuses
+        for itself (``ROW_REFUSED``, whether ``send`` raises it or the acknowledgement carries
+        it) is counted and, when it can never be published, given up on (``_refuse``); the
+        later rows of its saga wait behind it and every other row goes on. Anything else that
+        fails (the broker away, the producer broken) ends the batch: the rows acknowledged
+        before it are marked, the others are sent again after a backoff."""
         if not rows:
             return 0
         producer = await self._ensure_producer()
-        futures = []
-        for row in rows:
-            value = jsonio.dumpb(row.payload)
-            row_headers = dict(row.headers)
-            # The trace goes on from the transaction that wrote the row, through this publish.
-            with tracing.span(
-                    f"{row.topic} publish", traceparent=row.traceparent, kind=SpanKind.PRODUCER,
-                    attributes=tracing.attributes(id=row.saga_id, event_type=row.event_type)):
-                if tracing.enabled():
-                    row_headers["traceparent"] = tracing.current_traceparent() or ""
-                headers = [(k, str(v).encode()) for k, v in row_headers.items() if v != ""]
-                futures.append(await producer.send(row.topic, value=value,
-                                                   key=row.saga_id.encode(), headers=headers))
-        acked: list[str] = []
+        sent: list[tuple[_OutboxRow, asyncio.Future[Any]]] = []
+        # Refused rows, and whether the refusal is the row's own for certain: raised by send()
+        # for that record alone, not carried by the acknowledgement of a produce request that
+        # may have held other rows too.
+        refused: list[tuple[_OutboxRow, BaseException, bool]] = []
+        held: set[str] = set()  # sagas with a refused row: their later rows wait behind it
+        # A topic that does not exist refuses every row of it, and finding that out takes
+        # aiokafka a metadata wait (its request timeout): asked once a batch.
+        topic_refused: dict[str, BaseException] = {}
         failure: BaseException | None = None
-        failed_row = None
-        # One wait for the whole batch. Awaiting each future in turn costs an event-loop
-        # iteration per row even when it is already resolved, and under load one iteration
-        # takes milliseconds: a batch of 200 rows took seconds to be "acknowledged".
-        await asyncio.wait(futures, timeout=self.settings.relay_publish_timeout_s)
-        for row, fut in zip(rows, futures, strict=True):
+        failed_row: _OutboxRow | None = None
+        for row in rows:
+            if row.saga_id in held:
+                continue
+            refusal = topic_refused.get(row.topic)
+            if refusal is None:
+                try:
+                    sent.append((row, await self._send(producer, row)))
+                    continue
+                except ROW_REFUSED as exc:
+                    if (isinstance(exc, UnknownTopicOrPartitionError)
+                            and not await self._cluster_answers(producer)):
+                        # aiokafka says the same when it could not ask: the broker is away.
+                        failure = exc
+                        break
+                    refusal = exc
+                    if not isinstance(exc, MessageSizeTooLargeError):
+                        topic_refused[row.topic] = exc
+                except Exception as exc:
+                    failure = exc  # not about this row: sent again after the backoff
+                    break
+            refused.append((row, refusal, True))
+            held.add(row.saga_id)
+        acked: list[_OutboxRow] = []
+        if sent:
+            # One wait for the whole batch. Awaiting each future in turn costs an event-loop
+            # iteration per row even when it is already resolved, and under load one iteration
+            # takes milliseconds: a batch of 200 rows took seconds to be "acknowledged".
+            await asyncio.wait([fut for _, fut in sent],
+                               timeout=self.settings.relay_publish_timeout_s)
+        for i, (row, fut) in enumerate(sent):
+            if row.saga_id in held:
+                # Behind a refused row of its saga: sent again once that one is resolved.
+                fut.add_done_callback(lambda f: f.cancelled() or f.exception())
+                continue
             if not fut.done():
                 failure, failed_row = KafkaTimeoutError(
                     f"no acknowledgement within {self.settings.relay_publish_timeout_s}s"), row
-                break
-            if fut.exception() is not None:
-                failure, failed_row = fut.exception(), row
-                break
-            acked.append(row.message_id)
-        for fut in futures[len(acked):]:
-            # The rest of a failed batch is sent again next time; their outcome is not needed.
-            fut.add_done_callback(lambda f: f.cancelled() or f.exception())
+            elif (error := fut.exception()) is None:
+                acked.append(row)
+                continue
+            elif isinstance(error, ROW_REFUSED) and not isinstance(
+                    error, UnknownTopicOrPartitionError):
+                refused.append((row, error, False))
+                held.add(row.saga_id)
+                continue
+            else:
+                failure, failed_row = error, row
+            for _, rest in sent[i:]:
+                # The rest of a failed batch is sent again next time; their outcome is not
+                # needed.
+                rest.add_done_callback(lambda f: f.cancelled() or f.exception())
+            break
         if acked and self.settings.crash_after_publish:
-            if any(row.event_type == self.settings.crash_after_publish
-                   for row in rows[:len(acked)]):
+            if any(row.event_type == self.settings.crash_after_publish for row in acked):
                 crash_now("relay: after broker ack, before marking published",
                           self.settings.crash_after_publish)
         if acked:
             now = datetime.now(UTC)
-            self._acked.extend((mid, now) for mid in acked)
-            for row in rows[:len(acked)]:
+            self._acked.extend((row.message_id, now) for row in acked)
+            for row in acked:
                 metrics.RELAY_COMMIT_TO_ACK.labels(self.service).observe(
                     max(0.0, (now - row.created_at).total_seconds()))
             metrics.RELAY_PUBLISHED.labels(self.service).inc(len(acked))
             self.published_total += len(acked)
             self._failures = 0
+        for row, refusal, certain in refused:
+            await self._refuse(row, refusal, certain)
         if failure is not None:
-            assert failed_row is not None
-            await self._record_failure(failed_row, failure)
-            if isinstance(failure, BROKER_UNAVAILABLE):
-                raise failure
-            raise KafkaError(f"row {failed_row.message_id} refused: {failure!r}")
+            if failed_row is not None:
+                await self._record_failure(failed_row, failure, give_up=(
+                    not isinstance(failure, BROKER_UNAVAILABLE)
+                    and failed_row.attempts + 1 >= self.settings.relay_max_attempts))
+            raise failure
         return len(acked)
 
-    async def _record_failure(self, row: Any, exc: BaseException) -> None:
+    async def _send(self, producer: Any, row: _OutboxRow) -> asyncio.Future[Any]:
+        value = jsonio.dumpb(row.payload)
+        row_headers = dict(row.headers)
+        # The trace goes on from the transaction that wrote the row, through this publish.
+        with tracing.span(
+                f"{row.topic} publish", traceparent=row.traceparent, kind=SpanKind.PRODUCER,
+                attributes=tracing.attributes(id=row.saga_id, event_type=row.event_type)):
+            if tracing.enabled():
+                row_headers["traceparent"] = tracing.current_traceparent() or ""
+            headers = [(k, str(v).encode()) for k, v in row_headers.items() if v != ""]
+            future: asyncio.Future[Any] = await producer.send(
+                row.topic, value=value, key=row.saga_id.encode(), headers=headers)
+            return future
+
+    async def _cluster_answers(self, producer: Any) -> bool:
+        """Whether the cluster answers a metadata request now."""
+        try:
+            return bool(await asyncio.wait_for(producer.client.force_metadata_update(),
+                                               self.settings.relay_publish_timeout_s))
+        except (KafkaError, *BROKER_UNAVAILABLE):
+            return False
+
+    async def _refuse(self, row: _OutboxRow, exc: BaseException, certain: bool) -> None:
+        """Kafka refused ``row`` for itself. It is counted with its error and, when it can never
+        be published (a refusal that is ``certain`` and that Kafka does not call retriable: too
+        large, a topic it may not write) or has used up ``relay_max_attempts`` (a topic that
+        does not exist yet; a refusal of a whole produce request, which may have been another
+        row's), given up on: marked failed, for an operator, with its saga's later rows
+        waiting behind it."""
+        metrics.RELAY_PUBLISH_ERRORS.labels(self.service, type(exc).__name__).inc()
+        give_up = ((certain and not getattr(exc, "retriable", False))
+                   or row.attempts + 1 >= self.settings.relay_max_attempts)
+        if not give_up:
+            log.warning("outbox row %s refused by Kafka (attempt %s), its saga's later rows "
+                        "wait: %r", row.message_id, row.attempts + 1, exc,
+                        extra={"service": self.service, "saga_id": row.saga_id,
+                               "event_type": row.event_type, "attempt": row.attempts + 1})
+        await self._record_failure(row, exc, give_up=give_up)
+
+    async def _record_failure(self, row: _OutboxRow, exc: BaseException, *,
+                              give_up: bool) -> None:
         o = self.tables.outbox
-        give_up = (not isinstance(exc, BROKER_UNAVAILABLE)
-                   and row.attempts + 1 >= self.settings.relay_max_attempts)
         async with self.engine.begin() as conn:
             await conn.execute(update(o).where(o.c.message_id == row.message_id).values(
                 attempts=o.c.attempts + 1, last_error=repr(exc)[:2000],
@@ -386,7 +479,8 @@ class OutboxRelay:
         if give_up:
             log.error("outbox row %s marked failed after %s attempts: %r", row.message_id,
                       row.attempts + 1, exc, extra={"service": self.service,
-                                                   "saga_id": row.saga_id})
+                                                   "saga_id": row.saga_id,
+                                                   "event_type": row.event_type})
 
     # ------------------------------------------------------------------ housekeeping
 

@@ -4,6 +4,11 @@ The replayed message gets a new message id (the consumer's inbox recorded the or
 dead-lettered and would swallow it), points back at the original in ``metadata.replay_of`` and
 the ``X-Replay-Of`` header, and is addressed with ``X-Replay-For`` to the one consumer that gave
 up on it: the other consumers of the topic processed the original already and skip it.
+
+Every service's dead letters have one format (``sagakit.dead_letters``), whoever wrote them: the
+consumer loop, for a message it gave up on, or pagos, for a charge the gateway never made. The
+original of pagos' letter is the StockVerificado that asked for the charge; replayed, pagos
+makes the charge due again if nothing has decided the payment since (``pagos.start_charge``).
 """
 
 from __future__ import annotations
@@ -32,10 +37,16 @@ class Replay:
 
 def build(record: dict[str, Any], service: str, dead_letter_id: str,
           fixed_payload: dict[str, Any] | None = None) -> Replay:
-    original = record["original"]
-    raw = original["value"]
+    original = record.get("original") or {}
+    raw = original.get("value")
+    if not isinstance(raw, dict):
+        raise CannotReplay("the letter keeps no original message (written before dead letters "
+                           "had one format); replay it by hand")
     if raw.get("encoding") != "utf-8":
         raise CannotReplay("the original bytes are not text; nothing to replay as an event")
+    if original.get("raw"):
+        raise CannotReplay("the original's key or headers are not text (kept as bytes in "
+                           "original.raw); fix it by hand")
     try:
         envelope = json.loads(raw["data"])
     except json.JSONDecodeError as exc:

@@ -107,6 +107,10 @@ class Payment:
     leased: bool
     trigger_span_id: str | None = None
     trigger_traceparent: str | None = None
+    trigger_event: dict[str, Any] | None = None
+    """The StockVerificado that asked for the charge, without its payment token (the token is
+    the payment's own column): what a dead letter of the charge parks."""
+    attempt_log: tuple[dict[str, Any], ...] = ()
 
     @classmethod
     def from_row(cls, row: driver.Row, leased: bool = False) -> Payment:
@@ -116,7 +120,8 @@ class Payment:
                    PaymentStatus(row["status"]), row["amount"], row["currency"],
                    row["payment_token"], row["charge_id"], row["charge_attempts"],
                    row["refund_attempts"], leased, trigger.get("span_id"),
-                   trigger.get("traceparent"))
+                   trigger.get("traceparent"), trigger.get("event"),
+                   tuple(row["attempt_log"] or ()))
 
 
 class PaymentRepository:

@@ -17,11 +17,9 @@ import logging
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 from opentelemetry.trace import SpanKind
-from saga_contracts.topics import dead_letter_topic
 from sagakit import metrics, tracing
 from sagakit.envelope import utc_now_iso
 from sagakit.unit_of_work import UnitOfWork
@@ -30,6 +28,7 @@ from pagos.adapters.gateway_client import GatewayClient
 from pagos.adapters.payment_repository import Payment, PaymentRepository
 from pagos.config import PagosSettings
 from pagos.domain import payment as domain
+from pagos.usecases import charge_request
 
 log = logging.getLogger("pagos.gateway_worker")
 SERVICE = "pagos"
@@ -335,19 +334,6 @@ class GatewayWorker:
             "reason": detail or "refund failed", "attempts": attempts}, saga_id=payment.saga_id)
 
     def _dead_letter(self, uow: UnitOfWork, payment: Payment, attempts: int, detail: str) -> None:
-        """The charge could not be made after every retry: park it for an operator."""
-        record = {
-            "dead_lettered_at": datetime.now(UTC).isoformat(),
-            "consumer_service": SERVICE,
-            "reason": "gateway_retries_exhausted",
-            "error_class": "GatewayUnavailable",
-            "attempt_count": attempts,
-            "last_error": detail,
-            "original": {"saga_id": payment.saga_id, "order_id": payment.order_id,
-                         "payment_id": payment.payment_id, "event_type": "StockVerificado"},
-        }
-        uow.emit_raw(topic=dead_letter_topic(SERVICE), key=payment.saga_id,
-                     event_type="StockVerificado", value=record,
-                     headers={"X-Saga-ID": payment.saga_id,
-                              "X-DLQ-Error-Class": "gateway_retries_exhausted",
-                              "X-DLQ-Attempts": str(attempts)})
+        """The charge could not be made after every retry: park it for an operator, with the
+        StockVerificado that asked for it (``sagactl replay`` asks for the charge again)."""
+        charge_request.dead_letter(payment, attempts, detail).emit(uow)

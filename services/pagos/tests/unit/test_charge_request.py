@@ -1,0 +1,69 @@
+"""The StockVerificado kept with a payment and given back by the dead letter of its charge."""
+
+from __future__ import annotations
+
+import uuid
+from decimal import Decimal
+from typing import Any
+
+from pagos.adapters.payment_repository import Payment
+from pagos.domain.payment import PaymentStatus
+from pagos.usecases import charge_request
+from saga_contracts import registry
+from sagakit import jsonio
+from sagakit.envelope import Envelope
+
+
+def _event() -> Envelope:
+    return Envelope.new(saga_id=str(uuid.uuid4()), event_type="StockVerificado",
+                        schema_version=registry.latest("StockVerificado").version,
+                        source_service="inventario", payload={
+                            "order_id": str(uuid.uuid4()), "total_amount": "10.50",
+                            "currency": "EUR", "items": [{"sku": "A", "quantity": 1}],
+                            "payment_method": {"type": "credit_card", "token": "tok_visa"}})
+
+
+def _payment(event: Envelope, **changes: Any) -> Payment:
+    values: dict[str, Any] = dict(
+        payment_id=str(uuid.uuid4()), saga_id=event.saga_id,
+        order_id=event.payload["order_id"], status=PaymentStatus.CHARGING,
+        amount=Decimal("10.50"), currency="EUR", token="tok_visa", charge_id=None,
+        charge_attempts=2, refund_attempts=0, leased=True, trigger_span_id=event.span_id,
+        trigger_event=charge_request.kept(event),
+        attempt_log=({"kind": "charge", "attempt": 1, "at": "t1", "outcome": "unavailable",
+                      "detail": "timeout"},
+                     {"kind": "refund", "attempt": 1, "at": "t2", "outcome": "failed",
+                      "detail": "not this one"}))
+    values.update(changes)
+    return Payment(**values)
+
+
+def test_the_payment_keeps_the_request_without_its_token() -> None:
+    kept = charge_request.kept(_event())
+    assert kept["payload"]["payment_method"] == {"type": "credit_card"}
+    assert "tok_visa" not in jsonio.dumps(kept)
+
+
+def test_the_letter_gives_the_request_back_whole_with_every_charge_call() -> None:
+    event = _event()
+    letter = charge_request.dead_letter(_payment(event), 3, "gateway timed out")
+    record = letter.value
+    assert letter.topic == "pagos-dlq" and letter.key == event.saga_id
+    assert jsonio.loads(record["original"]["value"]["data"]) == event.to_dict()
+    assert record["original"]["message_id"] == event.message_id
+    assert record["original"]["topic"] == "inventory-events"
+    assert [(a["attempt"], a["error"]) for a in record["attempts"]] == [
+        (1, "unavailable: timeout"), (3, "gateway timed out")]
+    assert record["attempt_count"] == 2
+
+
+def test_a_payment_that_did_not_keep_its_request_gives_what_it_knows() -> None:
+    """A replay of it asks for the missing items (``sagactl replay --payload``)."""
+    event = _event()
+    letter = charge_request.dead_letter(_payment(event, trigger_event=None), 4, "down")
+    request = jsonio.loads(letter.value["original"]["value"]["data"])
+    assert request["saga_id"] == event.saga_id and request["event_type"] == "StockVerificado"
+    assert request["payload"] == {"order_id": event.payload["order_id"],
+                                  "total_amount": "10.50", "currency": "EUR",
+                                  "payment_method": {"type": "credit_card",
+                                                     "token": "tok_visa"}}
