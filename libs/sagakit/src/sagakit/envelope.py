@@ -27,6 +27,12 @@ def new_message_id() -> str:
     return str(time_ordered_id())
 
 
+def new_span_id() -> str:
+    """A span id of the standard's hierarchy (Part I §7.1): one per step, a message's or the
+    HTTP request's that started a saga. Its own id space, whether or not OpenTelemetry traces."""
+    return str(uuid.uuid4())
+
+
 def utc_now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
 
@@ -51,7 +57,7 @@ class Envelope:
         return cls(
             message_id=new_message_id(),
             saga_id=saga_id,
-            span_id=str(uuid.uuid4()),
+            span_id=new_span_id(),
             parent_span_id=parent_span_id,
             schema_version=schema_version,
             timestamp=utc_now_iso(),

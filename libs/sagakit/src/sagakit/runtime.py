@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
@@ -17,6 +18,8 @@ from typing import Any
 
 import asyncpg
 from fastapi import APIRouter, FastAPI, Request, Response
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import Field
@@ -206,6 +209,7 @@ def create_app(definition: ServiceDefinition) -> FastAPI:
 
         FastAPIInstrumentor.instrument_app(app, excluded_urls="health,ready,metrics")
     install_database_error_handlers(app)
+    install_request_validation_handler(app)
     app.include_router(operational_router())
     for router in definition.routers:
         app.include_router(router)
@@ -235,6 +239,33 @@ def install_database_error_handlers(app: FastAPI) -> None:
                                        "or may not have taken effect; retry with the same "
                                        "Idempotency-Key to learn which"},
                             status_code=503, headers={"Retry-After": "1"})
+
+
+def install_request_validation_handler(app: FastAPI) -> None:
+    """422 with every invalid field's location and input, whatever that input held.
+
+    FastAPI's own handler echoes each invalid input into a strict JSON response, so an input
+    that JSON cannot carry turned the 422 into a 500: ``NaN`` or ``Infinity`` (Python reads
+    them in a request body) and a lone surrogate (``"\\ud800"``), which UTF-8 cannot encode.
+    """
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
+        return JSONResponse(status_code=422,
+                            content={"detail": json_safe(jsonable_encoder(exc.errors()))})
+
+
+def json_safe(value: Any) -> Any:
+    """``value`` with what strict UTF-8 JSON cannot hold spelled out: a non-finite number as
+    the token it was sent as, an unencodable character as its escape."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, str):
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    if isinstance(value, dict):
+        return {json_safe(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_safe(v) for v in value]
+    return value
 
 
 def runtime_of(request: Request) -> Runtime:

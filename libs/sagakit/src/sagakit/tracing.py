@@ -132,3 +132,11 @@ def context_from(traceparent: str | None) -> otel_context.Context | None:
 
 def attributes(**values: Any) -> dict[str, Any]:
     return {f"saga.{k}": v for k, v in values.items() if v is not None}
+
+
+def annotate_current_span(**values: Any) -> None:
+    """Sets ``saga.*`` attributes on the current span, if one is being recorded (an HTTP
+    request's, under the FastAPI instrumentation): nothing at all without an exporter."""
+    current = trace.get_current_span()
+    if current.is_recording():
+        current.set_attributes(attributes(**values))

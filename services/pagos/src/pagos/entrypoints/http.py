@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from datetime import datetime
 from decimal import Decimal
 from typing import Annotated, Any
@@ -60,9 +61,9 @@ def _record(row: dict[str, Any]) -> PaymentRecord:
 
 
 @router.get("/payments", response_model=list[PaymentRecord])
-async def list_payments(request: Request,
-                        saga_id: Annotated[str, Query(min_length=1, max_length=64)]
+async def list_payments(request: Request, saga_id: Annotated[uuid.UUID, Query()]
                         ) -> list[PaymentRecord]:
+    # A saga id is a UUID (Part I §7.1), stored in its canonical text form.
     async with runtime_of(request).engine.connect() as conn:
-        rows = await PaymentRepository(conn).for_saga(saga_id)
+        rows = await PaymentRepository(conn).for_saga(str(saga_id))
     return [_record(r) for r in rows]

@@ -8,6 +8,8 @@ from typing import Annotated
 
 from fastapi import APIRouter, Header, HTTPException, Request, Response
 from fastapi.responses import JSONResponse
+from sagakit import tracing
+from sagakit.envelope import new_span_id
 from sagakit.runtime import runtime_of
 
 from pedidos.adapters.known_sagas import known_sagas_of
@@ -15,6 +17,7 @@ from pedidos.adapters.order_repository import OrderRepository
 from pedidos.config import PedidosSettings
 from pedidos.domain.order import TERMINAL, CannotCancel, OrderStatus
 from pedidos.entrypoints.schemas import (
+    NO_NUL,
     HistoryEntry,
     OrderAccepted,
     OrderRequest,
@@ -37,14 +40,22 @@ def settings_of(request: Request) -> PedidosSettings:
              responses={422: {"description": "Invalid body, or Idempotency-Key reused with "
                                              "another body"}})
 async def create_order(body: OrderRequest, request: Request, response: Response,
-                       idempotency_key: Annotated[str | None, Header(max_length=255)] = None
+                       idempotency_key: Annotated[str | None, Header(
+                           min_length=1, max_length=255, pattern=NO_NUL)] = None
                        ) -> OrderAccepted | JSONResponse:
     rt = runtime_of(request)
     wire = body.wire()
+    # This request is the saga's first span (Part I §7.1): the parent of OrdenSolicitada. It
+    # is one of the standard's span ids, like every message's, not OpenTelemetry's, which
+    # exists only when tracing exports; the request's log line below names it, and so does
+    # its OpenTelemetry span when there is one.
+    span_id = new_span_id()
+    tracing.annotate_current_span(span_id=span_id)
     try:
         async with rt.uow() as uow:
             placed = await place_order(uow, wire, body.computed_total, idempotency_key,
-                                       settings_of(request), known_sagas_of(rt.extras))
+                                       settings_of(request), known_sagas_of(rt.extras),
+                                       request_span_id=span_id)
     except IdempotencyKeyReused:
         return JSONResponse(status_code=422, content={"detail": [{
             "loc": ["header", "Idempotency-Key"], "type": "idempotency_key_reused",
@@ -54,7 +65,7 @@ async def create_order(body: OrderRequest, request: Request, response: Response,
     log.info("order %s", "accepted" if placed.created else "replayed by Idempotency-Key",
              extra={"saga_id": placed.saga_id, "event_type": "OrdenSolicitada",
                     "schema_version": "1.0.0", "status": "SUCCESS", "order_id": placed.order_id,
-                    "order": wire})
+                    "span_id": span_id, "parent_span_id": None, "order": wire})
     response.headers["Location"] = f"/orders/{placed.order_id}"
     return OrderAccepted(order_id=placed.order_id, saga_id=placed.saga_id, status=placed.status)
 

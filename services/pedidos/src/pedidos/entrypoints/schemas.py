@@ -6,11 +6,44 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Annotated, Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    WithJsonSchema,
+    field_validator,
+    model_validator,
+)
 from sagakit.privacy import Sensitive
 
 Currency = Literal["USD", "EUR", "MXN", "COP", "ARS", "CLP", "PEN", "GBP"]
-Money = Annotated[Decimal, Field(ge=0, max_digits=12, decimal_places=2)]
+
+# PostgreSQL's text and jsonb hold any character but NUL (U+0000): every string stored is
+# refused here, with its field, rather than by the database.
+NO_NUL = r"^[^\x00]*$"
+
+# What the orders table's Numeric(12, 2) holds.
+MAX_TOTAL = Decimal("9999999999.99")
+
+
+def _unsigned_zero(value: Decimal) -> Decimal:
+    # A Decimal zero keeps its sign: "-0.00" is >= 0, yet would be carried as "-0.00", which
+    # no event's money pattern accepts.
+    return value.copy_abs() if value.is_zero() else value
+
+
+Money = Annotated[
+    Decimal, Field(ge=0, max_digits=12, decimal_places=2), AfterValidator(_unsigned_zero),
+    # What the document promises: pydantic's own schema for a Decimal admits any string.
+    WithJsonSchema({"anyOf": [
+        {"type": "string", "pattern": r"^(0|[1-9][0-9]{0,9})(\.[0-9]{1,2})?$"},
+        {"type": "number", "minimum": 0, "maximum": float(MAX_TOTAL)},
+    ]})]
+
+
+def _text(max_length: int) -> Any:
+    return Field(min_length=1, max_length=max_length, pattern=NO_NUL)
 
 
 class Strict(BaseModel):
@@ -24,19 +57,19 @@ class OrderItem(Strict):
 
 
 class ShippingAddress(Strict):
-    street: Annotated[str, Sensitive("omit"), Field(min_length=1, max_length=200)]
-    city: Annotated[str, Field(min_length=1, max_length=200)]
-    country: Annotated[str, Field(min_length=1, max_length=200)]
-    postal_code: Annotated[str, Sensitive("omit"), Field(min_length=1, max_length=200)]
+    street: Annotated[str, Sensitive("omit"), _text(200)]
+    city: Annotated[str, _text(200)]
+    country: Annotated[str, _text(200)]
+    postal_code: Annotated[str, Sensitive("omit"), _text(200)]
 
 
 class PaymentMethod(Strict):
     type: Literal["credit_card"]
-    token: Annotated[str, Sensitive("mask"), Field(min_length=1, max_length=255)]
+    token: Annotated[str, Sensitive("mask"), _text(255)]
 
 
 class OrderRequest(Strict):
-    customer_id: str = Field(..., min_length=1, max_length=100)
+    customer_id: Annotated[str, _text(100)]
     items: list[OrderItem] = Field(..., min_length=1, max_length=50)
     total_amount: Money | None = None
     currency: Currency
@@ -47,6 +80,15 @@ class OrderRequest(Strict):
     def computed_total(self) -> Decimal:
         return sum((i.price * i.quantity for i in self.items), Decimal("0.00")).quantize(
             Decimal("0.01"))
+
+    @field_validator("items")
+    @classmethod
+    def _total_fits(cls, items: list[OrderItem]) -> list[OrderItem]:
+        total = sum((i.price * i.quantity for i in items), Decimal("0.00"))
+        if total > MAX_TOTAL:
+            raise ValueError(f"the items add up to {total:.2f}, more than an order may total "
+                             f"({MAX_TOTAL})")
+        return items
 
     @model_validator(mode="after")
     def _total_matches(self) -> Self:

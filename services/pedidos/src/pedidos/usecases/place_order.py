@@ -12,6 +12,7 @@ from decimal import Decimal
 from typing import Any
 
 from sagakit import metrics, tracing
+from sagakit.envelope import new_span_id
 from sagakit.ids import time_ordered_id
 from sagakit.unit_of_work import UnitOfWork
 
@@ -40,9 +41,14 @@ def request_hash(body: dict[str, Any]) -> str:
 
 async def place_order(uow: UnitOfWork, body: dict[str, Any], total: Decimal,
                       idempotency_key: str | None, settings: PedidosSettings,
-                      known: KnownSagas) -> PlacedOrder:
+                      known: KnownSagas, *, request_span_id: str | None = None) -> PlacedOrder:
     """``body`` is the validated request in JSON form (money as two-decimal strings). The saga
-    it starts is remembered in ``known``, for its first event."""
+    it starts is remembered in ``known``, for its first event.
+
+    ``request_span_id`` is the span of the request that places the order, OrdenSolicitada's
+    parent (Part I §7.1); without one the order is placed under a span of its own. The saga's
+    row keeps it, with the trace context."""
+    request_span_id = request_span_id or new_span_id()
     fingerprint = request_hash(body)
     # The saga id is random, as the standard asks (Part I §7.1); the order id is a key only.
     order_id, saga_id = time_ordered_id(), uuid.uuid4()
@@ -51,7 +57,8 @@ async def place_order(uow: UnitOfWork, body: dict[str, Any], total: Decimal,
         idempotency_key=idempotency_key, request_hash=fingerprint,
         context={"order_id": str(order_id), "total_amount": str(total),
                  "currency": body["currency"], "items": len(body["items"]),
-                 "traceparent": tracing.current_traceparent()},
+                 "traceparent": tracing.current_traceparent(),
+                 "request_span_id": request_span_id},
         step_timeout_s=settings.validation_timeout_s, saga_timeout_s=settings.saga_timeout_s,
         audit=AuditEntry("OrdenSolicitada", owner_of(body))))
     uow.emit("OrdenSolicitada", {
@@ -62,8 +69,9 @@ async def place_order(uow: UnitOfWork, body: dict[str, Any], total: Decimal,
         "currency": body["currency"],
         "shipping_address": body["shipping_address"],
         "payment_method": body["payment_method"],
-    }, saga_id=str(saga_id), metadata={"correlation_id": str(order_id),
-                                       "user_id": body["customer_id"], "channel": "api"})
+    }, saga_id=str(saga_id), parent_span_id=request_span_id,
+       metadata={"correlation_id": str(order_id), "user_id": body["customer_id"],
+                 "channel": "api"})
     uow.after_commit(lambda: metrics.SAGAS_STARTED.labels(SAGA_TYPE).inc())
     if await uow.commit():
         known.remember(OrderRepository.created_saga(order_id=order_id, body=body, total=total,
