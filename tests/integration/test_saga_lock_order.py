@@ -170,7 +170,7 @@ async def test_an_event_moving_the_saga_and_a_cancel_arriving_meanwhile_do_not_d
     """The other way round: the event's statement holds the rows it wrote (kept open by a
     transaction the test controls) while the cancellation comes to lock the saga."""
     engine, tables = scratch
-    saga_id, order_id = await _placed(engine, tables)
+    saga_id, _ = await _placed(engine, tables)
     async with engine.connect() as conn:
         await conn.begin()
         saga = await OrderRepository(conn).lock_saga(saga_id)

@@ -29,6 +29,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from sagakit import gc_tuning, inbox, metrics, tracing
+from sagakit.conflicts import StillConflicting
 from sagakit.consumer import EventConsumer, Handler
 from sagakit.database import build_engine
 from sagakit.errors import CommitOutcomeUnknown, is_connection_failure
@@ -238,6 +239,14 @@ def install_database_error_handlers(app: FastAPI) -> None:
         return JSONResponse({"detail": "database connection lost during commit: the request may "
                                        "or may not have taken effect; retry with the same "
                                        "Idempotency-Key to learn which"},
+                            status_code=503, headers={"Retry-After": "1"})
+
+    @app.exception_handler(StillConflicting)
+    async def still_conflicting(request: Request, exc: Exception) -> JSONResponse:
+        # Rolled back every time by PostgreSQL (sagakit.conflicts): nothing was done.
+        log.warning("request lost every race it was retried in: %s", exc)
+        return JSONResponse({"detail": "the request collided with concurrent changes and "
+                                       "nothing was done; retry"},
                             status_code=503, headers={"Retry-After": "1"})
 
 

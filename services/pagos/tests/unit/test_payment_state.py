@@ -41,15 +41,27 @@ def test_refund_gives_up_after_five_attempts() -> None:
     assert final.status is P.REFUND_FAILED and final.emit is d.Emit.FALLO_REEMBOLSO
 
 
-@pytest.mark.parametrize(("status", "attempted", "to"), [
+@pytest.mark.parametrize(("status", "charge_sent", "to"), [
     (None, False, P.CANCELLED),
     (P.CHARGING, False, P.CANCELLED),
     (P.CHARGING, True, P.CANCEL_REQUESTED),
     (P.CAPTURED, False, P.REFUNDING),
     (P.CHARGE_FAILED, True, P.CANCEL_REQUESTED),
 ])
-def test_cancellation(status: P | None, attempted: bool, to: P) -> None:
-    assert d.on_order_cancelled(status, attempted).status is to
+def test_cancellation(status: P | None, charge_sent: bool, to: P) -> None:
+    assert d.on_order_cancelled(status, charge_sent).status is to
+
+
+def test_an_unresolvable_cancelled_charge_is_left_for_a_manual_refund() -> None:
+    no_token = d.after_charge(P.CANCEL_REQUESTED, d.Outcome.NOT_ASKED, 1, CHARGE_SCHEDULE, 5)
+    assert no_token.status is P.REFUND_FAILED and d.manual_refund_required(no_token.status)
+    exhausted = d.after_charge(P.CANCEL_REQUESTED, d.Outcome.UNAVAILABLE, 5, CHARGE_SCHEDULE, 5)
+    assert exhausted.status is P.REFUND_FAILED and exhausted.emit is d.Emit.FALLO_REEMBOLSO
+
+
+def test_the_token_is_kept_while_the_charge_may_have_to_be_replayed() -> None:
+    assert P.CHARGE_FAILED in d.TOKEN_NEEDED and P.CANCEL_REQUESTED in d.TOKEN_NEEDED
+    assert P.CAPTURED not in d.TOKEN_NEEDED and P.REFUND_FAILED not in d.TOKEN_NEEDED
 
 
 @pytest.mark.parametrize("status", [P.DECLINED, P.CANCELLED, P.REFUNDING, P.REFUNDED,
@@ -65,6 +77,7 @@ class PaymentRace(RuleBasedStateMachine):
         self.charge_attempts = 0
         self.refund_attempts = 0
         self.in_flight = False        # a charge call has been sent and not answered
+        self.charge_sent = False      # leased for a charge call at least once
         self.charged = 0              # what the gateway really captured (0 or 1)
         self.refunded = 0
         self.compensate = False       # a cancellation or an allocation failure was delivered
@@ -82,20 +95,19 @@ class PaymentRace(RuleBasedStateMachine):
     @rule()
     def order_cancelled(self) -> None:
         self.compensate = True
-        attempted = self.charge_attempts > 0 or self.in_flight
-        change = d.on_order_cancelled(self.status, attempted)
+        change = d.on_order_cancelled(self.status, self.charge_sent)
         self._apply(change)
 
     @precondition(lambda self: self.status in (P.CAPTURED, P.CHARGING))
     @rule()
     def allocation_failed(self) -> None:
         self.compensate = True
-        self._apply(d.on_allocation_failed(self.status))
+        self._apply(d.on_allocation_failed(self.status, self.charge_sent))
 
     @precondition(lambda self: self.status in d.CHARGE_WORK and not self.in_flight)
     @rule()
     def send_charge(self) -> None:
-        self.in_flight = True
+        self.in_flight = self.charge_sent = True
 
     @precondition(lambda self: self.in_flight)
     @rule(outcome=st.sampled_from(list(d.Outcome)), went_through=st.booleans())

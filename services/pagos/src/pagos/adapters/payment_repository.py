@@ -5,13 +5,14 @@ from __future__ import annotations
 import functools
 import uuid
 from dataclasses import dataclass
+from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
 from sagakit import driver, jsonio
 from sagakit.ids import time_ordered_id
 from sagakit.unit_of_work import StagedWrite
-from sqlalchemy import Executable, Float, Integer, Text, bindparam, func, select, update
+from sqlalchemy import Executable, Float, Integer, Text, bindparam, case, func, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql.expression import ClauseElement
@@ -45,9 +46,11 @@ _INSERT = (pg_insert(payments)
 def _new_payment(leased: bool) -> tuple[tuple[str, str], ...]:
     """A payment due now (leased to the caller's gateway call if ``leased``), unless the saga
     has one: staged on the unit of work, sent with its commit statement."""
-    lease = (", now() + make_interval(secs => CAST(:pay_lease_s AS double precision))"
+    # Leased: the gateway call starts as soon as this commits, so the charge may have been
+    # sent from then on.
+    lease = (", now() + make_interval(secs => CAST(:pay_lease_s AS double precision)), now()"
              if leased else "")
-    lease_column = ", lease_until" if leased else ""
+    lease_column = ", lease_until, charge_sent_at" if leased else ""
     return (("inserted", f"""INSERT INTO {{schema}}.{payments.name} (payment_id, saga_id, order_id, status,
     amount, currency, payment_token, trigger, next_attempt_at{lease_column})
 VALUES (:pay_payment_id, :pay_saga_id, :pay_order_id, :pay_status, :pay_amount, :pay_currency,
@@ -57,16 +60,24 @@ RETURNING *"""),)
 
 
 @functools.cache
-def _outcome(columns: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+def _outcome(columns: tuple[str, ...], schedules: bool) -> tuple[tuple[str, str], ...]:
     """A gateway call's outcome, applied only if the payment's status is still the one it was
-    decided on (the guard): the columns set, the call appended to the attempt log, and the next
-    attempt due ``:out_retry_in_s`` from now (NULL seconds: nothing due)."""
+    decided on (the guard): the columns set, the call appended to the attempt log, the call's
+    lease ended (only if it is still the caller's: a lease taken since by another worker is
+    that worker's), and, if ``schedules``, the next attempt due ``:out_retry_in_s`` from now
+    (NULL seconds: nothing due). An outcome that changes nothing does not schedule: the work
+    due on the payment is whatever moved it meanwhile scheduled."""
     assigned = "".join(f"{c} = :out_{c}, " for c in columns)
+    schedule = ("next_attempt_at = now() + make_interval(secs => CAST(:out_retry_in_s AS "
+                "double precision)),\n    " if schedules else "")
     return (("recorded", f"""UPDATE {{schema}}.{payments.name} SET {assigned}
     attempt_log = attempt_log || jsonb_build_array(CAST(:out_attempt AS jsonb)),
-    next_attempt_at = now() + make_interval(secs => CAST(:out_retry_in_s AS double precision)),
-    updated_at = now()
+    lease_until = CASE WHEN lease_until = CAST(:out_lease AS timestamptz) THEN NULL
+                       ELSE lease_until END,
+    {schedule}updated_at = now()
 WHERE saga_id = :out_saga_id AND status = :out_expected
+      AND charge_attempts = :out_seen_charge_attempts
+      AND refund_attempts = :out_seen_refund_attempts
 RETURNING 1"""),)
 
 
@@ -87,8 +98,14 @@ _DUE = (select(payments.c.payment_id)
         .limit(bindparam("k_limit", type_=Integer))
         .with_for_update(skip_locked=True)
         .scalar_subquery())
+# A lease for a charge call is the point from which the charge may have happened: the call
+# starts as soon as the lease is taken, and a worker that dies after it may have sent it.
 _CLAIM_DUE = (update(payments).where(payments.c.payment_id.in_(_DUE))
-              .values(lease_until=_LEASED_UNTIL)
+              .values(lease_until=_LEASED_UNTIL,
+                      charge_sent_at=case(
+                          (payments.c.status.in_([s.value for s in CHARGE_WORK]),
+                           func.coalesce(payments.c.charge_sent_at, func.now())),
+                          else_=payments.c.charge_sent_at))
               .returning(*payments.c))
 
 
@@ -105,6 +122,9 @@ class Payment:
     charge_attempts: int
     refund_attempts: int
     leased: bool
+    charge_sent: bool = False
+    """Leased for a charge call at least once: the charge may have happened."""
+    lease_until: datetime | None = None
     trigger_span_id: str | None = None
     trigger_traceparent: str | None = None
     trigger_event: dict[str, Any] | None = None
@@ -119,9 +139,9 @@ class Payment:
                    str(row["order_id"]) if row["order_id"] else None,
                    PaymentStatus(row["status"]), row["amount"], row["currency"],
                    row["payment_token"], row["charge_id"], row["charge_attempts"],
-                   row["refund_attempts"], leased, trigger.get("span_id"),
-                   trigger.get("traceparent"), trigger.get("event"),
-                   tuple(row["attempt_log"] or ()))
+                   row["refund_attempts"], leased, row["charge_sent_at"] is not None,
+                   row["lease_until"], trigger.get("span_id"), trigger.get("traceparent"),
+                   trigger.get("event"), tuple(row["attempt_log"] or ()))
 
 
 class PaymentRepository:
@@ -165,16 +185,23 @@ class PaymentRepository:
         return StagedWrite(_new_payment(lease_s is not None), params, returning="inserted")
 
     @staticmethod
-    def outcome(saga_id: str, expected: PaymentStatus, *, attempt: dict[str, Any],
-                retry_in_s: float | None, **values: Any) -> StagedWrite:
-        """A gateway call's outcome (``values`` by column, the call's ``attempt`` for the log,
-        the next attempt ``retry_in_s`` from now or none), written with the commit statement
-        only if the status is still ``expected`` (the guard): otherwise nothing is written and
-        the unit of work's commit returns False."""
-        params = {"out_saga_id": saga_id, "out_expected": expected.value,
-                  "out_attempt": jsonio.dumps(attempt), "out_retry_in_s": retry_in_s,
+    def outcome(decided_on: Payment, *, attempt: dict[str, Any],
+                lease_until: datetime | None, schedules: bool, retry_in_s: float | None,
+                **values: Any) -> StagedWrite:
+        """A gateway call's outcome (``values`` by column, the call's ``attempt`` for the log;
+        if ``schedules``, the next attempt ``retry_in_s`` from now or none), written with the
+        commit statement only if the payment is still as it was ``decided_on`` (its status and
+        attempt counts: the guard): otherwise nothing is written and the unit of work's commit
+        returns False. The call's lease, ``lease_until``, ends with it."""
+        params = {"out_saga_id": decided_on.saga_id, "out_expected": decided_on.status.value,
+                  "out_seen_charge_attempts": decided_on.charge_attempts,
+                  "out_seen_refund_attempts": decided_on.refund_attempts,
+                  "out_attempt": jsonio.dumps(attempt), "out_lease": lease_until,
                   **{f"out_{c}": v for c, v in values.items()}}
-        return StagedWrite(_outcome(tuple(sorted(values))), params, guard="recorded")
+        if schedules:
+            params["out_retry_in_s"] = retry_in_s
+        return StagedWrite(_outcome(tuple(sorted(values)), schedules), params,
+                           guard="recorded")
 
     async def update(self, saga_id: str, expected: PaymentStatus, **values: Any) -> bool:
         """Conditional transition: applies only if the status is still ``expected``."""

@@ -4,10 +4,18 @@
     (none) ──OrdenCancelada──▶ CANCELLED (a later StockVerificado never charges)
     CHARGING ──declined──▶ DECLINED
     CHARGING ──unavailable × N──▶ CHARGE_FAILED (dead letter + alert; outcome unknown)
-    CHARGING ──cancel while a call may be in flight──▶ CANCEL_REQUESTED
-    CANCEL_REQUESTED ──approved──▶ REFUNDING      (the charge happened: undo it)
-    CANCEL_REQUESTED ──declined──▶ CANCELLED
+    CHARGING ──cancel, no charge call sent yet──▶ CANCELLED
+    CHARGING / CHARGE_FAILED ──cancel once a call may have been sent──▶ CANCEL_REQUESTED
+    CANCEL_REQUESTED ──replayed charge approved──▶ REFUNDING   (the charge happened: undo it)
+    CANCEL_REQUESTED ──replayed charge declined──▶ CANCELLED
+    CANCEL_REQUESTED ──unresolved × N, or nothing to replay with──▶ REFUND_FAILED (manual)
     REFUNDING ──refunded──▶ REFUNDED ;  REFUNDING ──failed × N──▶ REFUND_FAILED (manual refund)
+
+An outcome that is not known (a timeout, a lost reply, a worker that died mid-call) is never
+assumed: it is resolved by replaying the charge under the same idempotency key, which answers
+the first call's result if the gateway made that charge, and otherwise makes it now (then
+refunded). A payment is "maybe charged" from the moment a worker leases it for a charge call
+(``charge_sent``) for ever after, whatever became of that worker or its lease.
 
 Every change is decided here from the current status and what happened; the repository applies
 it conditionally, so a duplicate or late event changes nothing.
@@ -35,6 +43,11 @@ class PaymentStatus(StrEnum):
 # Statuses in which the gateway worker has something to do.
 CHARGE_WORK = (PaymentStatus.CHARGING, PaymentStatus.CANCEL_REQUESTED)
 REFUND_WORK = (PaymentStatus.REFUNDING,)
+# Statuses in which the charge may still have to be made or replayed: the payment token is kept
+# in them and cleared once the charge's outcome is known (an outcome that is not known yet is
+# resolved by replaying the charge under its idempotency key, which needs the token).
+TOKEN_NEEDED = (PaymentStatus.CHARGING, PaymentStatus.CANCEL_REQUESTED,
+                PaymentStatus.CHARGE_FAILED)
 
 
 class Emit(StrEnum):
@@ -61,27 +74,30 @@ NOTHING = Change()
 # ------------------------------------------------------------------ events
 
 
-def on_order_cancelled(status: PaymentStatus | None, charge_attempted: bool) -> Change:
-    if status is None:
+def _undo_charge(status: PaymentStatus | None, charge_sent: bool) -> Change:
+    """The charge must not stand: drop it, resolve it, or refund it."""
+    if status is PaymentStatus.CHARGING and not charge_sent:
+        # No worker ever leased it for a call, and none will now (a lease is only taken on a
+        # payment still CHARGING, under the row lock this decision holds): nothing to undo.
         return Change(PaymentStatus.CANCELLED)
-    if status is PaymentStatus.CHARGING:
-        # Never called the gateway: nothing to undo. Otherwise a call may be in flight or
-        # may have gone through: resolve it before deciding.
-        return Change(PaymentStatus.CANCEL_REQUESTED if charge_attempted
-                      else PaymentStatus.CANCELLED, retry_in_s=0 if charge_attempted else None)
-    if status is PaymentStatus.CHARGE_FAILED:
+    if status in (PaymentStatus.CHARGING, PaymentStatus.CHARGE_FAILED):
+        # A call may be in flight or may have gone through: resolve it before deciding.
         return Change(PaymentStatus.CANCEL_REQUESTED, retry_in_s=0)
     if status is PaymentStatus.CAPTURED:
         return Change(PaymentStatus.REFUNDING, retry_in_s=0)
     return NOTHING
 
 
-def on_allocation_failed(status: PaymentStatus | None) -> Change:
-    if status is PaymentStatus.CAPTURED:
-        return Change(PaymentStatus.REFUNDING, retry_in_s=0)
-    if status is PaymentStatus.CHARGING:
-        return Change(PaymentStatus.CANCEL_REQUESTED, retry_in_s=0)
-    return NOTHING
+def on_order_cancelled(status: PaymentStatus | None, charge_sent: bool) -> Change:
+    if status is None:
+        return Change(PaymentStatus.CANCELLED)  # a later StockVerificado never charges
+    return _undo_charge(status, charge_sent)
+
+
+def on_allocation_failed(status: PaymentStatus | None, charge_sent: bool) -> Change:
+    if status is None:
+        return NOTHING  # an allocation follows a captured charge: nothing was ever asked
+    return _undo_charge(status, charge_sent)
 
 
 # ------------------------------------------------------------------ gateway outcomes
@@ -92,6 +108,7 @@ class Outcome(StrEnum):
     DECLINED = "declined"
     UNAVAILABLE = "unavailable"  # timeout, connection error, 5xx: the result is unknown
     REJECTED = "rejected"        # 4xx other than a decline: retrying will not help
+    NOT_ASKED = "not_asked"      # no token to call with: the gateway could not be asked
 
 
 def after_charge(status: PaymentStatus, outcome: Outcome, attempts_made: int,
@@ -109,13 +126,21 @@ def after_charge(status: PaymentStatus, outcome: Outcome, attempts_made: int,
         if outcome is Outcome.APPROVED:
             return Change(PaymentStatus.REFUNDING, retry_in_s=0)
         if outcome in (Outcome.DECLINED, Outcome.REJECTED):
+            # The replay, with the first call's key and parameters, was refused: so was (or
+            # will be) the first call.
             return Change(PaymentStatus.CANCELLED)
-        if attempts_made < resolve_attempts:
+        if outcome is not Outcome.NOT_ASKED and attempts_made < resolve_attempts:
             return Change(retry_in_s=charge_schedule_s[min(attempts_made, len(charge_schedule_s))
                                                        - 1])
         return Change(PaymentStatus.REFUND_FAILED, Emit.FALLO_REEMBOLSO,
                       alert="cancelled_charge_unresolved")
     return NOTHING  # the status moved on while the call was in flight
+
+
+def manual_refund_required(status: PaymentStatus | None) -> bool:
+    """A payment left for finance to refund by hand (Part II §3.3, "marcar para reembolso
+    manual"): the refund kept failing, or whether the charge happened could not be found out."""
+    return status is PaymentStatus.REFUND_FAILED
 
 
 def after_refund(status: PaymentStatus, succeeded: bool, refund_attempts_made: int,

@@ -59,6 +59,26 @@ def _retry_in(change: domain.Change) -> float | None:
     return None if change.retry_in_s is None else jittered(change.retry_in_s)
 
 
+def _schedules(change: domain.Change) -> bool:
+    """Whether the outcome decides the payment's next work. One that changes nothing (the
+    payment moved on while the call was in flight) leaves it to whatever moved it: a refund
+    scheduled by a concurrent outcome must stay due."""
+    return change.status is not None or change.retry_in_s is not None
+
+
+def _status_values(change: domain.Change) -> dict[str, Any]:
+    """The columns a new status sets: the token kept only while the charge may still have to be
+    made or replayed, the manual-refund mark where finance must step in."""
+    if change.status is None:
+        return {}
+    values: dict[str, Any] = {"status": change.status.value}
+    if change.status not in domain.TOKEN_NEEDED:
+        values["payment_token"] = None
+    if domain.manual_refund_required(change.status):
+        values["manual_refund_required"] = True
+    return values
+
+
 @dataclass
 class Slot:
     """One gateway call's place in the worker's concurrency, reserved before a transaction that
@@ -201,7 +221,9 @@ class GatewayWorker:
     async def _charge(self, payment: Payment) -> None:
         assert payment.amount is not None and payment.currency is not None
         if payment.token is None:
-            result_outcome, charge_id, decline, detail = domain.Outcome.REJECTED, None, None, \
+            # Nothing to call (or replay) the charge with: the gateway is not asked, and an
+            # outcome that was unknown stays unknown (domain.after_charge: manual refund).
+            result_outcome, charge_id, decline, detail = domain.Outcome.NOT_ASKED, None, None, \
                 "no payment token"
         else:
             result = await self.gateway.charge(
@@ -210,27 +232,25 @@ class GatewayWorker:
                 idempotency_key=charge_key(payment.saga_id), saga_id=payment.saga_id)
             result_outcome, charge_id, decline, detail = (result.outcome, result.charge_id,
                                                          result.decline_code, result.detail)
-        attempts_made = payment.charge_attempts + 1
-        attempt = {"kind": "charge", "attempt": attempts_made, "at": utc_now_iso(),
-                   "outcome": result_outcome.value, "detail": detail}
+        at = utc_now_iso()
 
         def record(uow: UnitOfWork, current: Payment) -> None:
+            attempts_made = current.charge_attempts + 1
+            attempt = {"kind": "charge", "attempt": attempts_made, "at": at,
+                       "outcome": result_outcome.value, "detail": detail}
             change = domain.after_charge(current.status, result_outcome, attempts_made,
                                          self.settings.charge_retry_schedule_s,
                                          self.settings.resolve_attempts)
-            values: dict[str, Any] = {"charge_attempts": attempts_made, "lease_until": None}
+            values: dict[str, Any] = {"charge_attempts": attempts_made}
             if charge_id:
                 values["charge_id"] = charge_id
             if decline:
                 values["decline_code"] = decline
-            if change.status is not None:
-                values["status"] = change.status.value
-            if change.status in (domain.PaymentStatus.DECLINED, domain.PaymentStatus.CANCELLED,
-                                 domain.PaymentStatus.CAPTURED,
-                                 domain.PaymentStatus.CHARGE_FAILED):
-                values["payment_token"] = None
-            uow.stage(PaymentRepository.outcome(payment.saga_id, current.status, attempt=attempt,
-                                                retry_in_s=_retry_in(change), **values))
+            values.update(_status_values(change))
+            uow.stage(PaymentRepository.outcome(
+                current, attempt=attempt,
+                lease_until=payment.lease_until, schedules=_schedules(change),
+                retry_in_s=_retry_in(change), **values))
             if change.emit is domain.Emit.PAGO_EXITOSO:
                 uow.emit("PagoExitoso", {
                     "order_id": current.order_id, "payment_id": current.payment_id,
@@ -261,22 +281,22 @@ class GatewayWorker:
                                                amount_minor=domain.to_minor_units(payment.amount),
                                                idempotency_key=refund_key(payment.saga_id))
             succeeded, refund_id, detail = result.succeeded, result.refund_id, result.detail
-        attempts_made = payment.refund_attempts + 1
-        attempt = {"kind": "refund", "attempt": attempts_made, "at": utc_now_iso(),
-                   "outcome": "refunded" if succeeded else "failed", "detail": detail}
+        at = utc_now_iso()
 
         def record(uow: UnitOfWork, current: Payment) -> None:
+            attempts_made = current.refund_attempts + 1
+            attempt = {"kind": "refund", "attempt": attempts_made, "at": at,
+                       "outcome": "refunded" if succeeded else "failed", "detail": detail}
             change = domain.after_refund(current.status, succeeded, attempts_made,
                                          self.settings.refund_retry_schedule_s)
-            values: dict[str, Any] = {"refund_attempts": attempts_made, "lease_until": None}
-            if change.status is not None:
-                values["status"] = change.status.value
+            values: dict[str, Any] = {"refund_attempts": attempts_made}
+            values.update(_status_values(change))
             if change.status is domain.PaymentStatus.REFUNDED:
                 values.update(refund_id=refund_id, amount_refunded=current.amount)
-            if change.status is domain.PaymentStatus.REFUND_FAILED:
-                values["manual_refund_required"] = True
-            uow.stage(PaymentRepository.outcome(payment.saga_id, current.status, attempt=attempt,
-                                                retry_in_s=_retry_in(change), **values))
+            uow.stage(PaymentRepository.outcome(
+                current, attempt=attempt,
+                lease_until=payment.lease_until, schedules=_schedules(change),
+                retry_in_s=_retry_in(change), **values))
             if change.emit is domain.Emit.REEMBOLSO_EJECUTADO:
                 uow.emit("ReembolsoEjecutado", {
                     "order_id": current.order_id, "payment_id": current.payment_id,
