@@ -9,6 +9,7 @@ from typing import Annotated
 from fastapi import APIRouter, Header, HTTPException, Request, Response
 from fastapi.responses import JSONResponse
 from sagakit import tracing
+from sagakit.conflicts import retry_on_conflict
 from sagakit.envelope import new_span_id
 from sagakit.runtime import runtime_of
 
@@ -26,7 +27,7 @@ from pedidos.entrypoints.schemas import (
     SagaStatusView,
 )
 from pedidos.usecases.cancel_saga import SagaNotFound, cancel_saga
-from pedidos.usecases.place_order import IdempotencyKeyReused, place_order
+from pedidos.usecases.place_order import IdempotencyKeyReused, PlacedOrder, place_order
 
 router = APIRouter()
 log = logging.getLogger("pedidos.http")
@@ -51,11 +52,15 @@ async def create_order(body: OrderRequest, request: Request, response: Response,
     # its OpenTelemetry span when there is one.
     span_id = new_span_id()
     tracing.annotate_current_span(span_id=span_id)
-    try:
+
+    async def attempt() -> PlacedOrder:
         async with rt.uow() as uow:
-            placed = await place_order(uow, wire, body.computed_total, idempotency_key,
-                                       settings_of(request), known_sagas_of(rt.extras),
-                                       request_span_id=span_id)
+            return await place_order(uow, wire, body.computed_total, idempotency_key,
+                                     settings_of(request), known_sagas_of(rt.extras),
+                                     request_span_id=span_id)
+
+    try:
+        placed = await retry_on_conflict(attempt, what="place order")
     except IdempotencyKeyReused:
         return JSONResponse(status_code=422, content={"detail": [{
             "loc": ["header", "Idempotency-Key"], "type": "idempotency_key_reused",
@@ -117,10 +122,15 @@ async def saga_history(saga_id: uuid.UUID, request: Request) -> SagaHistoryView:
 @router.post("/sagas/{saga_id}/cancel", status_code=202, tags=["sagas"],
              responses={409: {"description": "The saga is terminal or already compensating"}})
 async def cancel(saga_id: uuid.UUID, request: Request) -> JSONResponse:
+    rt = runtime_of(request)
+
+    async def attempt() -> OrderStatus:
+        async with rt.uow() as uow:
+            return await cancel_saga(uow, str(saga_id), "api", settings_of(request),
+                                     known_sagas_of(rt.extras))
+
     try:
-        async with runtime_of(request).uow() as uow:
-            status = await cancel_saga(uow, str(saga_id), "api", settings_of(request),
-                                       known_sagas_of(runtime_of(request).extras))
+        status = await retry_on_conflict(attempt, what="cancel saga")
     except SagaNotFound:
         raise HTTPException(404, detail=f"saga {saga_id} not found") from None
     except CannotCancel as exc:
