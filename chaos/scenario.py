@@ -67,6 +67,8 @@ class Report:
     orders_sent: int = 0
     acknowledged: list[str] = field(default_factory=list)
     outcomes: dict[str, int] = field(default_factory=dict)
+    cancels: dict[int, int] = field(default_factory=dict)
+    """Answers to the cancellations sent, by HTTP status."""
     violations: list[Violation] = field(default_factory=list)
     seconds: float = 0.0
 
@@ -76,6 +78,7 @@ class Report:
                  f"  orders: {self.orders_sent} sent, {len(self.acknowledged)} acknowledged, "
                  f"{sum(self.outcomes.values())} in the database",
                  f"  outcomes: {self.outcomes}",
+                 *([f"  cancellations answered: {self.cancels}"] if self.cancels else []),
                  "  invariants: " + ("all hold" if not self.violations else
                                      f"{len(self.violations)} VIOLATED")]
         lines += [f"    - {v}" for v in self.violations]
@@ -153,7 +156,9 @@ def _body(sku: str, qty: int, token: str) -> dict[str, Any]:
 
 async def run(name: str, faults: list[Fault], *, seed: int = 0, rate: float = 5.0,
               load_s: float = 20.0, skus: int = 3, units: int = 12,
-              quiesce_s: float = 240.0) -> Report:
+              quiesce_s: float = 240.0, cancel_share: float = 0.0) -> Report:
+    """``cancel_share`` of the orders are cancelled through the API a random 0–150 ms after
+    they were accepted: cancellations racing every step of the saga, under the faults."""
     rng = random.Random(seed)
     report = Report(name, faults)
     started = time.monotonic()
@@ -164,13 +169,28 @@ async def run(name: str, faults: list[Fault], *, seed: int = 0, rate: float = 5.
             (await http.put(f"{config.INVENTARIO}/products/{sku}",
                             json={"quantity": qty})).raise_for_status()
 
+        server_errors: list[str] = []
+
         async def place(i: int) -> None:
-            body = _body(rng.choice(list(initial)), rng.randint(1, 2),
-                         "tok_chargeDeclined" if i % 10 == 9 else "tok_visa")
+            token = ("tok_chargeDeclined" if i % 10 == 9 else
+                     "tok_transient1" if i % 10 == 4 else "tok_visa")
+            body = _body(rng.choice(list(initial)), rng.randint(1, 2), token)
+            cancel_after = rng.uniform(0, 0.150) if rng.random() < cancel_share else None
             try:
                 r = await http.post(f"{config.PEDIDOS}/orders", json=body)
-                if r.status_code == 202:
-                    report.acknowledged.append(r.json()["order_id"])
+                if r.status_code == 500:
+                    server_errors.append(f"POST /orders: {r.text[:200]}")
+                if r.status_code != 202:
+                    return
+                report.acknowledged.append(r.json()["order_id"])
+                if cancel_after is None:
+                    return
+                # The workload's timing: the cancellation lands wherever the saga is then.
+                await asyncio.sleep(cancel_after)
+                c = await http.post(f"{config.PEDIDOS}/sagas/{r.json()['saga_id']}/cancel")
+                report.cancels[c.status_code] = report.cancels.get(c.status_code, 0) + 1
+                if c.status_code == 500:
+                    server_errors.append(f"POST /sagas/…/cancel: {c.text[:200]}")
             except httpx.HTTPError:
                 pass  # not acknowledged: the client would retry; nothing was promised
 
@@ -189,7 +209,8 @@ async def run(name: str, faults: list[Fault], *, seed: int = 0, rate: float = 5.
     snap = await snapshot.take(report.acknowledged, initial)
     for o in snap.orders.values():
         report.outcomes[o.status] = report.outcomes.get(o.status, 0) + 1
-    report.violations = check(snap)
+    # 503 is the answer while the database is away (nothing was done; retry); 500 never is.
+    report.violations = check(snap) + [Violation("http", e) for e in server_errors]
     report.seconds = time.monotonic() - started
     return report
 
