@@ -259,3 +259,43 @@ async def test_a_late_outcome_that_changes_nothing_does_not_strand_a_due_refund(
     row = await pay.settle(second, engine, SCHEMA, saga_id)
     assert row.status == "REFUNDED", row
     assert gateway.net_charged(saga_id) == 0
+
+
+async def test_a_cancel_between_the_lease_and_the_call_drops_the_charge_without_a_call(
+        scratch: Scratch, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The worker leased the charge; before its call leaves, the cancellation commits. The
+    call re-checks the payment right before it is sent: nothing is charged (no charge then
+    refund for an order cancelled before any call left pagos)."""
+    engine, tables = scratch
+    saga_id, order_id = _ids()
+    gateway = pay.LedgerGateway()
+    gw = pay.worker(engine, tables, gateway)
+    leased: list[Payment] = []
+    monkeypatch.setattr(gw, "_spawn", leased.append)  # the call has not started yet
+    await pay.deliver(engine, tables, gw, pay.stock_verificado(saga_id, order_id))
+    await gw.run_due()
+    assert [p.saga_id for p in leased] == [saga_id]
+    await pay.deliver(engine, tables, gw, pay.orden_cancelada(saga_id, order_id))
+    await gw.attempt(leased[0])
+    row = await pay.payment(engine, SCHEMA, saga_id)
+    assert row.status == "CANCELLED", row
+    assert gateway.charge_calls(saga_id) == 0
+
+
+async def test_a_replayed_charge_keeps_the_token_its_idempotency_key_was_first_used_with(
+        scratch: Scratch) -> None:
+    """An operator replays a given-up charge with another token (``sagactl replay
+    --payload``): the gateway would refuse the key with other parameters, and that refusal
+    would prove nothing about the first call. The payment keeps its first token."""
+    engine, tables = scratch
+    saga_id, order_id = _ids()
+    gateway = pay.LedgerGateway(lose_replies={saga_id})
+    gw = pay.worker(engine, tables, gateway)
+    await pay.deliver(engine, tables, gw, pay.stock_verificado(saga_id, order_id))
+    assert (await pay.settle(gw, engine, SCHEMA, saga_id)).status == "CHARGE_FAILED"
+    replay = pay.stock_verificado(saga_id, order_id)
+    replay.payload["payment_method"]["token"] = "tok_mastercard"
+    replay.metadata["replay_of"] = "an-earlier-message-id"
+    await pay.deliver(engine, tables, gw, replay)
+    row = await pay.payment(engine, SCHEMA, saga_id)
+    assert row.status == "CHARGING" and row.payment_token == "tok_visa", row

@@ -59,6 +59,17 @@ def test_an_unresolvable_cancelled_charge_is_left_for_a_manual_refund() -> None:
     assert exhausted.status is P.REFUND_FAILED and exhausted.emit is d.Emit.FALLO_REEMBOLSO
 
 
+@pytest.mark.parametrize("outcome", [d.Outcome.REJECTED, d.Outcome.UNAVAILABLE])
+def test_only_a_declined_replay_proves_a_cancelled_charge_never_happened(
+        outcome: d.Outcome) -> None:
+    """A 4xx other than a decline (the key reused with other parameters, a request still in
+    progress) says nothing about the first call: resolved again, never CANCELLED on it."""
+    assert d.after_charge(P.CANCEL_REQUESTED, d.Outcome.DECLINED, 1, CHARGE_SCHEDULE,
+                          5).status is P.CANCELLED
+    unknown = d.after_charge(P.CANCEL_REQUESTED, outcome, 1, CHARGE_SCHEDULE, 5)
+    assert unknown.status is None and unknown.retry_in_s is not None
+
+
 def test_the_token_is_kept_while_the_charge_may_have_to_be_replayed() -> None:
     assert P.CHARGE_FAILED in d.TOKEN_NEEDED and P.CANCEL_REQUESTED in d.TOKEN_NEEDED
     assert P.CAPTURED not in d.TOKEN_NEEDED and P.REFUND_FAILED not in d.TOKEN_NEEDED

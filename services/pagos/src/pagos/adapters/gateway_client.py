@@ -98,7 +98,8 @@ class GatewayClient:
             return ChargeResult(Outcome.DECLINED, decline_code=err.get("decline_code")
                                 or err.get("code") or "card_declined",
                                 detail=err.get("message", ""))
-        if resp.status >= 500 or resp.status == 429:
+        if resp.status >= 500 or resp.status in (409, 429):
+            # 409: a request with this key is still being processed; its outcome is unknown.
             return ChargeResult(Outcome.UNAVAILABLE, detail=f"HTTP {resp.status}")
         return ChargeResult(Outcome.REJECTED, detail=f"HTTP {resp.status}: {resp.text[:300]}")
 

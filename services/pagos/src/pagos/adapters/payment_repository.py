@@ -12,7 +12,18 @@ from typing import Any
 from sagakit import driver, jsonio
 from sagakit.ids import time_ordered_id
 from sagakit.unit_of_work import StagedWrite
-from sqlalchemy import Executable, Float, Integer, Text, bindparam, case, func, select, update
+from sqlalchemy import (
+    DateTime,
+    Executable,
+    Float,
+    Integer,
+    Text,
+    bindparam,
+    func,
+    literal_column,
+    select,
+    update,
+)
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql.expression import ClauseElement
@@ -46,11 +57,9 @@ _INSERT = (pg_insert(payments)
 def _new_payment(leased: bool) -> tuple[tuple[str, str], ...]:
     """A payment due now (leased to the caller's gateway call if ``leased``), unless the saga
     has one: staged on the unit of work, sent with its commit statement."""
-    # Leased: the gateway call starts as soon as this commits, so the charge may have been
-    # sent from then on.
-    lease = (", now() + make_interval(secs => CAST(:pay_lease_s AS double precision)), now()"
+    lease = (", now() + make_interval(secs => CAST(:pay_lease_s AS double precision))"
              if leased else "")
-    lease_column = ", lease_until, charge_sent_at" if leased else ""
+    lease_column = ", lease_until" if leased else ""
     return (("inserted", f"""INSERT INTO {{schema}}.{payments.name} (payment_id, saga_id, order_id, status,
     amount, currency, payment_token, trigger, next_attempt_at{lease_column})
 VALUES (:pay_payment_id, :pay_saga_id, :pay_order_id, :pay_status, :pay_amount, :pay_currency,
@@ -98,15 +107,21 @@ _DUE = (select(payments.c.payment_id)
         .limit(bindparam("k_limit", type_=Integer))
         .with_for_update(skip_locked=True)
         .scalar_subquery())
-# A lease for a charge call is the point from which the charge may have happened: the call
-# starts as soon as the lease is taken, and a worker that dies after it may have sent it.
 _CLAIM_DUE = (update(payments).where(payments.c.payment_id.in_(_DUE))
-              .values(lease_until=_LEASED_UNTIL,
-                      charge_sent_at=case(
-                          (payments.c.status.in_([s.value for s in CHARGE_WORK]),
-                           func.coalesce(payments.c.charge_sent_at, func.now())),
-                          else_=payments.c.charge_sent_at))
+              .values(lease_until=_LEASED_UNTIL)
               .returning(*payments.c))
+
+# Right before a charge call: the payment still has charge work and the call's lease is still
+# its worker's, and from now on the charge may have happened (``charge_sent_at``). Taken under
+# the row's lock, so a cancellation decides either before it (no call will be sent: the
+# charge is dropped) or after it (the call may have gone through: it is resolved).
+_MARK_SENT = (update(payments)
+              .where(payments.c.saga_id == bindparam("k_saga_id", type_=Text),
+                     payments.c.lease_until == bindparam("k_lease", type_=DateTime(True)),
+                     payments.c.status.in_([literal_column(f"'{s.value}'")
+                                            for s in CHARGE_WORK]))
+              .values(charge_sent_at=func.coalesce(payments.c.charge_sent_at, func.now()))
+              .returning(*payments.c, (payments.c.lease_until > func.now()).label("leased")))
 
 
 @dataclass(frozen=True)
@@ -214,6 +229,14 @@ class PaymentRepository:
                 {c: v for c, v in values.items() if c not in bound})
         res = await self.conn.execute(statement, params)
         return res.rowcount == 1
+
+    async def mark_charge_sent(self, payment: Payment) -> Payment | None:
+        """The payment as the charge call about to be sent finds it, marked as maybe charged
+        from now on; None if the call must not be sent (the payment has no charge work any
+        more, or the lease is no longer this call's)."""
+        rows = await driver.fetch(self.conn, _MARK_SENT, {"k_saga_id": payment.saga_id,
+                                                          "k_lease": payment.lease_until})
+        return Payment.from_row(rows[0], bool(rows[0]["leased"])) if rows else None
 
     async def claim_due(self, limit: int, lease_s: float) -> list[Payment]:
         """Leases due work (charges, resolutions, refunds); SKIP LOCKED lets workers share."""

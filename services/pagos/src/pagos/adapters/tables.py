@@ -35,7 +35,7 @@ payments = Table(
     Column("refund_attempts", Integer, nullable=False, server_default="0"),
     Column("next_attempt_at", DateTime(timezone=True)),
     Column("lease_until", DateTime(timezone=True)),
-    # Set by the worker right before its first charge call: from then on the charge may have
+    # Set right before the first charge call is sent: from then on the charge may have
     # happened, and only the gateway can say whether it did.
     Column("charge_sent_at", DateTime(timezone=True)),
     Column("attempt_log", JSONB, nullable=False, server_default="[]"),

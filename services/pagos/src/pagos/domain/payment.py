@@ -7,7 +7,7 @@
     CHARGING ──cancel, no charge call sent yet──▶ CANCELLED
     CHARGING / CHARGE_FAILED ──cancel once a call may have been sent──▶ CANCEL_REQUESTED
     CANCEL_REQUESTED ──replayed charge approved──▶ REFUNDING   (the charge happened: undo it)
-    CANCEL_REQUESTED ──replayed charge declined──▶ CANCELLED
+    CANCEL_REQUESTED ──replayed charge declined──▶ CANCELLED (any other answer is not a proof)
     CANCEL_REQUESTED ──unresolved × N, or nothing to replay with──▶ REFUND_FAILED (manual)
     REFUNDING ──refunded──▶ REFUNDED ;  REFUNDING ──failed × N──▶ REFUND_FAILED (manual refund)
 
@@ -15,7 +15,8 @@ An outcome that is not known (a timeout, a lost reply, a worker that died mid-ca
 assumed: it is resolved by replaying the charge under the same idempotency key, which answers
 the first call's result if the gateway made that charge, and otherwise makes it now (then
 refunded). A payment is "maybe charged" from the moment a worker leases it for a charge call
-(``charge_sent``) for ever after, whatever became of that worker or its lease.
+right before it sends the call (``charge_sent``) for ever after, whatever became of that worker
+or its lease; a cancellation that lands before that mark drops the charge without a call.
 
 Every change is decided here from the current status and what happened; the repository applies
 it conditionally, so a duplicate or late event changes nothing.
@@ -125,10 +126,12 @@ def after_charge(status: PaymentStatus, outcome: Outcome, attempts_made: int,
     if status is PaymentStatus.CANCEL_REQUESTED:
         if outcome is Outcome.APPROVED:
             return Change(PaymentStatus.REFUNDING, retry_in_s=0)
-        if outcome in (Outcome.DECLINED, Outcome.REJECTED):
-            # The replay, with the first call's key and parameters, was refused: so was (or
-            # will be) the first call.
+        if outcome is Outcome.DECLINED:
+            # A replay of the first call's key is declined only if no charge was made under
+            # it (a made charge is answered as made): nothing to undo.
             return Change(PaymentStatus.CANCELLED)
+        # Any other refusal proves nothing about the first call (the key reused with other
+        # parameters, a request still in progress, credentials): unknown, like a timeout.
         if outcome is not Outcome.NOT_ASKED and attempts_made < resolve_attempts:
             return Change(retry_in_s=charge_schedule_s[min(attempts_made, len(charge_schedule_s))
                                                        - 1])

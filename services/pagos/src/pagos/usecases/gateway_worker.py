@@ -226,10 +226,16 @@ class GatewayWorker:
             result_outcome, charge_id, decline, detail = domain.Outcome.NOT_ASKED, None, None, \
                 "no payment token"
         else:
+            marked = await self._mark_sent(payment)
+            if marked is None:
+                log.info("charge not sent: the payment has no charge work left, or the lease "
+                         "ran out", extra={"saga_id": payment.saga_id})
+                return
             result = await self.gateway.charge(
                 amount_minor=domain.to_minor_units(payment.amount),
                 currency=payment.currency.lower(), token=payment.token,
                 idempotency_key=charge_key(payment.saga_id), saga_id=payment.saga_id)
+            payment = marked  # a cancellation may have turned it into a resolution
             result_outcome, charge_id, decline, detail = (result.outcome, result.charge_id,
                                                          result.decline_code, result.detail)
         at = utc_now_iso()
@@ -269,6 +275,13 @@ class GatewayWorker:
             self._after(uow, change, current)
 
         await self._record(payment, record)
+
+    async def _mark_sent(self, payment: Payment) -> Payment | None:
+        """Re-checks the payment right before its charge call leaves, and marks it as maybe
+        charged from then on (``PaymentRepository.mark_charge_sent``): a cancellation that
+        landed after the lease but before this drops the charge and no call is sent."""
+        async with self.uow_factory(reads_outside_transaction=True) as uow:
+            return await PaymentRepository(uow.connection).mark_charge_sent(payment)
 
     # ------------------------------------------------------------------ refund
 

@@ -77,10 +77,13 @@ async def _charge_again(uow: UnitOfWork, event: Envelope, worker: GatewayWorker)
     if payment is None:
         return False
     if payment.status is PaymentStatus.CHARGE_FAILED:
+        # The charge's idempotency key binds it to the token of its first call: a replay that
+        # brings another one would be refused by the gateway and prove nothing. The replay's
+        # token is used only when the payment kept none.
+        token = payment.token or event.payload["payment_method"]["token"]
         # Under the row lock the status holds: the conditional update applies.
         await repo.update(event.saga_id, PaymentStatus.CHARGE_FAILED,
-                          status=PaymentStatus.CHARGING.value,
-                          payment_token=event.payload["payment_method"]["token"],
+                          status=PaymentStatus.CHARGING.value, payment_token=token,
                           charge_attempts=0, lease_until=None, next_attempt_at=func.now())
         uow.after_commit(worker.kick)
         log.info("replayed charge due again", extra={
