@@ -1,7 +1,8 @@
-"""The standard's three tracing headers on a saga's first message (Part I §7.1), read from the
-real order-events topic: OrdenSolicitada's parent span is the span of the HTTP request that
-placed the order, the one the saga's row and pedidos' log line for that request name, and the
-next step hangs from OrdenSolicitada in turn."""
+"""The standard's three tracing headers on the messages that do not follow another message
+(Part I §7.1), read from the real order-events topic: OrdenSolicitada's parent span is the span
+of the HTTP request that placed the order, the one the saga's row and pedidos' log line for
+that request name, and the next step hangs from OrdenSolicitada in turn; an OrdenCancelada
+sent for a cancel request hangs from that request."""
 
 from __future__ import annotations
 
@@ -10,10 +11,11 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from harness import db, stack
+from harness import config, db, stack
 from harness.clients import Saga, new_sku, order_body
+from harness.faults import paused
 from harness.kafka import TopicReader, headers_of
-from harness.waiting import wait_for
+from harness.waiting import current, wait_for
 
 PEDIDOS_LOG = stack.STATE / "logs" / "pedidos.log"
 
@@ -73,3 +75,32 @@ async def test_orden_solicitada_carries_the_three_headers_its_parent_the_request
 
     # The hierarchy goes on from there: the next step's parent is OrdenSolicitada's span.
     assert headers_of(second)["X-Parent-Span-ID"] == span
+
+
+async def test_orden_cancelada_from_the_api_hangs_from_the_cancel_request(saga: Saga) -> None:
+    """A cancellation is not a message's consequence: its OrdenCancelada's parent is the span
+    of the request that cancelled, named by pedidos' log line for that request."""
+    sku = new_sku()
+    await saga.set_stock(sku, 0)  # the saga stops at validation: nothing else moves it
+    logged_before = PEDIDOS_LOG.stat().st_size
+    async with TopicReader("order-events") as orders:
+        with paused("inventario"):
+            placed = await saga.place(order_body([(sku, 1)]))
+            answer = await saga.http.post(f"{config.PEDIDOS}/sagas/{placed['saga_id']}/cancel")
+            assert answer.status_code == 202, answer.text
+        cancelled = await orders.wait_for(_of_saga(placed["saga_id"], "OrdenCancelada"))
+    headers = headers_of(cancelled)
+    parent = headers.get("X-Parent-Span-ID")
+    assert parent and uuid.UUID(parent) and parent != headers["X-Span-ID"], headers
+
+    def cancel_line() -> dict[str, Any] | None:
+        with PEDIDOS_LOG.open("rb") as f:
+            f.seek(logged_before)
+            for line in f.read().decode(errors="replace").splitlines():
+                if '"saga cancelled"' in line and placed["saga_id"] in line:
+                    return json.loads(line)  # type: ignore[no-any-return]
+        return None
+
+    line = await wait_for(lambda: current(cancel_line()), lambda doc: doc is not None,
+                          timeout=10, what="pedidos logged the cancel request")
+    assert line is not None and line["span_id"] == parent

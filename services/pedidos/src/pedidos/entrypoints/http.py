@@ -123,11 +123,14 @@ async def saga_history(saga_id: uuid.UUID, request: Request) -> SagaHistoryView:
              responses={409: {"description": "The saga is terminal or already compensating"}})
 async def cancel(saga_id: uuid.UUID, request: Request) -> JSONResponse:
     rt = runtime_of(request)
+    # The request's span, OrdenCancelada's parent (as for POST /orders).
+    span_id = new_span_id()
+    tracing.annotate_current_span(span_id=span_id)
 
     async def attempt() -> OrderStatus:
         async with rt.uow() as uow:
             return await cancel_saga(uow, str(saga_id), "api", settings_of(request),
-                                     known_sagas_of(rt.extras))
+                                     known_sagas_of(rt.extras), request_span_id=span_id)
 
     try:
         status = await retry_on_conflict(attempt, what="cancel saga")
@@ -136,5 +139,8 @@ async def cancel(saga_id: uuid.UUID, request: Request) -> JSONResponse:
     except CannotCancel as exc:
         return JSONResponse(status_code=409, content={
             "detail": str(exc), "saga_id": str(saga_id), "status": exc.status.value})
+    log.info("saga cancelled", extra={"saga_id": str(saga_id), "event_type": "OrdenCancelada",
+                                      "status": "COMPENSATING", "span_id": span_id,
+                                      "parent_span_id": None})
     return JSONResponse(status_code=202, content={"saga_id": str(saga_id),
                                                   "status": status.value})

@@ -14,6 +14,7 @@ import logging
 import uuid
 
 from sagakit import metrics, tracing
+from sagakit.envelope import new_span_id
 from sagakit.runtime import RunAgainIn, Runtime
 
 from pedidos.adapters.known_sagas import known_sagas_of
@@ -50,8 +51,11 @@ async def _enforce(rt: Runtime, settings: PedidosSettings, saga_id: str) -> int:
         stored = await OrderRepository(conn).saga(uuid.UUID(saga_id))
     # The timer's work belongs to the saga's trace, continued from where the saga started.
     traceparent = (stored or {}).get("context", {}).get("traceparent")
+    # The deadline check is the span the timer's messages hang from (Part I §7.1).
+    span_id = new_span_id()
     with tracing.span("deadline check", traceparent=traceparent,
                       attributes=tracing.attributes(id=saga_id)):
+        tracing.annotate_current_span(span_id=span_id)
         async with rt.uow() as uow:
             repo = OrderRepository(uow.connection)
             saga = await repo.lock_saga(saga_id, skip_locked=True)
@@ -64,12 +68,12 @@ async def _enforce(rt: Runtime, settings: PedidosSettings, saga_id: str) -> int:
                 uow.emit("SagaExpirada", {"order_id": saga.order_id,
                                           "previous_status": saga.status.value,
                                           "elapsed_ms": int(saga.elapsed_s * 1000)},
-                         saga_id=saga.saga_id)
+                         saga_id=saga.saga_id, parent_span_id=span_id)
                 stage_transition(uow, saga, transition, cause="SagaExpirada",
                                  actor="pedidos.deadlines", settings=settings,
-                                 known=known_sagas_of(rt.extras))
+                                 known=known_sagas_of(rt.extras), parent_span_id=span_id)
                 uow.after_commit(metrics.ALERTS.labels("pedidos", "saga_expired", "high").inc)
-                log.error("saga expired", extra={"saga_id": saga.saga_id,
+                log.error("saga expired", extra={"saga_id": saga.saga_id, "span_id": span_id,
                                                  "event_type": "SagaExpirada",
                                                  "status": "COMPENSATING"})
             elif saga.step_deadline_at is not None and saga.step_deadline_at <= saga.db_now:
@@ -79,13 +83,13 @@ async def _enforce(rt: Runtime, settings: PedidosSettings, saga_id: str) -> int:
                 step = STEP_OF[saga.status]
                 uow.emit("StepTimedOut", {"order_id": saga.order_id, "step": step,
                                           "elapsed_ms": saga.step_elapsed_ms},
-                         saga_id=saga.saga_id)
+                         saga_id=saga.saga_id, parent_span_id=span_id)
                 stage_transition(uow, saga, transition, cause="StepTimedOut",
                                  actor="pedidos.deadlines", settings=settings,
                                  detail={"step": step, "elapsed_ms": saga.step_elapsed_ms},
-                                 known=known_sagas_of(rt.extras))
+                                 known=known_sagas_of(rt.extras), parent_span_id=span_id)
                 uow.after_commit(metrics.STEP_TIMEOUTS.labels("pedidos", step).inc)
-                log.error("step timed out", extra={"saga_id": saga.saga_id,
+                log.error("step timed out", extra={"saga_id": saga.saga_id, "span_id": span_id,
                                                    "event_type": "StepTimedOut", "step": step,
                                                    "status": "COMPENSATING"})
             else:

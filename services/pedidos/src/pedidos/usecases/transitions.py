@@ -30,7 +30,10 @@ def stage_transition(uow: UnitOfWork, saga: SagaRow, transition: Transition, *,
                      message_id: str | None = None,
                      detail: dict[str, Any] | None = None,
                      order_values: dict[str, Any] | None = None,
-                     known: KnownSagas | None = None) -> None:
+                     known: KnownSagas | None = None,
+                     parent_span_id: str | None = None) -> None:
+    """``parent_span_id``: the span the transition happens in when it is not a message's (a
+    request's, a timer's): the parent of the events it emits (Part I §7.1)."""
     values = dict(order_values or {})
     if transition.cancel_reason:
         values["cancel_reason"] = transition.cancel_reason.value
@@ -44,11 +47,13 @@ def stage_transition(uow: UnitOfWork, saga: SagaRow, transition: Transition, *,
     if transition.completes:
         uow.emit("OrdenCompletada", {"order_id": saga.order_id,
                                      "total_amount": f"{saga.total_amount:.2f}",
-                                     "currency": saga.currency}, saga_id=saga.saga_id)
+                                     "currency": saga.currency}, saga_id=saga.saga_id,
+                 parent_span_id=parent_span_id)
     elif transition.cancels:
         reason = transition.cancel_reason or CancelReason.TIMEOUT
         uow.emit("OrdenCancelada", {"order_id": saga.order_id, "status": transition.to.value,
-                                    "reason": reason.value}, saga_id=saga.saga_id)
+                                    "reason": reason.value}, saga_id=saga.saga_id,
+                 parent_span_id=parent_span_id)
 
     def committed() -> None:
         # The row the commit statement moved, by the database clock of that statement (``saga``
