@@ -70,6 +70,11 @@ def test_only_a_declined_replay_proves_a_cancelled_charge_never_happened(
     assert unknown.status is None and unknown.retry_in_s is not None
 
 
+def test_a_late_approval_of_a_charge_given_up_on_captures_it() -> None:
+    late = d.after_charge(P.CHARGE_FAILED, d.Outcome.APPROVED, 4, CHARGE_SCHEDULE, 5)
+    assert late.status is P.CAPTURED and late.emit is d.Emit.PAGO_EXITOSO
+
+
 def test_the_token_is_kept_while_the_charge_may_have_to_be_replayed() -> None:
     assert P.CHARGE_FAILED in d.TOKEN_NEEDED and P.CANCEL_REQUESTED in d.TOKEN_NEEDED
     assert P.CAPTURED not in d.TOKEN_NEEDED and P.REFUND_FAILED not in d.TOKEN_NEEDED

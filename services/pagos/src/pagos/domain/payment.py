@@ -4,6 +4,7 @@
     (none) ──OrdenCancelada──▶ CANCELLED (a later StockVerificado never charges)
     CHARGING ──declined──▶ DECLINED
     CHARGING ──unavailable × N──▶ CHARGE_FAILED (dead letter + alert; outcome unknown)
+    CHARGE_FAILED ──a late approval──▶ CAPTURED
     CHARGING ──cancel, no charge call sent yet──▶ CANCELLED
     CHARGING / CHARGE_FAILED ──cancel once a call may have been sent──▶ CANCEL_REQUESTED
     CANCEL_REQUESTED ──replayed charge approved──▶ REFUNDING   (the charge happened: undo it)
@@ -137,6 +138,10 @@ def after_charge(status: PaymentStatus, outcome: Outcome, attempts_made: int,
                                                        - 1])
         return Change(PaymentStatus.REFUND_FAILED, Emit.FALLO_REEMBOLSO,
                       alert="cancelled_charge_unresolved")
+    if status is PaymentStatus.CHARGE_FAILED and outcome is Outcome.APPROVED:
+        # A call given up on answered after all (its lease had run out): the charge is known
+        # to be made, and the order can go on (or be refunded, if it is cancelled meanwhile).
+        return Change(PaymentStatus.CAPTURED, Emit.PAGO_EXITOSO)
     return NOTHING  # the status moved on while the call was in flight
 
 
