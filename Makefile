@@ -3,7 +3,7 @@ SHELL := /bin/bash
 PY := uv run --frozen --no-sync python
 STACK := $(PY) deploy/local/stack.py
 
-.PHONY: bootstrap run up down status logs test test-unit lint typecheck bench chaos
+.PHONY: bootstrap run up down status logs test test-unit lint typecheck docs bench chaos
 
 bootstrap:
 	@bash deploy/local/bootstrap.sh
@@ -35,6 +35,11 @@ lint:
 
 typecheck:
 	@uv run --frozen --no-sync mypy libs/sagakit/src libs/saga-contracts/src services/*/src
+
+# The generated docs (tests fail when they are out of date): configuration and event catalog.
+docs:
+	@$(PY) deploy/configuration.py
+	@$(PY) -m saga_contracts.catalog docs/events.md
 
 bench: bootstrap
 	@$(PY) bench/run.py

@@ -34,71 +34,123 @@ class MessagingSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="SAGA_", extra="ignore")
 
     # Relay (Part I §4.3: 100-500 ms, never above 1 s)
-    relay_poll_interval_s: float = Field(0.5, gt=0, le=1.0)
-    relay_batch_size: int = Field(200, ge=1, le=5000)
-    relay_publish_timeout_s: float = Field(10.0, gt=0)
-    relay_max_attempts: int = Field(10, ge=1)
-    relay_backoff_cap_s: float = Field(5.0, gt=0)
-    outbox_retention_days: float = Field(7.0, gt=0)
-    inbox_retention_days: float = Field(7.0, gt=0)
-    cleanup_interval_s: float = Field(600.0, gt=0)
-    cleanup_batch_size: int = Field(1000, ge=1)
+    relay_poll_interval_s: float = Field(0.5, gt=0, le=1.0, description=(
+        "Longest the outbox relay goes without selecting from its table when no commit "
+        "signals it; also how often a standby relay tries to take the lead."))
+    relay_batch_size: int = Field(200, ge=1, le=5000, description=(
+        "Most outbox rows the relay selects and publishes in one round; a full round is "
+        "followed by the next at once."))
+    relay_publish_timeout_s: float = Field(10.0, gt=0, description=(
+        "How long the relay waits for Kafka to start its producer, acknowledge a batch or answer "
+        "a metadata request; past it the batch is sent again after a backoff."))
+    relay_max_attempts: int = Field(10, ge=1, description=(
+        "Publishes of an outbox row that Kafka refused (or failed for it) before the row is "
+        "marked failed for an operator, its saga's later rows held behind it; a broker that is "
+        "unreachable does not count."))
+    relay_backoff_cap_s: float = Field(5.0, gt=0, description=(
+        "Longest wait of the relay after a database or broker failure; the wait starts at "
+        "0.1 s and doubles with each failure in a row."))
+    outbox_retention_days: float = Field(7.0, gt=0, description=(
+        "Published outbox rows older than this are deleted by the cleanup job."))
+    inbox_retention_days: float = Field(7.0, gt=0, description=(
+        "Inbox rows of handled messages older than this are deleted by the cleanup job "
+        "(dead-lettered ones are kept); a message redelivered later is no longer recognised "
+        "as a duplicate by the inbox."))
+    cleanup_interval_s: float = Field(600.0, gt=0, description=(
+        "How often the cleanup job deletes outbox and inbox rows past their retention."))
+    cleanup_batch_size: int = Field(1000, ge=1, description=(
+        "Rows the cleanup job deletes per transaction; it goes on until a batch comes out "
+        "short."))
 
     # Consumer retries (Part I §5.4)
-    retry_max_attempts: int = 5
-    retry_initial_backoff_s: float = 0.5
-    retry_backoff_factor: float = Field(2.0, ge=1.0)
-    retry_max_backoff_s: float = 60.0
-    retry_jitter: float = Field(0.2, ge=0.1, le=0.25)
+    retry_max_attempts: int = Field(5, description=(
+        "Attempts at a message whose handler keeps failing transiently before it is "
+        "dead-lettered. At least 3 unless SAGA_ALLOW_UNSAFE_LIMITS is set."))
+    retry_initial_backoff_s: float = Field(0.5, description=(
+        "Wait before the first retry of a message that failed transiently. At least 0.1 unless "
+        "SAGA_ALLOW_UNSAFE_LIMITS is set."))
+    retry_backoff_factor: float = Field(2.0, ge=1.0, description=(
+        "Each further retry of a message waits this many times longer than the one before."))
+    retry_max_backoff_s: float = Field(60.0, description=(
+        "Longest wait before a retry of a message. At least 30 unless "
+        "SAGA_ALLOW_UNSAFE_LIMITS is set."))
+    retry_jitter: float = Field(0.2, ge=0.1, le=0.25, description=(
+        "Random spread of every retry wait, as a fraction of it (0.2: ±20 %)."))
 
     # One attempt at a handler (its whole transaction) may take this long; past it the attempt
     # is abandoned and counted as a transient failure (Part IV §3.3 scenario 3). Above the
     # database lock and statement timeouts, below the shortest step timeout (30 s).
-    handler_timeout_s: float = Field(20.0, gt=0, le=300)
+    handler_timeout_s: float = Field(20.0, gt=0, le=300, description=(
+        "Longest one attempt at a handler (its whole transaction) may take; past it the "
+        "attempt is abandoned and retried as a transient failure."))
 
-    consumer_max_records: int = Field(500, ge=1)
+    consumer_max_records: int = Field(500, ge=1, description=(
+        "Most records one fetch from Kafka returns, and how many may wait in a partition's "
+        "lane before that partition is paused."))
     # Records of one partition queued behind each other whose handlers allow it are handled in
     # one transaction, up to this many (sagakit.unit_of_work.SharedTransaction); 1 handles
     # every record in a transaction of its own. Only records already waiting are grouped: a
     # record never waits for others to arrive.
-    consumer_batch_max: int = Field(32, ge=1, le=500)
+    consumer_batch_max: int = Field(32, ge=1, le=500, description=(
+        "Most records of one partition, already waiting, handled in one shared transaction "
+        "when their handlers allow it; 1 gives every record a transaction of its own."))
     # A shared transaction waiting longer than this for a lock is rolled back and its records
     # handled one by one: two of them can wait for each other, and PostgreSQL's deadlock
     # detector only looks after a second.
-    consumer_batch_lock_timeout_ms: int = Field(200, ge=1, le=10_000)
+    consumer_batch_lock_timeout_ms: int = Field(200, ge=1, le=10_000, description=(
+        "Lock wait after which a shared transaction is rolled back and its records are "
+        "handled one by one."))
     # How long the broker holds an empty fetch: what an idle consumer costs (requests per
     # second). It adds nothing to a record's latency: every partition stays in the fetch in
     # flight, which the broker answers as soon as any of them gets a record. Only a partition
     # paused (a full lane, a record waiting for its retry) may wait this long to be fetched
     # again after it resumes, on a quiet stack. 500 -> 1000 ms: idle stack 5.2 -> 4.5 % of a core.
-    consumer_fetch_max_wait_ms: int = Field(1000, ge=1, le=5000)
+    consumer_fetch_max_wait_ms: int = Field(1000, ge=1, le=5000, description=(
+        "How long Kafka holds a fetch that found no records: sets what an idle consumer costs, "
+        "not a record's latency."))
     # Offsets are recorded after each record's local commit and sent to Kafka by one request
     # per consumer at most this often. Each is a write to __consumer_offsets: at 100 ms, three
     # consumers sent 30 a second whenever records flowed (1.5 a saga at 20 sagas/s); at 1 s, 3.
     # A crash redelivers what was handled since the last one, which the inbox absorbs; a
     # consumer that stops cleanly sends its offsets first. 100 -> 1000 ms at 20 orders/s:
-    # Kafka 10.8-11.2 -> 8.9-9.9 ms of CPU a saga (session 13).
-    consumer_offset_commit_interval_ms: int = Field(1000, ge=10, le=5000)
-    kafka_bootstrap_servers: str = Field("127.0.0.1:9092", validation_alias="KAFKA_BOOTSTRAP_SERVERS")
+    # Kafka 10.8-11.2 -> 8.9-9.9 ms of CPU a saga.
+    consumer_offset_commit_interval_ms: int = Field(1000, ge=10, le=5000, description=(
+        "How often a consumer sends the offsets of the records it handled to Kafka; a crash "
+        "redelivers what was handled since, which the inbox absorbs."))
+    kafka_bootstrap_servers: str = Field(
+        "127.0.0.1:9092", validation_alias="KAFKA_BOOTSTRAP_SERVERS",
+        description="Kafka brokers the relay and the consumer connect to (host:port, comma-separated).")
 
-    allow_unsafe_limits: bool = False
+    allow_unsafe_limits: bool = Field(False, description=(
+        "Lets the retry settings go below the standard's minimums, with a warning in the log; "
+        "for tests and the benchmark only (pedidos' deadlines read it too)."))
 
     # Fault injection for the crash tests (Part IV §3.3 scenario 1); never set in production.
     # The process kills itself with SIGKILL right after the local commit of a message of this
     # event type and before its offset is committed (consumer), or right after Kafka
     # acknowledged a row of this event type and before the row is marked published (relay).
-    crash_after_commit: str | None = Field(None, validation_alias="SAGA_FAULT_CRASH_AFTER_COMMIT")
-    crash_after_publish: str | None = Field(None,
-                                            validation_alias="SAGA_FAULT_CRASH_AFTER_PUBLISH")
+    crash_after_commit: str | None = Field(
+        None, validation_alias="SAGA_FAULT_CRASH_AFTER_COMMIT", description=(
+        "Crash tests only: the consumer kills itself (SIGKILL) right after committing a "
+        "message of this event type, before its offset is committed."))
+    crash_after_publish: str | None = Field(
+        None, validation_alias="SAGA_FAULT_CRASH_AFTER_PUBLISH", description=(
+        "Crash tests only: the relay kills itself (SIGKILL) right after Kafka acknowledged a "
+        "row of this event type, before the row is marked published."))
 
     # Delivery faults for the chaos suite (probabilities, 0 = off): a record handled twice in a
     # row, handled again after newer records, neighbouring records handled swapped.
-    fault_duplicate_delivery: float = Field(0.0, ge=0, le=1,
-                                            validation_alias="SAGA_FAULT_DUPLICATE_DELIVERY")
-    fault_late_redelivery: float = Field(0.0, ge=0, le=1,
-                                         validation_alias="SAGA_FAULT_LATE_REDELIVERY")
-    fault_reorder_delivery: float = Field(0.0, ge=0, le=1,
-                                          validation_alias="SAGA_FAULT_REORDER_DELIVERY")
+    fault_duplicate_delivery: float = Field(
+        0.0, ge=0, le=1, validation_alias="SAGA_FAULT_DUPLICATE_DELIVERY", description=(
+        "Chaos suite only: probability that a record is handled twice in a row (0: off)."))
+    fault_late_redelivery: float = Field(
+        0.0, ge=0, le=1, validation_alias="SAGA_FAULT_LATE_REDELIVERY", description=(
+        "Chaos suite only: probability that a record is handled again after newer records "
+        "(0: off)."))
+    fault_reorder_delivery: float = Field(
+        0.0, ge=0, le=1, validation_alias="SAGA_FAULT_REORDER_DELIVERY", description=(
+        "Chaos suite only: probability that two neighbouring records are handled swapped "
+        "(0: off)."))
 
     @model_validator(mode="after")
     def _check_minimums(self) -> Self:

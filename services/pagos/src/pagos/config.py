@@ -17,21 +17,38 @@ def _floats(value: object) -> tuple[float, ...]:
 class PagosSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="PAGOS_", extra="ignore")
 
-    gateway_url: str = Field("http://127.0.0.1:8010", validation_alias="GATEWAY_URL")
-    gateway_timeout_s: float = Field(30.0, gt=0, le=120)
+    gateway_url: str = Field("http://127.0.0.1:8010", validation_alias="GATEWAY_URL", description=(
+        "Base URL of the payment gateway."))
+    gateway_timeout_s: float = Field(30.0, gt=0, le=120, description=(
+        "Longest a call to the gateway may take; past it the outcome is unknown and the call is "
+        "made again under the same idempotency key. A call holds its payment for this plus "
+        "15 s."))
     # How long an idle connection to the gateway is kept for reuse: shorter than the shortest
     # keep-alive common servers use (5 s: uvicorn's and Apache's default), so pagos gives a
     # connection up before the gateway closes it under a charge being sent (the charge would
     # then wait for its retry); aiohttp's own default is 15 s.
-    gateway_keep_alive_s: float = Field(4.0, gt=0)
+    gateway_keep_alive_s: float = Field(4.0, gt=0, description=(
+        "How long an idle connection to the gateway is kept for reuse; shorter than the "
+        "gateway keeps one."))
     # Comma-separated seconds in the environment: "2,8,18".
-    charge_retry_schedule_s: Annotated[tuple[float, ...], NoDecode] = (2.0, 8.0, 18.0)
-    refund_retry_schedule_s: Annotated[tuple[float, ...], NoDecode] = (2.0, 4.0, 8.0, 16.0)
-    resolve_attempts: int = Field(5, ge=1)
+    charge_retry_schedule_s: Annotated[tuple[float, ...], NoDecode] = Field(
+        (2.0, 8.0, 18.0), description=(
+        "Waits before each retry of a charge whose outcome is unknown (timeout, connection "
+        "error, 5xx), one retry per entry; then the payment fails and is dead-lettered. Also "
+        "the waits between the calls that resolve a cancelled charge."))
+    refund_retry_schedule_s: Annotated[tuple[float, ...], NoDecode] = Field(
+        (2.0, 4.0, 8.0, 16.0), description=(
+        "Waits before each retry of a failed refund, one retry per entry; then FalloReembolso "
+        "is emitted and the payment is left for a refund by hand."))
+    resolve_attempts: int = Field(5, ge=1, description=(
+        "Calls made to learn whether a charge cancelled while its outcome was unknown was made "
+        "(the charge replayed under its key); then FalloReembolso, for a refund by hand."))
     # The longest the gateway worker sleeps between looks at the table; it also wakes when this
     # instance creates work and when the earliest scheduled work falls due.
-    worker_poll_interval_s: float = Field(5.0, gt=0, le=5)
-    worker_concurrency: int = Field(16, ge=1, le=256)
+    worker_poll_interval_s: float = Field(5.0, gt=0, le=5, description=(
+        "Longest the gateway worker sleeps between looks at the payments table."))
+    worker_concurrency: int = Field(16, ge=1, le=256, description=(
+        "Most gateway calls (charges, refunds) one instance has in flight at once."))
 
     @field_validator("charge_retry_schedule_s", "refund_retry_schedule_s", mode="before")
     @classmethod

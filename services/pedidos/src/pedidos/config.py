@@ -23,15 +23,28 @@ MIN_SAGA_S = 3600.0
 class PedidosSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="PEDIDOS_", extra="ignore")
 
-    validation_timeout_s: float = 30.0
-    payment_timeout_s: float = 60.0
-    allocation_timeout_s: float = 15.0
-    saga_timeout_s: float = 7200.0
+    validation_timeout_s: float = Field(30.0, description=(
+        "How long a saga waits for inventario's stock check before it is cancelled as timed "
+        "out. At least 30 unless SAGA_ALLOW_UNSAFE_LIMITS is set."))
+    payment_timeout_s: float = Field(60.0, description=(
+        "How long a saga waits for the payment's outcome before it is cancelled as timed out. "
+        "At least 30 unless SAGA_ALLOW_UNSAFE_LIMITS is set."))
+    allocation_timeout_s: float = Field(15.0, description=(
+        "How long a paid saga waits for its stock allocation before it is cancelled as timed "
+        "out. At least 15 unless SAGA_ALLOW_UNSAFE_LIMITS is set."))
+    saga_timeout_s: float = Field(7200.0, description=(
+        "How long a saga may stay unfinished, compensation included; past it, it is marked "
+        "TIMED_OUT. At least 3600 unless SAGA_ALLOW_UNSAFE_LIMITS is set."))
     # The longest the scanner sleeps. It wakes on its own when the earliest deadline falls due;
     # this bounds how late it sees a saga another instance started with a deadline shorter than
     # that (never, with the minimums: the shortest step timeout is 15 s).
-    deadline_scan_interval_s: float = Field(5.0, gt=0, le=MIN_ALLOCATION_STEP_S)
-    allow_unsafe_limits: bool = Field(False, validation_alias="SAGA_ALLOW_UNSAFE_LIMITS")
+    deadline_scan_interval_s: float = Field(5.0, gt=0, le=MIN_ALLOCATION_STEP_S, description=(
+        "Longest the deadline scanner sleeps; it also wakes when the earliest deadline falls "
+        "due."))
+    allow_unsafe_limits: bool = Field(False, validation_alias="SAGA_ALLOW_UNSAFE_LIMITS",
+                                      description=(
+        "Lets the timeouts above go below their minimums, with a warning in the log; for tests "
+        "and the benchmark only (the messaging settings read it too)."))
 
     @model_validator(mode="after")
     def _check(self) -> Self:

@@ -1,0 +1,346 @@
+"""Renders docs/configuration.md: every environment variable the project reads, per component.
+
+    uv run python deploy/configuration.py              # rewrites docs/configuration.md
+    uv run python deploy/configuration.py --check      # exit 1 if it is out of date
+    make docs
+
+The services' settings come from their pydantic-settings classes (name, type, default, limits
+and ``Field(description=...)``); what is read with ``os.environ`` (the fake gateway, tracing, the
+local stack, sagactl, the benchmark, the chaos suite) is described in the tables below.
+tests/test_configuration_docs.py fails when the file differs from what this renders, when a
+setting has no description, and when the code reads a variable that no table or class names.
+
+It lives in deploy/ because configuration is what a deployment sets, and this is the one place
+allowed to know every component: libs/ may not import the services, nor a service another.
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+import typing
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from inventario.config import InventarioSettings
+from pagos.config import PagosSettings
+from pedidos.config import PedidosSettings
+from pydantic.fields import FieldInfo
+from pydantic_core import PydanticUndefined
+from pydantic_settings import BaseSettings
+from sagakit.runtime import ServiceSettings
+from sagakit.settings import MessagingSettings
+
+ROOT = Path(__file__).resolve().parents[1]
+TARGET = ROOT / "docs" / "configuration.md"
+COMMAND = "python deploy/configuration.py"
+
+
+@dataclass(frozen=True)
+class Variable:
+    name: str
+    type: str
+    default: str
+    """Markdown, as it appears in the table."""
+    description: str
+
+
+@dataclass(frozen=True)
+class Table:
+    title: str
+    settings: type[BaseSettings] | None = None
+    environment: tuple[Variable, ...] = ()
+    read_in: tuple[str, ...] = ()
+    """The files that read ``environment``."""
+
+    def source(self) -> str:
+        if self.settings is not None:
+            return f"Defined by `{self.settings.__module__}.{self.settings.__qualname__}`."
+        return "Read in " + ", ".join(f"`{path}`" for path in self.read_in) + "."
+
+    def variables(self) -> list[Variable]:
+        if self.settings is None:
+            return list(self.environment)
+        return [settings_variable(self.settings, name, field)
+                for name, field in self.settings.model_fields.items()]
+
+
+@dataclass(frozen=True)
+class Component:
+    title: str
+    intro: str
+    tables: tuple[Table, ...]
+
+
+def env(name: str, type_: str, default: str, description: str) -> Variable:
+    """A variable read with ``os.environ``; ``default`` is Markdown (a value in backticks)."""
+    return Variable(name, type_, default, description)
+
+
+UNSET = "unset"
+
+TRACING = (
+    env("OTEL_EXPORTER_OTLP_ENDPOINT", "URL", UNSET,
+        "OTLP/HTTP endpoint the service exports its spans to; OpenTelemetry's exporter reads "
+        "its other `OTEL_EXPORTER_OTLP_*` variables itself. Unset, with `SAGA_TRACE_FILE` "
+        "unset too: no tracing."),
+    env("SAGA_TRACE_FILE", "path", UNSET,
+        "File the service appends each finished span to, one JSON object a line (the tests "
+        "and the benchmark read it)."),
+)
+
+FAKE_GATEWAY = (
+    env("GATEWAY_HOST", "str", "`127.0.0.1`", "Address the fake gateway listens on."),
+    env("GATEWAY_PORT", "int", "`8010`",
+        "Port the fake gateway listens on; the local stack passes on its own `GATEWAY_PORT`."),
+    env("GATEWAY_KEEP_ALIVE_S", "int", "`75`",
+        "How long an idle keep-alive connection stays open: longer than its clients keep one."),
+    env("GATEWAY_LEDGER_PATH", "path", "`.local/gateway/ledger.sqlite3`",
+        "SQLite file of the gateway's ledger (charges, refunds, idempotency keys), relative "
+        "to the working directory; the local stack puts it under `$SAGA_STATE_DIR/gateway`."),
+    env("GATEWAY_SLOW_SECONDS", "float", "`35`",
+        "How long the answer to a charge with the token `tok_slow` is held back (the charge "
+        "is made at once): longer than pagos' gateway timeout, for the timeout tests."),
+)
+
+LOCAL_STACK = (
+    env("SAGA_STATE_DIR", "path", "`.local` in the checkout",
+        "Where the stack keeps its data, its logs (`logs/`) and its pid files (`run/`); the "
+        "tests and the benchmark read it to find them."),
+    env("SAGA_KAFKA_HOME", "path", "`$SAGA_STATE_DIR/kafka`",
+        "Kafka's jars (fetched from Maven Central on the first start), configuration and "
+        "data."),
+    env("PG_PORT", "int", "`25432`",
+        "PostgreSQL's port; below the ports the kernel hands out to outgoing connections, "
+        "which could take it while PostgreSQL is down."),
+    env("PG_DATABASE", "str", "`saga`", "The database that holds every service's schema."),
+    env("PG_ADMIN_USER", "str", "`saga_admin`",
+        "PostgreSQL's administrator role: creates the services' roles and schemas."),
+    env("PG_ADMIN_PASSWORD", "str", "`saga_admin`", "Password of `PG_ADMIN_USER`."),
+    env("<SERVICE>_OWNER_PASSWORD", "str", "`<service>_owner`",
+        "Password of a service's schema owner role, which runs its migrations; `<SERVICE>` is "
+        "`PEDIDOS`, `INVENTARIO` or `PAGOS`."),
+    env("<SERVICE>_APP_PASSWORD", "str", "`<service>_app`",
+        "Password of a service's application role, in the `DATABASE_URL` the service gets."),
+    env("KAFKA_PORT", "int", "`9092`", "Port of Kafka's client listener."),
+    env("KAFKA_CONTROLLER_PORT", "int", "`9093`", "Port of Kafka's KRaft controller listener."),
+    env("KAFKA_TOPIC_PARTITIONS", "int", "`6`",
+        "Partitions of each topic the stack creates (a topic that exists is left as it is)."),
+    env("GATEWAY_PORT", "int", "`8010`", "Port of the fake gateway."),
+    env("PEDIDOS_PORT", "int", "`8001`", "HTTP port of pedidos."),
+    env("INVENTARIO_PORT", "int", "`8002`", "HTTP port of inventario."),
+    env("PAGOS_PORT", "int", "`8003`", "HTTP port of pagos."),
+    env("PROMETHEUS_PORT", "int", "`9090`", "Port of Prometheus, when the stack starts it."),
+    env("WITH_PROMETHEUS", "flag", UNSET,
+        "`1`: `up` and `run` also start Prometheus scraping the services, as `--prometheus` "
+        "does."),
+    env("SAGA_NETPROXY", "flag", UNSET,
+        "`1`: every service reaches PostgreSQL, Kafka and the gateway through the chaos "
+        "suite's TCP proxy, which can then add latency, black holes and resets (`make chaos` "
+        "sets it)."),
+    env("STACK_UP_TIMEOUT", "float", "`120`",
+        "Read, but not used: each part has a wait of its own."),
+    env("STACK_PG_CRASH_WAIT", "float", "`60`",
+        "Seconds `up` waits for what a crashed PostgreSQL left behind (orphaned backends, "
+        "its port) to go away."),
+    env("STACK_LOG_ROTATE_MB", "int", "`200`",
+        "A part's log larger than this is moved aside to `<part>.log.1` when the part "
+        "starts."),
+)
+
+SAGACTL = (
+    env("SAGACTL_DATABASE_URL", "URL",
+        "`postgresql://saga_admin:saga_admin@127.0.0.1:25432/saga`",
+        "PostgreSQL URL sagactl connects with: a role that can read every service's schema."),
+    env("KAFKA_BOOTSTRAP_SERVERS", "str", "`127.0.0.1:9092`",
+        "Kafka brokers `sagactl replay` publishes to."),
+)
+
+BENCH = (
+    env("BENCH_QUICK", "flag", UNSET,
+        "`1`: a short run to try the benchmark out; it changes the defaults of the variables "
+        "below (shown in parentheses)."),
+    env("BENCH_RATES", "list of float", "`10,50,100,200` (`10,50`)",
+        "Open-loop arrival rates to measure, in orders a second."),
+    env("BENCH_SECONDS", "float", "`10` (`4`)", "Length of each open-loop step, in seconds."),
+    env("BENCH_CLOSED_LOOP", "list of int", "`2,4,8,16,32,64` (`4,16`)",
+        "Closed-loop client counts to measure."),
+    env("BENCH_CLOSED_LOOP_MAX", "int", "`512` (`16`)",
+        "Past the listed counts, the closed loop doubles its clients until p99 passes 1 s, up "
+        "to this many."),
+    env("BENCH_PRODUCTS", "int", "`50`", "Products the run creates and its orders draw from."),
+)
+
+CHAOS = (
+    env("CHAOS_RATE", "float", "`20`", "Orders a second during each scenario (`--rate`)."),
+    env("CHAOS_SEEDS", "int", "`20`",
+        "Without `--seed` or `--scripted`, the random schedules of seeds 1 to this are run, "
+        "and every scripted scenario."),
+    env("NETPROXY_BASE_PORT", "int", "`15400`",
+        "Control port of the TCP proxy; the ports it forwards follow it (pedidos' PostgreSQL "
+        "route is this + 11)."),
+    env("KAFKA_PROXIED_LISTENER_BASE", "int", "`9094`",
+        "First of the Kafka listeners the proxy forwards to, one per service, each "
+        "advertised at that service's proxy port."),
+)
+
+COMPONENTS = (
+    Component(
+        "Every service",
+        "Read by pedidos, inventario and pagos when they start. A value that does not parse, or "
+        "falls outside its limits, stops the service with a message that names the variable.",
+        (Table("Process", ServiceSettings),
+         Table("Messaging: outbox relay, inbox, consumer", MessagingSettings),
+         Table("Tracing", environment=TRACING,
+               read_in=("libs/sagakit/src/sagakit/tracing.py",)))),
+    Component("pedidos",
+              "The saga's deadlines, judged by the database clock (Part II §5.4). A timeout below "
+              "its minimum stops pedidos unless `SAGA_ALLOW_UNSAFE_LIMITS` is set; why the "
+              "allocation step may take 15 s: [ADR 0001](adr/0001-allocation-step-timeout.md).",
+              (Table("Saga deadlines", PedidosSettings),)),
+    Component("inventario", "Limits of inventario's database work (Part II §5.4).",
+              (Table("Database limits", InventarioSettings),)),
+    Component("pagos", "How pagos calls the payment gateway (Part II §5.4).",
+              (Table("Payment gateway", PagosSettings),)),
+    Component("Fake payment gateway", "Read by `python -m fake_gateway`.",
+              (Table("Gateway", environment=FAKE_GATEWAY,
+                     read_in=("services/fake-gateway/src/fake_gateway/__main__.py",
+                              "services/fake-gateway/src/fake_gateway/app.py")),)),
+    Component(
+        "Local stack",
+        "Read by `python deploy/local/stack.py` (`make up`, `make run`, `make test`). It gives "
+        "each service `SERVICE_NAME`, `HTTP_HOST`, `HTTP_PORT`, `DATABASE_URL`, "
+        "`KAFKA_BOOTSTRAP_SERVERS` and `GATEWAY_URL` from these; every other variable in its "
+        "environment reaches the services as it is (`deploy/local/test.env` holds the test "
+        "suite's). The tests, the benchmark and the chaos suite read the same ports to find the "
+        "stack.",
+        (Table("Stack", environment=LOCAL_STACK, read_in=("deploy/local/stack.py",)),)),
+    Component("sagactl", "Read by `sagactl`, the operator's command line.",
+              (Table("sagactl", environment=SAGACTL,
+                     read_in=("tools/sagactl/src/sagactl/cli.py",)),)),
+    Component("Benchmark", "Read by `make bench` (`python bench/run.py`).",
+              (Table("Benchmark", environment=BENCH, read_in=("bench/run.py",)),)),
+    Component("Chaos suite", "Read by `make chaos` (`python -m chaos`) and its TCP proxy.",
+              (Table("Chaos", environment=CHAOS,
+                     read_in=("chaos/__main__.py", "chaos/netproxy.py")),)),
+)
+
+
+# ------------------------------------------------------------------ settings classes
+
+
+def env_name(settings: type[BaseSettings], name: str, field: FieldInfo) -> str:
+    """The variable pydantic-settings reads the field from (it ignores case)."""
+    alias = field.validation_alias
+    if alias is None:
+        return f"{settings.model_config.get('env_prefix', '')}{name}".upper()
+    if not isinstance(alias, str):
+        raise TypeError(f"{settings.__name__}.{name}: only a plain string alias is documented")
+    return alias.upper()
+
+
+def type_name(annotation: Any) -> str:
+    origin = typing.get_origin(annotation)
+    args = typing.get_args(annotation)
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(type_name(a) for a in args if a is not type(None))
+    if origin is tuple and len(args) == 2 and args[1] is Ellipsis:
+        return f"list of {type_name(args[0])}"
+    return str(getattr(annotation, "__name__", annotation))
+
+
+def value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, float):
+        return str(int(v)) if v.is_integer() else repr(v)
+    if isinstance(v, tuple | list):
+        return ",".join(value(x) for x in v)
+    return str(v)
+
+
+def limits(field: FieldInfo) -> list[str]:
+    out = []
+    for item in field.metadata:
+        for attr, sign in (("gt", ">"), ("ge", "≥"), ("lt", "<"), ("le", "≤")):
+            bound = getattr(item, attr, None)
+            if bound is not None:
+                out.append(f"{sign} {value(bound)}")
+    return out
+
+
+def settings_variable(settings: type[BaseSettings], name: str, field: FieldInfo) -> Variable:
+    if field.default is PydanticUndefined:
+        default = "required"
+    elif field.default is None:
+        default = UNSET
+    else:
+        default = f"`{value(field.default)}`"
+    kind = ", ".join([type_name(field.annotation), *limits(field)])
+    return Variable(env_name(settings, name, field), kind, default, field.description or "")
+
+
+# ------------------------------------------------------------------ rendering
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def render() -> str:
+    out = [
+        "# Configuration", "",
+        f"Generated by `{COMMAND}` (`make docs`) from the settings classes and the tables in "
+        "that file; do not edit by hand.", "",
+        "Every setting is an environment variable. The services' settings are "
+        "pydantic-settings classes: their names ignore case, a bool is `true`/`false` (or "
+        "`1`/`0`), a list is comma-separated, and the type column shows a value's limits. The "
+        "other variables are read as written; a flag is on only when set to `1`.", "",
+    ]
+    out += [f"- [{c.title}](#{_anchor(c.title)})" for c in COMPONENTS]
+    out.append("")
+    for component in COMPONENTS:
+        out += [f"## {component.title}", "", component.intro, ""]
+        for table in component.tables:
+            if len(component.tables) > 1:
+                out += [f"### {table.title}", ""]
+            out += [table.source(), "",
+                    "| Variable | Type | Default | Description |", "|---|---|---|---|"]
+            out += [f"| `{v.name}` | {_cell(v.type)} | {_cell(v.default)} | "
+                    f"{_cell(v.description)} |" for v in table.variables()]
+            out.append("")
+    return "\n".join(out)
+
+
+def _anchor(title: str) -> str:
+    return "-".join("".join(c for c in title.lower() if c.isalnum() or c == " ").split())
+
+
+def variables() -> Iterator[tuple[Table, Variable]]:
+    for component in COMPONENTS:
+        for table in component.tables:
+            for variable in table.variables():
+                yield table, variable
+
+
+def settings_classes() -> list[type[BaseSettings]]:
+    return [t.settings for c in COMPONENTS for t in c.tables if t.settings is not None]
+
+
+def main(argv: list[str]) -> int:
+    text = render()
+    if argv[:1] == ["--check"]:
+        if TARGET.read_text() != text:
+            print(f"{TARGET.relative_to(ROOT)} is out of date: run {COMMAND}", file=sys.stderr)
+            return 1
+        return 0
+    target = Path(argv[0]) if argv else TARGET
+    target.write_text(text)
+    print(f"wrote {target}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
