@@ -20,7 +20,7 @@ SCHEMA = "benchraw"
 # The paced figures leave the machine idle this long before each step or hop, as every step
 # of a saga at low rates finds it: on this VM an idle vCPU halts (cpuidle haltpoll, no
 # polling) and the first round trip after a pause pays its wake-up — a SELECT 1 takes 0.07 ms
-# back to back and 0.44 ms after 5 ms or more of quiet (docs/benchmarks.md, run 11).
+# back to back and 0.44 ms after 5 ms or more of quiet.
 PACE_S = 0.02
 
 
@@ -208,7 +208,7 @@ def fastest(measurements: list[dict[str, Any]]) -> dict[str, Any]:
     """Of the same baselines measured at different times of a run, the one with the lowest
     back-to-back p50 (PostgreSQL's and Kafka's each chosen on their own).
 
-    The floor is what the machine can do. A VM that slows down for a while (run 37: both
+    The floor is what the machine can do. A VM that slows down for a while (once both
     baselines 2× slower after the warm-up than measured by hand before and after the run) makes a
     floor measured in that while slower, and every saga figure a smaller multiple of it: the
     goal judged against a floor the machine does not have. The fastest measurement is the

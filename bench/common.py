@@ -103,7 +103,7 @@ def cpu_seconds_between(a: PartSample, b: PartSample) -> float:
     """CPU a part used between two samples, also by processes that started or ended in
     between. PostgreSQL runs a backend per connection: a backend that worked before the first
     sample and exited before the second would otherwise take its whole past off the total
-    (runs 8 and 9 reported PostgreSQL at 1-3 % of a core at saturation). An exited child's
+    (PostgreSQL then showed at 1-3 % of a core at saturation). An exited child's
     lifetime CPU reaches its parent's "children" times when reaped; what it had used by the
     first sample is taken off again."""
     live = sum(t - a.cpu_s.get(key, 0.0) for key, t in b.cpu_s.items())

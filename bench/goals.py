@@ -60,7 +60,7 @@ def latency_at_50(results: dict[str, Any]) -> Goal:
     cores = results.get("machine", {}).get("cores")
     if busy is not None and cores:
         # A stack near its cores' limit queues: the latency is then the machine's, and this
-        # says so in the report (runs 35-38: 1.7-1.8 of 2 cores at 50/s).
+        # says so in the report (on the two-core benchmark VM, 1.7-1.8 cores busy at 50/s).
         measured += f", the stack using {busy:.2f} of the {cores} cores"
     if sustained < SUSTAINED_SHARE * RATE_FOR_LATENCY or step.get("unfinished"):
         return Goal(name, target, measured, False,

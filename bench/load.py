@@ -64,7 +64,7 @@ async def wait_terminal(conn: asyncpg.Connection, saga_ids: list[str], timeout: 
     Each look asks only about the sagas still running at the one before: this query runs on
     the measured stack's two cores, inside the CPU window, and asking each time about every
     saga of the step (4,000 index probes at 200/s for 20 s, five times a second while the
-    backlog drains) took up to a tenth of a core from PostgreSQL (session 13)."""
+    backlog drains) took up to a tenth of a core from PostgreSQL."""
     deadline = time.monotonic() + timeout
     running = list(saga_ids)
     while running and time.monotonic() < deadline:
@@ -123,7 +123,7 @@ async def hop_latencies(conn: asyncpg.Connection, saga_ids: list[str]) -> dict[s
     send, acknowledgement), acknowledgement → the consumer's transaction start (Kafka's
     delivery to the consumer and its loop), and that transaction (start → commit). Without
     commit timestamps (track_commit_timestamp off) the producing transaction's start stands in
-    for its commit, as before run 11."""
+    for its commit, which makes the first hop look a little longer."""
     exact = await conn.fetchval("SHOW track_commit_timestamp") == "on"
     out: dict[str, Any] = {}
     for event, producer, consumer in HOPS:
@@ -297,7 +297,7 @@ async def closed_loop(concurrency: int, seconds: float, skus: list[str],
 
     The clients start together, so their first orders reach the stack as one burst, which a
     stack in steady state under this many clients never sees again: with 96 clients that
-    burst alone put p99 near the 1 s line (session 20). The first ``ramp_s`` are therefore not
+    burst alone put p99 near the 1 s line. The first ``ramp_s`` are therefore not
     measured: throughput is the sagas that ended within the ``seconds`` after it, latency that
     of the sagas placed within them."""
     finished: list[tuple[float, float, str]] = []  # (placed, ended, saga id)
@@ -343,8 +343,8 @@ async def database_maintenance_done(timeout_s: float = 300.0) -> dict[str, Any]:
     """The load's own upkeep (vacuuming the rows it updated, analysing what it changed,
     writing out the pages it dirtied) is not what an idle stack costs: autovacuum of the
     outbox ran for about a minute after the load on a long-lived cluster (PostgreSQL 6.3 % of a
-    core instead of 0.4, session 9), and on a fresh one its workers started 39 s after the load,
-    inside the idle window (run 30, ``bench/upkeep.py``). Done here, before the window."""
+    core instead of 0.4), and on a fresh one its workers started 39 s after the load, inside
+    the idle window (``bench/upkeep.py``). Done here, before the window."""
     started = time.perf_counter()
     # Until the services' idle backends have sent their statistics, the load's changes may not
     # show in them.

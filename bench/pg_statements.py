@@ -7,7 +7,8 @@ milliseconds per call and per saga. Execution time is wall time inside the serve
 waits for locks and for a core, not the protocol around the statement nor its ``COMMIT``.
 
 A statement that costs more as tables grow shows here first: the allocation's update scanned
-the whole catalogue (7.7 ms of a 9 ms statement with 4,900 products) until session 13.
+the whole catalogue (7.7 ms of a 9 ms statement with 4,900 products) until it looked its
+products up by key (inventario.adapters.stock_repository).
 """
 
 from __future__ import annotations

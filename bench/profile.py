@@ -13,7 +13,7 @@ Python line they happened under, because they are not that line's work:
   mostly time spent *waiting for a core*: writing a statement to PostgreSQL's socket wakes its
   backend, the scheduler runs it, and the writer stays "running" in the kernel until it gets a
   core back. Without native frames they showed as asyncpg's ``_do_execute`` (29 % of pedidos'
-  samples in run 22), while the process's system CPU was a tenth of its total (session 11).
+  samples in one profile), while the process's system CPU was a tenth of its total.
 - ``(garbage collector)``: CPython's cyclic collector, under whatever line allocated last.
 """
 

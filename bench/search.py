@@ -2,7 +2,7 @@
 
 Throughput rises with the number of clients for as long as the stack has spare CPU and, past
 that, for as long as deeper queues make batching pay (shared transactions, relay batches):
-at 64 clients run 33 (session 15's code) was still well under 1 s at p99 (587 ms). A
+at 64 clients a measured run was still well under 1 s at p99 (587 ms). A
 fixed list of client counts that ends there reports where the list ends, not where the stack
 does. So the search goes on doubling until p99 passes the limit, then bisects between the
 last count under it and the first over it.

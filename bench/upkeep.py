@@ -3,8 +3,8 @@
 A load leaves dead row versions and unanalysed changes behind; autovacuum deals with them
 later, and when is up to its launcher, which looks at a database once a minute
 (``autovacuum_naptime``). Waiting only until no worker is running is not enough: right after
-a load, usually none has been started yet. Run 30 found the workers analysing five tables 39 s
-after the load, inside the idle window: PostgreSQL 5.4 % of a core instead of 0.1. So the
+a load, usually none has been started yet: workers were seen analysing five tables 39 s
+after the load, inside the idle window, PostgreSQL 5.4 % of a core instead of 0.1. So the
 benchmark does that upkeep itself: every table past autovacuum's own thresholds is vacuumed
 and analysed, then a checkpoint writes out what it dirtied.
 """

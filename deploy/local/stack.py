@@ -601,8 +601,7 @@ def kafka_config() -> Path:
 def java_cmd(libs: Path, main: str, *args: str, heap: str = "-Xmx512m") -> list[str]:
     # C1 only (no C2): on two cores shared with the rest of the stack, C2 spent 5-20 % of a
     # core recompiling the broker's request paths for minutes after every start (a third of
-    # the broker's CPU at 10 orders/s), for ~0.7 ms less broker CPU per saga once warm
-    # (docs/benchmarks.md, run 8).
+    # the broker's CPU at 10 orders/s), for ~0.7 ms less broker CPU per saga once warm.
     return ["java", heap, "-XX:+UseG1GC", "-XX:TieredStopAtLevel=1", "-Djava.awt.headless=true",
             f"-Dlog4j2.configurationFile={ROOT / 'deploy/local/kafka/log4j2.properties'}",
             "-cp", f"{libs}/*", main, *args]

@@ -2,8 +2,8 @@
 
 When a client and a server give an idle connection up after the same time (httpx and uvicorn
 both after 5 s), the client may write a request just as the server closes the connection, and
-the request is lost: "server disconnected without sending a response" (CI, 2026-12-02, in the
-broker-outage test, after Kafka's restart left the test's connections idle for about 5 s).
+the request is lost: "server disconnected without sending a response" (the broker-outage test
+hit it when Kafka's restart left the test's connections idle for about 5 s).
 """
 
 from __future__ import annotations

@@ -36,8 +36,8 @@ async def test_an_idle_connection_killed_under_the_pool_is_replaced(running_stac
 async def test_a_connection_seen_closing_is_replaced_even_if_used_a_moment_ago(
         running_stack: None) -> None:
     """A database restarted within a second of a connection's last use (stop, start, first
-    request) used to hand that connection out untested: a 503 for the first request
-    (test_order_api's database-down test, session 14). Without the check the caller gets the
+    request) used to hand that connection out untested: a 503 for the first request after
+    the restart (as in test_order_api's database-down test). Without the check the caller gets the
     connection failure (the services answer 503 "nothing was done")."""
     engine = build_engine(URL, "pool-test", 1, ping_if_idle_for_s=3600)  # never tested
     try:

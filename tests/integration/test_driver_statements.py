@@ -120,7 +120,7 @@ async def test_a_connection_that_dies_under_a_statement_leaves_the_pool(
 async def test_the_driver_of_a_connected_connection_is_found_without_a_greenlet(
         engine: AsyncEngine, monkeypatch: pytest.MonkeyPatch) -> None:
     """Every saga step asks for the driver; SQLAlchemy's ``get_raw_connection`` spawns a
-    greenlet each time: 10 % of inventario's running samples (session 19). Once connected,
+    greenlet each time: 10 % of inventario's running samples under load. Once connected,
     the driver is read directly; an invalidated connection still goes through SQLAlchemy,
     which connects again."""
     async with engine.connect() as conn:

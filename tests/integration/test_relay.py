@@ -223,7 +223,7 @@ async def test_cleanup_removes_only_rows_past_their_age(scratch) -> None:  # typ
 
 async def test_the_batch_statement_is_planned_once_and_reads_the_pending_rows_by_index(scratch) -> None:  # type: ignore[no-untyped-def]
     """The relay's mark-and-select runs for every batch: planning it each time cost PostgreSQL
-    more than running it (benchmark, session 8). Its connection keeps one generic plan, and
+    more than running it. Its connection keeps one generic plan, and
     that plan must still find the pending rows through their partial index, not by walking an
     outbox full of published ones (which a plan with the status bound as a parameter does)."""
     engine, tables = scratch

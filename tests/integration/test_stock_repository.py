@@ -170,8 +170,8 @@ async def _product_scans(conn: AsyncConnection) -> tuple[int, int]:
 async def test_validation_and_allocation_find_products_by_key_in_a_large_catalogue(
         running_stack: None) -> None:
     """Each step touches a line's few products: a step that scanned the whole catalogue would
-    cost more with every product added. The allocation's update did, until session 13 (7.7 ms
-    of its 9 ms with 4,900 products): joined to the lines alone it was planned as a scan for
+    cost more with every product added. The allocation's update once did (7.7 ms of its 9 ms
+    with 4,900 products): joined to the lines alone it was planned as a scan for
     catalogues of about 1,000 to 10,000 products (with 20,000 the scan cost more than a hundred
     lookups, PostgreSQL's guess at the lines, and it looked them up)."""
     a, b = new_sku(), new_sku()

@@ -42,8 +42,8 @@ def test_envelope_round_trip_and_headers() -> None:
 
 def test_message_ids_are_ordered_by_creation_time_and_saga_ids_stay_random() -> None:
     """Inbox and outbox index message ids: time-ordered ids keep their inserts on the last
-    pages of those indexes (docs/benchmarks.md, session 9). Saga ids are the caller's, version
-    4 as the standard requires."""
+    pages of those indexes, instead of scattering them over every page. Saga ids are the
+    caller's, version 4 as the standard requires."""
     saga_id = str(uuid.uuid4())
     ids = [Envelope.new(saga_id=saga_id, event_type="OrdenCompletada", schema_version="1.0.0",
                         source_service="pedidos", payload={}).message_id for _ in range(2000)]

@@ -107,7 +107,7 @@ def _is_uuid(value: str) -> bool:
 def _fast_validator(event_type: str, version: str) -> Callable[[Any], Any]:
     """The schema compiled to Python code (fastjsonschema). Every event consumed and emitted is
     validated, about eleven per saga: jsonschema's interpreter took 70 µs for each, the
-    compiled check 5 µs (benchmark, session 8). The schemas use only keywords both understand
+    compiled check 5 µs. The schemas use only keywords both understand
     alike (tests/test_contracts.py checks that they agree, payload by payload)."""
     return fastjsonschema.compile(schema_for(event_type, version).document,
                                   formats={"uuid": _is_uuid})

@@ -6,7 +6,7 @@ statements. A connection handed back a moment ago is as alive as the test would 
 connections that sat idle in the pool are tested, with one round trip; one whose closing the
 driver has already seen (the server went away and said so, or its socket ended) is never handed
 out, at no cost: a database restarted within that moment left such connections behind, and
-the first request after it got a 503 (test_order_api, session 14). A database lost while
+the first request after it got a 503 (tests/integration/test_database_pool.py). A database lost while
 connections are busy fails the statements in flight; SQLAlchemy then sees a disconnect and
 throws the whole pool away, so the next checkout connects afresh.
 """
@@ -45,7 +45,7 @@ def build_engine(url: str, name: str, pool_size: int,
         url,
         # No overflow: SQLAlchemy closes an overflow connection as soon as it is handed back,
         # and under load that was a new connection every half second per service (a backend
-        # forked, a TLS attempt, type introspection: benchmark run 15). Past ``pool_size``
+        # forked, a TLS attempt, type introspection each time). Past ``pool_size``
         # concurrent units of work, the next one waits for a connection instead.
         pool_size=pool_size,
         max_overflow=0,

@@ -2,7 +2,7 @@
 
 SQLAlchemy's asyncio execution layer (a greenlet switch, the DB-API cursor adapter, the result
 object) costs a handler more CPU than asyncpg's whole round trip: a short read took 0.20 ms of
-the client's CPU through it, 0.07 sent on the driver (benchmark, session 8). For a statement
+the client's CPU through it, 0.07 sent on the driver (ADR 0003). For a statement
 run on every message that is worth skipping; everything else keeps SQLAlchemy. The statement
 is still written with SQLAlchemy Core and compiled by SQLAlchemy's asyncpg dialect, once; its
 values are passed as asyncpg takes them (``uuid.UUID``, ``Decimal``, ``datetime``, ``str``),
@@ -76,7 +76,7 @@ async def driver_of(conn: AsyncConnection) -> asyncpg.Connection:
     if sync is not None and not sync.closed and not sync.invalidated:
         # The connection already holds its pooled connection: reading it does no I/O, so it
         # needs no greenlet. ``get_raw_connection`` spawns one on every call: 10 % of
-        # inventario's running samples at 120 sagas/s (docs/benchmarks.md, session 19).
+        # inventario's running samples at 120 sagas/s.
         fairy = sync.connection
     else:
         # Not connected yet, or invalidated: getting it may connect, through SQLAlchemy.

@@ -5,7 +5,7 @@ a collection of the oldest walks every object that survived into it: the modules
 SQLAlchemy's and pydantic's models, aiokafka's and FastAPI's machinery, none of which will
 ever be garbage. At 100 orders/s pedidos ran a young collection every few sagas and a full
 one, 170 ms long, every few hundred: the collector took 0.59 ms of its time per saga, and
-showed as 8 % of its samples at saturation (docs/benchmarks.md, session 11).
+showed as 8 % of its samples at saturation.
 
 Two measures: ``gc.freeze()`` moves what the process built to start out of the collector's
 reach once it is built, and ``gc.set_threshold`` has the youngest generation collected less

@@ -2,8 +2,8 @@
 
 Every message is decoded from Kafka, its outbox rows encoded for the commit statement and
 again for the broker, its log lines rendered and its JSON columns read: the standard library's
-``json`` was 9 % of pedidos' samples at saturation (docs/benchmarks.md, session 11). orjson
-reads an envelope three times and writes one twenty times as fast.
+``json`` was 9 % of pedidos' samples at saturation. orjson reads an envelope three times and
+writes one twenty times as fast.
 
 It is stricter than ``json``, and that is wanted here: bytes that are not UTF-8 and ``NaN``
 are not JSON a service should accept (a record carrying them is undecodable and goes to the

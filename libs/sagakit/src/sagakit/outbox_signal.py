@@ -4,8 +4,7 @@ PostgreSQL serialises the commits of every transaction that sent a ``NOTIFY`` in
 such a transaction takes one database-wide lock before its commit record and keeps it through
 the WAL flush, so that notifications are queued in commit order. With every saga step
 notifying, the steps of all three services committed one after another, each waiting out the
-previous one's disk flush (the lock wait showed as ``Lock/object`` in ``pg_stat_activity``;
-benchmark, session 15).
+previous one's disk flush (the lock wait shows as ``Lock/object`` in ``pg_stat_activity``).
 
 So a commit tells the relay through the database only when it must. The relay that publishes
 a service's outbox (the one holding its leadership lock) most often runs in the process that

@@ -106,8 +106,8 @@ WHERE o.message_id = a.message_id"""
 # The relay's own connection. Its statements are the same few, thousands of times an hour, and
 # with PostgreSQL's default (a plan per execution while the generic plan looks costlier, which
 # the unknown length of the id arrays makes it) planning cost more than running them: 0.3 ms
-# of PostgreSQL's CPU a batch, about a tenth of PostgreSQL's share of a saga (benchmark,
-# session 8). Every statement on this connection is written for a generic plan.
+# of PostgreSQL's CPU a batch, about a tenth of PostgreSQL's share of a saga. Every statement
+# on this connection is written for a generic plan.
 # Marking a row published is the only write on this connection, and it may be lost without
 # harm: a row left pending is published again and the consumers' inbox drops the copy (the
 # relay is at-least-once by design). So its commit does not wait for the WAL flush

@@ -10,9 +10,9 @@ Nothing is exported unless ``OTEL_EXPORTER_OTLP_ENDPOINT`` (OTLP over HTTP) or
 ``SAGA_TRACE_FILE`` (JSON lines, for tests and debugging) is set. Without them no span is made
 at all unless there is a trace to pass on: the API's no-op tracer still took 5–12 % of each
 service's running samples under load (a context manager, context attach and detach, the
-propagators, a tracer looked up on every message; session 14's profile). A ``traceparent`` that arrives is
-still carried on, as the no-op tracer would: a service without an exporter does not cut the
-trace of the services around it.
+propagators, a tracer looked up on every message). A ``traceparent`` that arrives is still
+carried on, as the no-op tracer would: a service without an exporter does not cut the trace of
+the services around it.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@
         await uow.commit()                        # one statement, then COMMIT if one is open
 
 Every round trip costs more than the statement it carries on this kind of machine (a process
-woken on each side: docs/benchmarks.md), so a unit of work sends as few as it can:
+woken on each side: ADR 0002), so a unit of work sends as few as it can:
 
 - The transaction begins with the first statement a handler runs on ``uow.connection``.
 - The commit statement writes the staged business rows, the inbox row and the outbox rows.
@@ -324,7 +324,7 @@ class UnitOfWork:
             # Sent on the driver's connection, in the transaction SQLAlchemy began if there is
             # one: it is the statement every saga step sends, and SQLAlchemy's execution layer
             # (greenlet, cursor adapter, result) cost more CPU than asyncpg's whole round trip
-            # (benchmark, session 8). Its values are plain (casts in the SQL): nothing for
+            # (ADR 0003). Its values are plain (casts in the SQL): nothing for
             # SQLAlchemy's type processing to do.
             statement = driver_form(self._statement())
             try:
@@ -438,7 +438,7 @@ class SharedTransaction:
     For the consumer, when a partition's records queue up faster than they are handled: a
     commit costs PostgreSQL more than the statement it ends (a WAL flush, and a wake-up of
     every connection listening for the notifications it sends), and one COMMIT for many
-    records divides that cost (docs/benchmarks.md, session 12).
+    records divides that cost (ADR 0006).
 
     Only units that read outside a transaction and write everything with their commit
     statement may share one (``UnitOfWork`` refuses others): each unit's writes are then that

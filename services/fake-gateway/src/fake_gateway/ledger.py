@@ -33,7 +33,7 @@ class Ledger:
         # In WAL mode NORMAL syncs at checkpoints, not at every commit: a killed gateway (what
         # the tests do to it) loses nothing, since the WAL is in the OS's cache; only a crash of
         # the machine itself could lose its last answers. FULL cost three disk flushes per
-        # charge, milliseconds of a stand-in on every saga's critical path (docs/benchmarks.md).
+        # charge: milliseconds that a stand-in for the bank added to every saga's critical path.
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.executescript(SCHEMA)
         self._lock = threading.Lock()

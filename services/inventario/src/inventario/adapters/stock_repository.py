@@ -1,8 +1,7 @@
 """Queries of inventario's tables, on the unit of work's connection.
 
 The statements a saga step runs are built once and their values bound at execution: building a
-statement and its cache key costs more CPU than sending it (pedidos' profile, docs/benchmarks.md
-run 8).
+statement and its cache key costs more CPU than sending it (it showed in pedidos' profile).
 """
 
 from __future__ import annotations
@@ -69,7 +68,7 @@ RETURNING saga_id"""),)
 # together. The products are found by their primary key (= ANY of an array), as in the read:
 # joined to the lines alone, which PostgreSQL guesses at a hundred rows, the update was
 # planned as a scan of the whole catalogue, whose cost grew with every product added (7.7 ms
-# of a 9 ms statement with 4,900 products; session 13).
+# of a 9 ms statement with 4,900 products).
 _ALLOCATION = (
     ("alloc_timeout", """SELECT set_config('lock_timeout', :alloc_lock_timeout, true) AS value"""),
     ("wanted", """SELECT l.sku, sum(l.quantity)::int AS quantity

@@ -8,7 +8,7 @@ writes the inbox and outbox rows. When they do not agree (another saga took the 
 between the read and the lock), nothing is written and the consumer handles the message again
 at once, on what it reads then: a FalloAsignacion, and the saga's refund. Two round trips,
 where BEGIN, the locking read, the commit statement and COMMIT took four (the p50 at 10/s
-about 1.5 ms lower; docs/benchmarks.md, session 19).
+about 1.5 ms lower; ADR 0005).
 """
 
 from __future__ import annotations

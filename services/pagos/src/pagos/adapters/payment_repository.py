@@ -32,8 +32,7 @@ from pagos.adapters.tables import payments
 from pagos.domain.payment import CHARGE_WORK, REFUND_WORK, PaymentStatus
 
 # The statements of a saga step are built once (per shape) and their values bound at
-# execution: building a statement and its cache key costs more CPU than sending it
-# (docs/benchmarks.md, run 8).
+# execution: building a statement and its cache key costs more CPU than sending it.
 _READ = (select(payments, (payments.c.lease_until > func.now()).label("leased"))
          .where(payments.c.saga_id == bindparam("k_saga_id", type_=Text)))
 _LOCK = _READ.with_for_update()
