@@ -78,11 +78,12 @@ async def main() -> None:
         for sku in skus:
             await load.set_stock(http, sku, 10_000_000)
         # Every run adds its products to the catalogue and its sagas to tables kept for days,
-        # and statements may cost more as they grow (session 13): runs are compared knowing.
+        # and statements may cost more as they grow (the allocation's update once did,
+        # bench/pg_statements.py): runs are compared knowing.
         results["stack_state"] = await load.stack_state()
         # A warm-up like a stack in service has had: right after a Kafka restart the broker
         # took 39 % of a core at 10 orders/s, 23 % a minute later, 11 % after a full run
-        # (JIT). This warm-up alone did not bring the 10/s step down (docs/benchmarks.md).
+        # (JIT). This warm-up alone did not bring the 10/s step down.
         warm_rate, warm_s = (10, 2) if quick else (25, 20)
         print(f"warm-up: {warm_rate} orders/s for {warm_s}s...", flush=True)
         await load.open_loop(warm_rate, warm_s, skus=skus)
