@@ -1,5 +1,7 @@
 """`make bench`: baselines, relay vs raw producer, open-loop rates, contention, closed loop,
-idle cost. Prints a table and writes bench-results/bench-<date>.json and a latency plot.
+idle cost. Prints a table and writes, under bench-results/ (git-ignored), every figure to
+bench-<UTC timestamp>.json, the same to latest.json (with the headline figures under "floor" and
+"systems", see ``headline``) and a latency plot to latency-<UTC timestamp>.png.
 
 Environment: BENCH_RATES (default 10,50,100,200), BENCH_SECONDS per rate (default 10),
 BENCH_PRODUCTS the orders are spread over (default 50; 1 = every order for the same product),
@@ -141,11 +143,39 @@ async def main() -> None:
     results["goals"] = [g.as_dict() for g in goals.evaluate(results)]
     OUT.mkdir(exist_ok=True)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    results.update(headline(results))
     path = OUT / f"bench-{stamp}.json"
     path.write_text(json.dumps(results, indent=2))
+    (OUT / "latest.json").write_text(json.dumps(results, indent=2))
     plot(results, OUT / f"latency-{stamp}.png")
     report(results)
-    print(f"\nresults: {path}")
+    print(f"\nresults: {path} (and {OUT / 'latest.json'})")
+
+
+def headline(results: dict[str, Any]) -> dict[str, Any]:
+    """The figures everything outside the project reads from latest.json: the machine's floor
+    and, for each system measured in the run (this stack only), p50 at 10 orders/s, p99 at 50,
+    the highest rate with p99 under 1 s and the CPU a saga costs at the highest rate offered
+    (every part of the stack, the load generator not counted). A figure the run did not
+    measure (no step at that rate) is None."""
+    def latency(rate: float, key: str) -> float | None:
+        step = goals.step_at(results.get("open_loop", []), rate)
+        return None if step is None else float(step["latency"][key])
+
+    busiest = goals.step_at(results.get("open_loop", []))
+    per_saga = (busiest or {}).get("cpu_ms_per_saga") or {}
+    ceiling = (results.get("cpu_floor") or {}).get("ceiling_sagas_per_s")
+    return {
+        "floor": {"p50_ms": float(results["floor_one_saga_ms"]),
+                  "sagas_per_s_ceiling": None if ceiling is None else float(ceiling)},
+        "systems": {"this": {
+            "p50_ms_at_10": latency(10.0, "p50_ms"),
+            "p99_ms_at_50": latency(goals.RATE_FOR_LATENCY, "p99_ms"),
+            "sagas_per_s_p99_under_1s": float(
+                results.get("max_sustained_sagas_per_s_p99_under_1s") or 0),
+            "cpu_ms_per_saga_saturated": (round(sum(per_saga.values()), 2) if per_saga
+                                          else None)}},
+    }
 
 
 async def measure_floor(when: str, quick: bool) -> dict[str, Any]:

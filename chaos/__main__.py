@@ -7,6 +7,9 @@
 
 Every service reaches PostgreSQL, Kafka and the gateway through chaos/netproxy.py
 (SAGA_NETPROXY=1), so schedules can add latency, black holes and resets on those routes.
+
+The report is printed and written, scenario by scenario, to
+chaos-results/chaos-<UTC timestamp>.txt (git-ignored).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import argparse
 import asyncio
 import os
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
@@ -23,6 +27,8 @@ import httpx
 from harness import stack
 
 from chaos import scenario
+
+OUT = Path(__file__).resolve().parents[1] / "chaos-results"
 
 SCRIPTED = {
     # Part IV §3.3 scenario 2: the broker goes away during sagas and comes back.
@@ -75,6 +81,14 @@ async def main() -> int:
     runs = [(f"seed-{s}", scenario.random_schedule(s, args.load_seconds, network=2), s)
             for s in seeds]
     runs += [(name, SCRIPTED[name], 0) for name in scripted]
+    OUT.mkdir(exist_ok=True)
+    path = OUT / f"chaos-{datetime.now(UTC):%Y%m%dT%H%M%SZ}.txt"
+
+    def say(text: str) -> None:
+        print(text, flush=True)
+        with path.open("a") as out:
+            out.write(text + "\n")
+
     failed = 0
     for name, faults, seed in runs:
         try:
@@ -83,12 +97,13 @@ async def main() -> int:
                                         load_s=args.load_seconds,
                                         cancel_share=0.3 if name.startswith("seed-") else 0.0)
         except RuntimeError as exc:  # the stack could not be healed: that is a failure too
-            print(f"scenario {name}: the stack did not recover: {exc}", flush=True)
+            say(f"scenario {name}: the stack did not recover: {exc}")
             failed += 1
             continue
-        print(report.render(), flush=True)
+        say(report.render())
         failed += bool(report.violations)
-    print(f"\n{len(runs) - failed} of {len(runs)} scenarios kept every invariant", flush=True)
+    say(f"\n{len(runs) - failed} of {len(runs)} scenarios kept every invariant")
+    print(f"report: {path}", flush=True)
     # The stack is left as `make up` leaves it, not behind the proxy: a `make test` next starts
     # proxies of its own on the proxy's ports (tests/e2e/test_slow_database.py).
     os.environ.pop("SAGA_NETPROXY", None)
