@@ -8,7 +8,8 @@ The services' settings come from their pydantic-settings classes (name, type, de
 and ``Field(description=...)``); what is read with ``os.environ`` (the fake gateway, tracing, the
 local stack, sagactl, the benchmark, the chaos suite) is described in the tables below.
 tests/test_configuration_docs.py fails when the file differs from what this renders, when a
-setting has no description, and when the code reads a variable that no table or class names.
+setting has no description, when the code reads a variable that no table or class names, and
+when a table names a variable its files do not read.
 
 It lives in deploy/ because configuration is what a deployment sets, and this is the one place
 allowed to know every component: libs/ may not import the services, nor a service another.
