@@ -162,3 +162,21 @@ def test_up_waits_for_the_crashed_clusters_own_processes_only(tmp_path: Path) ->
         assert _state(dead) == "Z"
         stack.clear_crashed_cluster(data, deadline_s=5)
         assert not (data / "postmaster.pid").exists() and not port_lock.exists()
+
+
+def test_a_service_port_taken_by_another_program_fails_naming_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A program that is not the stack's listens on a service's port: ``up`` refuses to start
+    the service (it could not bind, and the other program would answer its health check)."""
+    stack = _stack()
+    monkeypatch.setattr(stack, "RUN", tmp_path)
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", 0))
+        squatter.listen()
+        port = squatter.getsockname()[1]
+        part = stack.PyPart("pedidos-test", "nonexistent.module", port)
+        spawned: list[object] = []
+        monkeypatch.setattr(stack, "spawn", lambda *a, **k: spawned.append(a))
+        with pytest.raises(SystemExit, match=rf"127\.0\.0\.1:{port} \(pedidos-test\) is taken"):
+            stack.start_py(part, wait=False)
+        assert spawned == [], "nothing started on a taken port"

@@ -469,6 +469,18 @@ def port_sockets(port: int) -> list[tuple[str, str, list[int]]]:
     return [(state, peer, owners.get(inode, [])) for state, peer, inode in found]
 
 
+def refuse_taken_port(port: int, part: str) -> None:
+    """Fails, naming the port and the program, when something that is not this stack's part
+    (stopped just before) listens on the part's port: otherwise the part would fail to bind
+    and the health check would be answered by the other program."""
+    listeners = sorted({pid for state, _, pids in port_sockets(port) if state == "LISTEN"
+                        for pid in pids})
+    if listeners or (not port_bindable(port) and port_open(port)):
+        raise SystemExit(f"[stack] port 127.0.0.1:{port} ({part}) is taken by another program: "
+                         f"{describe(listeners) or 'unknown pid'}; stop it or move {part} to "
+                         "another port (see docs/configuration.md)")
+
+
 def wait_port_free(port: int, deadline_s: float = PG_CRASH_WAIT_S) -> None:
     """Fails at once when another program listens on the port; waits, up to a deadline, for
     connections that merely hold it (a client that happened to connect from it) to go."""
@@ -610,6 +622,8 @@ def java_cmd(libs: Path, main: str, *args: str, heap: str = "-Xmx512m") -> list[
 def start_kafka() -> None:
     if port_open(KAFKA_PORT) and alive(read_pid("kafka")):
         return
+    stop_group("kafka", grace_s=30)
+    refuse_taken_port(KAFKA_PORT, "kafka")
     libs = kafka_libs()
     conf = kafka_config()
     if not (KAFKA_DIR / "data" / "meta.properties").exists():
@@ -704,6 +718,7 @@ def start_py(part: PyPart, wait: bool = True) -> None:
     if alive(read_pid(part.name)) and http_ok(part.health_url()):
         return
     stop_group(part.name)
+    refuse_taken_port(part.port, part.name)
     if wait and part.name in SERVICE_PORTS:
         migrate(part.name)
     env = {**os.environ, **part.env, "PYTHONUNBUFFERED": "1"}
