@@ -21,17 +21,24 @@ if [ ${#apt_packages[@]} -gt 0 ]; then
   fi
   log "installing ${apt_packages[*]}"
   export DEBIAN_FRONTEND=noninteractive
+  # Debian's packages start services of their own when installed (a PostgreSQL cluster on 5432,
+  # a Prometheus on :9090), which the stack does not want and must not have to stop: stopping
+  # by name could hit a PostgreSQL or Prometheus this project did not start. policy-rc.d (the
+  # maintainer scripts' switch) tells them to start nothing for the length of the install.
+  policy=/usr/sbin/policy-rc.d
+  saved=""
+  if [ -e "$policy" ]; then saved="$(mktemp)"; cp -p "$policy" "$saved"; fi
+  restore_policy() {
+    if [ -n "$saved" ]; then mv -f "$saved" "$policy"; else rm -f "$policy"; fi
+  }
+  trap restore_policy EXIT
+  printf '#!/bin/sh\n# written by saga-choreography bootstrap for one apt-get install\nexit 101\n' \
+    > "$policy"
+  chmod 755 "$policy"
   apt-get update -qq
-  # Debian's postgresql package would start a cluster of its own on 5432; we only want the binaries.
   apt-get install -y -qq --no-install-recommends "${apt_packages[@]}" >/dev/null
-  if command -v pg_lsclusters >/dev/null 2>&1; then
-    pg_lsclusters -h 2>/dev/null | while read -r ver name _; do
-      pg_ctlcluster "$ver" "$name" stop 2>/dev/null || true
-    done
-  fi
-  # Debian's prometheus package starts its own daemon on :9090; the stack runs its own.
-  if command -v systemctl >/dev/null 2>&1; then systemctl stop prometheus 2>/dev/null || true; fi
-  pkill -x prometheus 2>/dev/null || true
+  restore_policy
+  trap - EXIT
 fi
 
 if ! command -v uv >/dev/null 2>&1; then
