@@ -49,6 +49,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 SCHEMA = "paymentlanes"
 EXAMPLES = int(os.environ.get("PAYMENT_LANES_EXAMPLES", "60"))
+STEPS = int(os.environ.get("PAYMENT_LANES_STEPS", "12"))
+MAX_LANES = 8
 T = TypeVar("T")
 FATES = ["approved", "declined", "never_arrived", "reply_lost"]
 # Retries due at once: the machine, not the clock, decides when the worker looks again.
@@ -206,12 +208,19 @@ class PaymentLanes(RuleBasedStateMachine):
         self.stock_verified = True
         self._deliver(pay.stock_verificado(self.saga_id, self.order_id), pause=False)
 
+    def _room_for_a_lane(self) -> bool:
+        # Each lane in flight holds a pooled connection: more of them than the pool holds would
+        # wait for a connection, not for the database. Counted as started (not as still
+        # running) so that the rules Hypothesis may choose do not depend on timing.
+        return len(self.lanes) < MAX_LANES
+
+    @precondition(lambda self: self._room_for_a_lane())
     @rule(pause=st.booleans())
     def orden_cancelada(self, pause: bool) -> None:
         self.compensated = True
         self._deliver(pay.orden_cancelada(self.saga_id, self.order_id), pause)
 
-    @precondition(lambda self: bool(self.gateway.charges))
+    @precondition(lambda self: bool(self.gateway.charges) and self._room_for_a_lane())
     @rule(pause=st.booleans())
     def fallo_asignacion(self, pause: bool) -> None:
         self.compensated = True
@@ -253,6 +262,7 @@ class PaymentLanes(RuleBasedStateMachine):
         self.loop.run(die())
         self._lease_runs_out()
 
+    @precondition(lambda self: self._room_for_a_lane())
     @rule()
     def a_lease_runs_out(self) -> None:
         self._lease_runs_out()
@@ -355,7 +365,7 @@ def test_every_interleaving_of_the_payment_lanes_leaves_the_money_right(
         pauses.install(monkeypatch)
         PaymentLanes.env = (loop, engine, tables, pauses)
         run_state_machine_as_test(PaymentLanes, settings=settings(
-            max_examples=EXAMPLES, stateful_step_count=12, deadline=None,
+            max_examples=EXAMPLES, stateful_step_count=STEPS, deadline=None,
             # The same examples on every run of the suite, unless asked to explore afresh.
             derandomize=not os.environ.get("PAYMENT_LANES_EXPLORE"),
             suppress_health_check=list(HealthCheck)))
