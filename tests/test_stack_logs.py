@@ -3,21 +3,9 @@ part starts (one older generation kept), and a smaller one is appended to."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
-from types import ModuleType
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def _stack() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("local_stack", ROOT / "deploy/local/stack.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("local_stack", module)
-    spec.loader.exec_module(module)
-    return module
+from harness.stack import module as _stack
 
 
 def test_a_log_past_the_limit_is_moved_aside_when_its_part_starts(tmp_path: Path) -> None:

@@ -5,7 +5,6 @@ crashes the real one)."""
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import re
 import shutil
 import signal
@@ -16,21 +15,12 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType
 
 import pytest
+from harness.stack import module as _stack
 
 ROOT = Path(__file__).resolve().parents[1]
 IANA_DYNAMIC = (49152, 65535)
-
-
-def _stack() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("local_stack", ROOT / "deploy/local/stack.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("local_stack", module)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _defaults(path: str) -> dict[str, int]:

@@ -121,9 +121,11 @@ def _event(event_type: str, saga_id: str, source: str, payload: dict[str, Any]) 
                         source_service=source, payload=payload)
 
 
-def stock_verificado(saga_id: str, order_id: str, amount: str = "19.98") -> Envelope:
+def stock_verificado(saga_id: str, order_id: str | None = None,
+                     amount: str = "19.98") -> Envelope:
     return _event("StockVerificado", saga_id, "inventario", {
-        "order_id": order_id, "total_amount": amount, "currency": "USD",
+        "order_id": order_id or str(uuid.uuid4()), "total_amount": amount, "currency": "USD",
+        "items": [{"sku": "SKU-1", "quantity": 2}],
         "payment_method": {"type": "credit_card", "token": "tok_visa"}})
 
 

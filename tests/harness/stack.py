@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import signal
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
 
 from harness.config import ROOT
 
@@ -18,6 +20,16 @@ def stack(*args: str, env: dict[str, str] | None = None, check: bool = True
     return subprocess.run([sys.executable, str(ROOT / "deploy/local/stack.py"), *args],
                           cwd=ROOT, env={**os.environ, **(env or {})}, text=True,
                           capture_output=True, check=check, timeout=300)
+
+
+def module() -> ModuleType:
+    """deploy/local/stack.py imported, for tests of its functions that need no stack."""
+    spec = importlib.util.spec_from_file_location("local_stack", ROOT / "deploy/local/stack.py")
+    assert spec is not None and spec.loader is not None
+    loaded = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("local_stack", loaded)
+    spec.loader.exec_module(loaded)
+    return loaded
 
 
 def up() -> None:

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from harness import config, db
+from harness import payments as pay
 from harness.kafka import TopicReader
 from harness.waiting import wait_for
 from pagos.adapters.gateway_client import ChargeResult, RefundResult
@@ -27,7 +28,6 @@ from pagos.config import PagosSettings
 from pagos.domain.payment import Outcome
 from pagos.usecases.gateway_worker import GatewayWorker, charge_key
 from pagos.usecases.start_charge import make_on_stock_verificado
-from saga_contracts import registry
 from sagactl import replay
 from sagakit import jsonio
 from sagakit.consumer import EventConsumer, RawRecord
@@ -81,8 +81,7 @@ async def _worker(engine: AsyncEngine, tables: MessagingTables,
                   gateway: _Gateway) -> AsyncIterator[GatewayWorker]:
     settings = PagosSettings(charge_retry_schedule_s=(0.05, 0.05), worker_concurrency=2,
                              gateway_timeout_s=5, worker_poll_interval_s=0.2)
-    worker = GatewayWorker(lambda **options: UnitOfWork(engine, tables, "pagos", **options),
-                           gateway, settings)  # type: ignore[arg-type]
+    worker = pay.worker(engine, tables, gateway, settings)  # type: ignore[arg-type]
     stop = asyncio.Event()
     task = asyncio.create_task(worker.run(stop))
     try:
@@ -91,15 +90,6 @@ async def _worker(engine: AsyncEngine, tables: MessagingTables,
         stop.set()
         worker.kick()
         await asyncio.wait_for(task, 10)
-
-
-def _stock_verificado(saga_id: str) -> Envelope:
-    return Envelope.new(saga_id=saga_id, event_type="StockVerificado",
-                        schema_version=registry.latest("StockVerificado").version,
-                        source_service="inventario", payload={
-                            "order_id": str(uuid.uuid4()), "total_amount": "19.98",
-                            "currency": "USD", "items": [{"sku": "SKU-1", "quantity": 2}],
-                            "payment_method": {"type": "credit_card", "token": "tok_visa"}})
 
 
 async def _payment(engine: AsyncEngine, saga_id: str) -> Any:
@@ -164,7 +154,7 @@ async def test_a_charge_given_up_on_is_replayed_and_made_under_the_same_key(
         scratch: tuple[AsyncEngine, MessagingTables]) -> None:
     engine, tables = scratch
     gateway = _Gateway()
-    event = _stock_verificado(str(uuid.uuid4()))
+    event = pay.stock_verificado(str(uuid.uuid4()))
     async with _worker(engine, tables, gateway) as worker:
         letter = await _charge_given_up(engine, tables, worker, event)
         record = letter.payload
@@ -206,7 +196,7 @@ async def test_a_replay_after_the_payment_was_decided_charges_nothing(
         scratch: tuple[AsyncEngine, MessagingTables]) -> None:
     engine, tables = scratch
     gateway = _Gateway()
-    event = _stock_verificado(str(uuid.uuid4()))
+    event = pay.stock_verificado(str(uuid.uuid4()))
     async with _worker(engine, tables, gateway) as worker:
         letter = await _charge_given_up(engine, tables, worker, event)
         # The order was cancelled meanwhile, and the unknown charge resolved as not made.

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from harness import db
+from harness import payments as pay
 from harness.waiting import current, wait_for
 from pagos.adapters.gateway_client import ChargeResult, RefundResult
 from pagos.adapters.payment_repository import Payment, PaymentRepository
@@ -24,7 +25,6 @@ from pagos.config import PagosSettings
 from pagos.domain.payment import Outcome
 from pagos.usecases.gateway_worker import GatewayWorker
 from pagos.usecases.start_charge import make_on_stock_verificado
-from saga_contracts import registry
 from sagakit.envelope import Envelope
 from sagakit.tables import MessagingTables
 from sagakit.unit_of_work import AlreadyProcessed, UnitOfWork
@@ -98,15 +98,6 @@ async def _running(worker: GatewayWorker, claims: _Claims) -> AsyncIterator[None
         await asyncio.wait_for(task, 10)
 
 
-def _stock_verificado(saga_id: str) -> Envelope:
-    return Envelope.new(saga_id=saga_id, event_type="StockVerificado",
-                        schema_version=registry.latest("StockVerificado").version,
-                        source_service="inventario", payload={
-                            "order_id": str(uuid.uuid4()), "total_amount": "19.98",
-                            "currency": "USD",
-                            "payment_method": {"type": "credit_card", "token": "tok_visa"}})
-
-
 async def _deliver(engine: AsyncEngine, tables: MessagingTables, worker: GatewayWorker,
                    event: Envelope) -> None:
     """What the consumer does with one record: claim it, run the handler, commit."""
@@ -140,7 +131,7 @@ async def test_a_charge_is_leased_where_it_is_created_and_called_without_a_claim
     saga_id = str(uuid.uuid4())
     async with _running(worker, claims):
         claims_before = claims.count
-        await _deliver(engine, tables, worker, _stock_verificado(saga_id))
+        await _deliver(engine, tables, worker, pay.stock_verificado(saga_id))
         await wait_for(lambda: current(list(gateway.charged)), lambda c: c == [saga_id],
                        timeout=5, what="the gateway called for the new charge")
         row = await _payment(engine, saga_id)
@@ -168,10 +159,10 @@ async def test_with_every_slot_taken_the_charge_waits_due_and_is_claimed_when_on
     worker = _worker(engine, tables, gateway, concurrency=1)
     first, second = str(uuid.uuid4()), str(uuid.uuid4())
     async with _running(worker, claims):
-        await _deliver(engine, tables, worker, _stock_verificado(first))
+        await _deliver(engine, tables, worker, pay.stock_verificado(first))
         await wait_for(lambda: current(list(gateway.charged)), lambda c: c == [first],
                        timeout=5, what="the first charge in flight")
-        await _deliver(engine, tables, worker, _stock_verificado(second))
+        await _deliver(engine, tables, worker, pay.stock_verificado(second))
         row = await _payment(engine, second)
         assert row.status == "CHARGING" and row.leased is None, \
             "no slot free: created due now and unleased, for whichever worker frees first"
@@ -190,7 +181,7 @@ async def test_a_transaction_that_does_not_commit_gives_its_slot_back(
     worker = _worker(engine, tables, gateway, concurrency=1)
     saga_id = str(uuid.uuid4())
     async with _running(worker, claims):
-        event = _stock_verificado(saga_id)
+        event = pay.stock_verificado(saga_id)
         await _deliver(engine, tables, worker, event)
         await wait_for(lambda: _payment(engine, saga_id), lambda r: r.status == "CAPTURED",
                        timeout=5, what="the charge recorded")
@@ -199,7 +190,7 @@ async def test_a_transaction_that_does_not_commit_gives_its_slot_back(
                 await _deliver(engine, tables, worker, event)
         later = str(uuid.uuid4())
         gateway.open.clear()
-        await _deliver(engine, tables, worker, _stock_verificado(later))
+        await _deliver(engine, tables, worker, pay.stock_verificado(later))
         row = await _payment(engine, later)
         assert row.leased, "the only slot was free again: the new charge was leased at once"
         gateway.open.set()
@@ -220,10 +211,10 @@ async def test_a_charge_waiting_for_a_slot_starts_when_any_slot_frees(
     first_gate, second_gate = gateway.hold(first), gateway.hold(second)
     async with _running(worker, claims):
         for saga_id in (first, second):
-            await _deliver(engine, tables, worker, _stock_verificado(saga_id))
+            await _deliver(engine, tables, worker, pay.stock_verificado(saga_id))
         await wait_for(lambda: current(set(gateway.charged)), lambda c: c == {first, second},
                        timeout=5, what="both slots taken")
-        await _deliver(engine, tables, worker, _stock_verificado(waiting))
+        await _deliver(engine, tables, worker, pay.stock_verificado(waiting))
         assert (await _payment(engine, waiting)).leased is None
         first_gate.set()  # the first call ends; the second keeps its slot
         await wait_for(lambda: _payment(engine, waiting), lambda r: r.status == "CAPTURED",
@@ -264,7 +255,7 @@ async def test_an_uncontested_outcome_is_written_without_reading_the_payment_bac
     worker = _worker(engine, tables, gateway, concurrency=2)
     saga_id = str(uuid.uuid4())
     async with _running(worker, claims):
-        await _deliver(engine, tables, worker, _stock_verificado(saga_id))
+        await _deliver(engine, tables, worker, pay.stock_verificado(saga_id))
         await wait_for(lambda: _payment(engine, saga_id), lambda r: r.status == "CAPTURED",
                        timeout=10, what="the charge's outcome recorded")
     assert reads.statuses == []
@@ -284,7 +275,7 @@ async def test_an_outcome_is_decided_again_when_the_payment_moved_during_the_cal
     saga_id = str(uuid.uuid4())
     gate = gateway.hold(saga_id)
     async with _running(worker, claims):
-        await _deliver(engine, tables, worker, _stock_verificado(saga_id))
+        await _deliver(engine, tables, worker, pay.stock_verificado(saga_id))
         await wait_for(lambda: current(list(gateway.charged)), lambda c: c == [saga_id],
                        timeout=5, what="the charge in flight")
         # What OrdenCancelada's handler writes while a call is in flight.

@@ -39,6 +39,24 @@ def _ids() -> tuple[str, str]:
     return str(uuid.uuid4()), str(uuid.uuid4())
 
 
+def _held_when_it_finds_no_payment(monkeypatch: pytest.MonkeyPatch
+                                   ) -> tuple[asyncio.Event, asyncio.Event]:
+    """Stops the first compensation whose row lock finds no payment, right after that lock:
+    ``found_nothing`` says it is there, ``go_on`` lets it record its decision."""
+    found_nothing, go_on = asyncio.Event(), asyncio.Event()
+    original_lock = PaymentRepository.lock
+
+    async def lock_then_wait(repo: PaymentRepository, saga: str) -> Payment | None:
+        found = await original_lock(repo, saga)
+        if found is None and not found_nothing.is_set():
+            found_nothing.set()
+            await go_on.wait()
+        return found
+
+    monkeypatch.setattr(PaymentRepository, "lock", lock_then_wait)
+    return found_nothing, go_on
+
+
 async def _running(gw: GatewayWorker) -> tuple[asyncio.Event, asyncio.Task[None]]:
     stop = asyncio.Event()
     return stop, asyncio.create_task(gw.run(stop))
@@ -57,17 +75,7 @@ async def test_a_cancel_that_found_no_payment_still_undoes_the_charge_created_me
     call goes out. The cancellation must not be dropped: the charge is resolved and refunded."""
     engine, tables = scratch
     saga_id, order_id = _ids()
-    found_nothing, go_on = asyncio.Event(), asyncio.Event()
-    original_lock = PaymentRepository.lock
-
-    async def lock_then_wait(repo: PaymentRepository, saga: str) -> Payment | None:
-        found = await original_lock(repo, saga)
-        if found is None and not found_nothing.is_set():
-            found_nothing.set()
-            await go_on.wait()
-        return found
-
-    monkeypatch.setattr(PaymentRepository, "lock", lock_then_wait)
+    found_nothing, go_on = _held_when_it_finds_no_payment(monkeypatch)
     gateway = pay.LedgerGateway()
     reply = gateway.hold(saga_id)
     gw = pay.worker(engine, tables, gateway)
@@ -98,17 +106,7 @@ async def test_a_cancel_that_found_no_payment_drops_a_charge_created_meanwhile_b
     no call was sent when the cancellation decides, and it is dropped without one."""
     engine, tables = scratch
     saga_id, order_id = _ids()
-    found_nothing, go_on = asyncio.Event(), asyncio.Event()
-    original_lock = PaymentRepository.lock
-
-    async def lock_then_wait(repo: PaymentRepository, saga: str) -> Payment | None:
-        found = await original_lock(repo, saga)
-        if found is None and not found_nothing.is_set():
-            found_nothing.set()
-            await go_on.wait()
-        return found
-
-    monkeypatch.setattr(PaymentRepository, "lock", lock_then_wait)
+    found_nothing, go_on = _held_when_it_finds_no_payment(monkeypatch)
     gateway = pay.LedgerGateway()
     gw = pay.worker(engine, tables, gateway)  # not running: the charge waits, unleased
     cancel = asyncio.create_task(pay.deliver(engine, tables, gw,

@@ -53,6 +53,7 @@ from saga_contracts.topics import dead_letter_topic
 
 from sagakit import dead_letters, metrics, tracing
 from sagakit.backoff import Backoff
+from sagakit.conflicts import CONFLICT_SQLSTATES
 from sagakit.context import current_message
 from sagakit.dead_letters import Attempt, Original
 from sagakit.envelope import Envelope, UndecodableMessage, decode_headers, utc_now_iso
@@ -80,7 +81,6 @@ Handler = Callable[[UnitOfWork, Envelope], Awaitable[None]]
 RETRYABLE_SQLSTATES = {"40001", "40P01", "55P03", "57014"}
 # serialization_failure and deadlock_detected: retried at once a few times before they count
 # as an attempt, because under contention they are expected and resolve immediately.
-CONFLICT_SQLSTATES = {"40001", "40P01"}
 MAX_QUICK_RETRIES = 20
 # What a handler may ask of its unit of work, as attributes of the handler function.
 UOW_OPTIONS = ("isolation_level", "reads_outside_transaction")
