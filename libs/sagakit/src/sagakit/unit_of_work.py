@@ -144,6 +144,32 @@ def _commit_statement(schema: str, claim: bool, outbox: bool,
                 f"FROM {returning}) AS uow_r ON true")
 
 
+def build_event(service: str, event_type: str, payload: dict[str, Any], *,
+                saga_id: str | None = None, metadata: dict[str, Any] | None = None,
+                parent_span_id: str | None = None) -> Envelope:
+    """The envelope of an event ``service`` emits, its payload checked against the latest
+    schema of ``event_type``. Saga id, parent span and the correlation metadata come from the
+    message being handled (Part I §7.1); work that runs outside a handler (a timer, a retry)
+    names the saga and its parent span itself."""
+    cause = current_message.get()
+    if saga_id is None:
+        if cause is None:
+            raise ValueError("saga_id is required outside a message handler")
+        saga_id = cause.saga_id
+    schema = registry.latest(event_type)
+    registry.validate(event_type, schema.version, payload)
+    meta = dict(metadata or {})
+    if cause is not None:
+        meta.setdefault("causation_id", cause.message_id)
+        for k in ("correlation_id", "user_id", "channel"):
+            if k in cause.metadata:
+                meta.setdefault(k, cause.metadata[k])
+    return Envelope.new(saga_id=saga_id, event_type=event_type, schema_version=schema.version,
+                        source_service=service, payload=payload,
+                        parent_span_id=cause.span_id if cause else parent_span_id,
+                        metadata=meta)
+
+
 class AlreadyProcessed(Exception):
     """The message of this unit of work was processed before: nothing was written."""
 
@@ -261,27 +287,12 @@ class UnitOfWork:
         Saga id and parent span default to those of the message being handled (Part I §7.1);
         work that runs outside a handler (a timer, a retry) names its parent span itself.
         """
-        cause = current_message.get()
-        if saga_id is None:
-            if cause is None:
-                raise ValueError("saga_id is required outside a message handler")
-            saga_id = cause.saga_id
-        schema = registry.latest(event_type)
-        registry.validate(event_type, schema.version, payload)
-        meta = dict(metadata or {})
-        if cause is not None:
-            meta.setdefault("causation_id", cause.message_id)
-            for k in ("correlation_id", "user_id", "channel"):
-                if k in cause.metadata:
-                    meta.setdefault(k, cause.metadata[k])
-        envelope = Envelope.new(saga_id=saga_id, event_type=event_type,
-                                schema_version=schema.version, source_service=self.service,
-                                payload=payload,
-                                parent_span_id=cause.span_id if cause else parent_span_id,
-                                metadata=meta)
+        envelope = build_event(self.service, event_type, payload, saga_id=saga_id,
+                               metadata=metadata, parent_span_id=parent_span_id)
+        schema_topic = registry.latest(event_type).topic
         tp = self._traceparent()
-        self._outgoing.append(_OutgoingRow(envelope, schema.topic, saga_id, event_type,
-                                           schema.version, envelope.to_dict(),
+        self._outgoing.append(_OutgoingRow(envelope, schema_topic, envelope.saga_id, event_type,
+                                           envelope.schema_version, envelope.to_dict(),
                                            envelope.kafka_headers(tp), tp))
         return envelope
 
