@@ -14,12 +14,12 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from pagos.adapters.gateway_client import ChargeResult, RefundResult
+from pagos.adapters.payment_repository import payment_units
 from pagos.config import PagosSettings
 from pagos.domain.payment import Outcome
-from pagos.usecases.compensate_payment import make_compensation_handlers
+from pagos.entrypoints.messages import make_compensation_handlers, make_on_stock_verificado
 from pagos.usecases.gateway_worker import GatewayWorker
-from pagos.usecases.start_charge import make_on_stock_verificado
+from pagos.usecases.ports import ChargeResult, PaymentGateway, RefundResult
 from saga_contracts import registry
 from sagakit.envelope import Envelope
 from sagakit.tables import MessagingTables
@@ -32,7 +32,7 @@ SCRATCH_TABLES = ("payments", "outbox", "processed_messages")
 
 @dataclass
 class LedgerGateway:
-    """The gateway as pagos' ``GatewayClient`` sees it, with a ledger of what it did."""
+    """The gateway as pagos sees it (``PaymentGateway``), with a ledger of what it did."""
 
     charges: dict[str, str] = field(default_factory=dict)
     """Idempotency key → id of the charge made under it (made once, replayed after)."""
@@ -108,11 +108,11 @@ def settings(**overrides: Any) -> PagosSettings:
     return PagosSettings(**values)
 
 
-def worker(engine: AsyncEngine, tables: MessagingTables, gateway: LedgerGateway,
+def worker(engine: AsyncEngine, tables: MessagingTables, gateway: PaymentGateway,
            pagos_settings: PagosSettings | None = None) -> GatewayWorker:
-    return GatewayWorker(lambda **options: UnitOfWork(engine, tables, "pagos", **options),
-                         gateway,  # type: ignore[arg-type]
-                         pagos_settings or settings())
+    return GatewayWorker(
+        payment_units(lambda **options: UnitOfWork(engine, tables, "pagos", **options)),
+        gateway, pagos_settings or settings())
 
 
 def _event(event_type: str, saga_id: str, source: str, payload: dict[str, Any]) -> Envelope:

@@ -23,11 +23,12 @@ from harness import config, db
 from harness import payments as pay
 from harness.kafka import TopicReader
 from harness.waiting import wait_for
-from pagos.adapters.gateway_client import ChargeResult, RefundResult
 from pagos.config import PagosSettings
 from pagos.domain.payment import Outcome
-from pagos.usecases.gateway_worker import GatewayWorker, charge_key
-from pagos.usecases.start_charge import make_on_stock_verificado
+from pagos.entrypoints.messages import make_on_stock_verificado
+from pagos.usecases.charge_payment import charge_key
+from pagos.usecases.gateway_worker import GatewayWorker
+from pagos.usecases.ports import ChargeResult, RefundResult
 from sagactl import replay
 from sagakit import jsonio
 from sagakit.consumer import EventConsumer, RawRecord
@@ -81,7 +82,7 @@ async def _worker(engine: AsyncEngine, tables: MessagingTables,
                   gateway: _Gateway) -> AsyncIterator[GatewayWorker]:
     settings = PagosSettings(charge_retry_schedule_s=(0.05, 0.05), worker_concurrency=2,
                              gateway_timeout_s=5, worker_poll_interval_s=0.2)
-    worker = pay.worker(engine, tables, gateway, settings)  # type: ignore[arg-type]
+    worker = pay.worker(engine, tables, gateway, settings)
     stop = asyncio.Event()
     task = asyncio.create_task(worker.run(stop))
     try:

@@ -19,12 +19,12 @@ import pytest
 from harness import db
 from harness import payments as pay
 from harness.waiting import current, wait_for
-from pagos.adapters.gateway_client import ChargeResult, RefundResult
-from pagos.adapters.payment_repository import Payment, PaymentRepository
+from pagos.adapters.payment_repository import PaymentRepository
 from pagos.config import PagosSettings
-from pagos.domain.payment import Outcome
+from pagos.domain.payment import Outcome, Payment
+from pagos.entrypoints.messages import make_on_stock_verificado
 from pagos.usecases.gateway_worker import GatewayWorker
-from pagos.usecases.start_charge import make_on_stock_verificado
+from pagos.usecases.ports import ChargeResult, RefundResult
 from sagakit.envelope import Envelope
 from sagakit.tables import MessagingTables
 from sagakit.unit_of_work import AlreadyProcessed, UnitOfWork
@@ -116,10 +116,8 @@ async def _payment(engine: AsyncEngine, saga_id: str) -> Any:
 
 def _worker(engine: AsyncEngine, tables: MessagingTables, gateway: _Gateway,
             concurrency: int) -> GatewayWorker:
-    settings = PagosSettings(worker_concurrency=concurrency, gateway_timeout_s=5)
-    return GatewayWorker(lambda **options: UnitOfWork(engine, tables, "pagos", **options),
-                         gateway,  # type: ignore[arg-type]
-                         settings)
+    return pay.worker(engine, tables, gateway,
+                      PagosSettings(worker_concurrency=concurrency, gateway_timeout_s=5))
 
 
 async def test_a_charge_is_leased_where_it_is_created_and_called_without_a_claim(

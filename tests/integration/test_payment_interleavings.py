@@ -19,7 +19,8 @@ import pytest
 from harness import db
 from harness import payments as pay
 from harness.waiting import current, wait_for
-from pagos.adapters.payment_repository import Payment, PaymentRepository
+from pagos.adapters.payment_repository import PaymentRepository
+from pagos.domain.payment import Payment
 from pagos.usecases.gateway_worker import GatewayWorker
 from sagakit.tables import MessagingTables
 from sqlalchemy.ext.asyncio import AsyncEngine

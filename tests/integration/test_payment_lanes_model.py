@@ -39,10 +39,10 @@ from hypothesis.stateful import (
     rule,
     run_state_machine_as_test,
 )
-from pagos.adapters.gateway_client import ChargeResult, RefundResult
-from pagos.adapters.payment_repository import Payment, PaymentRepository
-from pagos.domain.payment import Outcome
+from pagos.adapters.payment_repository import PaymentRepository
+from pagos.domain.payment import Outcome, Payment
 from pagos.usecases.gateway_worker import GatewayWorker
+from pagos.usecases.ports import ChargeResult, RefundResult
 from sagakit.errors import TransientError
 from sagakit.tables import MessagingTables
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -169,8 +169,7 @@ class PaymentLanes(RuleBasedStateMachine):
     # ---- the lanes
 
     def _worker(self) -> GatewayWorker:
-        worker = pay.worker(self.engine, self.tables, self.gateway,  # type: ignore[arg-type]
-                            _SETTINGS)
+        worker = pay.worker(self.engine, self.tables, self.gateway, _SETTINGS)
         self.workers.append(worker)
         return worker
 
@@ -329,8 +328,7 @@ class PaymentLanes(RuleBasedStateMachine):
         for running in self.workers:
             if running._running:
                 await asyncio.wait(set(running._running), timeout=20)
-        worker = pay.worker(self.engine, self.tables, self.gateway,  # type: ignore[arg-type]
-                            _SETTINGS)
+        worker = pay.worker(self.engine, self.tables, self.gateway, _SETTINGS)
         if await pay.payment(self.engine, SCHEMA, self.saga_id) is None:
             return
         await pay.expire_lease(self.engine, SCHEMA, self.saga_id)  # of any worker that died

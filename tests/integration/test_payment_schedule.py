@@ -6,14 +6,13 @@ from __future__ import annotations
 
 from harness import db
 from harness.clients import Saga
-from pagos.adapters.payment_repository import PaymentRepository
+from pagos.adapters.payment_repository import seconds_to_next_due
 from sqlalchemy import text
 
 
 async def test_the_worker_knows_when_the_next_payment_work_falls_due(saga: Saga) -> None:
     placed = await saga.settled_order(stock=5, status="COMPLETADA")
     async with db.probe() as conn:
-        repo = PaymentRepository(conn)
         # Only this payment has work, within this probe that is rolled back.
         await conn.execute(text("UPDATE pagos.payments SET next_attempt_at = NULL "
                                 "WHERE saga_id <> :s AND next_attempt_at IS NOT NULL"),
@@ -25,7 +24,7 @@ async def test_the_worker_knows_when_the_next_payment_work_falls_due(saga: Saga)
                 "UPDATE pagos.payments SET status = 'CHARGING', "
                 f"next_attempt_at = now() + interval '{next_attempt}', "
                 f"lease_until = {lease_sql} WHERE saga_id = :s"), {"s": placed["saga_id"]})
-            return await repo.seconds_to_next_due()
+            return await seconds_to_next_due(conn)
 
         seconds = await schedule("2 seconds", None)
         assert seconds is not None and 1.5 < seconds <= 2.0
@@ -34,4 +33,4 @@ async def test_the_worker_knows_when_the_next_payment_work_falls_due(saga: Saga)
         assert seconds is not None and 9.5 < seconds <= 10.0, "due when the lease runs out"
         await conn.execute(text("UPDATE pagos.payments SET next_attempt_at = NULL "
                                 "WHERE saga_id = :s"), {"s": placed["saga_id"]})
-        assert await repo.seconds_to_next_due() is None
+        assert await seconds_to_next_due(conn) is None

@@ -11,27 +11,50 @@ from sagakit.runtime import Runtime, ServiceDefinition, create_app
 from sagakit.settings import load
 
 from pagos.adapters.gateway_client import GatewayClient
+from pagos.adapters.payment_repository import payment_units
 from pagos.adapters.tables import messaging
 from pagos.config import PagosSettings
 from pagos.entrypoints.http import router
-from pagos.usecases.compensate_payment import make_compensation_handlers
+from pagos.entrypoints.messages import make_compensation_handlers, make_on_stock_verificado
 from pagos.usecases.gateway_worker import GatewayWorker
-from pagos.usecases.start_charge import make_on_stock_verificado
 
 SERVICE = "pagos"
 
 
-def _worker(rt: Runtime) -> GatewayWorker:
-    if "worker" not in rt.extras:
-        settings = load(PagosSettings)
-        rt.extras["worker"] = GatewayWorker(
-            rt.uow, GatewayClient(settings.gateway_url, settings.gateway_timeout_s,
-                                  settings.gateway_keep_alive_s), settings)
-    return rt.extras["worker"]
+class GatewayWorkerRun:
+    """The instance's gateway worker: built once with the runtime (the handlers hand it new
+    work), run while the instance runs if the instance runs jobs, and stopped with it."""
+
+    def __init__(self) -> None:
+        self._worker: GatewayWorker | None = None
+        self._gateway: GatewayClient | None = None
+        self._stop: asyncio.Event | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    def worker(self, rt: Runtime) -> GatewayWorker:
+        if self._worker is None:
+            settings = load(PagosSettings)
+            self._gateway = GatewayClient(settings.gateway_url, settings.gateway_timeout_s,
+                                          settings.gateway_keep_alive_s)
+            self._worker = GatewayWorker(payment_units(rt.uow), self._gateway, settings)
+        return self._worker
+
+    async def start(self, rt: Runtime) -> None:
+        worker = self.worker(rt)
+        self._stop = asyncio.Event()
+        if rt.service_settings.run_jobs:
+            self._task = asyncio.create_task(worker.run(self._stop), name="gateway-worker")
+
+    async def stop(self, rt: Runtime) -> None:
+        if self._stop is not None:
+            self._stop.set()
+        if self._task is not None:
+            await asyncio.wait({self._task}, timeout=10)
+        if self._gateway is not None:
+            await self._gateway.close()
 
 
-def handlers(rt: Runtime) -> dict[str, Handler]:
-    worker = _worker(rt)
+def handlers(worker: GatewayWorker) -> dict[str, Handler]:
     on_fallo_asignacion, on_orden_cancelada = make_compensation_handlers(worker.kick)
     return {
         "StockVerificado": make_on_stock_verificado(worker),
@@ -40,31 +63,16 @@ def handlers(rt: Runtime) -> dict[str, Handler]:
     }
 
 
-async def on_start(rt: Runtime) -> None:
-    worker = _worker(rt)
-    stop = asyncio.Event()
-    rt.extras["worker_stop"] = stop
-    if rt.service_settings.run_jobs:
-        rt.extras["worker_task"] = asyncio.create_task(worker.run(stop), name="gateway-worker")
-
-
-async def on_stop(rt: Runtime) -> None:
-    rt.extras["worker_stop"].set()
-    task = rt.extras.get("worker_task")
-    if task is not None:
-        await asyncio.wait({task}, timeout=10)
-    await rt.extras["worker"].gateway.close()
-
-
 def create() -> FastAPI:
+    gateway_worker = GatewayWorkerRun()
     return create_app(ServiceDefinition(
         name=SERVICE,
         tables=messaging,
         topics=[INVENTORY_EVENTS, ORDER_EVENTS],
-        make_handlers=handlers,
+        make_handlers=lambda rt: handlers(gateway_worker.worker(rt)),
         routers=[router],
         compensation_reasons=["refund"],
-        on_start=on_start,
-        on_stop=on_stop,
+        on_start=gateway_worker.start,
+        on_stop=gateway_worker.stop,
         description="Charges after stock was verified; refunds on allocation failure or cancel.",
     ))

@@ -6,8 +6,7 @@ import uuid
 from decimal import Decimal
 from typing import Any
 
-from pagos.adapters.payment_repository import Payment
-from pagos.domain.payment import PaymentStatus
+from pagos.domain.payment import Payment, PaymentStatus
 from pagos.usecases import charge_request
 from saga_contracts import registry
 from sagakit import jsonio

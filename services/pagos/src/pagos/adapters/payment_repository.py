@@ -1,17 +1,19 @@
-"""Queries of pagos' tables, on the unit of work's connection."""
+"""pagos' payments in PostgreSQL: the use cases' ``PaymentStore`` and ``PaymentWork``
+(pagos.usecases.ports) on a unit of work, and the reads made outside one."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import uuid
-from dataclasses import dataclass
-from datetime import datetime
+from collections.abc import AsyncIterator, Callable
 from decimal import Decimal
 from typing import Any
 
 from sagakit import driver, jsonio
+from sagakit.dead_letters import DeadLetter
 from sagakit.ids import time_ordered_id
-from sagakit.unit_of_work import StagedWrite
+from sagakit.unit_of_work import StagedWrite, UnitOfWork
 from sqlalchemy import (
     DateTime,
     Executable,
@@ -29,7 +31,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql.expression import ClauseElement
 
 from pagos.adapters.tables import payments
-from pagos.domain.payment import CHARGE_WORK, REFUND_WORK, PaymentStatus
+from pagos.domain.payment import CHARGE_WORK, REFUND_WORK, Payment, PaymentStatus
+from pagos.usecases.ports import CallOutcome, PaymentUnits
 
 # The statements of a saga step are built once (per shape) and their values bound at
 # execution: building a statement and its cache key costs more CPU than sending it.
@@ -123,33 +126,9 @@ _MARK_SENT = (update(payments)
               .returning(*payments.c, (payments.c.lease_until > func.now()).label("leased")))
 
 
-@dataclass(frozen=True)
-class Payment:
-    payment_id: str
-    saga_id: str
-    order_id: str | None
-    status: PaymentStatus
-    amount: Decimal | None
-    currency: str | None
-    token: str | None
-    charge_id: str | None
-    charge_attempts: int
-    refund_attempts: int
-    leased: bool
-    charge_sent: bool = False
-    """Leased for a charge call at least once: the charge may have happened."""
-    lease_until: datetime | None = None
-    trigger_span_id: str | None = None
-    trigger_traceparent: str | None = None
-    trigger_event: dict[str, Any] | None = None
-    """The StockVerificado that asked for the charge, without its payment token (the token is
-    the payment's own column): what a dead letter of the charge parks."""
-    attempt_log: tuple[dict[str, Any], ...] = ()
-
-    @classmethod
-    def from_row(cls, row: driver.Row, leased: bool = False) -> Payment:
-        trigger = row["trigger"] or {}
-        return cls(str(row["payment_id"]), row["saga_id"],
+def payment_of(row: driver.Row, leased: bool = False) -> Payment:
+    trigger = row["trigger"] or {}
+    return Payment(str(row["payment_id"]), row["saga_id"],
                    str(row["order_id"]) if row["order_id"] else None,
                    PaymentStatus(row["status"]), row["amount"], row["currency"],
                    row["payment_token"], row["charge_id"], row["charge_attempts"],
@@ -159,65 +138,54 @@ class Payment:
 
 
 class PaymentRepository:
-    def __init__(self, conn: AsyncConnection) -> None:
-        self.conn = conn
+    """pagos' payments on one unit of work (``PaymentStore`` for the event handlers,
+    ``PaymentWork`` for the gateway worker): reads on its connection; a write is either run
+    at once, in the transaction its handler's row lock began, or staged on its commit
+    statement (one staged write per unit of work)."""
+
+    def __init__(self, uow: UnitOfWork) -> None:
+        self.uow = uow
+        self._leased = False  # whether the charge staged by ``new_charge`` is leased
+
+    # ---------------------------------------------------------------- reads
 
     async def read(self, saga_id: str) -> Payment | None:
         """The payment as it is now, without a lock: a write decided on it says which status
-        it was decided on (``outcome``), and writes nothing if that status is gone."""
-        rows = await driver.fetch(self.conn, _READ, {"k_saga_id": saga_id})
-        return Payment.from_row(rows[0], bool(rows[0]["leased"])) if rows else None
+        it was decided on (``record_outcome``), and writes nothing if that status is gone."""
+        rows = await driver.fetch(self.uow.connection, _READ, {"k_saga_id": saga_id})
+        return payment_of(rows[0], bool(rows[0]["leased"])) if rows else None
 
     async def lock(self, saga_id: str) -> Payment | None:
-        row = (await self.conn.execute(_LOCK, {"k_saga_id": saga_id})).mappings().first()
-        return Payment.from_row(row, bool(row["leased"])) if row else None
+        row = (await self.uow.connection.execute(_LOCK, {"k_saga_id": saga_id})
+               ).mappings().first()
+        return payment_of(row, bool(row["leased"])) if row else None
 
-    async def insert(self, *, saga_id: str, order_id: str | None,
-                     status: PaymentStatus) -> bool:
-        """A payment with no work due; False when the saga already has one (the unique saga
-        id arbitrates)."""
-        row = (await self.conn.execute(_INSERT, {
+    # ---------------------------------------------------------------- writes run at once
+
+    async def record_without_charge(self, *, saga_id: str, order_id: str | None,
+                                    status: PaymentStatus) -> bool:
+        row = (await self.uow.connection.execute(_INSERT, {
             "v_payment_id": time_ordered_id(), "v_saga_id": saga_id,
             "v_order_id": uuid.UUID(order_id) if order_id else None,
             "v_status": status.value})).first()
         return row is not None
 
-    @staticmethod
-    def new_charge(*, saga_id: str, order_id: str, amount: Decimal, currency: str,
-                   token: str, lease_s: float | None, trigger: dict[str, Any]) -> StagedWrite:
-        """A payment due for charging now, written with the commit statement; the unit of work
-        returns it (``returned``) unless the saga had one already (the unique saga id
-        arbitrates). With ``lease_s`` it is created leased to the caller, as ``claim_due``
-        would lease it: work handed straight to a gateway call."""
-        params: dict[str, Any] = {
-            "pay_payment_id": time_ordered_id(), "pay_saga_id": saga_id,
-            "pay_order_id": uuid.UUID(order_id), "pay_status": PaymentStatus.CHARGING.value,
-            "pay_amount": amount, "pay_currency": currency, "pay_token": token,
-            "pay_trigger": jsonio.dumps(trigger)}
-        if lease_s is not None:
-            params["pay_lease_s"] = lease_s
-        return StagedWrite(_new_payment(lease_s is not None), params, returning="inserted")
+    async def move(self, payment: Payment, to: PaymentStatus, *, due_now: bool,
+                   clear_token: bool) -> bool:
+        values: dict[str, Any] = {"status": to.value}
+        if due_now:
+            values["next_attempt_at"] = func.now()
+        if clear_token:
+            values["payment_token"] = None
+        return await self._update(payment.saga_id, payment.status, **values)
 
-    @staticmethod
-    def outcome(decided_on: Payment, *, attempt: dict[str, Any],
-                lease_until: datetime | None, schedules: bool, retry_in_s: float | None,
-                **values: Any) -> StagedWrite:
-        """A gateway call's outcome (``values`` by column, the call's ``attempt`` for the log;
-        if ``schedules``, the next attempt ``retry_in_s`` from now or none), written with the
-        commit statement only if the payment is still as it was ``decided_on`` (its status and
-        attempt counts: the guard): otherwise nothing is written and the unit of work's commit
-        returns False. The call's lease, ``lease_until``, ends with it."""
-        params = {"out_saga_id": decided_on.saga_id, "out_expected": decided_on.status.value,
-                  "out_seen_charge_attempts": decided_on.charge_attempts,
-                  "out_seen_refund_attempts": decided_on.refund_attempts,
-                  "out_attempt": jsonio.dumps(attempt), "out_lease": lease_until,
-                  **{f"out_{c}": v for c, v in values.items()}}
-        if schedules:
-            params["out_retry_in_s"] = retry_in_s
-        return StagedWrite(_outcome(tuple(sorted(values)), schedules), params,
-                           guard="recorded")
+    async def charge_again(self, saga_id: str, token: str) -> bool:
+        return await self._update(saga_id, PaymentStatus.CHARGE_FAILED,
+                                  status=PaymentStatus.CHARGING.value, payment_token=token,
+                                  charge_attempts=0, lease_until=None,
+                                  next_attempt_at=func.now())
 
-    async def update(self, saga_id: str, expected: PaymentStatus, **values: Any) -> bool:
+    async def _update(self, saga_id: str, expected: PaymentStatus, **values: Any) -> bool:
         """Conditional transition: applies only if the status is still ``expected``."""
         bound = {c: v for c, v in values.items() if not isinstance(v, ClauseElement)}
         params = {"k_saga_id": saga_id, "k_expected": expected.value,
@@ -226,35 +194,105 @@ class PaymentRepository:
         if len(bound) < len(values):  # SQL expressions (a retry's due time): not cacheable
             statement = statement.values(  # type: ignore[attr-defined]
                 {c: v for c, v in values.items() if c not in bound})
-        res = await self.conn.execute(statement, params)
+        res = await self.uow.connection.execute(statement, params)
         return res.rowcount == 1
 
     async def mark_charge_sent(self, payment: Payment) -> Payment | None:
-        """The payment as the charge call about to be sent finds it, marked as maybe charged
-        from now on; None if the call must not be sent (the payment has no charge work any
-        more, or the lease is no longer this call's)."""
-        rows = await driver.fetch(self.conn, _MARK_SENT, {"k_saga_id": payment.saga_id,
-                                                          "k_lease": payment.lease_until})
-        return Payment.from_row(rows[0], bool(rows[0]["leased"])) if rows else None
+        rows = await driver.fetch(self.uow.connection, _MARK_SENT,
+                                  {"k_saga_id": payment.saga_id, "k_lease": payment.lease_until})
+        return payment_of(rows[0], bool(rows[0]["leased"])) if rows else None
 
     async def claim_due(self, limit: int, lease_s: float) -> list[Payment]:
         """Leases due work (charges, resolutions, refunds); SKIP LOCKED lets workers share."""
-        rows = (await self.conn.execute(_CLAIM_DUE, {"k_limit": limit, "v_lease_s": lease_s})
+        rows = (await self.uow.connection.execute(_CLAIM_DUE,
+                                                  {"k_limit": limit, "v_lease_s": lease_s})
                 ).mappings().all()
-        return [Payment.from_row(r, True) for r in rows]
+        return [payment_of(r, True) for r in rows]
 
     async def seconds_to_next_due(self) -> float | None:
-        """How long until the earliest scheduled work falls due, or a lease on work runs out
-        (None: nothing is scheduled), by the database clock."""
-        due_at = func.greatest(payments.c.next_attempt_at,
-                               func.coalesce(payments.c.lease_until, payments.c.next_attempt_at))
-        seconds = (await self.conn.execute(
-            select(func.extract("epoch", func.min(due_at) - func.now()))
-            .where(payments.c.status.in_([s.value for s in CHARGE_WORK + REFUND_WORK]),
-                   payments.c.next_attempt_at.is_not(None)))).scalar_one()
-        return None if seconds is None else max(0.0, float(seconds))
+        return await seconds_to_next_due(self.uow.connection)
 
-    async def for_saga(self, saga_id: str) -> list[dict[str, Any]]:
-        rows = (await self.conn.execute(select(payments).where(payments.c.saga_id == saga_id)
-                                        .order_by(payments.c.created_at))).all()
-        return [dict(r._mapping) for r in rows]
+    # ---------------------------------------------------------------- writes staged on commit
+
+    def new_charge(self, *, saga_id: str, order_id: str, amount: Decimal, currency: str,
+                   token: str, lease_s: float | None, trigger: dict[str, Any]) -> None:
+        """Staged: the unit of work returns the row (``returned``) unless the saga had one
+        already. Leased, it is leased as ``claim_due`` would lease it: work handed straight to
+        a gateway call."""
+        params: dict[str, Any] = {
+            "pay_payment_id": time_ordered_id(), "pay_saga_id": saga_id,
+            "pay_order_id": uuid.UUID(order_id), "pay_status": PaymentStatus.CHARGING.value,
+            "pay_amount": amount, "pay_currency": currency, "pay_token": token,
+            "pay_trigger": jsonio.dumps(trigger)}
+        if lease_s is not None:
+            params["pay_lease_s"] = lease_s
+        self.uow.stage(StagedWrite(_new_payment(lease_s is not None), params,
+                                   returning="inserted"))
+        self._leased = lease_s is not None
+
+    def created(self) -> Payment | None:
+        returned = self.uow.returned
+        return payment_of(returned[0], leased=self._leased) if returned else None
+
+    def record_outcome(self, decided_on: Payment, outcome: CallOutcome) -> None:
+        """Staged, guarded by the status and attempt counts the outcome was decided on."""
+        values: dict[str, Any] = {}
+        if outcome.charge_attempts is not None:
+            values["charge_attempts"] = outcome.charge_attempts
+        if outcome.refund_attempts is not None:
+            values["refund_attempts"] = outcome.refund_attempts
+        if outcome.charge_id is not None:
+            values["charge_id"] = outcome.charge_id
+        if outcome.decline_code is not None:
+            values["decline_code"] = outcome.decline_code
+        if outcome.status is not None:
+            values["status"] = outcome.status.value
+        if outcome.clear_token:
+            values["payment_token"] = None
+        if outcome.manual_refund_required:
+            values["manual_refund_required"] = True
+        if outcome.refunded:
+            values.update(refund_id=outcome.refund_id, amount_refunded=outcome.amount_refunded)
+        params = {"out_saga_id": decided_on.saga_id, "out_expected": decided_on.status.value,
+                  "out_seen_charge_attempts": decided_on.charge_attempts,
+                  "out_seen_refund_attempts": decided_on.refund_attempts,
+                  "out_attempt": jsonio.dumps(outcome.attempt), "out_lease": outcome.lease_until,
+                  **{f"out_{c}": v for c, v in values.items()}}
+        if outcome.schedules:
+            params["out_retry_in_s"] = outcome.retry_in_s
+        self.uow.stage(StagedWrite(_outcome(tuple(sorted(values)), outcome.schedules), params,
+                                   guard="recorded"))
+
+    def dead_letter(self, letter: DeadLetter) -> None:
+        letter.emit(self.uow)
+
+
+def payment_units(uow_factory: Callable[..., UnitOfWork]) -> PaymentUnits:
+    """Units of work from ``uow_factory``, each with its ``PaymentRepository``."""
+
+    @contextlib.asynccontextmanager
+    async def unit(*, reads_outside_transaction: bool = False
+                   ) -> AsyncIterator[tuple[UnitOfWork, PaymentRepository]]:
+        async with uow_factory(reads_outside_transaction=reads_outside_transaction) as uow:
+            yield uow, PaymentRepository(uow)
+
+    return unit
+
+
+async def seconds_to_next_due(conn: AsyncConnection) -> float | None:
+    """How long until the earliest scheduled work falls due, or a lease on work runs out
+    (None: nothing is scheduled), by the database clock."""
+    due_at = func.greatest(payments.c.next_attempt_at,
+                           func.coalesce(payments.c.lease_until, payments.c.next_attempt_at))
+    seconds = (await conn.execute(
+        select(func.extract("epoch", func.min(due_at) - func.now()))
+        .where(payments.c.status.in_([s.value for s in CHARGE_WORK + REFUND_WORK]),
+               payments.c.next_attempt_at.is_not(None)))).scalar_one()
+    return None if seconds is None else max(0.0, float(seconds))
+
+
+async def payment_records(conn: AsyncConnection, saga_id: str) -> list[dict[str, Any]]:
+    """Every payment row of the saga, by column, oldest first (for the HTTP API)."""
+    rows = (await conn.execute(select(payments).where(payments.c.saga_id == saga_id)
+                               .order_by(payments.c.created_at))).all()
+    return [dict(r._mapping) for r in rows]

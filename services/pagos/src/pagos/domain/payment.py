@@ -26,8 +26,10 @@ it conditionally, so a duplicate or late event changes nothing.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from decimal import ROUND_HALF_UP, Decimal
 from enum import StrEnum
+from typing import Any
 
 
 class PaymentStatus(StrEnum):
@@ -50,6 +52,32 @@ REFUND_WORK = (PaymentStatus.REFUNDING,)
 # resolved by replaying the charge under its idempotency key, which needs the token).
 TOKEN_NEEDED = (PaymentStatus.CHARGING, PaymentStatus.CANCEL_REQUESTED,
                 PaymentStatus.CHARGE_FAILED)
+
+
+@dataclass(frozen=True)
+class Payment:
+    """A saga's payment as it was read: what the decisions below are taken on."""
+
+    payment_id: str
+    saga_id: str
+    order_id: str | None
+    status: PaymentStatus
+    amount: Decimal | None
+    currency: str | None
+    token: str | None
+    charge_id: str | None
+    charge_attempts: int
+    refund_attempts: int
+    leased: bool
+    charge_sent: bool = False
+    """Leased for a charge call at least once: the charge may have happened."""
+    lease_until: datetime | None = None
+    trigger_span_id: str | None = None
+    trigger_traceparent: str | None = None
+    trigger_event: dict[str, Any] | None = None
+    """The StockVerificado that asked for the charge, without its payment token (the token is
+    the payment's own column): what a dead letter of the charge parks."""
+    attempt_log: tuple[dict[str, Any], ...] = ()
 
 
 class Emit(StrEnum):

@@ -11,7 +11,7 @@ from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel
 from sagakit.runtime import runtime_of
 
-from pagos.adapters.payment_repository import PaymentRepository
+from pagos.adapters.payment_repository import payment_records
 
 router = APIRouter(tags=["payments"])
 
@@ -65,5 +65,5 @@ async def list_payments(request: Request, saga_id: Annotated[uuid.UUID, Query()]
                         ) -> list[PaymentRecord]:
     # A saga id is a UUID (Part I §7.1), stored in its canonical text form.
     async with runtime_of(request).engine.connect() as conn:
-        rows = await PaymentRepository(conn).for_saga(str(saga_id))
+        rows = await payment_records(conn, str(saga_id))
     return [_record(r) for r in rows]

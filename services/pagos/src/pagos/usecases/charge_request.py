@@ -19,7 +19,7 @@ from sagakit import dead_letters, jsonio
 from sagakit.dead_letters import Attempt, DeadLetter, Original
 from sagakit.envelope import Envelope, new_message_id, utc_now_iso
 
-from pagos.adapters.payment_repository import Payment
+from pagos.domain.payment import Payment
 
 EVENT_TYPE = "StockVerificado"
 SERVICE = "pagos"

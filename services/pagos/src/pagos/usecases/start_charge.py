@@ -22,58 +22,54 @@ import logging
 from decimal import Decimal
 
 from sagakit import tracing
-from sagakit.consumer import Handler
 from sagakit.envelope import Envelope
-from sagakit.unit_of_work import UnitOfWork
-from sqlalchemy import func
+from sagakit.ports import UnitOfWorkPort
 
-from pagos.adapters.payment_repository import Payment, PaymentRepository
 from pagos.domain.payment import PaymentStatus
 from pagos.usecases import charge_request
-from pagos.usecases.gateway_worker import GatewayWorker
+from pagos.usecases.ports import ChargeCalls, PaymentStore
 
 log = logging.getLogger("pagos.start_charge")
 
 
-def make_on_stock_verificado(worker: GatewayWorker) -> Handler:
-    async def on_stock_verificado(uow: UnitOfWork, event: Envelope) -> None:
-        p = event.payload
-        if event.metadata.get("replay_of") and await _charge_again(uow, event, worker):
-            return
-        slot = worker.reserve()
-        try:
-            # The payment, the inbox row and nothing else: one statement, its own transaction.
-            uow.stage(PaymentRepository.new_charge(
-                saga_id=event.saga_id, order_id=p["order_id"],
-                amount=Decimal(p["total_amount"]), currency=p["currency"],
-                token=p["payment_method"]["token"],
-                lease_s=worker.settings.lease_s if slot else None,
-                trigger={"message_id": event.message_id, "event_type": event.event_type,
-                         "span_id": event.span_id,
-                         "traceparent": tracing.current_traceparent(),
-                         "event": charge_request.kept(event)}))
-            await uow.commit()
-            if not uow.returned:
-                # Cancelled before stock was verified, or already charging: never charge twice.
-                log.info("charge not started: saga already has a payment",
-                         extra={"saga_id": event.saga_id, "event_type": event.event_type})
-            elif slot is not None:
-                worker.start(slot, Payment.from_row(uow.returned[0], leased=True))
-            else:
-                worker.kick()
-        finally:
-            if slot is not None:
-                worker.release(slot)  # unused: the transaction did not commit
+async def start_charge(uow: UnitOfWorkPort, payments: PaymentStore, calls: ChargeCalls,
+                       event: Envelope) -> None:
+    p = event.payload
+    if event.metadata.get("replay_of") and await _charge_again(uow, payments, calls, event):
+        return
+    slot = calls.reserve()
+    try:
+        # The payment, the inbox row and nothing else: one statement, its own transaction.
+        payments.new_charge(
+            saga_id=event.saga_id, order_id=p["order_id"],
+            amount=Decimal(p["total_amount"]), currency=p["currency"],
+            token=p["payment_method"]["token"],
+            lease_s=calls.lease_s if slot else None,
+            trigger={"message_id": event.message_id, "event_type": event.event_type,
+                     "span_id": event.span_id,
+                     "traceparent": tracing.current_traceparent(),
+                     "event": charge_request.kept(event)})
+        await uow.commit()
+        created = payments.created()
+        if created is None:
+            # Cancelled before stock was verified, or already charging: never charge twice.
+            log.info("charge not started: saga already has a payment",
+                     extra={"saga_id": event.saga_id, "event_type": event.event_type})
+        elif slot is not None:
+            calls.start(slot, created)
+        else:
+            calls.kick()
+    finally:
+        if slot is not None:
+            calls.release(slot)  # unused: the transaction did not commit
 
-    return on_stock_verificado
 
-
-async def _charge_again(uow: UnitOfWork, event: Envelope, worker: GatewayWorker) -> bool:
+async def _charge_again(uow: UnitOfWorkPort, payments: PaymentStore, calls: ChargeCalls,
+                        event: Envelope) -> bool:
     """A replayed StockVerificado for a saga that has a payment: the charge made due again if
     the gateway never answered it, nothing otherwise. False when the saga has no payment (the
     replay starts the charge as the original would have)."""
-    repo = PaymentRepository(uow.connection)
-    payment = await repo.lock(event.saga_id)
+    payment = await payments.lock(event.saga_id)
     if payment is None:
         return False
     if payment.status is PaymentStatus.CHARGE_FAILED:
@@ -82,10 +78,8 @@ async def _charge_again(uow: UnitOfWork, event: Envelope, worker: GatewayWorker)
         # token is used only when the payment kept none.
         token = payment.token or event.payload["payment_method"]["token"]
         # Under the row lock the status holds: the conditional update applies.
-        await repo.update(event.saga_id, PaymentStatus.CHARGE_FAILED,
-                          status=PaymentStatus.CHARGING.value, payment_token=token,
-                          charge_attempts=0, lease_until=None, next_attempt_at=func.now())
-        uow.after_commit(worker.kick)
+        await payments.charge_again(event.saga_id, token)
+        uow.after_commit(calls.kick)
         log.info("replayed charge due again", extra={
             "saga_id": event.saga_id, "event_type": event.event_type,
             "message_id": event.message_id, "replay_of": event.metadata.get("replay_of")})

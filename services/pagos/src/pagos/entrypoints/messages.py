@@ -1,0 +1,38 @@
+"""pagos' event handlers as the consumer calls them, with a unit of work and the event: each
+puts the payment repository on its unit of work and hands both to its use case."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from sagakit.consumer import Handler
+from sagakit.envelope import Envelope
+from sagakit.unit_of_work import UnitOfWork
+
+from pagos.adapters.payment_repository import PaymentRepository
+from pagos.usecases.compensate_payment import (
+    compensate_allocation_failure,
+    compensate_order_cancellation,
+)
+from pagos.usecases.ports import ChargeCalls
+from pagos.usecases.start_charge import start_charge
+
+
+def make_on_stock_verificado(calls: ChargeCalls) -> Handler:
+    async def on_stock_verificado(uow: UnitOfWork, event: Envelope) -> None:
+        await start_charge(uow, PaymentRepository(uow), calls, event)
+
+    return on_stock_verificado
+
+
+def make_compensation_handlers(kick: Callable[[], None]) -> tuple[Handler, Handler]:
+    """FalloAsignacion's and OrdenCancelada's; ``kick`` wakes the gateway worker for the
+    refund or resolution they make due."""
+
+    async def on_fallo_asignacion(uow: UnitOfWork, event: Envelope) -> None:
+        await compensate_allocation_failure(uow, PaymentRepository(uow), kick, event)
+
+    async def on_orden_cancelada(uow: UnitOfWork, event: Envelope) -> None:
+        await compensate_order_cancellation(uow, PaymentRepository(uow), kick, event)
+
+    return on_fallo_asignacion, on_orden_cancelada

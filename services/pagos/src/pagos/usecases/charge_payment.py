@@ -1,0 +1,94 @@
+"""A leased payment's charge call, and its outcome recorded: a first charge, its retries, or
+the replay that resolves a charge cancelled while its outcome was unknown.
+
+The call is re-checked right before it leaves (``PaymentWork.mark_charge_sent``): a
+cancellation that landed after the lease drops it unsent. Every call of a payment carries the
+same idempotency key, derived from the saga id, so a call made again (a retry, a resolution, a
+worker that died mid-call) answers what the first one did at the gateway.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from sagakit.envelope import utc_now_iso
+from sagakit.ports import UnitOfWorkPort
+
+from pagos.config import PagosSettings
+from pagos.domain import payment as domain
+from pagos.domain.payment import Payment
+from pagos.usecases import call_outcome, charge_request
+from pagos.usecases.ports import PaymentGateway, PaymentUnits, PaymentWork
+
+log = logging.getLogger("pagos.gateway_worker")
+
+
+def charge_key(saga_id: str) -> str:
+    return f"charge-{saga_id}"
+
+
+async def charge_payment(units: PaymentUnits, gateway: PaymentGateway, settings: PagosSettings,
+                         payment: Payment, kick: Callable[[], None]) -> None:
+    """Makes ``payment``'s charge call (it is leased to this call) and records its outcome;
+    ``kick`` wakes the worker when the outcome schedules more work."""
+    assert payment.amount is not None and payment.currency is not None
+    if payment.token is None:
+        # Nothing to call (or replay) the charge with: the gateway is not asked, and an
+        # outcome that was unknown stays unknown (domain.after_charge: manual refund).
+        result_outcome, charge_id, decline, detail = domain.Outcome.NOT_ASKED, None, None, \
+            "no payment token"
+    else:
+        marked = await _mark_sent(units, payment)
+        if marked is None:
+            log.info("charge not sent: the payment has no charge work left, or the lease "
+                     "ran out", extra={"saga_id": payment.saga_id})
+            return
+        result = await gateway.charge(
+            amount_minor=domain.to_minor_units(payment.amount),
+            currency=payment.currency.lower(), token=payment.token,
+            idempotency_key=charge_key(payment.saga_id), saga_id=payment.saga_id)
+        payment = marked  # a cancellation may have turned it into a resolution
+        result_outcome, charge_id, decline, detail = (result.outcome, result.charge_id,
+                                                     result.decline_code, result.detail)
+    at = utc_now_iso()
+
+    def decide(uow: UnitOfWorkPort, payments: PaymentWork, current: Payment) -> None:
+        attempts_made = current.charge_attempts + 1
+        attempt = {"kind": "charge", "attempt": attempts_made, "at": at,
+                   "outcome": result_outcome.value, "detail": detail}
+        change = domain.after_charge(current.status, result_outcome, attempts_made,
+                                     settings.charge_retry_schedule_s,
+                                     settings.resolve_attempts)
+        payments.record_outcome(current, call_outcome.outcome_of(
+            change, attempt=attempt, lease_until=payment.lease_until,
+            charge_attempts=attempts_made, charge_id=charge_id or None,
+            decline_code=decline or None))
+        if change.emit is domain.Emit.PAGO_EXITOSO:
+            uow.emit("PagoExitoso", {
+                "order_id": current.order_id, "payment_id": current.payment_id,
+                "charge_id": charge_id, "amount": f"{current.amount:.2f}",
+                "currency": current.currency}, saga_id=payment.saga_id,
+                parent_span_id=current.trigger_span_id)
+        elif change.emit is domain.Emit.PAGO_RECHAZADO:
+            uow.emit("PagoRechazado", {
+                "order_id": current.order_id, "payment_id": current.payment_id,
+                "decline_code": decline or "rejected", "reason": detail or "declined"},
+                saga_id=payment.saga_id, parent_span_id=current.trigger_span_id)
+        elif change.emit is domain.Emit.FALLO_REEMBOLSO:
+            call_outcome.emit_refund_failed(uow, current, attempts_made, detail)
+        if change.dead_letter:
+            # The charge could not be made after every retry: park it for an operator, with
+            # the StockVerificado that asked for it (``sagactl replay`` asks for it again).
+            payments.dead_letter(charge_request.dead_letter(current, attempts_made, detail))
+        call_outcome.after(uow, change, current, kick)
+
+    await call_outcome.record(units, payment, decide)
+
+
+async def _mark_sent(units: PaymentUnits, payment: Payment) -> Payment | None:
+    """Re-checks the payment right before its charge call leaves, and marks it as maybe charged
+    from then on: a cancellation that landed after the lease but before this drops the charge
+    and no call is sent."""
+    async with units(reads_outside_transaction=True) as (_, payments):
+        return await payments.mark_charge_sent(payment)

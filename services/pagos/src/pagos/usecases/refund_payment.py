@@ -1,0 +1,61 @@
+"""A leased payment's refund call, and its outcome recorded: refunded, retried on its
+schedule, or given up on and left for a refund by hand (FalloReembolso)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from sagakit import metrics
+from sagakit.envelope import utc_now_iso
+from sagakit.ports import UnitOfWorkPort
+
+from pagos.config import PagosSettings
+from pagos.domain import payment as domain
+from pagos.domain.payment import Payment
+from pagos.usecases import call_outcome
+from pagos.usecases.ports import PaymentGateway, PaymentUnits, PaymentWork
+
+SERVICE = "pagos"
+
+
+def refund_key(saga_id: str) -> str:
+    return f"refund-{saga_id}"
+
+
+async def refund_payment(units: PaymentUnits, gateway: PaymentGateway, settings: PagosSettings,
+                         payment: Payment, kick: Callable[[], None]) -> None:
+    """Makes ``payment``'s refund call (it is leased to this call) and records its outcome;
+    ``kick`` wakes the worker when the outcome schedules a retry."""
+    assert payment.amount is not None
+    if payment.charge_id is None:
+        succeeded, refund_id, detail = False, None, "no charge id to refund"
+    else:
+        result = await gateway.refund(charge_id=payment.charge_id,
+                                      amount_minor=domain.to_minor_units(payment.amount),
+                                      idempotency_key=refund_key(payment.saga_id))
+        succeeded, refund_id, detail = result.succeeded, result.refund_id, result.detail
+    at = utc_now_iso()
+
+    def decide(uow: UnitOfWorkPort, payments: PaymentWork, current: Payment) -> None:
+        attempts_made = current.refund_attempts + 1
+        attempt = {"kind": "refund", "attempt": attempts_made, "at": at,
+                   "outcome": "refunded" if succeeded else "failed", "detail": detail}
+        change = domain.after_refund(current.status, succeeded, attempts_made,
+                                     settings.refund_retry_schedule_s)
+        refunded = change.status is domain.PaymentStatus.REFUNDED
+        payments.record_outcome(current, call_outcome.outcome_of(
+            change, attempt=attempt, lease_until=payment.lease_until,
+            refund_attempts=attempts_made, refunded=refunded,
+            refund_id=refund_id if refunded else None,
+            amount_refunded=current.amount if refunded else None))
+        if change.emit is domain.Emit.REEMBOLSO_EJECUTADO:
+            uow.emit("ReembolsoEjecutado", {
+                "order_id": current.order_id, "payment_id": current.payment_id,
+                "refund_id": refund_id, "amount": f"{current.amount:.2f}",
+                "currency": current.currency}, saga_id=payment.saga_id)
+            uow.after_commit(lambda: metrics.COMPENSATIONS.labels(SERVICE, "refund").inc())
+        elif change.emit is domain.Emit.FALLO_REEMBOLSO:
+            call_outcome.emit_refund_failed(uow, current, attempts_made, detail)
+        call_outcome.after(uow, change, current, kick)
+
+    await call_outcome.record(units, payment, decide)
