@@ -1,0 +1,259 @@
+"""charge_payment: a leased payment's charge call and its outcome, decided on the payment as it
+was leased and written guarded by that; decided again on the payment read back when something
+moved it during the call; and never sent once a cancellation got there first."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pytest
+from pagos.config import PagosSettings
+from pagos.domain.payment import Outcome, Payment, PaymentStatus
+from pagos.usecases import call_outcome, charge_request
+from pagos.usecases.charge_payment import charge_key, charge_payment
+from pagos.usecases.ports import ChargeResult
+from sagakit import metrics
+
+from .fakes import FakeCalls, FakeGateway, FakeUnits, PaymentTable, Row, stock_verificado
+
+S = PaymentStatus
+SETTINGS = PagosSettings(charge_retry_schedule_s=(2.0, 8.0), resolve_attempts=3)
+APPROVED = ChargeResult(Outcome.APPROVED, charge_id="ch_1")
+DECLINED = ChargeResult(Outcome.DECLINED, decline_code="card_declined", detail="do not honor")
+UNAVAILABLE = ChargeResult(Outcome.UNAVAILABLE, detail="gateway timeout")
+
+
+def _leased(table: PaymentTable, status: PaymentStatus = S.CHARGING, **columns: Any
+            ) -> tuple[Row, Payment]:
+    """A payment leased to the call about to be made, as ``claim_due`` hands it over."""
+    saga_id = str(uuid.uuid4())
+    event = stock_verificado(saga_id, "00000000-0000-0000-0000-0000000000bb")
+    values: dict[str, Any] = {
+        "token": "tok_visa", "lease_until": table.in_(45), "next_attempt_at": table.now,
+        "trigger": {"span_id": "span-1", "traceparent": None,
+                    "event": charge_request.kept(event)}}
+    values.update(columns)
+    row = table.add(saga_id, status, **values)
+    return row, row.payment(table.now)
+
+
+async def _charge(table: PaymentTable, payment: Payment, gateway: FakeGateway
+                  ) -> tuple[FakeUnits, FakeCalls]:
+    units, calls = FakeUnits(table), FakeCalls()
+    await charge_payment(units, gateway, SETTINGS, payment, calls.kick)
+    return units, calls
+
+
+def _alerts(alert: str) -> float:
+    return metrics.ALERTS.labels("pagos", alert, "critical")._value.get()
+
+
+def _emitted(units: FakeUnits) -> list[Any]:
+    return [e for u in units.committed for e in u.emitted]
+
+
+async def test_an_approved_charge_is_captured_and_announced() -> None:
+    table = PaymentTable()
+    row, payment = _leased(table)
+    gateway = FakeGateway([APPROVED])
+    units, calls = await _charge(table, payment, gateway)
+    assert gateway.calls == [("charge", {
+        "amount_minor": 1998, "currency": "usd", "token": "tok_visa",
+        "idempotency_key": charge_key(row.saga_id), "saga_id": row.saga_id})]
+    assert row.status is S.CAPTURED and row.charge_id == "ch_1" and row.charge_attempts == 1
+    assert row.token is None, "no call needs the token any more"
+    assert row.charge_sent, "marked as maybe charged before the call left"
+    assert row.lease_until is None and row.next_attempt_at is None
+    assert [(a["kind"], a["attempt"], a["outcome"]) for a in row.attempt_log] == [
+        ("charge", 1, "approved")]
+    [event] = _emitted(units)
+    assert event.event_type == "PagoExitoso" and event.saga_id == row.saga_id
+    assert event.payload == {"order_id": row.order_id, "payment_id": row.payment_id,
+                             "charge_id": "ch_1", "amount": "19.98", "currency": "USD"}
+    assert event.parent_span_id == "span-1", "the trace goes on from StockVerificado"
+    assert calls.kicks == 0
+
+
+async def test_a_declined_charge_is_refused_and_announced() -> None:
+    table = PaymentTable()
+    row, payment = _leased(table)
+    units, _ = await _charge(table, payment, FakeGateway([DECLINED]))
+    assert row.status is S.DECLINED and row.decline_code == "card_declined"
+    assert row.token is None and row.lease_until is None
+    [event] = _emitted(units)
+    assert event.event_type == "PagoRechazado"
+    assert event.payload == {"order_id": row.order_id, "payment_id": row.payment_id,
+                             "decline_code": "card_declined", "reason": "do not honor"}
+
+
+async def test_an_unknown_outcome_is_retried_on_the_schedule_with_jitter() -> None:
+    table = PaymentTable()
+    row, payment = _leased(table)
+    units, calls = await _charge(table, payment, FakeGateway([UNAVAILABLE]))
+    assert row.status is S.CHARGING and row.charge_attempts == 1
+    assert row.token == "tok_visa", "kept: the charge is made again under its key"
+    assert row.next_attempt_at is not None
+    assert table.in_(1.6) <= row.next_attempt_at <= table.in_(2.4), "2 s ± 20 %"
+    assert row.lease_until is None, "the call's lease ends with its outcome"
+    assert _emitted(units) == [] and calls.kicks == 1
+
+
+@pytest.mark.parametrize(("result", "attempts_before"), [(UNAVAILABLE, 2),
+                                                         (ChargeResult(Outcome.REJECTED,
+                                                                       detail="HTTP 400"), 0)])
+async def test_a_charge_given_up_on_is_dead_lettered_with_an_alert(
+        result: ChargeResult, attempts_before: int) -> None:
+    """Past its last retry, or refused in a way retrying will not change: the request is
+    parked for an operator, the token kept (the outcome may still have to be replayed)."""
+    table = PaymentTable()
+    row, payment = _leased(table, charge_attempts=attempts_before)
+    alerts = _alerts("charge_failed")
+    units, calls = await _charge(table, payment, FakeGateway([result]))
+    assert row.status is S.CHARGE_FAILED and row.charge_attempts == attempts_before + 1
+    assert row.token == "tok_visa" and row.next_attempt_at is None
+    assert _emitted(units) == []
+    [letter] = table.dead_letters
+    assert letter.topic == "pagos-dlq" and letter.key == row.saga_id
+    assert letter.value["reason"] == "gateway_retries_exhausted"
+    assert letter.value["attempts"][-1]["attempt"] == attempts_before + 1
+    assert _alerts("charge_failed") == alerts + 1
+    assert calls.kicks == 0
+
+
+async def test_a_cancelled_charge_found_made_by_its_replay_is_refunded() -> None:
+    table = PaymentTable()
+    row, payment = _leased(table, S.CANCEL_REQUESTED, charge_sent=True, charge_attempts=1)
+    units, calls = await _charge(table, payment, FakeGateway([APPROVED]))
+    assert row.status is S.REFUNDING and row.charge_id == "ch_1"
+    assert row.next_attempt_at == table.now, "the refund is due now"
+    assert row.token is None
+    assert _emitted(units) == [], "no PagoExitoso for an order being cancelled"
+    assert calls.kicks == 1
+
+
+async def test_a_cancelled_charge_its_replay_declines_was_never_made() -> None:
+    table = PaymentTable()
+    row, payment = _leased(table, S.CANCEL_REQUESTED, charge_sent=True, charge_attempts=1)
+    units, calls = await _charge(table, payment, FakeGateway([DECLINED]))
+    assert row.status is S.CANCELLED and row.token is None and row.next_attempt_at is None
+    assert _emitted(units) == [] and calls.kicks == 0
+
+
+async def test_a_cancelled_charge_that_stays_unknown_is_left_for_a_manual_refund() -> None:
+    table = PaymentTable()
+    row, payment = _leased(table, S.CANCEL_REQUESTED, charge_sent=True, charge_attempts=1)
+    await _charge(table, payment, FakeGateway([UNAVAILABLE]))
+    assert row.status is S.CANCEL_REQUESTED and row.charge_attempts == 2
+    assert row.next_attempt_at is not None and row.token == "tok_visa"
+    alerts = _alerts("cancelled_charge_unresolved")
+    row.lease_until = table.in_(45)  # leased again for its next try
+    payment = row.payment(table.now)
+    units, calls = await _charge(table, payment, FakeGateway([UNAVAILABLE]))
+    assert row.status is S.REFUND_FAILED and row.manual_refund_required
+    assert row.token is None and row.charge_attempts == 3
+    [event] = _emitted(units)
+    assert event.event_type == "FalloReembolso"
+    assert event.payload == {"order_id": row.order_id, "payment_id": row.payment_id,
+                             "reason": "gateway timeout", "attempts": 3}
+    assert _alerts("cancelled_charge_unresolved") == alerts + 1
+    assert calls.kicks == 0
+
+
+@pytest.mark.parametrize(("status", "decided"), [(S.CANCEL_REQUESTED, S.REFUND_FAILED),
+                                                 (S.CHARGING, S.CHARGE_FAILED)])
+async def test_with_no_token_the_gateway_is_not_asked(status: PaymentStatus,
+                                                      decided: PaymentStatus) -> None:
+    table = PaymentTable()
+    row, payment = _leased(table, status, token=None, charge_sent=True)
+    gateway = FakeGateway()
+    await _charge(table, payment, gateway)
+    assert gateway.calls == []
+    assert row.status is decided
+    assert [(a["outcome"], a["detail"]) for a in row.attempt_log] == [
+        ("not_asked", "no payment token")]
+
+
+@pytest.mark.parametrize("moved", ["cancelled", "leased_again"])
+async def test_a_call_whose_payment_was_cancelled_or_leased_again_is_not_sent(
+        moved: str) -> None:
+    """The re-check right before the call: a cancellation committed after the lease (the charge
+    is dropped with no call), or a lease run out and taken by another worker."""
+    table = PaymentTable()
+    row, payment = _leased(table)
+    if moved == "cancelled":
+        row.status = S.CANCELLED
+    else:
+        row.lease_until = table.in_(60)
+    gateway = FakeGateway()
+    units, calls = await _charge(table, payment, gateway)
+    assert gateway.calls == [] and not row.charge_sent
+    assert row.attempt_log == [] and len(units.opened) == 1 and units.committed == []
+    assert calls.kicks == 0
+
+
+async def test_an_outcome_whose_payment_moved_during_the_call_is_decided_again() -> None:
+    """A cancellation committed while the call was in flight: the approval decided on CHARGING
+    writes nothing; decided again on CANCEL_REQUESTED it means a refund."""
+    table = PaymentTable()
+    row, payment = _leased(table)
+    gateway = FakeGateway([APPROVED])
+    gateway.during_call = lambda: setattr(row, "status", S.CANCEL_REQUESTED)
+    units, calls = await _charge(table, payment, gateway)
+    assert row.status is S.REFUNDING and row.next_attempt_at == table.now
+    assert [a["kind"] for a in row.attempt_log] == ["charge"], "recorded once"
+    assert _emitted(units) == []
+    assert [u.reads_outside_transaction for u in units.opened] == [True, True, True]
+    assert [u.committed for u in units.opened[1:]] == [False, True]
+    assert calls.kicks == 1
+
+
+async def test_a_late_outcome_that_changes_nothing_leaves_the_work_and_lease_of_others(
+        ) -> None:
+    """The call hung past its lease; another worker resolved the cancelled charge and holds
+    the refund's lease. The late approval is logged and changes nothing else."""
+    table = PaymentTable()
+    row, payment = _leased(table)
+    gateway = FakeGateway([APPROVED])
+    others_lease, refund_due = table.in_(90), table.in_(-1)
+
+    def resolved_elsewhere() -> None:
+        row.status, row.charge_attempts = S.REFUNDING, 1
+        row.lease_until, row.next_attempt_at = others_lease, refund_due
+    gateway.during_call = resolved_elsewhere
+    units, calls = await _charge(table, payment, gateway)
+    assert row.status is S.REFUNDING and row.charge_attempts == 2
+    assert row.lease_until == others_lease and row.next_attempt_at == refund_due
+    assert _emitted(units) == [] and calls.kicks == 0
+
+
+async def test_a_late_approval_of_a_charge_given_up_on_captures_it() -> None:
+    table = PaymentTable()
+    row, payment = _leased(table)
+    gateway = FakeGateway([APPROVED])
+    gateway.during_call = lambda: (setattr(row, "status", S.CHARGE_FAILED),
+                                   setattr(row, "charge_attempts", 3))
+    units, _ = await _charge(table, payment, gateway)
+    assert row.status is S.CAPTURED and row.charge_attempts == 4
+    assert [e.event_type for e in _emitted(units)] == ["PagoExitoso"]
+
+
+async def test_an_outcome_whose_payment_keeps_changing_is_left_to_the_lease() -> None:
+    """Moved under every try: nothing is written, and the lease is left to run out (the call is
+    made again then, under the same key)."""
+    table = PaymentTable()
+    row, payment = _leased(table)
+
+    def another_change() -> None:
+        row.refund_attempts += 1
+    table.before_commit = another_change
+    units, calls = await _charge(table, payment, FakeGateway([APPROVED]))
+    assert row.status is S.CHARGING and row.attempt_log == []
+    assert row.lease_until == payment.lease_until
+    assert len(units.opened) == 1 + call_outcome.RECORD_TRIES and units.committed == []
+    assert _emitted(units) == [] and calls.kicks == 0
+
+
+def test_the_retry_jitter_stays_within_a_fifth() -> None:
+    waits = [call_outcome.jittered(10.0) for _ in range(200)]
+    assert all(8.0 <= w <= 12.0 for w in waits) and len(set(waits)) > 1

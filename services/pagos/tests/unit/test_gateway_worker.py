@@ -1,0 +1,154 @@
+"""The gateway worker: it leases due work up to its free slots and makes each call, knows when
+the next work falls due, hands its free slots to the transactions that create charges, and
+looks for waiting work as soon as a slot frees."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from pagos.config import PagosSettings
+from pagos.domain.payment import PaymentStatus
+from pagos.usecases.gateway_worker import GatewayWorker
+
+from .fakes import FakeGateway, FakeUnits, PaymentTable, Row
+
+S = PaymentStatus
+
+
+def _worker(table: PaymentTable, gateway: FakeGateway | None = None, concurrency: int = 2,
+            poll_s: float = 0.05) -> tuple[GatewayWorker, FakeUnits]:
+    units = FakeUnits(table)
+    settings = PagosSettings(worker_concurrency=concurrency, worker_poll_interval_s=poll_s,
+                             gateway_timeout_s=5)
+    return GatewayWorker(units, gateway or FakeGateway(), settings), units
+
+
+async def _until(condition: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"{what}: not within {timeout} s"
+        await asyncio.sleep(0.01)
+
+
+def _due(table: PaymentTable, status: PaymentStatus = S.CHARGING, in_s: float = -1,
+         **columns: Any) -> Row:
+    values: dict[str, Any] = {"token": "tok_visa", "next_attempt_at": table.in_(in_s)}
+    values.update(columns)
+    return table.add(str(uuid.uuid4()), status, **values)
+
+
+async def _calls_done(worker: GatewayWorker) -> None:
+    if worker._running:
+        await asyncio.wait(set(worker._running), timeout=5)
+
+
+async def test_due_work_is_leased_and_its_calls_made() -> None:
+    table = PaymentTable()
+    charge, refund = _due(table), _due(table, S.REFUNDING, charge_id="ch_1", in_s=-2)
+    gateway = FakeGateway()
+    worker, units = _worker(table, gateway)
+    assert await worker.run_due() == (2, None)
+    claim = units.opened[0]
+    assert claim.committed and not claim.reads_outside_transaction, \
+        "the lease is taken in a transaction of its own"
+    assert charge.lease_until == refund.lease_until == table.in_(worker.lease_s)
+    await _calls_done(worker)
+    assert sorted(kind for kind, _ in gateway.calls) == ["charge", "refund"]
+    assert charge.status is S.CAPTURED and refund.status is S.REFUNDED
+
+
+async def test_work_leased_to_a_call_in_flight_waits_for_its_lease_to_run_out() -> None:
+    table = PaymentTable()
+    leased = _due(table, lease_until=table.in_(10))
+    expired = _due(table, lease_until=table.in_(-1))
+    _due(table, S.CAPTURED)  # no gateway work
+    worker, _ = _worker(table)
+    assert (await worker.run_due())[0] == 1
+    assert expired.lease_until == table.in_(worker.lease_s)
+    assert leased.lease_until == table.in_(10)
+    await _calls_done(worker)
+
+
+async def test_with_nothing_due_the_worker_knows_when_the_next_work_falls_due() -> None:
+    table = PaymentTable()
+    worker, units = _worker(table)
+    assert await worker.run_due() == (0, None), "nothing scheduled"
+    _due(table, in_s=3)
+    assert await worker.run_due() == (0, 3.0)
+    _due(table, in_s=-1, lease_until=table.in_(2))
+    assert await worker.run_due() == (0, 2.0), "due when the lease runs out"
+    assert all(u.committed for u in units.opened)
+
+
+async def test_no_more_work_is_leased_than_there_are_free_slots() -> None:
+    table = PaymentTable()
+    rows = [_due(table, in_s=-3 + i) for i in range(3)]
+    gateway = FakeGateway()
+    worker, _ = _worker(table, gateway, concurrency=2)
+    assert (await worker.run_due())[0] == 2
+    assert [r.lease_until is not None for r in rows] == [True, True, False], \
+        "the longest due first"
+    await _calls_done(worker)
+
+
+async def test_a_worker_that_does_not_run_hands_out_no_slot() -> None:
+    worker, _ = _worker(PaymentTable())
+    assert worker.reserve() is None
+
+
+async def test_slots_are_reserved_used_and_given_back() -> None:
+    table = PaymentTable()
+    worker, _ = _worker(table, concurrency=2)
+    stop = asyncio.Event()
+    loop = asyncio.create_task(worker.run(stop))
+    try:
+        await asyncio.sleep(0)
+        first, second = worker.reserve(), worker.reserve()
+        assert first is not None and second is not None
+        assert worker.reserve() is None, "every slot reserved"
+        worker.release(first)
+        worker.release(first)  # a slot given back once only
+        third = worker.reserve()
+        assert third is not None and worker.reserve() is None
+        row = _due(table, lease_until=table.in_(worker.lease_s))
+        worker.start(second, row.payment(table.now))
+        worker.release(second)  # used: no-op
+        assert worker.reserve() is None
+        await _until(lambda: row.status is S.CAPTURED, 5, "the started call recorded")
+        assert worker.reserve() is not None, "the call's slot freed with it"
+    finally:
+        stop.set()
+        worker.kick()
+        await asyncio.wait_for(loop, 5)
+
+
+async def test_work_waiting_for_a_slot_is_claimed_as_soon_as_one_frees() -> None:
+    """Not at the worker's next poll (5 s here)."""
+    table = PaymentTable()
+    first = _due(table, in_s=-2)
+    held = asyncio.Event()
+
+    class _Held(FakeGateway):
+        async def charge(self, **call: Any) -> Any:
+            if call["saga_id"] == first.saga_id:
+                await held.wait()
+            return await super().charge(**call)
+
+    worker, _ = _worker(table, _Held(), concurrency=1, poll_s=5)
+    stop = asyncio.Event()
+    loop = asyncio.create_task(worker.run(stop))
+    try:
+        await _until(lambda: first.charge_sent, 5, "the first call in flight")
+        waiting = _due(table)
+        assert worker.reserve() is None, "its only slot is taken"
+        held.set()
+        await _until(lambda: waiting.status is S.CAPTURED, 2,
+                     "the waiting charge made in the freed slot, before any poll")
+    finally:
+        stop.set()
+        worker.kick()
+        await asyncio.wait_for(loop, 10)
