@@ -192,6 +192,18 @@ async def test_a_call_whose_payment_was_cancelled_or_leased_again_is_not_sent(
     assert calls.kicks == 0
 
 
+async def test_a_retry_cancelled_after_its_lease_is_decided_as_the_call_found_it() -> None:
+    """Leased while CHARGING, cancelled before its call left (a call had gone before: the
+    cancellation asks for a resolution): the call is the resolution, decided on the payment
+    as the re-check right before it found it, with no write refused first."""
+    table = PaymentTable()
+    row, payment = _leased(table, charge_sent=True, charge_attempts=1)
+    row.status = S.CANCEL_REQUESTED
+    units, _ = await _charge(table, payment, FakeGateway([APPROVED]))
+    assert row.status is S.REFUNDING
+    assert len(units.opened) == 2 and all(u.committed for u in units.opened[1:])
+
+
 async def test_an_outcome_whose_payment_moved_during_the_call_is_decided_again() -> None:
     """A cancellation committed while the call was in flight: the approval decided on CHARGING
     writes nothing; decided again on CANCEL_REQUESTED it means a refund."""

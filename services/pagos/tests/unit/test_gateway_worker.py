@@ -126,26 +126,61 @@ async def test_slots_are_reserved_used_and_given_back() -> None:
         await asyncio.wait_for(loop, 5)
 
 
-async def test_work_waiting_for_a_slot_is_claimed_as_soon_as_one_frees() -> None:
-    """Not at the worker's next poll (5 s here)."""
+class _HeldGateway(FakeGateway):
+    """Holds the charge calls of ``held`` sagas until ``release`` is set."""
+
+    def __init__(self, *held: str) -> None:
+        super().__init__()
+        self.held = set(held)
+        self.release = asyncio.Event()
+
+    async def charge(self, **call: Any) -> Any:
+        if call["saga_id"] in self.held:
+            await self.release.wait()
+        return await super().charge(**call)
+
+
+async def test_work_found_due_with_every_slot_taken_is_claimed_when_one_frees() -> None:
+    """The worker's one slot went to the work its last claim found due; other work falls due
+    meanwhile (made due by another instance, say): it is claimed as soon as the call ends, not
+    at the worker's next poll (5 s here)."""
     table = PaymentTable()
     first = _due(table, in_s=-2)
-    held = asyncio.Event()
-
-    class _Held(FakeGateway):
-        async def charge(self, **call: Any) -> Any:
-            if call["saga_id"] == first.saga_id:
-                await held.wait()
-            return await super().charge(**call)
-
-    worker, _ = _worker(table, _Held(), concurrency=1, poll_s=5)
+    gateway = _HeldGateway(first.saga_id)
+    worker, _ = _worker(table, gateway, concurrency=1, poll_s=5)
     stop = asyncio.Event()
     loop = asyncio.create_task(worker.run(stop))
     try:
         await _until(lambda: first.charge_sent, 5, "the first call in flight")
         waiting = _due(table)
+        gateway.release.set()
+        await _until(lambda: waiting.status is S.CAPTURED, 2,
+                     "the waiting charge made in the freed slot, before any poll")
+    finally:
+        stop.set()
+        worker.kick()
+        await asyncio.wait_for(loop, 10)
+
+
+async def test_a_charge_created_with_every_slot_taken_is_claimed_when_one_frees() -> None:
+    """The one slot went to a charge created leased (``reserve``, ``start``); the next charge,
+    finding no slot, is created unleased and claimed as soon as the call ends."""
+    table = PaymentTable()
+    gateway = _HeldGateway()
+    worker, units = _worker(table, gateway, concurrency=1, poll_s=5)
+    stop = asyncio.Event()
+    loop = asyncio.create_task(worker.run(stop))
+    try:
+        await _until(lambda: bool(units.committed), 5, "the worker's first look")
+        slot = worker.reserve()
+        assert slot is not None
+        first = _due(table, lease_until=table.in_(worker.lease_s))
+        gateway.held.add(first.saga_id)
+        worker.start(slot, first.payment(table.now))
+        await _until(lambda: first.charge_sent, 5, "the first call in flight")
         assert worker.reserve() is None, "its only slot is taken"
-        held.set()
+        waiting = _due(table)
+        gateway.release.set()
         await _until(lambda: waiting.status is S.CAPTURED, 2,
                      "the waiting charge made in the freed slot, before any poll")
     finally:
