@@ -127,6 +127,8 @@ _MARK_SENT = (update(payments)
 
 
 def payment_of(row: driver.Row, leased: bool = False) -> Payment:
+    """The payment a row of the table holds; ``leased``: a gateway call's lease on it has not
+    run out (by the database clock, where the statement says)."""
     trigger = row["trigger"] or {}
     return Payment(str(row["payment_id"]), row["saga_id"],
                    str(row["order_id"]) if row["order_id"] else None,
