@@ -12,9 +12,11 @@ from sagakit.settings import load
 from inventario.adapters.tables import messaging
 from inventario.config import InventarioSettings
 from inventario.entrypoints.http import router
-from inventario.usecases.allocate_stock import make_on_pago_exitoso
-from inventario.usecases.release_stock import on_orden_cancelada
-from inventario.usecases.validate_stock import on_orden_solicitada
+from inventario.entrypoints.messages import (
+    make_on_pago_exitoso,
+    on_orden_cancelada,
+    on_orden_solicitada,
+)
 
 SERVICE = "inventario"
 
