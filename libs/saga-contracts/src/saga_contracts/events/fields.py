@@ -2,7 +2,9 @@
 Python and written back to exactly the form its schema accepts.
 
 Every check runs in pydantic-core (Rust), none in Python: the consumer parses each message it
-handles with these types.
+handles with these types. Only writing an amount back calls a Python function. Patterns are
+Rust regexes, where "$" is the end of the text as in JSON Schema's ECMA-262 (Python's re also
+lets it match before a final newline).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ class _AmountSchema:
 
     def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler
                                      ) -> CoreSchema:
+        # The wire string is tried first: it is what the consumer parses, message after message.
         return cs.union_schema(
             [cs.chain_schema([cs.str_schema(pattern=AMOUNT_PATTERN), cs.decimal_schema()]),
              cs.decimal_schema(strict=True, ge=Decimal(0), decimal_places=_AMOUNT_PLACES,
