@@ -1,6 +1,6 @@
 """The messaging tables every service keeps in its own schema: ``outbox`` and ``processed_messages``.
 
-The service's migrations create them (see ``sagakit.migrations``); these definitions are what the
+The service's migrations create them (see ``sagakit.store.migrations``); these definitions are what the
 runtime queries against, bound to the service's schema.
 """
 
