@@ -55,8 +55,8 @@ class Handling:
 
     async def _once(self, admitted: Admitted) -> str:
         envelope, subscription = admitted.envelope, admitted.subscription
-        # A handler may ask for a stronger isolation level (inventario's allocation does), or
-        # to read outside a transaction and write with its commit statement alone.
+        # A handler may ask for a stronger isolation level, or to read outside a transaction
+        # and write with its commit statement alone (its Subscription says which).
         uow = self.uow_factory(**subscription.unit_of_work_options)
         with self.span(envelope, admitted.traceparent) as span:
             try:

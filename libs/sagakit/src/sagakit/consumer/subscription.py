@@ -27,8 +27,8 @@ class Subscription:
       may share one transaction with other records' (``SharedTransaction``, ADR 0006). Only
       for a handler that reads outside a transaction, writes only with its commit statement,
       and leaves what must follow the commit to ``after_commit``.
-    - ``isolation_level``: a stronger level for the handler's transaction (inventario's
-      allocation takes REPEATABLE READ).
+    - ``isolation_level``: a stronger isolation level for the handler's transaction (sent
+      with its BEGIN), for a handler that reads under locks and must not see a row change.
     """
 
     event_type: str

@@ -63,7 +63,8 @@ class SharedTransaction:
         conn = await self._engine.connect()
         try:
             # SQLAlchemy in autocommit sends no BEGIN or COMMIT of its own, and the units' reads
-            # go to the driver (sagakit.store.driver): the transaction is the driver's, begun here.
+            # go to the driver (sagakit.store.driver): the transaction is the driver's, begun
+            # here.
             await conn.execution_options(isolation_level="AUTOCOMMIT")
             driver = await driver_of(conn)
             await driver.execute(
