@@ -62,6 +62,9 @@ def _check_fetcher_alive(consumer: AIOKafkaConsumer) -> None:
 
 
 class EventConsumer:
+    """Consumes ``topics`` for ``service`` and hands each record of the subscribed event types
+    to its handler, in a unit of work from ``uow_factory``."""
+
     def __init__(self, *, service: str, topics: list[str],
                  subscriptions: Sequence[Subscription], uow_factory: UnitOfWorkFactory,
                  settings: MessagingSettings,

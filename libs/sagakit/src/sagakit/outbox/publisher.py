@@ -46,6 +46,8 @@ ROW_REFUSED = (MessageSizeTooLargeError, RecordListTooLargeError, UnknownTopicOr
 
 
 class Publisher:
+    """Publishes batches of outbox rows through one producer, started for the first batch."""
+
     def __init__(self, engine: AsyncEngine, tables: MessagingTables, service: str,
                  settings: MessagingSettings, acked: Callable[[list[OutboxRow]], None]) -> None:
         self.engine = engine
