@@ -10,8 +10,9 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from sagakit import driver, jsonio
-from sagakit.unit_of_work import StagedWrite
+from sagakit import jsonio
+from sagakit.store import driver
+from sagakit.store.commit_statement import StagedWrite
 from sqlalchemy import Integer, Text, any_, bindparam, func, literal, select, text, update
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 from sqlalchemy.dialects.postgresql import insert as pg_insert
@@ -51,7 +52,7 @@ LEFT JOIN LATERAL (SELECT sku, quantity FROM {products.fullname}
                    WHERE a.status IS NULL
                      AND sku = ANY (ARRAY(SELECT l->>'sku'
                                           FROM jsonb_array_elements(c.items) AS l))) AS p ON true""")
-# Writes staged on the unit of work, sent with its commit statement (sagakit.unit_of_work).
+# Writes staged on the unit of work, sent with its commit statement (sagakit.store.unit_of_work).
 _STOCK_CHECK = (("checked", f"""INSERT INTO {{schema}}.{stock_checks.name} (saga_id, order_id, items, result)
 VALUES (:chk_saga_id, :chk_order_id, CAST(:chk_items AS jsonb), :chk_result)
 ON CONFLICT (saga_id) DO NOTHING

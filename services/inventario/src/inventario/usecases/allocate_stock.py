@@ -18,7 +18,7 @@ import logging
 from sagakit.consumer import Handler
 from sagakit.envelope import Envelope
 from sagakit.errors import PermanentError
-from sagakit.unit_of_work import UnitOfWork
+from sagakit.store.unit_of_work import UnitOfWork
 
 from inventario.adapters.stock_repository import StockRepository, lines_to_json
 from inventario.config import InventarioSettings
@@ -36,8 +36,6 @@ def make_on_pago_exitoso(settings: InventarioSettings) -> Handler:
     async def on_pago_exitoso(uow: UnitOfWork, event: Envelope) -> None:
         await allocate(uow, event, settings)
 
-    # Reads without a transaction; the commit statement, guarded, is the transaction.
-    on_pago_exitoso.reads_outside_transaction = True  # type: ignore[attr-defined]
     return on_pago_exitoso
 
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import logging
 
-from sagakit import metrics
 from sagakit.envelope import Envelope
 from sagakit.errors import TransientError
-from sagakit.unit_of_work import UnitOfWork
+from sagakit.observability import metrics
+from sagakit.store.unit_of_work import UnitOfWork
 
 from inventario.adapters.stock_repository import StockRepository, lines_to_json
 from inventario.domain.stock import AllocationStatus, ReleaseDecision, on_order_cancelled

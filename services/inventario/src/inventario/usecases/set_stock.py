@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sagakit.unit_of_work import UnitOfWork
+from sagakit.store.unit_of_work import UnitOfWork
 
 from inventario.adapters.stock_repository import StockRepository
 

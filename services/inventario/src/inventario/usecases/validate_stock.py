@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 
 from sagakit.envelope import Envelope
-from sagakit.unit_of_work import UnitOfWork
+from sagakit.store.unit_of_work import UnitOfWork
 
 from inventario.adapters.stock_repository import StockRepository, lines_to_json
 from inventario.domain.stock import Line, merge_lines, shortages
@@ -48,7 +48,3 @@ async def on_orden_solicitada(uow: UnitOfWork, event: Envelope) -> None:
         })
     await uow.commit()
 
-
-on_orden_solicitada.reads_outside_transaction = True  # type: ignore[attr-defined]
-# Nothing follows its commit: queued orders may be checked in one transaction.
-on_orden_solicitada.shares_transaction = True  # type: ignore[attr-defined]
