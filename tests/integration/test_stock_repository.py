@@ -27,8 +27,9 @@ from sagakit.consumer import Handler
 from sagakit.context import current_message
 from sagakit.envelope import Envelope
 from sagakit.errors import sqlstate
-from sagakit.tables import MessagingTables
-from sagakit.unit_of_work import StagedWrite, UnitOfWork
+from sagakit.store.commit_statement import StagedWrite
+from sagakit.store.tables import MessagingTables
+from sagakit.store.unit_of_work import UnitOfWork
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 

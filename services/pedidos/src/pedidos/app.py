@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from fastapi import FastAPI
-from saga_contracts.topics import INVENTORY_EVENTS, PAYMENT_EVENTS
-from sagakit import metrics
-from sagakit.consumer import Handler
-from sagakit.privacy import declare_model
+from sagakit.consumer import Subscription
+from sagakit.observability import metrics
+from sagakit.observability.privacy import declare_model
 from sagakit.runtime import PeriodicJob, Runtime, ServiceDefinition, create_app
 from sagakit.settings import load
 
@@ -36,9 +35,12 @@ def _settings(rt: Runtime) -> PedidosSettings:
     return rt.extras["settings"]
 
 
-def handlers(rt: Runtime) -> dict[str, Handler]:
+def subscriptions(rt: Runtime) -> list[Subscription]:
     track = make_track_saga(_settings(rt), known_sagas_of(rt.extras))
-    return dict.fromkeys(TRACKED_EVENTS, track)
+    # Reads without a transaction; the commit statement is the transaction. Everything that
+    # follows the commit waits in after_commit, so queued events may share one transaction.
+    return [Subscription(event_type, track, reads_outside_transaction=True,
+                         shares_transaction=True) for event_type in TRACKED_EVENTS]
 
 
 async def on_start(rt: Runtime) -> None:
@@ -51,8 +53,7 @@ def create() -> FastAPI:
     return create_app(ServiceDefinition(
         name=SERVICE,
         tables=messaging,
-        topics=[INVENTORY_EVENTS, PAYMENT_EVENTS],
-        make_handlers=handlers,
+        subscriptions=subscriptions,
         routers=[router],
         compensation_reasons=[r.value for r in CancelReason],
         jobs=[PeriodicJob("deadlines", settings.deadline_scan_interval_s,

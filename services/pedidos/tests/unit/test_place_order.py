@@ -13,7 +13,8 @@ from pedidos.adapters.tables import messaging
 from pedidos.config import PedidosSettings
 from pedidos.usecases.place_order import place_order
 from sagakit.envelope import new_span_id
-from sagakit.unit_of_work import StagedWrite, UnitOfWork
+from sagakit.store.commit_statement import StagedWrite
+from sagakit.store.unit_of_work import UnitOfWork
 from sqlalchemy.ext.asyncio import create_async_engine
 
 BODY = {

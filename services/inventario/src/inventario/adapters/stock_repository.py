@@ -19,8 +19,10 @@ import uuid
 from functools import cache
 from typing import Any
 
-from sagakit import driver, jsonio
-from sagakit.unit_of_work import StagedWrite, UnitOfWork
+from sagakit import jsonio
+from sagakit.store import driver
+from sagakit.store.commit_statement import StagedWrite
+from sagakit.store.unit_of_work import UnitOfWork
 from sqlalchemy import Integer, Text, TextClause, any_, bindparam, func, literal, select, text, update
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 from sqlalchemy.dialects.postgresql import insert as pg_insert
@@ -69,7 +71,7 @@ def _allocation_read(schema: str) -> TextClause:
     return text(_ALLOCATION_READ.replace("{schema}", f'"{schema}"'))
 
 
-# Writes staged on the unit of work, sent with its commit statement (sagakit.unit_of_work).
+# Writes staged on the unit of work, sent with its commit statement (sagakit.store.unit_of_work).
 _STOCK_CHECK = (("checked", f"""INSERT INTO {{schema}}.{stock_checks.name} (saga_id, order_id, items, result)
 VALUES (:chk_saga_id, :chk_order_id, CAST(:chk_items AS jsonb), :chk_result)
 ON CONFLICT (saga_id) DO NOTHING

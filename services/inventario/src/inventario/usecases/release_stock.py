@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import logging
 
-from sagakit import metrics
 from sagakit.envelope import Envelope
 from sagakit.errors import TransientError
+from sagakit.observability import metrics
 from sagakit.ports import UnitOfWorkPort
 
 from inventario.domain.stock import ReleaseDecision, on_order_cancelled

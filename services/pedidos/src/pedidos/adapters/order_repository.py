@@ -11,8 +11,9 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from sagakit import driver, jsonio
-from sagakit.unit_of_work import StagedWrite
+from sagakit import jsonio
+from sagakit.store import driver
+from sagakit.store.commit_statement import StagedWrite
 from sqlalchemy import (
     Executable,
     Uuid,
@@ -86,7 +87,7 @@ _ACTIVE = sagas.c.status.in_([literal_column(f"'{s.value}'") for s in sorted(ACT
 LOCK_ORDER = ("sagas", "orders")
 
 # A saga step's writes are staged on its unit of work and go to the database with its commit
-# statement (sagakit.unit_of_work): one round trip for the business rows, the inbox row and the
+# statement (sagakit.store.unit_of_work): one round trip for the business rows, the inbox row and the
 # outbox rows. Their SQL is built once per shape, every value a bind parameter.
 _ORDERS, _SAGAS = f"{{schema}}.{orders.name}", f"{{schema}}.{sagas.name}"
 _AUDIT, _NOTIFICATIONS = f"{{schema}}.{saga_audit.name}", f"{{schema}}.{notifications.name}"

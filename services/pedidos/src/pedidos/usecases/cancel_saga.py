@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from sagakit.envelope import new_span_id
-from sagakit.unit_of_work import UnitOfWork
+from sagakit.store.unit_of_work import UnitOfWork
 
 from pedidos.adapters.known_sagas import KnownSagas
 from pedidos.adapters.order_repository import OrderRepository

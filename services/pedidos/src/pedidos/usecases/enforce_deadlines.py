@@ -13,8 +13,8 @@ from __future__ import annotations
 import logging
 import uuid
 
-from sagakit import metrics, tracing
 from sagakit.envelope import new_span_id
+from sagakit.observability import metrics, tracing
 from sagakit.runtime import RunAgainIn, Runtime
 
 from pedidos.adapters.known_sagas import known_sagas_of

@@ -11,10 +11,10 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from sagakit import metrics, tracing
 from sagakit.envelope import new_span_id
 from sagakit.ids import time_ordered_id
-from sagakit.unit_of_work import UnitOfWork
+from sagakit.observability import metrics, tracing
+from sagakit.store.unit_of_work import UnitOfWork
 
 from pedidos.adapters.known_sagas import KnownSagas
 from pedidos.adapters.order_repository import SAGA_TYPE, AuditEntry, OrderRepository, owner_of

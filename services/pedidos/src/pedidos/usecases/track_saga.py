@@ -16,7 +16,7 @@ import logging
 
 from sagakit.consumer import Handler
 from sagakit.envelope import Envelope
-from sagakit.unit_of_work import UnitOfWork
+from sagakit.store.unit_of_work import UnitOfWork
 
 from pedidos.adapters.known_sagas import KnownSagas
 from pedidos.adapters.order_repository import AuditEntry, OrderRepository
@@ -71,8 +71,4 @@ def make_track_saga(settings: PedidosSettings, known: KnownSagas) -> Handler:
             if not uow.committed:
                 known.forget(event.saga_id)
 
-    # Reads without a transaction; the commit statement is the transaction. Everything that
-    # follows the commit waits in after_commit, so queued events may share one transaction.
-    track_saga.reads_outside_transaction = True  # type: ignore[attr-defined]
-    track_saga.shares_transaction = True  # type: ignore[attr-defined]
     return track_saga

@@ -8,8 +8,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from sagakit import metrics
-from sagakit.unit_of_work import UnitOfWork
+from sagakit.observability import metrics
+from sagakit.store.unit_of_work import UnitOfWork
 
 from pedidos.adapters.known_sagas import KnownSagas
 from pedidos.adapters.order_repository import SAGA_TYPE, AuditEntry, OrderRepository, SagaRow
