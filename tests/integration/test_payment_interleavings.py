@@ -21,7 +21,7 @@ from harness import payments as pay
 from harness.waiting import current, wait_for
 from pagos.adapters.payment_repository import Payment, PaymentRepository
 from pagos.usecases.gateway_worker import GatewayWorker
-from sagakit.tables import MessagingTables
+from sagakit.store.tables import MessagingTables
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 SCHEMA = "paymentrace"

@@ -44,7 +44,7 @@ from pagos.adapters.payment_repository import Payment, PaymentRepository
 from pagos.domain.payment import Outcome
 from pagos.usecases.gateway_worker import GatewayWorker
 from sagakit.errors import TransientError
-from sagakit.tables import MessagingTables
+from sagakit.store.tables import MessagingTables
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 SCHEMA = "paymentlanes"

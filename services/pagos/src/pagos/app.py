@@ -5,8 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from fastapi import FastAPI
-from saga_contracts.topics import INVENTORY_EVENTS, ORDER_EVENTS
-from sagakit.consumer import Handler
+from sagakit.consumer import Subscription
 from sagakit.runtime import Runtime, ServiceDefinition, create_app
 from sagakit.settings import load
 
@@ -30,14 +29,14 @@ def _worker(rt: Runtime) -> GatewayWorker:
     return rt.extras["worker"]
 
 
-def handlers(rt: Runtime) -> dict[str, Handler]:
+def subscriptions(rt: Runtime) -> list[Subscription]:
     worker = _worker(rt)
     on_fallo_asignacion, on_orden_cancelada = make_compensation_handlers(worker.kick)
-    return {
-        "StockVerificado": make_on_stock_verificado(worker),
-        "FalloAsignacion": on_fallo_asignacion,
-        "OrdenCancelada": on_orden_cancelada,
-    }
+    return [
+        Subscription("StockVerificado", make_on_stock_verificado(worker)),
+        Subscription("FalloAsignacion", on_fallo_asignacion),
+        Subscription("OrdenCancelada", on_orden_cancelada),
+    ]
 
 
 async def on_start(rt: Runtime) -> None:
@@ -60,8 +59,7 @@ def create() -> FastAPI:
     return create_app(ServiceDefinition(
         name=SERVICE,
         tables=messaging,
-        topics=[INVENTORY_EVENTS, ORDER_EVENTS],
-        make_handlers=handlers,
+        subscriptions=subscriptions,
         routers=[router],
         compensation_reasons=["refund"],
         on_start=on_start,

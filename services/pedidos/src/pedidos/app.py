@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from fastapi import FastAPI
-from saga_contracts.topics import INVENTORY_EVENTS, PAYMENT_EVENTS
-from sagakit import metrics
-from sagakit.consumer import Handler
-from sagakit.privacy import declare_model
+from sagakit.consumer import Subscription
+from sagakit.observability import metrics
+from sagakit.observability.privacy import declare_model
 from sagakit.runtime import PeriodicJob, Runtime, ServiceDefinition, create_app
 from sagakit.settings import load
 
@@ -31,9 +30,12 @@ async def saga_gauges(rt: Runtime) -> None:
     metrics.SAGA_DEADLINE_USED.labels(SAGA_TYPE).set(worst)
 
 
-def handlers(settings: PedidosSettings, known: KnownSagas) -> dict[str, Handler]:
+def subscriptions(settings: PedidosSettings, known: KnownSagas) -> list[Subscription]:
     track = make_track_saga(settings, known)
-    return dict.fromkeys(TRACKED_EVENTS, track)
+    # Reads without a transaction; the commit statement is the transaction. Everything that
+    # follows the commit waits in after_commit, so queued events may share one transaction.
+    return [Subscription(event_type, track, reads_outside_transaction=True,
+                         shares_transaction=True) for event_type in TRACKED_EVENTS]
 
 
 def create() -> FastAPI:
@@ -44,8 +46,7 @@ def create() -> FastAPI:
     return create_app(ServiceDefinition(
         name=SERVICE,
         tables=messaging,
-        topics=[INVENTORY_EVENTS, PAYMENT_EVENTS],
-        make_handlers=lambda rt: handlers(settings, known),
+        subscriptions=lambda rt: subscriptions(settings, known),
         routers=[routes(settings, known)],
         compensation_reasons=[r.value for r in CancelReason],
         jobs=[PeriodicJob("deadlines", settings.deadline_scan_interval_s,

@@ -9,9 +9,10 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from sagakit import driver, jsonio
+from sagakit import jsonio
 from sagakit.ids import time_ordered_id
-from sagakit.unit_of_work import StagedWrite
+from sagakit.store import driver
+from sagakit.store.commit_statement import StagedWrite
 from sqlalchemy import (
     DateTime,
     Executable,

@@ -10,7 +10,7 @@ from typing import Any
 from sagakit.consumer import Handler
 from sagakit.envelope import Envelope
 from sagakit.errors import TransientError
-from sagakit.unit_of_work import UnitOfWork
+from sagakit.store.unit_of_work import UnitOfWork
 from sqlalchemy import func
 
 from pagos.adapters.payment_repository import Payment, PaymentRepository

@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from opentelemetry.trace import SpanKind
-from sagakit import metrics, tracing
 from sagakit.envelope import utc_now_iso
-from sagakit.unit_of_work import UnitOfWork
+from sagakit.observability import metrics, tracing
+from sagakit.store.unit_of_work import UnitOfWork
 
 from pagos.adapters.gateway_client import GatewayClient
 from pagos.adapters.payment_repository import Payment, PaymentRepository

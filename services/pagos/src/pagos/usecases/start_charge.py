@@ -21,10 +21,10 @@ from __future__ import annotations
 import logging
 from decimal import Decimal
 
-from sagakit import tracing
 from sagakit.consumer import Handler
 from sagakit.envelope import Envelope
-from sagakit.unit_of_work import UnitOfWork
+from sagakit.observability import tracing
+from sagakit.store.unit_of_work import UnitOfWork
 from sqlalchemy import func
 
 from pagos.adapters.payment_repository import Payment, PaymentRepository

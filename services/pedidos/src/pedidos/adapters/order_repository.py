@@ -12,8 +12,10 @@ from collections.abc import Callable, Mapping
 from decimal import Decimal
 from typing import Any
 
-from sagakit import driver, jsonio
-from sagakit.unit_of_work import StagedWrite, UnitOfWork
+from sagakit import jsonio
+from sagakit.store import driver
+from sagakit.store.commit_statement import StagedWrite
+from sagakit.store.unit_of_work import UnitOfWork
 from sqlalchemy import Executable, Uuid, bindparam, func, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -33,7 +35,7 @@ def _seconds_from_now(param: str) -> str:
 LOCK_ORDER = ("sagas", "orders")
 
 # A saga step's writes are staged on its unit of work and go to the database with its commit
-# statement (sagakit.unit_of_work): one round trip for the business rows, the inbox row and the
+# statement (sagakit.store.unit_of_work): one round trip for the business rows, the inbox row and the
 # outbox rows. Their SQL is built once per shape, every value a bind parameter.
 _ORDERS, _SAGAS = f"{{schema}}.{orders.name}", f"{{schema}}.{sagas.name}"
 _AUDIT, _NOTIFICATIONS = f"{{schema}}.{saga_audit.name}", f"{{schema}}.{notifications.name}"

@@ -8,10 +8,10 @@ from typing import Annotated
 
 from fastapi import APIRouter, Header, HTTPException, Request, Response
 from fastapi.responses import JSONResponse
-from sagakit import tracing
-from sagakit.conflicts import retry_on_conflict
 from sagakit.envelope import new_span_id
+from sagakit.observability import tracing
 from sagakit.runtime import runtime_of
+from sagakit.store.conflicts import retry_on_conflict
 
 from pedidos.adapters.order_queries import OrderQueries
 from pedidos.adapters.order_repository import OrderRepository

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from sagakit.consumer import Handler
 from sagakit.envelope import Envelope
-from sagakit.unit_of_work import UnitOfWork
+from sagakit.store.unit_of_work import UnitOfWork
 
 from pedidos.adapters.order_repository import OrderRepository
 from pedidos.config import PedidosSettings
@@ -17,8 +17,4 @@ def make_track_saga(settings: PedidosSettings, known: KnownSagas) -> Handler:
     async def on_saga_event(uow: UnitOfWork, event: Envelope) -> None:
         await track_saga(uow, OrderRepository(uow), event, settings, known)
 
-    # Reads without a transaction; the commit statement is the transaction. Everything that
-    # follows the commit waits in after_commit, so queued events may share one transaction.
-    on_saga_event.reads_outside_transaction = True  # type: ignore[attr-defined]
-    on_saga_event.shares_transaction = True  # type: ignore[attr-defined]
     return on_saga_event

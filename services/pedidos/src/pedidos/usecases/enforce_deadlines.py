@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import logging
 
-from sagakit import metrics, tracing
 from sagakit.envelope import new_span_id
+from sagakit.observability import metrics, tracing
 from sagakit.runtime import RunAgainIn
 
 from pedidos.config import PedidosSettings

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from sagakit import metrics, tracing
 from sagakit.envelope import new_span_id
 from sagakit.ids import time_ordered_id
+from sagakit.observability import metrics, tracing
 from sagakit.ports import UnitOfWorkPort
 
 from pedidos.config import PedidosSettings

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from sagakit import metrics
+from sagakit.observability import metrics
 from sagakit.ports import UnitOfWorkPort
 
 from pedidos.config import PedidosSettings
