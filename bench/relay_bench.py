@@ -9,11 +9,11 @@ import uuid
 from typing import Any
 
 from aiokafka import AIOKafkaProducer
-from sagakit.outbox_signal import OutboxSignal
-from sagakit.relay import OutboxRelay
+from sagakit.outbox.relay import OutboxRelay
+from sagakit.outbox.signal import OutboxSignal
 from sagakit.settings import MessagingSettings
-from sagakit.tables import messaging_tables, service_metadata
-from sagakit.unit_of_work import UnitOfWork
+from sagakit.store.tables import messaging_tables, service_metadata
+from sagakit.store.unit_of_work import UnitOfWork
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
 

@@ -195,7 +195,7 @@ COMPONENTS = (
         (Table("Process", ServiceSettings),
          Table("Messaging: outbox relay, inbox, consumer", MessagingSettings),
          Table("Tracing", environment=TRACING,
-               read_in=("libs/sagakit/src/sagakit/tracing.py",)))),
+               read_in=("libs/sagakit/src/sagakit/observability/tracing.py",)))),
     Component("pedidos",
               "The saga's deadlines, judged by the database clock (Part II §5.4). A timeout below "
               "its minimum stops pedidos unless `SAGA_ALLOW_UNSAFE_LIMITS` is set; why the "

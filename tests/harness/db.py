@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import asyncpg
-from sagakit.tables import MessagingTables, messaging_tables, service_metadata
+from sagakit.store.tables import MessagingTables, messaging_tables, service_metadata
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
@@ -78,7 +78,7 @@ async def scratch_copy(schema: str, of: str, tables: tuple[str, ...]
                        ) -> AsyncIterator[tuple[AsyncEngine, MessagingTables]]:
     """A copy of ``tables`` of service schema ``of`` in a new schema ``schema``, dropped on
     exit, and an engine (admin role) on which ``of``'s statements reach the copy (SQLAlchemy's
-    schema_translate_map, which the unit of work and ``sagakit.driver`` honour): a service's
+    schema_translate_map, which the unit of work and ``sagakit.store.driver`` honour): a service's
     code runs on it without the running stack seeing a row, nor its relay a notification."""
     engine = create_async_engine(config.admin_dsn().replace("postgresql://",
                                                             "postgresql+asyncpg://"))

@@ -22,8 +22,8 @@ from pagos.usecases.gateway_worker import GatewayWorker
 from pagos.usecases.ports import ChargeResult, PaymentGateway, RefundResult
 from saga_contracts import registry
 from sagakit.envelope import Envelope
-from sagakit.tables import MessagingTables
-from sagakit.unit_of_work import UnitOfWork
+from sagakit.store.tables import MessagingTables
+from sagakit.store.unit_of_work import UnitOfWork
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 

@@ -31,11 +31,11 @@ from pagos.usecases.gateway_worker import GatewayWorker
 from pagos.usecases.ports import ChargeResult, RefundResult
 from sagactl import replay
 from sagakit import jsonio
-from sagakit.consumer import EventConsumer, RawRecord
+from sagakit.consumer import EventConsumer, RawRecord, Subscription
 from sagakit.envelope import Envelope
 from sagakit.settings import MessagingSettings
-from sagakit.tables import MessagingTables
-from sagakit.unit_of_work import UnitOfWork
+from sagakit.store.tables import MessagingTables
+from sagakit.store.unit_of_work import UnitOfWork
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -146,7 +146,8 @@ def _consumer(engine: AsyncEngine, tables: MessagingTables,
     """pagos' consumer loop with pagos' StockVerificado handler (driven record by record:
     never joining the running stack's consumer group)."""
     return EventConsumer(service="pagos", topics=[TOPIC],
-                         handlers={"StockVerificado": make_on_stock_verificado(worker)},
+                         subscriptions=[Subscription("StockVerificado",
+                                                     make_on_stock_verificado(worker))],
                          uow_factory=lambda **kw: UnitOfWork(engine, tables, "pagos", **kw),
                          settings=MessagingSettings(kafka_bootstrap_servers=config.KAFKA))
 
@@ -182,7 +183,7 @@ async def test_a_charge_given_up_on_is_replayed_and_made_under_the_same_key(
         assert plan.headers["X-Replay-Of"] == event.message_id != plan.value["message_id"]
 
         gateway.approve = True
-        outcome = await _consumer(engine, tables, worker).process(await _through_kafka(plan))
+        outcome = await _consumer(engine, tables, worker).processor.process(await _through_kafka(plan))
         assert outcome.status == "processed", outcome
         row = await wait_for(lambda: _payment(engine, event.saga_id),
                              lambda r: r.status == "CAPTURED", timeout=15,
@@ -207,7 +208,7 @@ async def test_a_replay_after_the_payment_was_decided_charges_nothing(
         calls = len(gateway.keys)
         gateway.approve = True
         plan = replay.build(letter.payload, "pagos", letter.id)
-        outcome = await _consumer(engine, tables, worker).process(await _through_kafka(plan))
+        outcome = await _consumer(engine, tables, worker).processor.process(await _through_kafka(plan))
         assert outcome.status == "processed", outcome
         # Left CANCELLED, the payment has no work due: no worker will ever call for it.
         assert (await _payment(engine, event.saga_id)).status == "CANCELLED"

@@ -26,8 +26,8 @@ from pagos.entrypoints.messages import make_on_stock_verificado
 from pagos.usecases.gateway_worker import GatewayWorker
 from pagos.usecases.ports import ChargeResult, RefundResult
 from sagakit.envelope import Envelope
-from sagakit.tables import MessagingTables
-from sagakit.unit_of_work import AlreadyProcessed, UnitOfWork
+from sagakit.store.tables import MessagingTables
+from sagakit.store.unit_of_work import AlreadyProcessed, UnitOfWork
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 

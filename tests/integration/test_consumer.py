@@ -20,12 +20,12 @@ from harness import config
 from harness.kafka import envelope
 from harness.scratch import scratch_outbox
 from harness.waiting import wait_for
-from sagakit.consumer import EventConsumer, Handler
+from sagakit.consumer import EventConsumer, Handler, Subscription
 from sagakit.envelope import Envelope
 from sagakit.errors import TransientError
 from sagakit.settings import MessagingSettings
-from sagakit.tables import MessagingTables
-from sagakit.unit_of_work import UnitOfWork
+from sagakit.store.tables import MessagingTables
+from sagakit.store.unit_of_work import UnitOfWork
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -47,7 +47,7 @@ async def _consuming(scratch: tuple[AsyncEngine, MessagingTables], handler: Hand
     ``send(saga_id, partition)``."""
     engine, tables = scratch
     consumer = EventConsumer(service=SERVICE, topics=[TOPIC],
-                             handlers={"OrdenCompletada": handler},
+                             subscriptions=[Subscription("OrdenCompletada", handler)],
                              uow_factory=lambda **kw: UnitOfWork(engine, tables, SERVICE, **kw),
                              settings=settings)
     if started is not None:
@@ -247,7 +247,7 @@ async def test_a_consumer_whose_fetch_task_died_is_replaced(scratch) -> None:  #
     started: list[EventConsumer] = []
     settings = MessagingSettings(kafka_bootstrap_servers=config.KAFKA)
     async with _consuming(scratch, handler, settings, started) as send:
-        kafka_consumer = started[0]._consumer
+        kafka_consumer = started[0].kafka
         assert kafka_consumer is not None
         fetch_task = kafka_consumer._fetcher.error_future
         fetch_task.cancel()
@@ -257,7 +257,7 @@ async def test_a_consumer_whose_fetch_task_died_is_replaced(scratch) -> None:  #
             await send(saga_id, 0)
             await wait_for(handled, lambda d, s=saga_id: s in d, timeout=30,  # type: ignore[misc]
                            what="a record sent after the fetch task died")
-        assert started[0]._consumer is not kafka_consumer  # replaced, not revived
+        assert started[0].kafka is not kafka_consumer  # replaced, not revived
 
 
 async def test_a_rebalance_hands_over_the_offsets_handled_so_far(scratch) -> None:  # type: ignore[no-untyped-def]
@@ -290,8 +290,8 @@ async def test_a_rebalance_hands_over_the_offsets_handled_so_far(scratch) -> Non
                 await send_too(saga_id, i % 3)
             await wait_for(handled, lambda d: set(later) <= d, timeout=30,
                            what="later six handled")
-            assert started[1]._consumer is not None
-            assert started[1]._consumer.assignment(), "the new instance took no partition"
+            assert started[1].kafka is not None
+            assert started[1].kafka.assignment(), "the new instance took no partition"
     assert not set(first) & set(handled_by["b"]), "handed over without the offsets handled"
     assert sorted(handled_by["a"] + handled_by["b"]) == sorted(first + later)
 

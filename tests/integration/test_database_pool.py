@@ -9,7 +9,7 @@ import asyncio
 
 import pytest
 from harness import config, db
-from sagakit.database import build_engine
+from sagakit.store.database import build_engine
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 

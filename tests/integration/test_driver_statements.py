@@ -1,4 +1,4 @@
-"""Statements sent on asyncpg's connection (``sagakit.driver``) against real PostgreSQL: they
+"""Statements sent on asyncpg's connection (``sagakit.store.driver``) against real PostgreSQL: they
 mean what they would mean through SQLAlchemy. A statement that has to begin its transaction
 (a lock that must last) still goes through SQLAlchemy; inside a transaction or in autocommit
 it goes to the driver; values the statement carries itself are sent; and a connection that
@@ -12,9 +12,9 @@ from typing import Any
 import asyncpg
 import pytest
 from harness import config, db
-from sagakit import driver
-from sagakit.database import build_engine
 from sagakit.errors import is_connection_failure
+from sagakit.store import driver
+from sagakit.store.database import build_engine
 from sqlalchemy import Column, Integer, MetaData, Table, Text, bindparam, literal, select, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 

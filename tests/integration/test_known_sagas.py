@@ -13,16 +13,17 @@ from typing import Any
 import pytest
 from harness import db
 from harness.clients import new_sku, order_body
-from pedidos.adapters.known_sagas import KnownSagas
-from pedidos.adapters.order_repository import OrderRepository, SagaRow
+from pedidos.adapters.order_repository import OrderRepository
 from pedidos.config import PedidosSettings
+from pedidos.entrypoints.messages import make_track_saga
 from pedidos.usecases.cancel_saga import cancel_saga
+from pedidos.usecases.known_sagas import KnownSagas
 from pedidos.usecases.place_order import place_order
-from pedidos.usecases.track_saga import make_track_saga
+from pedidos.usecases.ports import SagaState
 from saga_contracts import registry
 from sagakit.envelope import Envelope
-from sagakit.tables import MessagingTables
-from sagakit.unit_of_work import UnitOfWork
+from sagakit.store.tables import MessagingTables
+from sagakit.store.unit_of_work import UnitOfWork
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -37,17 +38,17 @@ async def scratch(running_stack: None) -> AsyncIterator[tuple[AsyncEngine, Messa
 
 
 class _Reads:
-    """Counts the saga reads of the tracking handler (``OrderRepository.read_saga``)."""
+    """Counts the saga reads of the tracking handler (``OrderRepository.read``)."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.count = 0
-        original = OrderRepository.read_saga
+        original = OrderRepository.read
 
-        async def counted(repo: OrderRepository, saga_id: str) -> SagaRow | None:
+        async def counted(repo: OrderRepository, saga_id: str) -> SagaState | None:
             self.count += 1
             return await original(repo, saga_id)
 
-        monkeypatch.setattr(OrderRepository, "read_saga", counted)
+        monkeypatch.setattr(OrderRepository, "read", counted)
 
 
 def _uow(engine: AsyncEngine, tables: MessagingTables, **options: Any) -> UnitOfWork:
@@ -56,8 +57,8 @@ def _uow(engine: AsyncEngine, tables: MessagingTables, **options: Any) -> UnitOf
 
 async def _place(engine: AsyncEngine, tables: MessagingTables, known: KnownSagas) -> str:
     async with _uow(engine, tables) as uow:
-        placed = await place_order(uow, order_body([(new_sku(), 2)]), Decimal("10.00"), None,
-                                   PedidosSettings(), known)
+        placed = await place_order(uow, OrderRepository(uow), order_body([(new_sku(), 2)]),
+                                   Decimal("10.00"), None, PedidosSettings(), known)
     return placed.saga_id
 
 
@@ -117,7 +118,8 @@ async def test_a_saga_moved_elsewhere_is_forgotten_and_the_event_decided_again(
 
     # Another instance (its own KnownSagas, which has never seen this saga) cancels it.
     async with _uow(engine, tables) as uow:
-        await cancel_saga(uow, saga_id, "api", PedidosSettings(), elsewhere)
+        await cancel_saga(uow, OrderRepository(uow), saga_id, "api", PedidosSettings(),
+                          elsewhere)
 
     # Decided on PENDIENTE_PAGO, the payment would move the saga on: the guard finds the
     # status gone, nothing is written, and the saga is no longer taken as known.

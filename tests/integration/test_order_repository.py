@@ -11,16 +11,16 @@ from decimal import Decimal
 
 from harness import db
 from harness.clients import Saga, new_sku, order_body
-from pedidos.adapters.order_repository import AuditEntry, OrderRepository
+from pedidos.adapters.order_repository import creation_write, lock_saga, transition_write
 from pedidos.domain.order import OrderStatus
+from pedidos.usecases.ports import AuditEntry
 from sqlalchemy import text
 
 
 async def test_a_transition_moves_order_saga_and_history_or_nothing(saga: Saga) -> None:
     placed = await saga.settled_order(stock=0, status="CANCELADA_SIN_STOCK")
     async with db.probe() as conn:
-        repo = OrderRepository(conn)
-        row = await repo.lock_saga(placed["saga_id"])
+        row = await lock_saga(conn, placed["saga_id"])
         assert row is not None and row.status is OrderStatus.CANCELADA_SIN_STOCK
 
         async def history() -> int:
@@ -35,13 +35,15 @@ async def test_a_transition_moves_order_saga_and_history_or_nothing(saga: Saga) 
 
         before = await history()
         stale = dataclasses.replace(row, status=OrderStatus.PENDIENTE_PAGO)
-        assert not await repo.transition(stale, OrderStatus.COMPLETADA, step_timeout_s=None,
-                                         audit=AuditEntry("PagoExitoso", "test")).run(conn, "pedidos")
+        assert not await transition_write(stale, OrderStatus.COMPLETADA, step_timeout_s=None,
+                                          audit=AuditEntry("PagoExitoso", "test")
+                                          ).run(conn, "pedidos")
         assert await history() == before
         assert await statuses() == ("CANCELADA_SIN_STOCK", "CANCELADA_SIN_STOCK")
 
-        assert await repo.transition(row, OrderStatus.TIMED_OUT, step_timeout_s=None,
-                                     audit=AuditEntry("Probe", "test", "m-1", {"k": 1})).run(conn, "pedidos")
+        assert await transition_write(row, OrderStatus.TIMED_OUT, step_timeout_s=None,
+                                      audit=AuditEntry("Probe", "test", "m-1", {"k": 1})
+                                      ).run(conn, "pedidos")
         assert await history() == before + 1
         assert await statuses() == ("TIMED_OUT", "TIMED_OUT")
         last = (await conn.execute(text(
@@ -52,15 +54,15 @@ async def test_a_transition_moves_order_saga_and_history_or_nothing(saga: Saga) 
                                {"k": 1})
 
 
-async def test_an_order_is_created_with_its_saga_and_history_or_not_at_all() -> None:
+async def test_an_order_is_created_with_its_saga_and_history_or_not_at_all(
+        running_stack: None) -> None:
     key = f"probe-{uuid.uuid4()}"
     body = order_body([(new_sku(), 1)])
     async with db.probe() as conn:
-        repo = OrderRepository(conn)
 
         async def create() -> tuple[bool, uuid.UUID]:
             saga_id = uuid.uuid4()
-            created = await repo.creation(
+            created = await creation_write(
                 order_id=uuid.uuid4(), saga_id=saga_id, body=body,
                 total=Decimal("10.00"), idempotency_key=key, request_hash="h",
                 context={"probe": True}, step_timeout_s=30, saga_timeout_s=3600,
@@ -88,14 +90,13 @@ async def test_a_cached_transition_statement_writes_each_calls_own_values(saga: 
     first = await saga.settled_order(stock=0, status="CANCELADA_SIN_STOCK")
     second = await saga.settled_order(stock=0, status="CANCELADA_SIN_STOCK")
     async with db.probe() as conn:
-        repo = OrderRepository(conn)
         for placed, n in ((first, 1), (second, 2)):
-            row = await repo.lock_saga(placed["saga_id"])
+            row = await lock_saga(conn, placed["saga_id"])
             assert row is not None
-            assert await repo.transition(row, OrderStatus.TIMED_OUT, step_timeout_s=None,
-                                         audit=AuditEntry(f"Probe{n}", f"actor-{n}", f"m-{n}"),
-                                         charge_id=f"ch-{n}",
-                                         cancel_reason=f"reason-{n}").run(conn, "pedidos")
+            assert await transition_write(row, OrderStatus.TIMED_OUT, step_timeout_s=None,
+                                          audit=AuditEntry(f"Probe{n}", f"actor-{n}", f"m-{n}"),
+                                          charge_id=f"ch-{n}",
+                                          cancel_reason=f"reason-{n}").run(conn, "pedidos")
         for placed, n in ((first, 1), (second, 2)):
             written = (await conn.execute(text(
                 "SELECT o.charge_id, o.cancel_reason, a.event_type, a.actor, a.message_id "
@@ -109,8 +110,7 @@ async def test_a_cached_transition_statement_writes_each_calls_own_values(saga: 
 async def test_a_transitions_notification_is_written_with_it_or_not_at_all(saga: Saga) -> None:
     placed = await saga.settled_order(stock=0, status="CANCELADA_SIN_STOCK")
     async with db.probe() as conn:
-        repo = OrderRepository(conn)
-        row = await repo.lock_saga(placed["saga_id"])
+        row = await lock_saga(conn, placed["saga_id"])
         assert row is not None
 
         async def notifications() -> list[tuple[str, str, str]]:
@@ -120,11 +120,11 @@ async def test_a_transitions_notification_is_written_with_it_or_not_at_all(saga:
                 {"o": row.order_id})).all()]
 
         stale = dataclasses.replace(row, status=OrderStatus.PENDIENTE_PAGO)
-        assert not await repo.transition(stale, OrderStatus.TIMED_OUT, step_timeout_s=None,
-                                         audit=AuditEntry("Probe", "test"),
-                                         notification="too late").run(conn, "pedidos")
+        assert not await transition_write(stale, OrderStatus.TIMED_OUT, step_timeout_s=None,
+                                          audit=AuditEntry("Probe", "test"),
+                                          notification="too late").run(conn, "pedidos")
         assert await notifications() == [], "a stale decision notifies nobody"
-        assert await repo.transition(row, OrderStatus.TIMED_OUT, step_timeout_s=None,
-                                     audit=AuditEntry("Probe", "test"),
-                                     notification="your order timed out").run(conn, "pedidos")
+        assert await transition_write(row, OrderStatus.TIMED_OUT, step_timeout_s=None,
+                                      audit=AuditEntry("Probe", "test"),
+                                      notification="your order timed out").run(conn, "pedidos")
         assert await notifications() == [(row.customer_id, "TIMED_OUT", "your order timed out")]

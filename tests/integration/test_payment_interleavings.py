@@ -22,7 +22,7 @@ from harness.waiting import current, wait_for
 from pagos.adapters.payment_repository import PaymentRepository
 from pagos.domain.payment import Payment
 from pagos.usecases.gateway_worker import GatewayWorker
-from sagakit.tables import MessagingTables
+from sagakit.store.tables import MessagingTables
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 SCHEMA = "paymentrace"

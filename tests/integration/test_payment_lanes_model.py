@@ -44,7 +44,7 @@ from pagos.domain.payment import Outcome, Payment
 from pagos.usecases.gateway_worker import GatewayWorker
 from pagos.usecases.ports import ChargeResult, RefundResult
 from sagakit.errors import TransientError
-from sagakit.tables import MessagingTables
+from sagakit.store.tables import MessagingTables
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 SCHEMA = "paymentlanes"

@@ -22,11 +22,12 @@ from harness.kafka import TopicReader
 from harness.scratch import scratch_outbox
 from harness.waiting import current, wait_for
 from prometheus_client import REGISTRY
-from sagakit.outbox_signal import OutboxSignal
-from sagakit.relay import OutboxRelay
+from sagakit.outbox.housekeeping import cleanup_published
+from sagakit.outbox.relay import OutboxRelay
+from sagakit.outbox.signal import OutboxSignal
 from sagakit.settings import MessagingSettings
-from sagakit.tables import MessagingTables
-from sagakit.unit_of_work import UnitOfWork
+from sagakit.store.tables import MessagingTables
+from sagakit.store.unit_of_work import UnitOfWork
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -192,9 +193,6 @@ def _seqs(records: Any, saga_id: str) -> list[int]:
 
 async def test_cleanup_removes_only_rows_past_their_age(scratch) -> None:  # type: ignore[no-untyped-def]
     engine, tables = scratch
-    relay = OutboxRelay(engine, tables, "relaytest",
-                        MessagingSettings(kafka_bootstrap_servers=config.KAFKA,
-                                          outbox_retention_days=7, cleanup_batch_size=3))
     for seq in range(10):
         await _write(engine, tables, "saga-clean", seq)
     async with engine.begin() as conn:
@@ -207,8 +205,8 @@ async def test_cleanup_removes_only_rows_past_their_age(scratch) -> None:  # typ
             "processed_at) VALUES ('old', 'E', 'processed', now() - interval '8 days'), "
             "('new', 'E', 'processed', now() - interval '6 days'), "
             "('old-dead', 'E', 'dead_lettered', now() - interval '30 days')"))
-    assert await relay.cleanup() == 7
-    from sagakit.inbox import cleanup_processed
+    assert await cleanup_published(engine, tables, 7, batch_size=3) == 7
+    from sagakit.store.inbox import cleanup_processed
 
     assert await cleanup_processed(engine, tables, 7) == 1  # type: ignore[arg-type]
     async with engine.connect() as conn:
@@ -360,7 +358,7 @@ async def test_a_row_for_a_topic_that_does_not_exist_is_counted_and_failed_after
     await _write_row(engine, tables, lost, 0, topic="no-such-topic")
     await _write_row(engine, tables, lost, 1)
     await _write_row(engine, tables, other, 0)
-    producer = relay._producer = _Producer(answers=True)
+    producer = relay.publisher.producer = _Producer(answers=True)
     try:
         assert await relay.publish_batch() == 1
         counted = await _row(engine, lost, 0)
@@ -382,7 +380,7 @@ async def test_an_unknown_topic_while_the_cluster_does_not_answer_is_the_broker_
     relay = OutboxRelay(engine, tables, "relaytest", _settings())
     saga_id = str(uuid.uuid4())
     await _write_row(engine, tables, saga_id, 0, topic="no-such-topic")
-    relay._producer = _Producer(answers=False)
+    relay.publisher.producer = _Producer(answers=False)
     try:
         with pytest.raises(UnknownTopicOrPartitionError):
             await relay.publish_batch()

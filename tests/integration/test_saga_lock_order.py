@@ -19,17 +19,23 @@ import pytest
 from harness import db
 from harness.clients import new_sku, order_body
 from harness.waiting import wait_for
-from pedidos.adapters.known_sagas import KnownSagas
-from pedidos.adapters.order_repository import AuditEntry, OrderRepository, SagaRow
+from pedidos.adapters.order_repository import (
+    OrderRepository,
+    creation_write,
+    lock_saga,
+    transition_write,
+)
 from pedidos.config import PedidosSettings
 from pedidos.domain.order import OrderStatus, Transition
+from pedidos.entrypoints.messages import make_track_saga
 from pedidos.usecases.cancel_saga import cancel_saga
-from pedidos.usecases.track_saga import make_track_saga
+from pedidos.usecases.known_sagas import KnownSagas
+from pedidos.usecases.ports import AuditEntry, SagaState
 from pedidos.usecases.transitions import stage_transition
 from saga_contracts import registry
 from sagakit.envelope import Envelope
-from sagakit.tables import MessagingTables
-from sagakit.unit_of_work import UnitOfWork
+from sagakit.store.tables import MessagingTables
+from sagakit.store.unit_of_work import UnitOfWork
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -52,7 +58,7 @@ async def _placed(engine: AsyncEngine, tables: MessagingTables) -> tuple[str, st
     order_id, saga_id = uuid.uuid4(), uuid.uuid4()
     body = order_body([(new_sku(), 1)])
     async with UnitOfWork(engine, tables, "pedidos") as uow:
-        uow.stage(OrderRepository.creation(
+        uow.stage(creation_write(
             order_id=order_id, saga_id=saga_id, body=body, total=Decimal("10.00"),
             idempotency_key=None, request_hash="h", context={}, step_timeout_s=30,
             saga_timeout_s=3600, audit=AuditEntry("OrdenSolicitada", "test")))
@@ -95,19 +101,20 @@ async def _track(engine: AsyncEngine, tables: MessagingTables, event: Envelope) 
 
 async def _held_at_lock(monkeypatch: pytest.MonkeyPatch
                         ) -> tuple[asyncio.Event, asyncio.Event]:
-    """Makes the next ``lock_saga`` hold its lock until ``go_on``; ``locked`` says it holds."""
+    """Makes the next ``OrderRepository.lock`` hold its lock until ``go_on``; ``locked`` says
+    it holds."""
     locked, go_on = asyncio.Event(), asyncio.Event()
-    original = OrderRepository.lock_saga
+    original = OrderRepository.lock
 
     async def lock_then_wait(repo: OrderRepository, saga_id: str,
-                             skip_locked: bool = False) -> SagaRow | None:
+                             skip_locked: bool = False) -> SagaState | None:
         row = await original(repo, saga_id, skip_locked)
         if not locked.is_set():
             locked.set()
             await go_on.wait()
         return row
 
-    monkeypatch.setattr(OrderRepository, "lock_saga", lock_then_wait)
+    monkeypatch.setattr(OrderRepository, "lock", lock_then_wait)
     return locked, go_on
 
 
@@ -133,7 +140,7 @@ async def test_a_cancel_holding_the_saga_and_an_event_moving_it_do_not_deadlock(
 
     async def cancel() -> OrderStatus:
         async with UnitOfWork(engine, tables, "pedidos") as uow:
-            return await cancel_saga(uow, saga_id, "api", _settings())
+            return await cancel_saga(uow, OrderRepository(uow), saga_id, "api", _settings())
 
     cancelled, tracked = await _race(
         cancel, lambda: _track(engine, tables, _event("StockVerificado", saga_id, order_id)),
@@ -152,9 +159,10 @@ async def test_a_deadline_holding_the_saga_and_an_event_moving_it_do_not_deadloc
 
     async def time_out() -> bool:
         async with UnitOfWork(engine, tables, "pedidos") as uow:
-            saga = await OrderRepository(uow.connection).lock_saga(saga_id, skip_locked=True)
+            orders = OrderRepository(uow)
+            saga = await orders.lock(saga_id, skip_locked=True)
             assert saga is not None
-            stage_transition(uow, saga, Transition(OrderStatus.CANCELADA_TIMEOUT),
+            stage_transition(uow, orders, saga, Transition(OrderStatus.CANCELADA_TIMEOUT),
                              cause="StepTimedOut", actor="test", settings=_settings())
             return await uow.commit()
 
@@ -173,16 +181,17 @@ async def test_an_event_moving_the_saga_and_a_cancel_arriving_meanwhile_do_not_d
     saga_id, _ = await _placed(engine, tables)
     async with engine.connect() as conn:
         await conn.begin()
-        saga = await OrderRepository(conn).lock_saga(saga_id)
+        saga = await lock_saga(conn, saga_id)
         assert saga is not None
         # The event's write, in a transaction left open: its locks are held.
-        assert await OrderRepository.transition(
+        assert await transition_write(
             saga, OrderStatus.PENDIENTE_PAGO, step_timeout_s=30,
             audit=AuditEntry("StockVerificado", "test")).run(conn, SCHEMA)
 
         async def cancel() -> OrderStatus:
             async with UnitOfWork(engine, tables, "pedidos") as uow:
-                return await cancel_saga(uow, saga_id, "api", _settings())
+                return await cancel_saga(uow, OrderRepository(uow), saga_id, "api",
+                                         _settings())
 
         cancelling = asyncio.create_task(cancel())
         await wait_for(_waiting_on_a_lock, lambda n: n >= 1, timeout=10,

@@ -26,13 +26,15 @@ from harness import config
 from harness.kafka import envelope
 from harness.scratch import scratch_outbox
 from harness.waiting import wait_for
-from sagakit import metrics
-from sagakit.consumer import EventConsumer, RawRecord
+from sagakit.consumer import EventConsumer, RawRecord, Subscription
 from sagakit.envelope import Envelope
 from sagakit.errors import PermanentError
+from sagakit.observability import metrics
 from sagakit.settings import MessagingSettings
-from sagakit.tables import MessagingTables, messaging_tables, service_metadata
-from sagakit.unit_of_work import SharedTransaction, StagedWrite, UnitOfWork
+from sagakit.store.commit_statement import StagedWrite
+from sagakit.store.shared_transaction import SharedTransaction
+from sagakit.store.tables import MessagingTables, messaging_tables, service_metadata
+from sagakit.store.unit_of_work import UnitOfWork
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
@@ -93,10 +95,10 @@ def _consumer(scratch: tuple[AsyncEngine, MessagingTables], counters: Counters,
 
     async def handler(uow: UnitOfWork, event: Envelope) -> None:
         await counters.handle(uow, event)
-    handler.reads_outside_transaction = True  # type: ignore[attr-defined]
-    handler.shares_transaction = True  # type: ignore[attr-defined]
     return EventConsumer(
-        service=SCHEMA, topics=[TOPIC], handlers={"OrdenCompletada": handler},
+        service=SCHEMA, topics=[TOPIC],
+        subscriptions=[Subscription("OrdenCompletada", handler, reads_outside_transaction=True,
+                                    shares_transaction=True)],
         uow_factory=lambda **kw: UnitOfWork(engine, tables, SCHEMA, **kw),
         settings=MessagingSettings(consumer_batch_max=batch_max),
         shared_transaction=lambda: SharedTransaction(engine, tables, SCHEMA, lock_timeout_ms))
@@ -160,7 +162,7 @@ async def test_queued_records_share_one_transaction_each_with_its_own_inbox_and_
     records = await _records(engine, names)
     consumer = _consumer(scratch, counters, batch_max=4)
 
-    assert await consumer._partition(None, TP, records) is None  # type: ignore[arg-type]
+    assert await consumer.partitions.handle(TP, records) is None
 
     assert await _transactions(engine, records) == [0, 0, 0, 0, 1, 1]
     assert await _counters(engine, names) == [1] * 6
@@ -168,7 +170,7 @@ async def test_queued_records_share_one_transaction_each_with_its_own_inbox_and_
     # What waits for the commit ran after the shared COMMIT, not after each record's statement.
     assert counters.seen_committed == [0, 0, 0, 0, 4, 4]
     assert counters.committed == [_message_id(r) for r in records]
-    assert consumer._offsets[TP] == len(records)
+    assert consumer.offsets.pending[TP] == len(records)
 
 
 async def test_a_duplicate_among_them_is_a_duplicate_and_the_others_are_written_once(
@@ -183,7 +185,7 @@ async def test_a_duplicate_among_them_is_a_duplicate_and_the_others_are_written_
     consumer = _consumer(scratch, counters)
     rolled_back = _shared("rolled_back")
 
-    assert await consumer._partition(None, TP, records) is None  # type: ignore[arg-type]
+    assert await consumer.partitions.handle(TP, records) is None
 
     assert _shared("rolled_back") == rolled_back + 1
     # After a duplicate every record of the run goes alone: redelivered records come in runs.
@@ -205,7 +207,7 @@ async def test_a_record_whose_state_moved_ends_the_shared_transaction_and_is_dec
     counters.known[a] = 0
     consumer = _consumer(scratch, counters)
 
-    assert await consumer._partition(None, TP, records) is None  # type: ignore[arg-type]
+    assert await consumer.partitions.handle(TP, records) is None
 
     transactions = await _transactions(engine, records)
     assert transactions[0] == transactions[1]
@@ -222,7 +224,7 @@ async def test_a_failing_record_is_judged_alone_and_nothing_else_is_lost(scratch
     counters = Counters(fail_on={_message_id(records[2])})
     consumer = _consumer(scratch, counters)
 
-    assert await consumer._partition(None, TP, records) is None  # type: ignore[arg-type]
+    assert await consumer.partitions.handle(TP, records) is None
 
     assert await _counters(engine, names) == [1, 1, 0, 1, 1, 1]
     assert await _outbox_count(engine, TOPIC) == 5
@@ -230,7 +232,7 @@ async def test_a_failing_record_is_judged_alone_and_nothing_else_is_lost(scratch
     transactions = await _transactions(engine, records)  # the dead letter has its inbox row
     assert transactions[3] == transactions[4] == transactions[5]
     assert len(set(transactions)) == 4
-    assert consumer._offsets[TP] == len(records)
+    assert consumer.offsets.pending[TP] == len(records)
 
 
 async def test_a_lock_held_past_the_lock_timeout_rolls_back_instead_of_waiting(scratch) -> None:  # type: ignore[no-untyped-def]
@@ -248,7 +250,7 @@ async def test_a_lock_held_past_the_lock_timeout_rolls_back_instead_of_waiting(s
     async with engine.connect() as holder:
         await holder.execute(text(f"SELECT n FROM {SCHEMA}.counters WHERE name = :c FOR UPDATE"),
                              {"c": names[1]})
-        handling = asyncio.create_task(consumer._partition(None, TP, records))  # type: ignore[arg-type]
+        handling = asyncio.create_task(consumer.partitions.handle(TP, records))
 
         async def rolled_back_count() -> float:
             return _shared("rolled_back")
@@ -257,7 +259,7 @@ async def test_a_lock_held_past_the_lock_timeout_rolls_back_instead_of_waiting(s
         await holder.commit()
     assert await asyncio.wait_for(handling, 30) is None
     assert await _counters(engine, names) == [1, 1, 1, 1]
-    assert consumer._offsets[TP] == len(records)
+    assert consumer.offsets.pending[TP] == len(records)
 
 
 async def test_two_lanes_with_the_same_sagas_in_opposite_orders_never_wait_for_each_other(
@@ -286,13 +288,13 @@ async def test_two_lanes_with_the_same_sagas_in_opposite_orders_never_wait_for_e
     rolled_back = _shared("rolled_back")
 
     results = await asyncio.wait_for(asyncio.gather(
-        consumer._partition(None, TopicPartition(TOPIC, 0), lane_a),  # type: ignore[arg-type]
-        consumer._partition(None, TopicPartition(TOPIC, 1), lane_b)), 30)  # type: ignore[arg-type]
+        consumer.partitions.handle(TopicPartition(TOPIC, 0), lane_a),
+        consumer.partitions.handle(TopicPartition(TOPIC, 1), lane_b)), 30)
 
     assert results == [None, None]
     assert _shared("rolled_back") == rolled_back, "a lane waited for the other's lock"
     assert await _counters(engine, [x, y, z]) == [2, 2, 1]
-    assert consumer._held == {} and consumer._wanted == set()
+    assert consumer.shared_runs.idle
 
 
 def _child_main() -> None:
@@ -304,7 +306,7 @@ def _child_main() -> None:
         tables = messaging_tables(service_metadata(SCHEMA))
         records = [RawRecord(TOPIC, 0, r["offset"], r["key"].encode(), r["value"].encode(), [])
                    for r in json.loads(os.environ["SHARED_TX_RECORDS"])]
-        await _consumer((engine, tables), Counters())._partition(None, TP, records)  # type: ignore[arg-type]
+        await _consumer((engine, tables), Counters()).partitions.handle(TP, records)
     asyncio.run(main())
 
 
@@ -333,23 +335,22 @@ async def test_killed_between_the_shared_commit_and_the_offset_the_records_come_
     assert await _counters(engine, names) == [1] * 4
 
     consumer = _consumer(scratch, Counters())  # the restarted consumer: all of them again
-    assert await consumer._partition(None, TP, records) is None  # type: ignore[arg-type]
+    assert await consumer.partitions.handle(TP, records) is None
 
     assert await _counters(engine, names) == [1] * 4
     assert await _outbox_count(engine, TOPIC) == 4
     assert await _transactions(engine, records) == [0, 0, 0, 0]
-    assert consumer._offsets[TP] == len(records)
+    assert consumer.offsets.pending[TP] == len(records)
 
 
 def test_only_a_handler_that_reads_outside_a_transaction_may_share_one() -> None:
     async def locking(uow: Any, event: Envelope) -> None:
         return None
-    locking.isolation_level = "REPEATABLE READ"  # type: ignore[attr-defined]
-    locking.shares_transaction = True  # type: ignore[attr-defined]
     with pytest.raises(ValueError, match="cannot share a transaction"):
-        EventConsumer(service="s", topics=[TOPIC], handlers={"OrdenCompletada": locking},
-                      uow_factory=lambda **kw: None,  # type: ignore[arg-type,return-value]
-                      settings=MessagingSettings())
+        Subscription("OrdenCompletada", locking, isolation_level="REPEATABLE READ",
+                     shares_transaction=True)
+    with pytest.raises(ValueError, match="cannot share a transaction"):
+        Subscription("OrdenCompletada", locking, shares_transaction=True)
     shared = SharedTransaction(None, None, "s", 100)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="may share a transaction"):
         UnitOfWork(None, None, "s", within=shared)  # type: ignore[arg-type]

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from harness.scratch import scratch_outbox
 from harness.waiting import wait_for
-from sagakit.tables import MessagingTables
-from sagakit.unit_of_work import AlreadyProcessed, UnitOfWork
+from sagakit.store.tables import MessagingTables
+from sagakit.store.unit_of_work import AlreadyProcessed, UnitOfWork
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 

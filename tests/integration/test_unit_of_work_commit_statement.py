@@ -18,8 +18,9 @@ from harness import db
 from harness.scratch import scratch_outbox
 from harness.waiting import wait_for
 from sagakit.errors import is_connection_failure
-from sagakit.tables import MessagingTables
-from sagakit.unit_of_work import AlreadyProcessed, StagedWrite, UnitOfWork
+from sagakit.store.commit_statement import StagedWrite
+from sagakit.store.tables import MessagingTables
+from sagakit.store.unit_of_work import AlreadyProcessed, UnitOfWork
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 

@@ -1,4 +1,5 @@
-"""The event contracts: every schema is valid, evolution rules hold, the catalog is current."""
+"""The event contracts: every schema is valid, evolution rules hold, the catalog is current, and
+the validators and the event models accept exactly what the schemas accept."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pytest
 from jsonschema import Draft202012Validator, FormatChecker
 from saga_contracts import registry
 from saga_contracts.catalog import render
+from saga_contracts.events import EVENT_MODELS, parse
 from saga_contracts.registry import EventSchema, check_evolution
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -156,4 +158,25 @@ def test_the_compiled_validator_agrees_with_jsonschema(schema: EventSchema) -> N
             fast_says = False
         assert fast_says is reference.is_valid(payload), payload
         verdicts[fast_says] += 1
+    assert verdicts[True] and verdicts[False] > 10, verdicts
+
+
+@pytest.mark.parametrize("event_type", sorted(EVENT_MODELS))
+def test_the_event_models_accept_what_jsonschema_accepts(event_type: str) -> None:
+    """A handler is given the model of a payload the registry let through, and a producer's
+    model is written as a payload the registry lets through: ``parse`` must accept exactly what
+    jsonschema accepts, payload by payload (two edge cases aside, in test_events.py)."""
+    schema = registry.latest(event_type)
+    reference = Draft202012Validator(schema.document, format_checker=FormatChecker())
+    verdicts = {True: 0, False: 0}
+    for payload in _variants(schema.document, _valid(schema.document)):
+        try:
+            model = parse(event_type, payload)
+        except registry.SchemaViolation:
+            accepted = False
+        else:
+            accepted = True
+            registry.validate(event_type, schema.version, model.to_payload())
+        assert accepted is reference.is_valid(payload), payload
+        verdicts[accepted] += 1
     assert verdicts[True] and verdicts[False] > 10, verdicts

@@ -9,10 +9,10 @@ from typing import Any
 import httpx
 import pytest
 from fastapi import FastAPI
-from sagakit.consumer import classify
+from sagakit.consumer.retry_policy import classify
 from sagakit.errors import CommitOutcomeUnknown
-from sagakit.tables import MessagingTables, messaging_tables, service_metadata
-from sagakit.unit_of_work import UnitOfWork
+from sagakit.store.tables import MessagingTables, messaging_tables, service_metadata
+from sagakit.store.unit_of_work import UnitOfWork
 
 
 class _DyingConnection:
@@ -62,7 +62,7 @@ def test_the_consumer_retries_it_as_infrastructure() -> None:
 
 
 async def test_http_answers_503_without_claiming_nothing_was_done() -> None:
-    from sagakit.runtime import install_database_error_handlers
+    from sagakit.runtime.http_errors import install_database_error_handlers
 
     app = FastAPI()
     install_database_error_handlers(app)

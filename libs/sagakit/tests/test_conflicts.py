@@ -7,8 +7,8 @@ import asyncpg
 import httpx
 import pytest
 from fastapi import FastAPI
-from sagakit.conflicts import StillConflicting, retry_on_conflict
-from sagakit.runtime import install_database_error_handlers
+from sagakit.runtime.http_errors import install_database_error_handlers
+from sagakit.store.conflicts import StillConflicting, retry_on_conflict
 
 
 class _Racing:

@@ -9,11 +9,11 @@ import uuid
 from types import TracebackType
 from typing import Any
 
-from sagakit.consumer import EventConsumer, Outcome, RawRecord
+from sagakit.consumer import EventConsumer, Outcome, RawRecord, Subscription
 from sagakit.envelope import Envelope
 from sagakit.errors import PermanentError
 from sagakit.settings import MessagingSettings
-from sagakit.unit_of_work import AlreadyProcessed
+from sagakit.store.unit_of_work import AlreadyProcessed
 
 
 class FakeUnitOfWork:
@@ -64,18 +64,18 @@ async def test_a_duplicate_its_handler_refuses_is_a_duplicate_not_a_dead_letter(
             raise PermanentError("order already completed")
         handled.append(event.message_id)
 
-    consumer = EventConsumer(service="s", topics=["order-events"],
-                             handlers={"OrdenCompletada": handler},
-                             uow_factory=lambda: FakeUnitOfWork(inbox),
-                             settings=MessagingSettings())
     dead_letters: list[str] = []
 
-    async def dead_letter(raw: RawRecord, envelope: Any, reason: str, *_: Any) -> Outcome:
-        dead_letters.append(reason)
-        return Outcome("dead_lettered")
+    class DeadLetters:
+        async def write(self, raw: RawRecord, envelope: Any, reason: str, *_: Any) -> Outcome:
+            dead_letters.append(reason)
+            return Outcome("dead_lettered")
 
-    consumer._dead_letter = dead_letter  # type: ignore[method-assign]
+    consumer = EventConsumer(service="s", topics=["order-events"],
+                             subscriptions=[Subscription("OrdenCompletada", handler)],
+                             uow_factory=lambda: FakeUnitOfWork(inbox),
+                             settings=MessagingSettings(), dead_letters=DeadLetters())
     record = _record()
-    outcomes = [(await consumer.process(record)).status for _ in range(3)]
+    outcomes = [(await consumer.processor.process(record)).status for _ in range(3)]
     assert outcomes == ["processed", "duplicate", "duplicate"]
     assert dead_letters == []

@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from aiokafka import TopicPartition
-from sagakit import metrics
-from sagakit.consumer import EventConsumer
+from sagakit.consumer.offsets import Offsets
+from sagakit.observability import metrics
 from sagakit.settings import MessagingSettings
 
 A, B = TopicPartition("lag-t", 0), TopicPartition("lag-t", 1)
@@ -39,18 +39,16 @@ def _lag(tp: TopicPartition) -> float:
 
 
 async def test_committed_offsets_are_asked_once_then_tracked() -> None:
-    consumer = EventConsumer(service="lagtest", topics=["lag-t"], handlers={},
-                             uow_factory=lambda: None, settings=MessagingSettings())
+    offsets = Offsets("lagtest", MessagingSettings())
     kafka = FakeKafka({A, B}, ends={A: 10, B: 5}, group={A: 4})
-    consumer._consumer = kafka  # type: ignore[assignment]
-    await consumer.refresh_lag()
+    await offsets.refresh_lag(kafka)  # type: ignore[arg-type]
     assert sorted(kafka.asked) == [A, B] and _lag(A) == 6 and _lag(B) == 5
-    consumer._offsets = {A: 10}
-    await consumer._commit_offsets(kafka)  # type: ignore[arg-type]
-    await consumer.refresh_lag()
+    offsets.handled(A, 10)
+    await offsets.commit(kafka)  # type: ignore[arg-type]
+    await offsets.refresh_lag(kafka)  # type: ignore[arg-type]
     assert len(kafka.asked) == 2 and _lag(A) == 0  # no new request; our own commit counted
     # A rebalance brings a partition this instance did not hold: asked for it, and only it.
     C = TopicPartition("lag-t", 2)
     kafka.tps, kafka.ends[C], kafka.group[C] = {A, B, C}, 7, 7
-    await consumer.refresh_lag()
+    await offsets.refresh_lag(kafka)  # type: ignore[arg-type]
     assert kafka.asked[2:] == [C] and _lag(C) == 0

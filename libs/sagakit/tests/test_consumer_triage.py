@@ -8,7 +8,7 @@ import json
 import uuid
 from typing import Any
 
-from sagakit.consumer import EventConsumer, Outcome, RawRecord
+from sagakit.consumer import EventConsumer, Outcome, RawRecord, Subscription
 from sagakit.envelope import Envelope
 from sagakit.settings import MessagingSettings
 
@@ -20,33 +20,39 @@ def _record(event_type: str, payload: dict[str, Any]) -> RawRecord:
                      json.dumps(envelope.to_dict()).encode(), [])
 
 
+class DeadLetterReasons:
+    """Writes no letter: keeps why each record was given up on."""
+
+    def __init__(self) -> None:
+        self.reasons: list[str] = []
+
+    async def write(self, raw: RawRecord, envelope: Any, reason: str, *_: Any) -> Outcome:
+        self.reasons.append(reason)
+        return Outcome("dead_lettered")
+
+
 def _consumer(handled: list[str]) -> tuple[EventConsumer, list[str]]:
     async def handler(*_: Any) -> None:
         raise AssertionError("no handler may run for these records")
 
+    letters = DeadLetterReasons()
     consumer = EventConsumer(service="s", topics=["order-events"],
-                             handlers=dict.fromkeys(handled, handler),
-                             uow_factory=lambda: None, settings=MessagingSettings())
-    reasons: list[str] = []
-
-    async def dead_letter(raw: RawRecord, envelope: Any, reason: str, *_: Any) -> Outcome:
-        reasons.append(reason)
-        return Outcome("dead_lettered")
-
-    consumer._dead_letter = dead_letter  # type: ignore[method-assign]
-    return consumer, reasons
+                             subscriptions=[Subscription(t, handler) for t in handled],
+                             uow_factory=lambda: None, settings=MessagingSettings(),
+                             dead_letters=letters)
+    return consumer, letters.reasons
 
 
 async def test_an_event_this_service_does_not_handle_is_skipped_whatever_its_payload() -> None:
     consumer, reasons = _consumer(["OrdenSolicitada"])
-    outcome = await consumer.process(_record("OrdenCompletada", {"not": "its schema"}))
+    outcome = await consumer.processor.process(_record("OrdenCompletada", {"not": "its schema"}))
     assert outcome.status == "skipped"
     assert reasons == []
 
 
 async def test_an_invalid_payload_of_a_handled_event_is_a_dead_letter() -> None:
     consumer, reasons = _consumer(["OrdenCompletada"])
-    outcome = await consumer.process(_record("OrdenCompletada", {"not": "its schema"}))
+    outcome = await consumer.processor.process(_record("OrdenCompletada", {"not": "its schema"}))
     assert outcome.status == "dead_lettered"
     assert reasons == ["schema_invalid"]
 
@@ -54,6 +60,6 @@ async def test_an_invalid_payload_of_a_handled_event_is_a_dead_letter() -> None:
 async def test_an_event_type_unknown_to_the_catalogue_is_a_dead_letter_even_if_not_handled(
         ) -> None:
     consumer, reasons = _consumer(["OrdenSolicitada"])
-    outcome = await consumer.process(_record("PedidoTeletransportado", {"x": 1}))
+    outcome = await consumer.processor.process(_record("PedidoTeletransportado", {"x": 1}))
     assert outcome.status == "dead_lettered"
     assert reasons == ["unknown_event_type"]

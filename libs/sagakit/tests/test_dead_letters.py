@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 from sagakit import dead_letters, jsonio
-from sagakit.consumer import EventConsumer, InfrastructureDown, RawRecord
+from sagakit.consumer import EventConsumer, RawRecord
+from sagakit.consumer.retry_policy import InfrastructureDown
 from sagakit.dead_letters import Attempt, Original
 from sagakit.settings import MessagingSettings
 
@@ -100,7 +101,7 @@ class _UnitOfWork:
 
 
 def _consumer(written: list[dict[str, Any]], refusals: list[bool]) -> EventConsumer:
-    return EventConsumer(service="s", topics=["order-events"], handlers={},
+    return EventConsumer(service="s", topics=["order-events"], subscriptions=[],
                          uow_factory=lambda **_: _UnitOfWork(written, refusals),
                          settings=MessagingSettings())
 
@@ -111,7 +112,7 @@ async def test_a_letter_the_database_refuses_is_written_again_as_bytes() -> None
     written: list[dict[str, Any]] = []
     consumer = _consumer(written, [True, False])
     record = RawRecord("order-events", 0, 5, b"k", b"not json", [("X-Event-Type", b"E")])
-    outcome = await consumer.process(record)
+    outcome = await consumer.processor.process(record)
     assert outcome.status == "dead_lettered"
     [letter] = written
     original = letter["value"]["original"]
@@ -126,4 +127,4 @@ async def test_a_letter_refused_even_as_bytes_is_waited_out_not_raised() -> None
     consumer onto the same record."""
     consumer = _consumer([], [True, True])
     with pytest.raises(InfrastructureDown):
-        await consumer.process(RawRecord("order-events", 0, 5, None, b"not json", []))
+        await consumer.processor.process(RawRecord("order-events", 0, 5, None, b"not json", []))

@@ -1,4 +1,4 @@
-"""The collector settings a started service runs with (sagakit.gc_tuning)."""
+"""The collector settings a started service runs with (sagakit.runtime.gc_tuning)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import gc
 from collections.abc import Iterator
 
 import pytest
-from sagakit.gc_tuning import settle_heap
+from sagakit.runtime.gc_tuning import settle_heap
 
 
 @pytest.fixture

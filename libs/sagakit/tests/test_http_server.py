@@ -8,7 +8,7 @@ import signal
 
 import pytest
 import uvicorn
-from sagakit import http_server
+from sagakit.runtime import http_server
 
 
 async def _app(scope: object, receive: object, send: object) -> None:  # pragma: no cover

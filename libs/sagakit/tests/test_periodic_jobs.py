@@ -6,7 +6,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from sagakit.runtime import PeriodicJob, RunAgainIn, _run_periodic
+from sagakit.runtime import PeriodicJob, RunAgainIn
+from sagakit.runtime.jobs import run_periodic
 
 
 async def _runs(result: Any, enough: int) -> int:
@@ -22,7 +23,7 @@ async def _runs(result: Any, enough: int) -> int:
         return result
 
     runtime: Any = None  # the jobs here do not use it
-    task = asyncio.create_task(_run_periodic(PeriodicJob("j", 3600.0, job), runtime, stop))
+    task = asyncio.create_task(run_periodic(PeriodicJob("j", 3600.0, job), runtime, stop))
     try:
         await asyncio.wait_for(done.wait(), 10)  # three runs would take two hours otherwise
     except TimeoutError:

@@ -10,10 +10,10 @@ from collections.abc import Iterator
 
 import pytest
 from sagakit.backoff import Backoff
-from sagakit.consumer import classify
+from sagakit.consumer.retry_policy import classify
 from sagakit.envelope import Envelope, UndecodableMessage
 from sagakit.errors import PermanentError, TransientError
-from sagakit.privacy import MASK, redact
+from sagakit.observability.privacy import MASK, redact
 from sagakit.settings import InvalidConfiguration, MessagingSettings, load
 from sqlalchemy.exc import DBAPIError, OperationalError
 
@@ -117,7 +117,7 @@ def restore_logging() -> Iterator[None]:
 
 def test_structured_logs_never_show_a_token(capsys: pytest.CaptureFixture[str],
                                             restore_logging: None) -> None:
-    from sagakit.structured_logging import configure
+    from sagakit.observability.structured_logging import configure
 
     configure("test")
     logging.getLogger("t").info("payload", extra={"saga_id": "s-1", "event_type": "E",
@@ -135,7 +135,7 @@ def test_structured_logs_never_show_a_token(capsys: pytest.CaptureFixture[str],
 
 def test_a_log_line_is_one_json_object_with_its_exception_and_no_saga_keys_when_unsagaed(
         capsys: pytest.CaptureFixture[str], restore_logging: None) -> None:
-    from sagakit.structured_logging import configure
+    from sagakit.observability.structured_logging import configure
 
     configure("test")
     try:

@@ -13,9 +13,9 @@ import json
 import time
 from typing import Any
 
-from sagakit.relay import MARK_WITHIN_S, OutboxRelay
+from sagakit.outbox.relay import MARK_WITHIN_S, OutboxRelay
 from sagakit.settings import MessagingSettings
-from sagakit.tables import messaging_tables, service_metadata
+from sagakit.store.tables import messaging_tables, service_metadata
 from sqlalchemy.ext.asyncio import create_async_engine
 
 ROWS = 200
@@ -86,7 +86,7 @@ async def test_a_batch_is_acknowledged_in_one_wait() -> None:
     relay = OutboxRelay(engine, tables, "relaybatch", MessagingSettings())
     conn = FakeConnection()
     relay._listen_conn = conn  # type: ignore[assignment]
-    relay._producer = FakeProducer()
+    relay.publisher.producer = FakeProducer()
     iterations = 0
 
     async def ticker() -> None:
@@ -137,7 +137,7 @@ def _relay_on(conn: FakeConnection, poll_s: float) -> tuple[OutboxRelay, Any]:
     relay = OutboxRelay(engine, tables, "relaybatch", settings)
     relay._listen_conn = conn  # type: ignore[assignment]
     relay._lead(True)
-    relay._producer = FakeProducer()
+    relay.publisher.producer = FakeProducer()
     return relay, engine
 
 
@@ -186,7 +186,7 @@ async def wait_until(condition: Any, timeout: float = 5.0) -> None:
 
 
 def _sent(relay: OutboxRelay) -> list[tuple[str, int]]:
-    return relay._producer.sent  # type: ignore[no-any-return]
+    return relay.publisher.producer.sent  # type: ignore[no-any-return]
 
 
 async def test_rows_committed_while_it_runs_are_published_in_commit_order_by_selects() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
-from sagakit import tracing
+from sagakit.observability import tracing
 
 
 def test_the_recorded_span_gets_the_saga_attributes() -> None:

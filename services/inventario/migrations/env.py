@@ -1,3 +1,3 @@
-from sagakit.alembic_env import run_migrations
+from sagakit.store.alembic_env import run_migrations
 
 run_migrations(schema="inventario")

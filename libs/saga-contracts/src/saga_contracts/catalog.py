@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from saga_contracts.events import EVENT_MODELS
 from saga_contracts.registry import all_schemas
 
 
@@ -43,13 +44,18 @@ def render() -> str:
            "Every event travels in the envelope of the standard (Part IV §2.1): `message_id`, "
            "`saga_id`, `span_id`, `parent_span_id`, `schema_version`, `timestamp`, "
            "`source_service`, `event_type`, `payload`, `metadata`. The tables below describe "
-           "`payload`.", ""]
+           "`payload`.", "",
+           "In Python each payload is a frozen pydantic model of `saga_contracts.events`, named as "
+           "its event type and mirroring its latest schema: `parse(event_type, payload)` builds "
+           "it and `model.to_payload()` gives the JSON form back.", ""]
     for event_type, versions in sorted(all_schemas().items()):
         latest = versions[-1]
+        model = EVENT_MODELS.get(event_type)
         out += [f"## {event_type}", "",
                 f"{latest.document.get('description', '')}", "",
                 f"Producer: **{latest.producer}** · topic `{latest.topic}` · versions: "
-                + ", ".join(v.version for v in versions), "",
+                + ", ".join(v.version for v in versions)
+                + (f" · model `{model.__module__}.{model.__qualname__}`" if model else ""), "",
                 "| field | type | required | notes |", "|---|---|---|---|",
                 *_fields(latest.document), ""]
     return "\n".join(out)

@@ -37,7 +37,7 @@ from saga_contracts.topics import dead_letter_topic
 from sagakit.envelope import utc_now_iso
 
 if TYPE_CHECKING:
-    from sagakit.unit_of_work import UnitOfWork
+    from sagakit.store.unit_of_work import UnitOfWork
 
 # The longest trace kept: its end, where the error was raised.
 TRACEBACK_CHARS = 8000

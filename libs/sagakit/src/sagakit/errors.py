@@ -58,7 +58,7 @@ def is_connection_failure(exc: BaseException) -> bool:
     """The database connection is gone (as opposed to the statement being wrong)."""
     from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 
-    from sagakit.database import CONNECTION_LOST
+    from sagakit.store.database import CONNECTION_LOST
 
     code = sqlstate(exc)
     if code is not None and (code.startswith("08") or code in SERVER_GONE_SQLSTATES):

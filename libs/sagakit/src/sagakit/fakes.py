@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from sagakit.envelope import Envelope
-from sagakit.unit_of_work import build_event
+from sagakit.event_builder import build_event
 
 
 class FakeUnitOfWork:

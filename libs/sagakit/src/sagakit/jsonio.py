@@ -35,7 +35,7 @@ def dumps(obj: Any) -> str:
 
 
 def dumps_for_log(obj: Any, default: Callable[[Any], Any] | None = None, **_: Any) -> str:
-    """A log line's serializer (``sagakit.structured_logging``): a line never fails on what it
-    carries (``default`` turns the unknown into text, keys that are not strings become
-    strings)."""
+    """A log line's serializer (``sagakit.observability.structured_logging``): a line never
+    fails on what it carries (``default`` turns the unknown into text, keys that are not
+    strings become strings)."""
     return orjson.dumps(obj, default=default or repr, option=orjson.OPT_NON_STR_KEYS).decode()

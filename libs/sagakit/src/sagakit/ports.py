@@ -1,9 +1,9 @@
 """What a use case may ask of its unit of work: queue events, run code after the commit, commit.
 
 Use cases depend on this ``Protocol`` (and on their service's own repository protocols), not on
-``sagakit.unit_of_work.UnitOfWork``: the real one writes everything with one commit statement,
-``sagakit.fakes.FakeUnitOfWork`` keeps it in memory so a use case can be unit-tested without a
-database. How the writes reach PostgreSQL (staged with the commit statement, or run before it)
+``sagakit.store.unit_of_work.UnitOfWork``: the real one writes everything with one commit
+statement, ``sagakit.fakes.FakeUnitOfWork`` keeps it in memory so a use case can be unit-tested
+without a database. How the writes reach PostgreSQL (staged with the commit statement, or run before it)
 is the repository adapter's business, never the use case's.
 """
 

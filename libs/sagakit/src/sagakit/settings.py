@@ -88,9 +88,9 @@ class MessagingSettings(BaseSettings):
         "Most records one fetch from Kafka returns, and how many may wait in a partition's "
         "lane before that partition is paused."))
     # Records of one partition queued behind each other whose handlers allow it are handled in
-    # one transaction, up to this many (sagakit.unit_of_work.SharedTransaction); 1 handles
-    # every record in a transaction of its own. Only records already waiting are grouped: a
-    # record never waits for others to arrive.
+    # one transaction, up to this many (sagakit.store.shared_transaction.SharedTransaction); 1
+    # handles every record in a transaction of its own. Only records already waiting are
+    # grouped: a record never waits for others to arrive.
     consumer_batch_max: int = Field(32, ge=1, le=500, description=(
         "Most records of one partition, already waiting, handled in one shared transaction "
         "when their handlers allow it; 1 gives every record a transaction of its own."))

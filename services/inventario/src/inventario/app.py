@@ -4,27 +4,38 @@ from __future__ import annotations
 
 from fastapi import FastAPI
 from saga_contracts.registry import latest
-from saga_contracts.topics import ORDER_EVENTS, PAYMENT_EVENTS
-from sagakit.consumer import Handler
+from sagakit.consumer import Subscription
 from sagakit.runtime import Runtime, ServiceDefinition, create_app
 from sagakit.settings import load
 
 from inventario.adapters.tables import messaging
 from inventario.config import InventarioSettings
 from inventario.entrypoints.http import router
-from inventario.usecases.allocate_stock import make_on_pago_exitoso
-from inventario.usecases.release_stock import on_orden_cancelada
-from inventario.usecases.validate_stock import on_orden_solicitada
+from inventario.entrypoints.messages import (
+    make_on_pago_exitoso,
+    on_orden_cancelada,
+    on_orden_solicitada,
+)
 
 SERVICE = "inventario"
 
 
-def handlers(_: Runtime) -> dict[str, Handler]:
-    return {
-        "OrdenSolicitada": on_orden_solicitada,
-        "PagoExitoso": make_on_pago_exitoso(load(InventarioSettings)),
-        "OrdenCancelada": on_orden_cancelada,
-    }
+def subscriptions(_: Runtime) -> list[Subscription]:
+    return [
+        # The read runs outside any transaction (it takes no lock, and under READ COMMITTED a
+        # read inside one would see no more than this) and the record of the check goes with
+        # the commit statement: two round trips, where BEGIN, read, write, commit statement and
+        # COMMIT took five. Nothing follows its commit: queued orders may be checked in one
+        # transaction.
+        Subscription("OrdenSolicitada", on_orden_solicitada, reads_outside_transaction=True,
+                     shares_transaction=True),
+        # Reads without a transaction; the commit statement, guarded, is the transaction: two
+        # round trips, where BEGIN, the locking read, the commit statement and COMMIT took
+        # four (ADR 0005).
+        Subscription("PagoExitoso", make_on_pago_exitoso(load(InventarioSettings)),
+                     reads_outside_transaction=True),
+        Subscription("OrdenCancelada", on_orden_cancelada),
+    ]
 
 
 def database_settings() -> dict[str, str]:
@@ -38,8 +49,7 @@ def create() -> FastAPI:
     return create_app(ServiceDefinition(
         name=SERVICE,
         tables=messaging,
-        topics=[ORDER_EVENTS, PAYMENT_EVENTS],
-        make_handlers=handlers,
+        subscriptions=subscriptions,
         routers=[router],
         # inventario releases stock for whatever reason the order was cancelled.
         compensation_reasons=latest("OrdenCancelada").document["properties"]["reason"]["enum"],

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import sqlalchemy as sa
 from alembic import op
-from sagakit.migrations import create_messaging_tables_v1, drop_messaging_tables_v1
+from sagakit.store.migrations import create_messaging_tables_v1, drop_messaging_tables_v1
 from sqlalchemy.dialects import postgresql
 
 revision: str = "0001"

@@ -5,8 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from fastapi import FastAPI
-from saga_contracts.topics import INVENTORY_EVENTS, ORDER_EVENTS
-from sagakit.consumer import Handler
+from sagakit.consumer import Subscription
 from sagakit.runtime import Runtime, ServiceDefinition, create_app
 from sagakit.settings import load
 
@@ -54,13 +53,13 @@ class GatewayWorkerRun:
             await self._gateway.close()
 
 
-def handlers(worker: GatewayWorker) -> dict[str, Handler]:
+def subscriptions(worker: GatewayWorker) -> list[Subscription]:
     on_fallo_asignacion, on_orden_cancelada = make_compensation_handlers(worker.kick)
-    return {
-        "StockVerificado": make_on_stock_verificado(worker),
-        "FalloAsignacion": on_fallo_asignacion,
-        "OrdenCancelada": on_orden_cancelada,
-    }
+    return [
+        Subscription("StockVerificado", make_on_stock_verificado(worker)),
+        Subscription("FalloAsignacion", on_fallo_asignacion),
+        Subscription("OrdenCancelada", on_orden_cancelada),
+    ]
 
 
 def create() -> FastAPI:
@@ -68,8 +67,7 @@ def create() -> FastAPI:
     return create_app(ServiceDefinition(
         name=SERVICE,
         tables=messaging,
-        topics=[INVENTORY_EVENTS, ORDER_EVENTS],
-        make_handlers=lambda rt: handlers(gateway_worker.worker(rt)),
+        subscriptions=lambda rt: subscriptions(gateway_worker.worker(rt)),
         routers=[router],
         compensation_reasons=["refund"],
         on_start=gateway_worker.start,

@@ -13,7 +13,7 @@ from pagos.domain.payment import Outcome, Payment, PaymentStatus
 from pagos.usecases import call_outcome, charge_request
 from pagos.usecases.charge_payment import charge_key, charge_payment
 from pagos.usecases.ports import ChargeResult
-from sagakit import metrics
+from sagakit.observability import metrics
 
 from .fakes import FakeCalls, FakeGateway, FakeUnits, PaymentTable, Row, stock_verificado
 

@@ -11,7 +11,7 @@ from pagos.config import PagosSettings
 from pagos.domain.payment import Payment, PaymentStatus
 from pagos.usecases.ports import RefundResult
 from pagos.usecases.refund_payment import refund_key, refund_payment
-from sagakit import metrics
+from sagakit.observability import metrics
 
 from .fakes import FakeCalls, FakeGateway, FakeUnits, PaymentTable, Row
 

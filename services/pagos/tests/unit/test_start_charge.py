@@ -10,7 +10,7 @@ from decimal import Decimal
 import pytest
 from pagos.domain.payment import PaymentStatus
 from pagos.usecases.start_charge import start_charge
-from sagakit.unit_of_work import AlreadyProcessed
+from sagakit.store.unit_of_work import AlreadyProcessed
 
 from .fakes import FakeCalls, FakePayments, FakeUnit, PaymentTable, stock_verificado
 

@@ -5,15 +5,15 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from decimal import Decimal
 
-from pedidos.adapters.known_sagas import KnownSagas
-from pedidos.adapters.order_repository import SagaRow
 from pedidos.domain.order import OrderStatus
+from pedidos.usecases.known_sagas import KnownSagas
+from pedidos.usecases.ports import SagaState
 
 
-def _row(saga_id: str, status: str) -> SagaRow:
+def _row(saga_id: str, status: str) -> SagaState:
     now = datetime.now(UTC)
-    return SagaRow(saga_id, "o", "c", OrderStatus(status), Decimal("1.00"), "USD", now, now,
-                   None, now, now)
+    return SagaState(saga_id, "o", "c", OrderStatus(status), Decimal("1.00"), "USD", now, now,
+                     None, now, now)
 
 
 def test_known_sagas_keeps_the_most_recent_and_drops_terminal_ones() -> None:

@@ -1,73 +1,145 @@
-"""place_order without a database: the saga's first event names the request's span as its
-parent (Part I §7.1), and the saga's row keeps that span."""
+"""place_order on in-memory storage: the order, its saga, its first history entry and
+OrdenSolicitada in one commit; the same Idempotency-Key with the same body returns the first
+order and writes nothing, with another body it is refused; the saga's first event names the
+request's span as its parent (Part I §7.1), and the saga's row keeps that span."""
 
 from __future__ import annotations
 
-import json
+import copy
 import uuid
-from datetime import UTC, datetime
+from datetime import timedelta
 from decimal import Decimal
 
-from pedidos.adapters.known_sagas import KnownSagas
-from pedidos.adapters.tables import messaging
+import pytest
 from pedidos.config import PedidosSettings
-from pedidos.usecases.place_order import place_order
+from pedidos.domain.order import SAGA_TYPE, OrderStatus
+from pedidos.usecases.known_sagas import KnownSagas
+from pedidos.usecases.place_order import IdempotencyKeyReused, PlacedOrder, place_order
+from prometheus_client import REGISTRY
 from sagakit.envelope import new_span_id
-from sagakit.unit_of_work import StagedWrite, UnitOfWork
-from sqlalchemy.ext.asyncio import create_async_engine
 
-BODY = {
-    "customer_id": "c-1",
-    "items": [{"sku": "SKU-1", "quantity": 2, "price": "5.00"}],
-    "currency": "USD",
-    "shipping_address": {"street": "s", "city": "c", "country": "PE", "postal_code": "1"},
-    "payment_method": {"type": "credit_card", "token": "tok_visa"},
-}
+from .fakes import ORDER_BODY, OrderTables, unit
 
 
-class _Recorded(UnitOfWork):
-    """Keeps what would be written; its commit reports the saga row as the database would."""
-
-    staged: StagedWrite | None = None
-
-    def stage(self, write: StagedWrite) -> None:
-        self.staged = write
-        super().stage(write)
-
-    async def commit(self) -> bool:
-        now = datetime.now(UTC)
-        self.returned = [{"saga_id": self.emitted[0].saga_id, "status": "PENDIENTE_VALIDACION",
-                          "started_at": now, "step_started_at": now, "step_deadline_at": now,
-                          "expires_at": now, "db_now": now}]
-        self.committed = self.ended = True
-        return True
+async def _place(tables: OrderTables, known: KnownSagas, body: dict = ORDER_BODY,
+                 key: str | None = None, span: str | None = None) -> PlacedOrder:
+    uow, orders = unit(tables)
+    placed = await place_order(uow, orders, body, Decimal("10.00"), key, PedidosSettings(),
+                               known, request_span_id=span)
+    assert uow.commits == 1
+    return placed
 
 
-def _uow() -> _Recorded:
-    # Never connected: nothing here reaches the database.
-    return _Recorded(create_async_engine("postgresql+asyncpg://nobody@127.0.0.1:9/none"),
-                     messaging, "pedidos")
+def _sagas_started() -> float:
+    return REGISTRY.get_sample_value("sagas_started_total", {"saga_type": SAGA_TYPE}) or 0.0
+
+
+async def test_an_order_is_placed_with_its_saga_history_and_event_in_one_commit() -> None:
+    tables, known, settings = OrderTables(), KnownSagas(), PedidosSettings()
+    started = _sagas_started()
+    uow, orders = unit(tables)
+    placed = await place_order(uow, orders, ORDER_BODY, Decimal("10.00"), None, settings, known)
+
+    assert placed.created and placed.status == "PENDIENTE_VALIDACION"
+    assert uow.commits == 1 and uow.committed
+    saga = tables.sagas[placed.saga_id]
+    assert (saga.order_id, saga.status) == (placed.order_id, OrderStatus.PENDIENTE_VALIDACION)
+    assert saga.step_deadline_at == tables.now + timedelta(seconds=settings.validation_timeout_s)
+    assert saga.expires_at == tables.now + timedelta(seconds=settings.saga_timeout_s)
+    order = tables.orders[placed.order_id]
+    assert (order.status, order.total_amount, order.idempotency_key) == (
+        "PENDIENTE_VALIDACION", Decimal("10.00"), None)
+    [history] = tables.history
+    assert (history.event_type, history.actor, history.from_status, history.to_status) == (
+        "OrdenSolicitada", "c-1", None, "PENDIENTE_VALIDACION")
+
+    [event] = uow.emitted
+    assert (event.event_type, event.saga_id) == ("OrdenSolicitada", placed.saga_id)
+    assert event.payload == {
+        "order_id": placed.order_id, "customer_id": "c-1", "items": ORDER_BODY["items"],
+        "total_amount": "10.00", "currency": "USD",
+        "shipping_address": ORDER_BODY["shipping_address"],
+        "payment_method": ORDER_BODY["payment_method"]}
+    assert event.metadata == {"correlation_id": placed.order_id, "user_id": "c-1",
+                              "channel": "api"}
+    context = tables.contexts[placed.saga_id]
+    assert (context["order_id"], context["total_amount"], context["items"]) == (
+        placed.order_id, "10.00", 1)
+    assert _sagas_started() == started + 1
+
+
+async def test_the_saga_placed_is_known_for_its_first_event() -> None:
+    tables, known = OrderTables(), KnownSagas()
+    placed = await _place(tables, known)
+    assert known.get(placed.saga_id) == tables.sagas[placed.saga_id]
 
 
 async def test_orden_solicitada_names_the_request_span_as_its_parent() -> None:
-    uow, request_span = _uow(), new_span_id()
-    await place_order(uow, BODY, Decimal("10.00"), None, PedidosSettings(), KnownSagas(),
-                      request_span_id=request_span)
+    tables, request_span = OrderTables(), new_span_id()
+    uow, orders = unit(tables)
+    placed = await place_order(uow, orders, ORDER_BODY, Decimal("10.00"), None,
+                               PedidosSettings(), KnownSagas(), request_span_id=request_span)
     [event] = uow.emitted
     assert event.event_type == "OrdenSolicitada"
     assert event.parent_span_id == request_span != event.span_id
     headers = event.kafka_headers()
     assert (headers["X-Saga-ID"], headers["X-Span-ID"], headers["X-Parent-Span-ID"]) == (
         event.saga_id, event.span_id, request_span)
-    assert uow.staged is not None
-    assert json.loads(uow.staged.params["context"])["request_span_id"] == request_span
+    assert tables.contexts[placed.saga_id]["request_span_id"] == request_span
 
 
 async def test_an_order_placed_outside_a_request_still_has_a_parent_span() -> None:
-    uow = _uow()
-    await place_order(uow, BODY, Decimal("10.00"), None, PedidosSettings(), KnownSagas())
+    tables = OrderTables()
+    uow, orders = unit(tables)
+    placed = await place_order(uow, orders, ORDER_BODY, Decimal("10.00"), None,
+                               PedidosSettings(), KnownSagas())
     [event] = uow.emitted
     assert event.parent_span_id and uuid.UUID(event.parent_span_id)
     assert event.parent_span_id != event.span_id
-    assert uow.staged is not None
-    assert json.loads(uow.staged.params["context"])["request_span_id"] == event.parent_span_id
+    assert tables.contexts[placed.saga_id]["request_span_id"] == event.parent_span_id
+
+
+async def test_the_same_key_and_body_return_the_first_order_and_write_nothing() -> None:
+    tables, known = OrderTables(), KnownSagas()
+    first = await _place(tables, known, key="k-1")
+    started = _sagas_started()
+
+    uow, orders = unit(tables)
+    again = await place_order(uow, orders, copy.deepcopy(ORDER_BODY), Decimal("10.00"), "k-1",
+                              PedidosSettings(), known)
+    assert again == PlacedOrder(first.order_id, first.saga_id, "PENDIENTE_VALIDACION",
+                                created=False)
+    assert uow.commits == 1 and not uow.committed
+    assert uow.emitted == [], "no second OrdenSolicitada"
+    assert (len(tables.orders), len(tables.sagas), len(tables.history)) == (1, 1, 1)
+    assert _sagas_started() == started, "no saga started"
+    assert len(known) == 1
+
+
+async def test_a_replay_returns_the_first_orders_status_as_it_is_now() -> None:
+    tables, known = OrderTables(), KnownSagas()
+    first = await _place(tables, known, key="k-1")
+    tables.move_elsewhere(first.saga_id, OrderStatus.PENDIENTE_PAGO)
+    again = await _place(tables, known, key="k-1")
+    assert (again.saga_id, again.status, again.created) == (first.saga_id, "PENDIENTE_PAGO",
+                                                             False)
+
+
+async def test_the_same_key_with_another_body_is_refused_and_writes_nothing() -> None:
+    tables, known = OrderTables(), KnownSagas()
+    await _place(tables, known, key="k-1")
+    other = {**ORDER_BODY, "customer_id": "c-2"}
+    uow, orders = unit(tables)
+    with pytest.raises(IdempotencyKeyReused):
+        await place_order(uow, orders, other, Decimal("10.00"), "k-1", PedidosSettings(), known)
+    assert uow.emitted == []
+    assert (len(tables.orders), len(tables.history)) == (1, 1)
+
+
+async def test_orders_without_a_key_are_each_a_new_order() -> None:
+    tables, known = OrderTables(), KnownSagas()
+    first = await _place(tables, known)
+    second = await _place(tables, known)
+    assert first.created and second.created
+    assert first.order_id != second.order_id and first.saga_id != second.saga_id
+    assert len(tables.orders) == len(tables.sagas) == 2

@@ -1,24 +1,36 @@
-"""Queries of inventario's tables, on the unit of work's connection.
+"""inventario's stores on PostgreSQL: ``StockStore`` and ``ProductStore`` bound to a unit of work.
+
+Reads go to the unit of work's connection; a write the protocol says is recorded with the
+commit is staged on the unit of work (``UnitOfWork.stage``) and sent with its commit statement,
+so that a saga step is one or two round trips: the read, then the commit statement that is its
+whole transaction (ADR 0002), guarded when the read may be stale by then (ADR 0005). The other
+writes run on the connection, in the transaction the unit of work commits.
 
 The statements a saga step runs are built once and their values bound at execution: building a
 statement and its cache key costs more CPU than sending it (it showed in pedidos' profile).
+Statements written as text name their tables ``{schema}.table``, rendered with the unit of
+work's schema as the unit of work renders its staged writes: a copy of the tables in another
+schema (tests/harness/db.py's ``scratch_copy``) is read and written whole.
 """
 
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
-from sagakit import driver, jsonio
-from sagakit.unit_of_work import StagedWrite
-from sqlalchemy import Integer, Text, any_, bindparam, func, literal, select, text, update
+from sagakit import jsonio
+from sagakit.store import driver
+from sagakit.store.commit_statement import StagedWrite
+from sagakit.store.unit_of_work import UnitOfWork
+from sqlalchemy import Integer, Text, TextClause, any_, bindparam, func, literal, select, text, update
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from inventario.adapters.tables import allocations, products, stock_checks
 from inventario.domain.stock import AllocationStatus, Line
+from inventario.usecases.ports import AllocationState, ProductStock
 
 _SKUS = any_(bindparam("skus", type_=ARRAY(Text)))
 
@@ -43,15 +55,23 @@ _PUT_BACK = (pg_insert(products)
 # the saga, its allocation row's status, and, if it has none, the lines' products on hand. The
 # products are found by their primary key (= ANY of an array: an IN over the lines' SKUs was
 # planned as a scan of every product).
-_ALLOCATION_READ = text(f"""SELECT c.items AS checked, a.status AS allocation, p.sku, p.quantity
+_ALLOCATION_READ = f"""SELECT c.items AS checked, a.status AS allocation, p.sku, p.quantity
 FROM (SELECT 1) AS one
-LEFT JOIN {stock_checks.fullname} AS c ON c.saga_id = :k_saga_id
-LEFT JOIN {allocations.fullname} AS a ON a.saga_id = :k_saga_id
-LEFT JOIN LATERAL (SELECT sku, quantity FROM {products.fullname}
+LEFT JOIN {{schema}}.{stock_checks.name} AS c ON c.saga_id = :k_saga_id
+LEFT JOIN {{schema}}.{allocations.name} AS a ON a.saga_id = :k_saga_id
+LEFT JOIN LATERAL (SELECT sku, quantity FROM {{schema}}.{products.name}
                    WHERE a.status IS NULL
                      AND sku = ANY (ARRAY(SELECT l->>'sku'
-                                          FROM jsonb_array_elements(c.items) AS l))) AS p ON true""")
-# Writes staged on the unit of work, sent with its commit statement (sagakit.unit_of_work).
+                                          FROM jsonb_array_elements(c.items) AS l))) AS p ON true"""
+
+
+@cache
+def _allocation_read(schema: str) -> TextClause:
+    """``_ALLOCATION_READ`` on the tables of ``schema``, built once per schema."""
+    return text(_ALLOCATION_READ.replace("{schema}", f'"{schema}"'))
+
+
+# Writes staged on the unit of work, sent with its commit statement (sagakit.store.unit_of_work).
 _STOCK_CHECK = (("checked", f"""INSERT INTO {{schema}}.{stock_checks.name} (saga_id, order_id, items, result)
 VALUES (:chk_saga_id, :chk_order_id, CAST(:chk_items AS jsonb), :chk_result)
 ON CONFLICT (saga_id) DO NOTHING
@@ -122,23 +142,24 @@ def lines_from_json(items: list[dict[str, Any]]) -> list[Line]:
     return [Line(i["sku"], int(i["quantity"])) for i in items]
 
 
-@dataclass(frozen=True)
-class AllocationState:
-    """What an allocation decides on, read without locks (``StockRepository.allocation``'s
-    statement checks it under them)."""
-
-    checked: list[Line] | None
-    """The lines validated for the saga (None: it was never validated)."""
-    allocation: AllocationStatus | None
-    """The saga's allocation (None: it has none yet)."""
-    on_hand: dict[str, int]
-    """Units on hand of the lines' products; empty if the saga has an allocation (absent
-    products are left out)."""
+async def find_product(conn: AsyncConnection, sku: str) -> ProductStock | None:
+    """The product's units on hand, on any connection (the HTTP query has no unit of work)."""
+    row = (await conn.execute(select(products).where(products.c.sku == sku))).first()
+    return (ProductStock(sku=row.sku, quantity=row.quantity, updated_at=row.updated_at)
+            if row else None)
 
 
 class StockRepository:
-    def __init__(self, conn: AsyncConnection) -> None:
-        self.conn = conn
+    """``StockStore`` and ``ProductStore`` on the unit of work's connection and commit."""
+
+    def __init__(self, uow: UnitOfWork) -> None:
+        self.uow = uow
+
+    @property
+    def conn(self) -> AsyncConnection:
+        return self.uow.connection
+
+    # ---- stock checks
 
     async def validation_read(self, saga_id: str, skus: list[str]
                               ) -> tuple[AllocationStatus | None, dict[str, int]]:
@@ -150,35 +171,20 @@ class StockRepository:
         return (AllocationStatus(status) if status is not None else None,
                 {r["sku"]: r["quantity"] for r in rows if r["sku"] is not None})
 
-    async def put_back(self, lines: list[Line]) -> None:
-        """Adds units back; a product deleted meanwhile is recreated with them."""
-        for line in lines:
-            await self.conn.execute(_PUT_BACK, {"v_sku": line.sku, "v_quantity": line.quantity})
-
-    async def set_quantity(self, sku: str, quantity: int) -> None:
-        stmt = pg_insert(products).values(sku=sku, quantity=quantity)
-        await self.conn.execute(stmt.on_conflict_do_update(
-            index_elements=[products.c.sku], set_={"quantity": quantity, "updated_at": func.now()}))
-
-    async def product(self, sku: str) -> dict[str, Any] | None:
-        row = (await self.conn.execute(select(products).where(products.c.sku == sku))).first()
-        return dict(row._mapping) if row else None
-
-    # ---- validation records
-
-    @staticmethod
-    def stock_check(saga_id: str, order_id: str, lines: list[Line], result: str) -> StagedWrite:
-        """The validation's record (lines and result), kept if the saga has none yet."""
-        return StagedWrite(_STOCK_CHECK, {
+    def record_check(self, saga_id: str, order_id: str, lines: list[Line], result: str) -> None:
+        """The check's record (lines and result), kept if the saga has none yet: staged, it
+        goes with the commit statement."""
+        self.uow.stage(StagedWrite(_STOCK_CHECK, {
             "chk_saga_id": saga_id, "chk_order_id": uuid.UUID(order_id),
-            "chk_items": jsonio.dumps(lines_to_json(lines)), "chk_result": result})
+            "chk_items": jsonio.dumps(lines_to_json(lines)), "chk_result": result}))
 
     # ---- allocations
 
     async def allocation_state(self, saga_id: str) -> AllocationState:
         """The lines validated for the saga, its allocation and, if it has none, the lines'
         products on hand: one statement, without locks."""
-        rows = await driver.fetch(self.conn, _ALLOCATION_READ, {"k_saga_id": saga_id})
+        rows = await driver.fetch(self.conn, _allocation_read(self.uow.tables.schema),
+                                  {"k_saga_id": saga_id})
         first = rows[0]
         return AllocationState(
             checked=(lines_from_json(first["checked"]) if first["checked"] is not None
@@ -187,10 +193,30 @@ class StockRepository:
                         if first["allocation"] is not None else None),
             on_hand={r["sku"]: r["quantity"] for r in rows if r["sku"] is not None})
 
+    def record_allocation(self, saga_id: str, order_id: str, status: AllocationStatus,
+                          lines: list[Line], *, lock_timeout_ms: int) -> None:
+        """The saga's allocation row, ``ALLOCATED`` (the lines' units taken off their products)
+        or ``FAILED`` (nothing taken), staged on the unit of work: its commit statement writes
+        it only if the products, locked, agree and no allocation was recorded for the saga
+        meanwhile (the guard: ``commit`` returns False otherwise). A lock waited for longer
+        than ``lock_timeout_ms`` fails the statement (SQLSTATE 55P03)."""
+        self.uow.stage(StagedWrite(_ALLOCATION, {
+            "alloc_lock_timeout": f"{int(lock_timeout_ms)}ms",
+            "alloc_saga_id": saga_id, "alloc_order_id": order_id, "alloc_status": status.value,
+            "alloc_items": jsonio.dumps(lines_to_json(lines))}, guard="recorded"))
+
     async def lock_allocation(self, saga_id: str) -> tuple[AllocationStatus, list[Line]] | None:
         rows = await driver.fetch(self.conn, _LOCK_ALLOCATION, {"k_saga_id": saga_id})
         return ((AllocationStatus(rows[0]["status"]), lines_from_json(rows[0]["items"]))
                 if rows else None)
+
+    async def block(self, saga_id: str, order_id: str) -> bool:
+        return await self.insert_allocation(saga_id, order_id, AllocationStatus.BLOCKED, [])
+
+    async def release(self, saga_id: str, lines: list[Line]) -> None:
+        await self.put_back(lines)
+        await self.transition_allocation(saga_id, AllocationStatus.ALLOCATED,
+                                         AllocationStatus.RELEASED)
 
     async def insert_allocation(self, saga_id: str, order_id: str | None,
                                 status: AllocationStatus, lines: list[Line]) -> bool:
@@ -200,21 +226,23 @@ class StockRepository:
             "v_status": status.value, "v_items": lines_to_json(lines)})
         return res.first() is not None
 
-    @staticmethod
-    def allocation(saga_id: str, order_id: str | None, status: AllocationStatus,
-                   lines: list[Line], lock_timeout_ms: int) -> StagedWrite:
-        """The saga's allocation row, ``ALLOCATED`` (the lines' units taken off their products)
-        or ``FAILED`` (nothing taken), written only if the products, locked, agree and no
-        allocation was recorded for the saga meanwhile (the guard: ``commit`` returns False
-        otherwise). A lock waited for longer than ``lock_timeout_ms`` fails the statement
-        (SQLSTATE 55P03)."""
-        return StagedWrite(_ALLOCATION, {
-            "alloc_lock_timeout": f"{int(lock_timeout_ms)}ms",
-            "alloc_saga_id": saga_id, "alloc_order_id": order_id, "alloc_status": status.value,
-            "alloc_items": jsonio.dumps(lines_to_json(lines))}, guard="recorded")
+    async def put_back(self, lines: list[Line]) -> None:
+        """Adds units back; a product deleted meanwhile is recreated with them."""
+        for line in lines:
+            await self.conn.execute(_PUT_BACK, {"v_sku": line.sku, "v_quantity": line.quantity})
 
     async def transition_allocation(self, saga_id: str, expected: AllocationStatus,
                                     new: AllocationStatus) -> bool:
         res = await self.conn.execute(_TRANSITION_ALLOCATION, {
             "k_saga_id": saga_id, "k_expected": expected.value, "v_status": new.value})
         return res.rowcount == 1
+
+    # ---- products
+
+    async def set_quantity(self, sku: str, quantity: int) -> None:
+        stmt = pg_insert(products).values(sku=sku, quantity=quantity)
+        await self.conn.execute(stmt.on_conflict_do_update(
+            index_elements=[products.c.sku], set_={"quantity": quantity, "updated_at": func.now()}))
+
+    async def product(self, sku: str) -> ProductStock | None:
+        return await find_product(self.conn, sku)

@@ -1,6 +1,6 @@
 """inventario's tables, in its own schema."""
 
-from sagakit.tables import messaging_tables, service_metadata
+from sagakit.store.tables import messaging_tables, service_metadata
 from sqlalchemy import CheckConstraint, Column, DateTime, Integer, Table, Text, Uuid, func
 from sqlalchemy.dialects.postgresql import JSONB
 

@@ -12,6 +12,10 @@ class Line:
     sku: str
     quantity: int
 
+    def as_dict(self) -> dict[str, object]:
+        """The line as events and records carry it."""
+        return {"sku": self.sku, "quantity": self.quantity}
+
 
 @dataclass(frozen=True)
 class Shortage:

@@ -9,7 +9,7 @@ from fastapi import APIRouter, HTTPException, Path, Request
 from pydantic import BaseModel, ConfigDict, Field
 from sagakit.runtime import runtime_of
 
-from inventario.adapters.stock_repository import StockRepository
+from inventario.adapters.stock_repository import StockRepository, find_product
 from inventario.usecases.set_stock import set_stock
 
 router = APIRouter(tags=["products"])
@@ -31,14 +31,14 @@ class Product(BaseModel):
 @router.put("/products/{sku}", response_model=Product)
 async def put_product(sku: Sku, body: StockUpdate, request: Request) -> Product:
     async with runtime_of(request).uow() as uow:
-        product = await set_stock(uow, sku, body.quantity)
-    return Product(**product)
+        product = await set_stock(uow, StockRepository(uow), sku, body.quantity)
+    return Product(sku=product.sku, quantity=product.quantity, updated_at=product.updated_at)
 
 
 @router.get("/products/{sku}", response_model=Product)
 async def get_product(sku: Sku, request: Request) -> Product:
     async with runtime_of(request).engine.connect() as conn:
-        product = await StockRepository(conn).product(sku)
+        product = await find_product(conn, sku)
     if product is None:
         raise HTTPException(404, detail=f"product {sku} not found")
-    return Product(**product)
+    return Product(sku=product.sku, quantity=product.quantity, updated_at=product.updated_at)

@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from sagakit.ports import UnitOfWorkPort
 
-from sagakit.unit_of_work import UnitOfWork
-
-from inventario.adapters.stock_repository import StockRepository
+from inventario.usecases.ports import ProductStock, ProductStore
 
 
-async def set_stock(uow: UnitOfWork, sku: str, quantity: int) -> dict[str, Any]:
-    repo = StockRepository(uow.connection)
-    await repo.set_quantity(sku, quantity)
-    product = await repo.product(sku)
+async def set_stock(uow: UnitOfWorkPort, products: ProductStore, sku: str,
+                    quantity: int) -> ProductStock:
+    await products.set_quantity(sku, quantity)
+    product = await products.product(sku)
     await uow.commit()
     assert product is not None
     return product

@@ -1,28 +1,27 @@
 """OrdenSolicitada → StockVerificado | StockNoDisponible. Reads without locks; changes no stock.
 
-The read runs outside any transaction (it takes no lock, and under READ COMMITTED a read inside
-one would see no more than this) and the record of the check goes with the commit statement:
-two round trips, where BEGIN, read, write, commit statement and COMMIT took five."""
+The check is recorded for the allocation to know, later, what the saga asked for. A saga that
+has an allocation already was cancelled before it was checked: nothing is left to check.
+"""
 
 from __future__ import annotations
 
 import logging
 
 from sagakit.envelope import Envelope
-from sagakit.unit_of_work import UnitOfWork
+from sagakit.ports import UnitOfWorkPort
 
-from inventario.adapters.stock_repository import StockRepository, lines_to_json
 from inventario.domain.stock import Line, merge_lines, shortages
+from inventario.usecases.ports import StockStore
 
 log = logging.getLogger("inventario.validate_stock")
 
 
-async def on_orden_solicitada(uow: UnitOfWork, event: Envelope) -> None:
+async def validate_stock(uow: UnitOfWorkPort, stock: StockStore, event: Envelope) -> None:
     p = event.payload
-    repo = StockRepository(uow.connection)
     lines = merge_lines(Line(i["sku"], int(i["quantity"])) for i in p["items"])
-    allocation, on_hand = await repo.validation_read(event.saga_id,
-                                                     [line.sku for line in lines])
+    allocation, on_hand = await stock.validation_read(event.saga_id,
+                                                      [line.sku for line in lines])
     if allocation is not None:
         # Cancelled before we validated it: nothing to check any more.
         log.info("order already cancelled, validation skipped",
@@ -31,24 +30,19 @@ async def on_orden_solicitada(uow: UnitOfWork, event: Envelope) -> None:
         return
     missing = shortages(lines, on_hand)
     if missing:
-        uow.stage(repo.stock_check(event.saga_id, p["order_id"], lines, "unavailable"))
+        stock.record_check(event.saga_id, p["order_id"], lines, "unavailable")
         uow.emit("StockNoDisponible", {
             "order_id": p["order_id"],
             "reason": "stock insuficiente",
             "unavailable": [s.as_dict() for s in missing],
         })
     else:
-        uow.stage(repo.stock_check(event.saga_id, p["order_id"], lines, "verified"))
+        stock.record_check(event.saga_id, p["order_id"], lines, "verified")
         uow.emit("StockVerificado", {
             "order_id": p["order_id"],
-            "items": lines_to_json(lines),
+            "items": [line.as_dict() for line in lines],
             "total_amount": p["total_amount"],
             "currency": p["currency"],
             "payment_method": p["payment_method"],
         })
     await uow.commit()
-
-
-on_orden_solicitada.reads_outside_transaction = True  # type: ignore[attr-defined]
-# Nothing follows its commit: queued orders may be checked in one transaction.
-on_orden_solicitada.shares_transaction = True  # type: ignore[attr-defined]

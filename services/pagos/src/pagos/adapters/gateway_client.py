@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
-from sagakit import metrics
+from sagakit.observability import metrics
 
 from pagos.domain.payment import Outcome
 from pagos.usecases.ports import ChargeResult, RefundResult

@@ -10,10 +10,12 @@ from collections.abc import AsyncIterator, Callable
 from decimal import Decimal
 from typing import Any
 
-from sagakit import driver, jsonio
+from sagakit import jsonio
 from sagakit.dead_letters import DeadLetter
 from sagakit.ids import time_ordered_id
-from sagakit.unit_of_work import StagedWrite, UnitOfWork
+from sagakit.store import driver
+from sagakit.store.commit_statement import StagedWrite
+from sagakit.store.unit_of_work import UnitOfWork
 from sqlalchemy import (
     DateTime,
     Executable,

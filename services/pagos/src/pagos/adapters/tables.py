@@ -1,6 +1,6 @@
 """pagos' tables, in its own schema."""
 
-from sagakit.tables import messaging_tables, service_metadata
+from sagakit.store.tables import messaging_tables, service_metadata
 from sqlalchemy import (
     Boolean,
     Column,

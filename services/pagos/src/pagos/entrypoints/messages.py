@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 from sagakit.consumer import Handler
 from sagakit.envelope import Envelope
-from sagakit.unit_of_work import UnitOfWork
+from sagakit.store.unit_of_work import UnitOfWork
 
 from pagos.adapters.payment_repository import PaymentRepository
 from pagos.usecases.compensate_payment import (

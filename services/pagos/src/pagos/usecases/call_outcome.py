@@ -16,7 +16,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from sagakit import metrics
+from sagakit.observability import metrics
 from sagakit.ports import UnitOfWorkPort
 
 from pagos.domain import payment as domain

@@ -19,7 +19,7 @@ import contextlib
 import logging
 
 from opentelemetry.trace import SpanKind
-from sagakit import tracing
+from sagakit.observability import tracing
 
 from pagos.config import PagosSettings
 from pagos.domain import payment as domain

@@ -130,7 +130,7 @@ class PaymentWork(Protocol):
 
 class PaymentUnits(Protocol):
     """Opens a unit of work with the payments on it; ``reads_outside_transaction``: its reads
-    take no lock and its writes are its commit alone (``sagakit.unit_of_work``)."""
+    take no lock and its writes are its commit alone (``sagakit.store.unit_of_work``)."""
 
     def __call__(self, *, reads_outside_transaction: bool = False
                  ) -> AbstractAsyncContextManager[tuple[UnitOfWorkPort, PaymentWork]]:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from sagakit import metrics
 from sagakit.envelope import utc_now_iso
+from sagakit.observability import metrics
 from sagakit.ports import UnitOfWorkPort
 
 from pagos.config import PagosSettings

@@ -21,8 +21,8 @@ from __future__ import annotations
 import logging
 from decimal import Decimal
 
-from sagakit import tracing
 from sagakit.envelope import Envelope
+from sagakit.observability import tracing
 from sagakit.ports import UnitOfWorkPort
 
 from pagos.domain.payment import PaymentStatus

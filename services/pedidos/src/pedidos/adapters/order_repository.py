@@ -1,73 +1,27 @@
-"""Queries of pedidos' tables, on the unit of work's connection."""
+"""pedidos' orders and sagas on PostgreSQL: the ``OrderStore`` its use cases depend on
+(pedidos.usecases.ports), on a unit of work. It reads on the unit of work's connection and
+stages its writes on the unit of work's commit statement (ADR 0002), guarded by the status the
+decision was taken on; the statements are built here once per shape."""
 
 from __future__ import annotations
 
 import dataclasses
 import functools
 import uuid
-from collections.abc import Mapping
-from dataclasses import dataclass
-from datetime import datetime
+from collections.abc import Callable, Mapping
 from decimal import Decimal
 from typing import Any
 
-from sagakit import driver, jsonio
-from sagakit.unit_of_work import StagedWrite
-from sqlalchemy import (
-    Executable,
-    Uuid,
-    bindparam,
-    func,
-    literal_column,
-    select,
-)
+from sagakit import jsonio
+from sagakit.store import driver
+from sagakit.store.commit_statement import StagedWrite
+from sagakit.store.unit_of_work import UnitOfWork
+from sqlalchemy import Executable, Uuid, bindparam, func, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from pedidos.adapters.tables import notifications, orders, saga_audit, sagas
-from pedidos.domain.order import ACTIVE, STEP_OF, OrderStatus
-
-SAGA_TYPE = "OrderCheckThenPay"
-
-
-@dataclass(frozen=True)
-class SagaRow:
-    saga_id: str
-    order_id: str
-    customer_id: str
-    status: OrderStatus
-    total_amount: Decimal
-    currency: str
-    started_at: datetime
-    step_started_at: datetime
-    step_deadline_at: datetime | None
-    expires_at: datetime
-    db_now: datetime
-
-    @property
-    def elapsed_s(self) -> float:
-        return (self.db_now - self.started_at).total_seconds()
-
-    @property
-    def step_elapsed_ms(self) -> int:
-        return int((self.db_now - self.step_started_at).total_seconds() * 1000)
-
-    def as_written(self, image: Mapping[str, Any]) -> SagaRow:
-        """This saga as the commit statement that moved it returned its row (``_ROW_IMAGE``)."""
-        return dataclasses.replace(
-            self, status=OrderStatus(image["status"]), started_at=image["started_at"],
-            step_started_at=image["step_started_at"],
-            step_deadline_at=image["step_deadline_at"], expires_at=image["expires_at"],
-            db_now=image["db_now"])
-
-
-@dataclass(frozen=True)
-class AuditEntry:
-    """Why a transition happened, for the saga's history."""
-
-    event_type: str
-    actor: str
-    message_id: str | None = None
-    detail: dict[str, Any] | None = None
+from pedidos.domain.order import ACTIVE, SAGA_TYPE, STEP_OF, OrderStatus, owner_of
+from pedidos.usecases.ports import AuditEntry, ExistingOrder, SagaState
 
 
 def _seconds_from_now(param: str) -> str:
@@ -75,23 +29,18 @@ def _seconds_from_now(param: str) -> str:
     return f"now() + make_interval(secs => CAST(:{param} AS double precision))"
 
 
-# The active statuses written into the SQL rather than bound: the deadline indexes are partial
-# ("WHERE status IN (...active...)"), and a generic plan with bound statuses cannot prove that
-# it only needs those rows.
-_ACTIVE = sagas.c.status.in_([literal_column(f"'{s.value}'") for s in sorted(ACTIVE)])
-
 # The one order in which pedidos locks a saga's rows, in every path (a message's transition, a
 # cancellation, a deadline): the saga row, then its order row. Two paths that took them in
 # opposite orders deadlocked (a cancellation answered 500 "deadlock detected").
 LOCK_ORDER = ("sagas", "orders")
 
 # A saga step's writes are staged on its unit of work and go to the database with its commit
-# statement (sagakit.unit_of_work): one round trip for the business rows, the inbox row and the
+# statement (sagakit.store.unit_of_work): one round trip for the business rows, the inbox row and the
 # outbox rows. Their SQL is built once per shape, every value a bind parameter.
 _ORDERS, _SAGAS = f"{{schema}}.{orders.name}", f"{{schema}}.{sagas.name}"
 _AUDIT, _NOTIFICATIONS = f"{{schema}}.{saga_audit.name}", f"{{schema}}.{notifications.name}"
 # What a write hands back of the saga row it wrote: the state the next event of that saga is
-# decided on (pedidos.adapters.known_sagas), and the clock its metrics are taken from.
+# decided on (pedidos.usecases.known_sagas), and the clock its metrics are taken from.
 _ROW_IMAGE = ("saga_id, status, started_at, step_started_at, step_deadline_at, expires_at, "
               "now() AS db_now")
 
@@ -207,144 +156,140 @@ def _saga_statement(lock: bool, skip_locked: bool = False) -> Executable:
     return statement.with_for_update(of=sagas, skip_locked=skip_locked) if lock else statement
 
 
-def owner_of(body: dict[str, Any]) -> str:
-    """Whose saga it is: the customer who placed the order."""
-    return str(body["customer_id"])
+# ---- the staged writes (also run by themselves, with ``StagedWrite.run``, by tests)
+
+def creation_write(*, order_id: uuid.UUID, saga_id: uuid.UUID, body: dict[str, Any],
+                   total: Decimal, idempotency_key: str | None, request_hash: str,
+                   context: dict[str, Any], step_timeout_s: float, saga_timeout_s: float,
+                   audit: AuditEntry) -> StagedWrite:
+    """The order, its saga row and the first audit entry. Its guard finds nothing if the
+    idempotency key exists already: that request's order stands, and nothing is written."""
+    values = {"order_id": order_id, "saga_id": saga_id, "customer_id": body["customer_id"],
+              "status": OrderStatus.PENDIENTE_VALIDACION.value,
+              "items": jsonio.dumps(body["items"]), "total_amount": total,
+              "currency": body["currency"],
+              "shipping_address": jsonio.dumps(body["shipping_address"]),
+              "payment_type": body["payment_method"]["type"],
+              "idempotency_key": idempotency_key, "request_hash": request_hash}
+    params = {**{f"new_{c}": v for c, v in values.items()}, "owner": owner_of(body),
+              "context": jsonio.dumps(context), "step_timeout_s": step_timeout_s,
+              "saga_timeout_s": saga_timeout_s,
+              **_audit_params(audit, None, OrderStatus.PENDIENTE_VALIDACION.value)}
+    return StagedWrite(_creation(idempotency_key is not None), params, "inserted_saga",
+                       returning="inserted_saga")
+
+
+def transition_write(saga: SagaState, to: OrderStatus, *, step_timeout_s: float | None,
+                     audit: AuditEntry, notification: str | None = None,
+                     **order_values: Any) -> StagedWrite:
+    """Order, saga and audit row, and the customer's ``notification`` if any, only if the
+    status is still the one the decision was made on (the guard)."""
+    ctes = _transition(to, tuple(sorted(order_values)), step_timeout_s is not None,
+                       notification is not None)
+    params = {"key_order_id": uuid.UUID(saga.order_id), "key_saga_id": uuid.UUID(saga.saga_id),
+              "expected": saga.status.value, "step_timeout_s": step_timeout_s,
+              **{f"set_{c}": v for c, v in order_values.items()},
+              **_audit_params(audit, saga.status.value, to.value)}
+    if step_timeout_s is None:
+        del params["step_timeout_s"]
+    if notification is not None:
+        params.update(notify_customer_id=saga.customer_id, notify_message=notification)
+    return StagedWrite(ctes, params, "moved_saga", returning="moved_saga")
+
+
+def unmoved_write(saga: SagaState, audit: AuditEntry, **order_values: Any) -> StagedWrite:
+    """An event recorded in the saga's history without moving it (the order's columns
+    ``order_values`` set), only if the status is still the one it was judged on."""
+    params = {"key_saga_id": uuid.UUID(saga.saga_id), "expected": saga.status.value,
+              **{f"set_{c}": v for c, v in order_values.items()},
+              **_audit_params(audit, saga.status.value, saga.status.value)}
+    if order_values:
+        params["key_order_id"] = uuid.UUID(saga.order_id)
+    return StagedWrite(_unmoved(tuple(sorted(order_values))), params, "kept_saga")
+
+
+# ---- the saga's state
+
+def _state(row: driver.Row) -> SagaState:
+    return SagaState(str(row["saga_id"]), str(row["order_id"]), row["customer_id"],
+                     OrderStatus(row["status"]), row["total_amount"], row["currency"],
+                     row["started_at"], row["step_started_at"], row["step_deadline_at"],
+                     row["expires_at"], row["db_now"])
+
+
+def _as_written(saga: SagaState, image: Mapping[str, Any]) -> SagaState:
+    """``saga`` as the commit statement that moved it returned its row (``_ROW_IMAGE``)."""
+    return dataclasses.replace(
+        saga, status=OrderStatus(image["status"]), started_at=image["started_at"],
+        step_started_at=image["step_started_at"], step_deadline_at=image["step_deadline_at"],
+        expires_at=image["expires_at"], db_now=image["db_now"])
+
+
+async def read_saga(conn: AsyncConnection, saga_id: str) -> SagaState | None:
+    """The saga as it is now, without a lock: a write decided on it says which status it was
+    decided on, and writes nothing if that status is gone."""
+    rows = await driver.fetch(conn, _saga_statement(lock=False), {"saga_id": uuid.UUID(saga_id)})
+    return _state(rows[0]) if rows else None
+
+
+async def lock_saga(conn: AsyncConnection, saga_id: str,
+                    skip_locked: bool = False) -> SagaState | None:
+    """Locks the saga row, for the rest of the transaction."""
+    row = (await conn.execute(_saga_statement(lock=True, skip_locked=skip_locked),
+                              {"saga_id": uuid.UUID(saga_id)})).mappings().first()
+    return _state(row) if row else None
 
 
 class OrderRepository:
-    def __init__(self, conn: AsyncConnection) -> None:
-        self.conn = conn
+    """``OrderStore`` on a unit of work: reads on its connection, writes on its commit
+    statement."""
 
-    # ---- creation
+    def __init__(self, uow: UnitOfWork) -> None:
+        self.uow = uow
+        self._written: Callable[[Mapping[str, Any]], SagaState] | None = None
 
-    @staticmethod
-    def creation(*, order_id: uuid.UUID, saga_id: uuid.UUID, body: dict[str, Any],
-                 total: Decimal, idempotency_key: str | None, request_hash: str,
-                 context: dict[str, Any], step_timeout_s: float, saga_timeout_s: float,
-                 audit: AuditEntry) -> StagedWrite:
-        """The order, its saga row and the first audit entry. Its guard finds nothing if the
-        idempotency key exists already: that request's order stands, and nothing is written."""
-        values = {"order_id": order_id, "saga_id": saga_id, "customer_id": body["customer_id"],
-                  "status": OrderStatus.PENDIENTE_VALIDACION.value,
-                  "items": jsonio.dumps(body["items"]), "total_amount": total,
-                  "currency": body["currency"],
-                  "shipping_address": jsonio.dumps(body["shipping_address"]),
-                  "payment_type": body["payment_method"]["type"],
-                  "idempotency_key": idempotency_key, "request_hash": request_hash}
-        params = {**{f"new_{c}": v for c, v in values.items()}, "owner": owner_of(body),
-                  "context": jsonio.dumps(context), "step_timeout_s": step_timeout_s,
-                  "saga_timeout_s": saga_timeout_s,
-                  **_audit_params(audit, None, OrderStatus.PENDIENTE_VALIDACION.value)}
-        return StagedWrite(_creation(idempotency_key is not None), params, "inserted_saga",
-                           returning="inserted_saga")
+    def add(self, *, order_id: uuid.UUID, saga_id: uuid.UUID, body: dict[str, Any],
+            total: Decimal, idempotency_key: str | None, request_hash: str,
+            context: dict[str, Any], step_timeout_s: float, saga_timeout_s: float,
+            audit: AuditEntry) -> None:
+        self.uow.stage(creation_write(
+            order_id=order_id, saga_id=saga_id, body=body, total=total,
+            idempotency_key=idempotency_key, request_hash=request_hash, context=context,
+            step_timeout_s=step_timeout_s, saga_timeout_s=saga_timeout_s, audit=audit))
 
-    @staticmethod
-    def created_saga(*, order_id: uuid.UUID, body: dict[str, Any], total: Decimal,
-                     image: Mapping[str, Any]) -> SagaRow:
-        """The saga ``creation`` wrote, from the row image its commit statement returned."""
-        return SagaRow(str(image["saga_id"]), str(order_id), body["customer_id"],
-                       OrderStatus(image["status"]), total, body["currency"],
-                       image["started_at"], image["step_started_at"], image["step_deadline_at"],
-                       image["expires_at"], image["db_now"])
+        def created(image: Mapping[str, Any]) -> SagaState:
+            return SagaState(str(image["saga_id"]), str(order_id), body["customer_id"],
+                             OrderStatus(image["status"]), total, body["currency"],
+                             image["started_at"], image["step_started_at"],
+                             image["step_deadline_at"], image["expires_at"], image["db_now"])
 
-    async def by_idempotency_key(self, key: str) -> dict[str, Any] | None:
-        row = (await self.conn.execute(select(orders).where(orders.c.idempotency_key == key))
-               ).first()
-        return dict(row._mapping) if row else None
+        self._written = created
 
-    # ---- the saga's state
+    def move(self, saga: SagaState, to: OrderStatus, *, step_timeout_s: float | None,
+             audit: AuditEntry, notification: str | None = None,
+             **order_values: Any) -> None:
+        self.uow.stage(transition_write(saga, to, step_timeout_s=step_timeout_s, audit=audit,
+                                        notification=notification, **order_values))
+        self._written = functools.partial(_as_written, saga)
 
-    @staticmethod
-    def _row(row: driver.Row) -> SagaRow:
-        return SagaRow(str(row["saga_id"]), str(row["order_id"]), row["customer_id"],
-                       OrderStatus(row["status"]), row["total_amount"], row["currency"],
-                       row["started_at"], row["step_started_at"], row["step_deadline_at"],
-                       row["expires_at"], row["db_now"])
+    def record_unmoved(self, saga: SagaState, audit: AuditEntry, **order_values: Any) -> None:
+        self.uow.stage(unmoved_write(saga, audit, **order_values))
 
-    async def read_saga(self, saga_id: str) -> SagaRow | None:
-        """The saga as it is now, without a lock: a write decided on it says which status it
-        was decided on, and writes nothing if that status is gone."""
-        rows = await driver.fetch(self.conn, _saga_statement(lock=False),
-                                  {"saga_id": uuid.UUID(saga_id)})
-        return self._row(rows[0]) if rows else None
+    def written(self) -> SagaState:
+        # The row image the commit statement returned: no read after the write.
+        if self._written is None:
+            raise RuntimeError("nothing that returns the saga was staged")
+        return self._written(self.uow.returned[0])
 
-    async def lock_saga(self, saga_id: str, skip_locked: bool = False) -> SagaRow | None:
-        """Locks the saga row, for the rest of the transaction."""
-        row = (await self.conn.execute(_saga_statement(lock=True, skip_locked=skip_locked),
-                                       {"saga_id": uuid.UUID(saga_id)})).mappings().first()
-        return self._row(row) if row else None
+    async def by_idempotency_key(self, key: str) -> ExistingOrder | None:
+        row = (await self.uow.connection.execute(
+            select(orders).where(orders.c.idempotency_key == key))).first()
+        if row is None:
+            return None
+        return ExistingOrder(str(row.order_id), str(row.saga_id), row.status, row.request_hash)
 
-    @staticmethod
-    def transition(saga: SagaRow, to: OrderStatus, *, step_timeout_s: float | None,
-                   audit: AuditEntry, notification: str | None = None,
-                   **order_values: Any) -> StagedWrite:
-        """Order, saga and audit row, and the customer's ``notification`` if any, only if the
-        status is still the one the decision was made on (the guard)."""
-        ctes = _transition(to, tuple(sorted(order_values)), step_timeout_s is not None,
-                           notification is not None)
-        params = {"key_order_id": uuid.UUID(saga.order_id), "key_saga_id": uuid.UUID(saga.saga_id),
-                  "expected": saga.status.value, "step_timeout_s": step_timeout_s,
-                  **{f"set_{c}": v for c, v in order_values.items()},
-                  **_audit_params(audit, saga.status.value, to.value)}
-        if step_timeout_s is None:
-            del params["step_timeout_s"]
-        if notification is not None:
-            params.update(notify_customer_id=saga.customer_id, notify_message=notification)
-        return StagedWrite(ctes, params, "moved_saga", returning="moved_saga")
+    async def read(self, saga_id: str) -> SagaState | None:
+        return await read_saga(self.uow.connection, saga_id)
 
-    @staticmethod
-    def unmoved(saga: SagaRow, audit: AuditEntry, **order_values: Any) -> StagedWrite:
-        """An event recorded in the saga's history without moving it (the order's columns
-        ``order_values`` set), only if the status is still the one it was judged on."""
-        params = {"key_saga_id": uuid.UUID(saga.saga_id), "expected": saga.status.value,
-                  **{f"set_{c}": v for c, v in order_values.items()},
-                  **_audit_params(audit, saga.status.value, saga.status.value)}
-        if order_values:
-            params["key_order_id"] = uuid.UUID(saga.order_id)
-        return StagedWrite(_unmoved(tuple(sorted(order_values))), params, "kept_saga")
-
-    async def due_sagas(self, limit: int) -> list[str]:
-        rows = await self.conn.execute(
-            select(sagas.c.saga_id)
-            .where(_ACTIVE,
-                   (sagas.c.step_deadline_at <= func.now()) | (sagas.c.expires_at <= func.now()))
-            .order_by(sagas.c.step_deadline_at).limit(limit))
-        return [str(r.saga_id) for r in rows]
-
-    async def seconds_to_next_deadline(self) -> float | None:
-        """How long until the earliest deadline still to come falls due (None: there is none),
-        by the database clock, which is the one the deadlines are judged by."""
-        step = (select(func.min(sagas.c.step_deadline_at))
-                .where(_ACTIVE, sagas.c.step_deadline_at > func.now()).scalar_subquery())
-        saga = (select(func.min(sagas.c.expires_at))
-                .where(_ACTIVE, sagas.c.expires_at > func.now()).scalar_subquery())
-        seconds = (await self.conn.execute(
-            select(func.extract("epoch", func.least(step, saga) - func.now())))).scalar_one()
-        return None if seconds is None else float(seconds)
-
-    async def active_stats(self) -> tuple[int, float]:
-        """How many sagas are active and the largest fraction of its deadline one has used."""
-        active = [s.value for s in ACTIVE]
-        used = func.extract("epoch", func.now() - sagas.c.started_at) / func.nullif(
-            func.extract("epoch", sagas.c.expires_at - sagas.c.started_at), 0)
-        count, worst = (await self.conn.execute(
-            select(func.count(), func.coalesce(func.max(used), 0))
-            .where(sagas.c.status.in_(active)))).one()
-        return int(count), float(worst)
-
-    # ---- queries
-
-    async def order(self, order_id: uuid.UUID) -> dict[str, Any] | None:
-        row = (await self.conn.execute(select(orders).where(orders.c.order_id == order_id))
-               ).first()
-        return dict(row._mapping) if row else None
-
-    async def saga(self, saga_id: uuid.UUID) -> dict[str, Any] | None:
-        row = (await self.conn.execute(select(sagas).where(sagas.c.saga_id == saga_id))).first()
-        return dict(row._mapping) if row else None
-
-    async def history(self, saga_id: uuid.UUID) -> list[dict[str, Any]]:
-        rows = await self.conn.execute(select(saga_audit).where(saga_audit.c.saga_id == saga_id)
-                                       .order_by(saga_audit.c.id))
-        return [dict(r._mapping) for r in rows]
+    async def lock(self, saga_id: str, skip_locked: bool = False) -> SagaState | None:
+        return await lock_saga(self.uow.connection, saga_id, skip_locked)

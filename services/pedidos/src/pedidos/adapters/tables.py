@@ -1,6 +1,6 @@
 """pedidos' tables, in its own schema."""
 
-from sagakit.tables import messaging_tables, service_metadata
+from sagakit.store.tables import messaging_tables, service_metadata
 from sqlalchemy import BigInteger, Column, DateTime, Numeric, Table, Text, Uuid, func
 from sqlalchemy.dialects.postgresql import JSONB
 

@@ -11,6 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
+
+# The saga's type, as its row and its metrics name it (Part III §1.2).
+SAGA_TYPE = "OrderCheckThenPay"
 
 
 class OrderStatus(StrEnum):
@@ -44,6 +48,12 @@ STEP_OF = {
     S.PENDIENTE_ASIGNACION: "asignacion",
     S.PENDIENTE_REEMBOLSO: "reembolso",
 }
+
+
+def owner_of(body: dict[str, Any]) -> str:
+    """Whose saga it is: the customer who placed the order (``body``: the request as the saga
+    carries it)."""
+    return str(body["customer_id"])
 
 
 class CancelReason(StrEnum):

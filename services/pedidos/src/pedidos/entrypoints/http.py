@@ -8,12 +8,12 @@ from typing import Annotated
 
 from fastapi import APIRouter, Header, HTTPException, Request, Response
 from fastapi.responses import JSONResponse
-from sagakit import tracing
-from sagakit.conflicts import retry_on_conflict
 from sagakit.envelope import new_span_id
+from sagakit.observability import tracing
 from sagakit.runtime import runtime_of
+from sagakit.store.conflicts import retry_on_conflict
 
-from pedidos.adapters.known_sagas import known_sagas_of
+from pedidos.adapters.order_queries import OrderQueries
 from pedidos.adapters.order_repository import OrderRepository
 from pedidos.config import PedidosSettings
 from pedidos.domain.order import TERMINAL, CannotCancel, OrderStatus
@@ -27,120 +27,123 @@ from pedidos.entrypoints.schemas import (
     SagaStatusView,
 )
 from pedidos.usecases.cancel_saga import SagaNotFound, cancel_saga
+from pedidos.usecases.known_sagas import KnownSagas
 from pedidos.usecases.place_order import IdempotencyKeyReused, PlacedOrder, place_order
 
-router = APIRouter()
 log = logging.getLogger("pedidos.http")
 
 
-def settings_of(request: Request) -> PedidosSettings:
-    return runtime_of(request).extras["settings"]
+def routes(settings: PedidosSettings, known: KnownSagas) -> APIRouter:
+    """The API, its commands deciding with ``settings`` and the instance's ``known`` sagas."""
+    router = APIRouter()
 
+    @router.post("/orders", status_code=202, response_model=OrderAccepted, tags=["orders"],
+                 responses={422: {"description": "Invalid body, or Idempotency-Key reused with "
+                                                 "another body"}})
+    async def create_order(body: OrderRequest, request: Request, response: Response,
+                           idempotency_key: Annotated[str | None, Header(
+                               min_length=1, max_length=255, pattern=NO_NUL)] = None
+                           ) -> OrderAccepted | JSONResponse:
+        rt = runtime_of(request)
+        wire = body.wire()
+        # This request is the saga's first span (Part I §7.1): the parent of OrdenSolicitada.
+        # It is one of the standard's span ids, like every message's, not OpenTelemetry's,
+        # which exists only when tracing exports; the request's log line below names it, and
+        # so does its OpenTelemetry span when there is one.
+        span_id = new_span_id()
+        tracing.annotate_current_span(span_id=span_id)
 
-@router.post("/orders", status_code=202, response_model=OrderAccepted, tags=["orders"],
-             responses={422: {"description": "Invalid body, or Idempotency-Key reused with "
-                                             "another body"}})
-async def create_order(body: OrderRequest, request: Request, response: Response,
-                       idempotency_key: Annotated[str | None, Header(
-                           min_length=1, max_length=255, pattern=NO_NUL)] = None
-                       ) -> OrderAccepted | JSONResponse:
-    rt = runtime_of(request)
-    wire = body.wire()
-    # This request is the saga's first span (Part I §7.1): the parent of OrdenSolicitada. It
-    # is one of the standard's span ids, like every message's, not OpenTelemetry's, which
-    # exists only when tracing exports; the request's log line below names it, and so does
-    # its OpenTelemetry span when there is one.
-    span_id = new_span_id()
-    tracing.annotate_current_span(span_id=span_id)
+        async def attempt() -> PlacedOrder:
+            async with rt.uow() as uow:
+                return await place_order(uow, OrderRepository(uow), wire, body.computed_total,
+                                         idempotency_key, settings, known,
+                                         request_span_id=span_id)
 
-    async def attempt() -> PlacedOrder:
-        async with rt.uow() as uow:
-            return await place_order(uow, wire, body.computed_total, idempotency_key,
-                                     settings_of(request), known_sagas_of(rt.extras),
-                                     request_span_id=span_id)
+        try:
+            placed = await retry_on_conflict(attempt, what="place order")
+        except IdempotencyKeyReused:
+            return JSONResponse(status_code=422, content={"detail": [{
+                "loc": ["header", "Idempotency-Key"], "type": "idempotency_key_reused",
+                "msg": "this Idempotency-Key was used with a different request body"}]})
+        # The request is logged whole: the declared sensitive fields (token, address) are masked
+        # or dropped by the log pipeline, not by this call.
+        log.info("order %s", "accepted" if placed.created else "replayed by Idempotency-Key",
+                 extra={"saga_id": placed.saga_id, "event_type": "OrdenSolicitada",
+                        "schema_version": "1.0.0", "status": "SUCCESS",
+                        "order_id": placed.order_id, "span_id": span_id,
+                        "parent_span_id": None, "order": wire})
+        response.headers["Location"] = f"/orders/{placed.order_id}"
+        return OrderAccepted(order_id=placed.order_id, saga_id=placed.saga_id,
+                             status=placed.status)
 
-    try:
-        placed = await retry_on_conflict(attempt, what="place order")
-    except IdempotencyKeyReused:
-        return JSONResponse(status_code=422, content={"detail": [{
-            "loc": ["header", "Idempotency-Key"], "type": "idempotency_key_reused",
-            "msg": "this Idempotency-Key was used with a different request body"}]})
-    # The request is logged whole: the declared sensitive fields (token, address) are masked or
-    # dropped by the log pipeline, not by this call.
-    log.info("order %s", "accepted" if placed.created else "replayed by Idempotency-Key",
-             extra={"saga_id": placed.saga_id, "event_type": "OrdenSolicitada",
-                    "schema_version": "1.0.0", "status": "SUCCESS", "order_id": placed.order_id,
-                    "span_id": span_id, "parent_span_id": None, "order": wire})
-    response.headers["Location"] = f"/orders/{placed.order_id}"
-    return OrderAccepted(order_id=placed.order_id, saga_id=placed.saga_id, status=placed.status)
+    @router.get("/orders/{order_id}", response_model=OrderView, tags=["orders"])
+    async def get_order(order_id: uuid.UUID, request: Request) -> OrderView:
+        async with runtime_of(request).engine.connect() as conn:
+            order = await OrderQueries(conn).order(order_id)
+        if order is None:
+            raise HTTPException(404, detail=f"order {order_id} not found")
+        return OrderView(
+            order_id=str(order["order_id"]), saga_id=str(order["saga_id"]),
+            customer_id=order["customer_id"], status=order["status"],
+            terminal=OrderStatus(order["status"]) in TERMINAL, items=order["items"],
+            total_amount=f"{order['total_amount']:.2f}", currency=order["currency"],
+            charge_id=order["charge_id"], refund_status=order["refund_status"],
+            cancel_reason=order["cancel_reason"], created_at=order["created_at"],
+            updated_at=order["updated_at"])
 
-
-@router.get("/orders/{order_id}", response_model=OrderView, tags=["orders"])
-async def get_order(order_id: uuid.UUID, request: Request) -> OrderView:
-    async with runtime_of(request).engine.connect() as conn:
-        order = await OrderRepository(conn).order(order_id)
-    if order is None:
-        raise HTTPException(404, detail=f"order {order_id} not found")
-    return OrderView(
-        order_id=str(order["order_id"]), saga_id=str(order["saga_id"]),
-        customer_id=order["customer_id"], status=order["status"],
-        terminal=OrderStatus(order["status"]) in TERMINAL, items=order["items"],
-        total_amount=f"{order['total_amount']:.2f}", currency=order["currency"],
-        charge_id=order["charge_id"], refund_status=order["refund_status"],
-        cancel_reason=order["cancel_reason"], created_at=order["created_at"],
-        updated_at=order["updated_at"])
-
-
-@router.get("/sagas/{saga_id}/status", response_model=SagaStatusView, tags=["sagas"])
-async def saga_status(saga_id: uuid.UUID, request: Request) -> SagaStatusView:
-    async with runtime_of(request).engine.connect() as conn:
-        saga = await OrderRepository(conn).saga(saga_id)
-    if saga is None:
-        raise HTTPException(404, detail=f"saga {saga_id} not found")
-    return SagaStatusView(
-        saga_id=str(saga["saga_id"]), saga_type=saga["saga_type"],
-        order_id=str(saga["order_id"]), status=saga["status"],
-        terminal=OrderStatus(saga["status"]) in TERMINAL, current_step=saga["current_step"],
-        owner=saga["owner"], started_at=saga["started_at"], updated_at=saga["updated_at"],
-        step_deadline_at=saga["step_deadline_at"], expires_at=saga["expires_at"],
-        finished_at=saga["finished_at"])
-
-
-@router.get("/sagas/{saga_id}/history", response_model=SagaHistoryView, tags=["sagas"])
-async def saga_history(saga_id: uuid.UUID, request: Request) -> SagaHistoryView:
-    async with runtime_of(request).engine.connect() as conn:
-        repo = OrderRepository(conn)
-        if await repo.saga(saga_id) is None:
+    @router.get("/sagas/{saga_id}/status", response_model=SagaStatusView, tags=["sagas"])
+    async def saga_status(saga_id: uuid.UUID, request: Request) -> SagaStatusView:
+        async with runtime_of(request).engine.connect() as conn:
+            saga = await OrderQueries(conn).saga(saga_id)
+        if saga is None:
             raise HTTPException(404, detail=f"saga {saga_id} not found")
-        rows = await repo.history(saga_id)
-    return SagaHistoryView(saga_id=str(saga_id), entries=[HistoryEntry(
-        at=r["at"], event_type=r["event_type"], from_status=r["from_status"],
-        to_status=r["to_status"], actor=r["actor"], message_id=r["message_id"],
-        detail=r["detail"]) for r in rows])
+        return SagaStatusView(
+            saga_id=str(saga["saga_id"]), saga_type=saga["saga_type"],
+            order_id=str(saga["order_id"]), status=saga["status"],
+            terminal=OrderStatus(saga["status"]) in TERMINAL,
+            current_step=saga["current_step"],
+            owner=saga["owner"], started_at=saga["started_at"], updated_at=saga["updated_at"],
+            step_deadline_at=saga["step_deadline_at"], expires_at=saga["expires_at"],
+            finished_at=saga["finished_at"])
 
+    @router.get("/sagas/{saga_id}/history", response_model=SagaHistoryView, tags=["sagas"])
+    async def saga_history(saga_id: uuid.UUID, request: Request) -> SagaHistoryView:
+        async with runtime_of(request).engine.connect() as conn:
+            repo = OrderQueries(conn)
+            if await repo.saga(saga_id) is None:
+                raise HTTPException(404, detail=f"saga {saga_id} not found")
+            rows = await repo.history(saga_id)
+        return SagaHistoryView(saga_id=str(saga_id), entries=[HistoryEntry(
+            at=r["at"], event_type=r["event_type"], from_status=r["from_status"],
+            to_status=r["to_status"], actor=r["actor"], message_id=r["message_id"],
+            detail=r["detail"]) for r in rows])
 
-@router.post("/sagas/{saga_id}/cancel", status_code=202, tags=["sagas"],
-             responses={409: {"description": "The saga is terminal or already compensating"}})
-async def cancel(saga_id: uuid.UUID, request: Request) -> JSONResponse:
-    rt = runtime_of(request)
-    # The request's span, OrdenCancelada's parent (as for POST /orders).
-    span_id = new_span_id()
-    tracing.annotate_current_span(span_id=span_id)
+    @router.post("/sagas/{saga_id}/cancel", status_code=202, tags=["sagas"],
+                 responses={409: {"description": "The saga is terminal or already "
+                                                 "compensating"}})
+    async def cancel(saga_id: uuid.UUID, request: Request) -> JSONResponse:
+        rt = runtime_of(request)
+        # The request's span, OrdenCancelada's parent (as for POST /orders).
+        span_id = new_span_id()
+        tracing.annotate_current_span(span_id=span_id)
 
-    async def attempt() -> OrderStatus:
-        async with rt.uow() as uow:
-            return await cancel_saga(uow, str(saga_id), "api", settings_of(request),
-                                     known_sagas_of(rt.extras), request_span_id=span_id)
+        async def attempt() -> OrderStatus:
+            async with rt.uow() as uow:
+                return await cancel_saga(uow, OrderRepository(uow), str(saga_id), "api",
+                                         settings, known, request_span_id=span_id)
 
-    try:
-        status = await retry_on_conflict(attempt, what="cancel saga")
-    except SagaNotFound:
-        raise HTTPException(404, detail=f"saga {saga_id} not found") from None
-    except CannotCancel as exc:
-        return JSONResponse(status_code=409, content={
-            "detail": str(exc), "saga_id": str(saga_id), "status": exc.status.value})
-    log.info("saga cancelled", extra={"saga_id": str(saga_id), "event_type": "OrdenCancelada",
-                                      "status": "COMPENSATING", "span_id": span_id,
-                                      "parent_span_id": None})
-    return JSONResponse(status_code=202, content={"saga_id": str(saga_id),
-                                                  "status": status.value})
+        try:
+            status = await retry_on_conflict(attempt, what="cancel saga")
+        except SagaNotFound:
+            raise HTTPException(404, detail=f"saga {saga_id} not found") from None
+        except CannotCancel as exc:
+            return JSONResponse(status_code=409, content={
+                "detail": str(exc), "saga_id": str(saga_id), "status": exc.status.value})
+        log.info("saga cancelled", extra={"saga_id": str(saga_id),
+                                          "event_type": "OrdenCancelada",
+                                          "status": "COMPENSATING", "span_id": span_id,
+                                          "parent_span_id": None})
+        return JSONResponse(status_code=202, content={"saga_id": str(saga_id),
+                                                      "status": status.value})
+
+    return router

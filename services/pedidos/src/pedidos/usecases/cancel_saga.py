@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from sagakit.envelope import new_span_id
-from sagakit.unit_of_work import UnitOfWork
+from sagakit.ports import UnitOfWorkPort
 
-from pedidos.adapters.known_sagas import KnownSagas
-from pedidos.adapters.order_repository import OrderRepository
 from pedidos.config import PedidosSettings
 from pedidos.domain.order import OrderStatus, on_cancel_requested
+from pedidos.usecases.known_sagas import KnownSagas
+from pedidos.usecases.ports import OrderStore
 from pedidos.usecases.transitions import stage_transition
 
 
@@ -16,17 +16,16 @@ class SagaNotFound(Exception):
     pass
 
 
-async def cancel_saga(uow: UnitOfWork, saga_id: str, actor: str,
+async def cancel_saga(uow: UnitOfWorkPort, orders: OrderStore, saga_id: str, actor: str,
                       settings: PedidosSettings, known: KnownSagas | None = None,
                       request_span_id: str | None = None) -> OrderStatus:
     """Raises ``CannotCancel`` (409) when the saga is terminal or already compensating.
     ``request_span_id``: the span of the request that cancels, OrdenCancelada's parent."""
-    repo = OrderRepository(uow.connection)
-    saga = await repo.lock_saga(saga_id)
+    saga = await orders.lock(saga_id)
     if saga is None:
         raise SagaNotFound(saga_id)
     transition = on_cancel_requested(saga.status)
-    stage_transition(uow, saga, transition, cause="CancelacionSolicitada", actor=actor,
+    stage_transition(uow, orders, saga, transition, cause="CancelacionSolicitada", actor=actor,
                      settings=settings, known=known,
                      parent_span_id=request_span_id or new_span_id())
     # The row is locked: the status it was decided on holds, and the guard finds it.

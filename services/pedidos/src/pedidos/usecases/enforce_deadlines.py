@@ -11,16 +11,15 @@ interval later.
 from __future__ import annotations
 
 import logging
-import uuid
 
-from sagakit import metrics, tracing
 from sagakit.envelope import new_span_id
-from sagakit.runtime import RunAgainIn, Runtime
+from sagakit.observability import metrics, tracing
+from sagakit.runtime import RunAgainIn
 
-from pedidos.adapters.known_sagas import known_sagas_of
-from pedidos.adapters.order_repository import OrderRepository
 from pedidos.config import PedidosSettings
 from pedidos.domain.order import STEP_OF, on_saga_deadline, on_step_deadline
+from pedidos.usecases.known_sagas import KnownSagas
+from pedidos.usecases.ports import Deadlines, OrderUnits
 from pedidos.usecases.transitions import stage_transition
 
 log = logging.getLogger("pedidos.deadlines")
@@ -30,35 +29,32 @@ log = logging.getLogger("pedidos.deadlines")
 _MARGIN_S = 0.02
 
 
-async def enforce_deadlines(rt: Runtime, settings: PedidosSettings, batch: int = 100
-                            ) -> RunAgainIn:
-    """Handles the sagas past a deadline; says when to look again: when the earliest deadline
-    still to come falls due, at the latest after ``deadline_scan_interval_s`` (sagas started
-    meanwhile by other instances, sagas skipped because an event held their lock)."""
-    async with rt.engine.connect() as conn:
-        repo = OrderRepository(conn)
-        due = await repo.due_sagas(batch)
-        next_due_s = await repo.seconds_to_next_deadline() if len(due) < batch else 0.0
-    for saga_id in due:
-        await _enforce(rt, settings, saga_id)
-    if next_due_s is None:
+async def enforce_deadlines(deadlines: Deadlines, units: OrderUnits, settings: PedidosSettings,
+                            known: KnownSagas, batch: int = 100) -> RunAgainIn:
+    """Handles the sagas past a deadline, each in a unit of work of its own (``units``); says
+    when to look again: when the earliest deadline still to come falls due, at the latest
+    after ``deadline_scan_interval_s`` (sagas started meanwhile by other instances, sagas
+    skipped because an event held their lock)."""
+    due = await deadlines.due(batch)
+    for saga_id in due.saga_ids:
+        await enforce_deadline(deadlines, units, settings, known, saga_id)
+    if due.seconds_to_next is None:
         return RunAgainIn(settings.deadline_scan_interval_s)
-    return RunAgainIn(next_due_s + _MARGIN_S)
+    return RunAgainIn(due.seconds_to_next + _MARGIN_S)
 
 
-async def _enforce(rt: Runtime, settings: PedidosSettings, saga_id: str) -> int:
-    async with rt.engine.connect() as conn:
-        stored = await OrderRepository(conn).saga(uuid.UUID(saga_id))
+async def enforce_deadline(deadlines: Deadlines, units: OrderUnits, settings: PedidosSettings,
+                           known: KnownSagas, saga_id: str) -> int:
+    """1 if the saga was timed out, 0 if it was not (no longer due, or another holds it)."""
     # The timer's work belongs to the saga's trace, continued from where the saga started.
-    traceparent = (stored or {}).get("context", {}).get("traceparent")
+    traceparent = await deadlines.traceparent_of(saga_id)
     # The deadline check is the span the timer's messages hang from (Part I §7.1).
     span_id = new_span_id()
     with tracing.span("deadline check", traceparent=traceparent,
                       attributes=tracing.attributes(id=saga_id)):
         tracing.annotate_current_span(span_id=span_id)
-        async with rt.uow() as uow:
-            repo = OrderRepository(uow.connection)
-            saga = await repo.lock_saga(saga_id, skip_locked=True)
+        async with units() as (uow, orders):
+            saga = await orders.lock(saga_id, skip_locked=True)
             if saga is None:
                 return 0
             if saga.expires_at <= saga.db_now:
@@ -69,9 +65,9 @@ async def _enforce(rt: Runtime, settings: PedidosSettings, saga_id: str) -> int:
                                           "previous_status": saga.status.value,
                                           "elapsed_ms": int(saga.elapsed_s * 1000)},
                          saga_id=saga.saga_id, parent_span_id=span_id)
-                stage_transition(uow, saga, transition, cause="SagaExpirada",
+                stage_transition(uow, orders, saga, transition, cause="SagaExpirada",
                                  actor="pedidos.deadlines", settings=settings,
-                                 known=known_sagas_of(rt.extras), parent_span_id=span_id)
+                                 known=known, parent_span_id=span_id)
                 uow.after_commit(metrics.ALERTS.labels("pedidos", "saga_expired", "high").inc)
                 log.error("saga expired", extra={"saga_id": saga.saga_id, "span_id": span_id,
                                                  "event_type": "SagaExpirada",
@@ -84,10 +80,10 @@ async def _enforce(rt: Runtime, settings: PedidosSettings, saga_id: str) -> int:
                 uow.emit("StepTimedOut", {"order_id": saga.order_id, "step": step,
                                           "elapsed_ms": saga.step_elapsed_ms},
                          saga_id=saga.saga_id, parent_span_id=span_id)
-                stage_transition(uow, saga, transition, cause="StepTimedOut",
+                stage_transition(uow, orders, saga, transition, cause="StepTimedOut",
                                  actor="pedidos.deadlines", settings=settings,
                                  detail={"step": step, "elapsed_ms": saga.step_elapsed_ms},
-                                 known=known_sagas_of(rt.extras), parent_span_id=span_id)
+                                 known=known, parent_span_id=span_id)
                 uow.after_commit(metrics.STEP_TIMEOUTS.labels("pedidos", step).inc)
                 log.error("step timed out", extra={"saga_id": saga.saga_id, "span_id": span_id,
                                                    "event_type": "StepTimedOut", "step": step,

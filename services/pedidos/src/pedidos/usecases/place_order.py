@@ -11,15 +11,15 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from sagakit import metrics, tracing
 from sagakit.envelope import new_span_id
 from sagakit.ids import time_ordered_id
-from sagakit.unit_of_work import UnitOfWork
+from sagakit.observability import metrics, tracing
+from sagakit.ports import UnitOfWorkPort
 
-from pedidos.adapters.known_sagas import KnownSagas
-from pedidos.adapters.order_repository import SAGA_TYPE, AuditEntry, OrderRepository, owner_of
 from pedidos.config import PedidosSettings
-from pedidos.domain.order import OrderStatus
+from pedidos.domain.order import SAGA_TYPE, OrderStatus, owner_of
+from pedidos.usecases.known_sagas import KnownSagas
+from pedidos.usecases.ports import AuditEntry, OrderStore
 
 
 class IdempotencyKeyReused(Exception):
@@ -39,8 +39,8 @@ def request_hash(body: dict[str, Any]) -> str:
                           ).hexdigest()
 
 
-async def place_order(uow: UnitOfWork, body: dict[str, Any], total: Decimal,
-                      idempotency_key: str | None, settings: PedidosSettings,
+async def place_order(uow: UnitOfWorkPort, orders: OrderStore, body: dict[str, Any],
+                      total: Decimal, idempotency_key: str | None, settings: PedidosSettings,
                       known: KnownSagas, *, request_span_id: str | None = None) -> PlacedOrder:
     """``body`` is the validated request in JSON form (money as two-decimal strings). The saga
     it starts is remembered in ``known``, for its first event.
@@ -52,7 +52,7 @@ async def place_order(uow: UnitOfWork, body: dict[str, Any], total: Decimal,
     fingerprint = request_hash(body)
     # The saga id is random, as the standard asks (Part I §7.1); the order id is a key only.
     order_id, saga_id = time_ordered_id(), uuid.uuid4()
-    uow.stage(OrderRepository.creation(
+    orders.add(
         order_id=order_id, saga_id=saga_id, body=body, total=total,
         idempotency_key=idempotency_key, request_hash=fingerprint,
         context={"order_id": str(order_id), "total_amount": str(total),
@@ -60,7 +60,7 @@ async def place_order(uow: UnitOfWork, body: dict[str, Any], total: Decimal,
                  "traceparent": tracing.current_traceparent(),
                  "request_span_id": request_span_id},
         step_timeout_s=settings.validation_timeout_s, saga_timeout_s=settings.saga_timeout_s,
-        audit=AuditEntry("OrdenSolicitada", owner_of(body))))
+        audit=AuditEntry("OrdenSolicitada", owner_of(body)))
     uow.emit("OrdenSolicitada", {
         "order_id": str(order_id),
         "customer_id": body["customer_id"],
@@ -74,15 +74,13 @@ async def place_order(uow: UnitOfWork, body: dict[str, Any], total: Decimal,
                  "channel": "api"})
     uow.after_commit(lambda: metrics.SAGAS_STARTED.labels(SAGA_TYPE).inc())
     if await uow.commit():
-        known.remember(OrderRepository.created_saga(order_id=order_id, body=body, total=total,
-                                                    image=uow.returned[0]))
+        known.remember(orders.written())
         return PlacedOrder(str(order_id), str(saga_id), OrderStatus.PENDIENTE_VALIDACION.value,
                            created=True)
     # The idempotency key was used before: nothing was written, that request's order stands.
     assert idempotency_key is not None
-    existing = await OrderRepository(uow.connection).by_idempotency_key(idempotency_key)
+    existing = await orders.by_idempotency_key(idempotency_key)
     assert existing is not None
-    if existing["request_hash"] != fingerprint:
+    if existing.request_hash != fingerprint:
         raise IdempotencyKeyReused(idempotency_key)
-    return PlacedOrder(str(existing["order_id"]), str(existing["saga_id"]), existing["status"],
-                       created=False)
+    return PlacedOrder(existing.order_id, existing.saga_id, existing.status, created=False)

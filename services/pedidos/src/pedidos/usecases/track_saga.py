@@ -14,14 +14,14 @@ from __future__ import annotations
 
 import logging
 
-from sagakit.consumer import Handler
 from sagakit.envelope import Envelope
-from sagakit.unit_of_work import UnitOfWork
+from sagakit.errors import PermanentError
+from sagakit.ports import UnitOfWorkPort
 
-from pedidos.adapters.known_sagas import KnownSagas
-from pedidos.adapters.order_repository import AuditEntry, OrderRepository
 from pedidos.config import PedidosSettings
 from pedidos.domain.order import Annotation, Transition, on_event
+from pedidos.usecases.known_sagas import KnownSagas
+from pedidos.usecases.ports import AuditEntry, OrderStore
 from pedidos.usecases.transitions import stage_transition
 
 log = logging.getLogger("pedidos.track_saga")
@@ -30,49 +30,45 @@ TRACKED_EVENTS = ("StockVerificado", "StockNoDisponible", "PagoExitoso", "PagoRe
                   "StockAsignado", "FalloAsignacion", "ReembolsoEjecutado", "FalloReembolso")
 
 
-def make_track_saga(settings: PedidosSettings, known: KnownSagas) -> Handler:
-    async def track_saga(uow: UnitOfWork, event: Envelope) -> None:
-        saga = known.get(event.saga_id)
-        if saga is None:
-            saga = await OrderRepository(uow.connection).read_saga(event.saga_id)
-        if saga is None:
-            from sagakit.errors import PermanentError
-            raise PermanentError(f"unknown saga {event.saga_id}")
-        decision = on_event(saga.status, event.event_type)
-        detail = {"source_service": event.source_service}
-        order_values = {}
-        if event.event_type == "PagoExitoso":
-            order_values["charge_id"] = event.payload.get("charge_id")
-        if isinstance(decision, Transition):
-            stage_transition(uow, saga, decision, cause=event.event_type,
-                             actor=event.source_service, settings=settings,
-                             message_id=event.message_id, detail=detail,
-                             order_values=order_values, known=known)
-        else:
-            if isinstance(decision, Annotation):
-                order_values["refund_status"] = decision.refund_status.value
-            # Stale, late or duplicate-by-meaning: recorded in the history, state unchanged.
-            uow.stage(OrderRepository.unmoved(
-                saga, AuditEntry(event.event_type, event.source_service, event.message_id,
-                                 {**detail, "ignored": decision is None,
-                                  **({"refund_status": decision.refund_status.value}
-                                     if isinstance(decision, Annotation) else {})}),
-                **order_values))
-            uow.after_commit(lambda: log.info(
-                "event does not move the order (%s)", saga.status.value,
-                extra={"saga_id": event.saga_id, "event_type": event.event_type}))
-            uow.after_commit(lambda: known.remember(saga))
-        # False (nothing written) if the saga moved since it was read or written here: the
-        # consumer retries, and the retry reads it. After an error, what the commit left is
-        # not known either.
-        try:
-            await uow.commit()
-        finally:
-            if not uow.committed:
-                known.forget(event.saga_id)
-
-    # Reads without a transaction; the commit statement is the transaction. Everything that
-    # follows the commit waits in after_commit, so queued events may share one transaction.
-    track_saga.reads_outside_transaction = True  # type: ignore[attr-defined]
-    track_saga.shares_transaction = True  # type: ignore[attr-defined]
-    return track_saga
+async def track_saga(uow: UnitOfWorkPort, orders: OrderStore, event: Envelope,
+                     settings: PedidosSettings, known: KnownSagas) -> None:
+    """Everything that follows the commit waits in ``after_commit``, so the unit of work may
+    share its transaction with others (the consumer's batches)."""
+    saga = known.get(event.saga_id)
+    if saga is None:
+        saga = await orders.read(event.saga_id)
+    if saga is None:
+        raise PermanentError(f"unknown saga {event.saga_id}")
+    decision = on_event(saga.status, event.event_type)
+    detail = {"source_service": event.source_service}
+    order_values = {}
+    if event.event_type == "PagoExitoso":
+        order_values["charge_id"] = event.payload.get("charge_id")
+    if isinstance(decision, Transition):
+        stage_transition(uow, orders, saga, decision, cause=event.event_type,
+                         actor=event.source_service, settings=settings,
+                         message_id=event.message_id, detail=detail,
+                         order_values=order_values, known=known)
+    else:
+        if isinstance(decision, Annotation):
+            order_values["refund_status"] = decision.refund_status.value
+        # Stale, late or duplicate-by-meaning: recorded in the history, state unchanged.
+        orders.record_unmoved(
+            saga, AuditEntry(event.event_type, event.source_service, event.message_id,
+                             {**detail, "ignored": decision is None,
+                              **({"refund_status": decision.refund_status.value}
+                                 if isinstance(decision, Annotation) else {})}),
+            **order_values)
+        uow.after_commit(lambda: log.info(
+            "event does not move the order (%s)", saga.status.value,
+            extra={"saga_id": event.saga_id, "event_type": event.event_type}))
+        uow.after_commit(lambda: known.remember(saga))
+    # False (nothing written) if the saga moved since it was read or written here: the
+    # consumer retries, and the retry reads it. After an error, what the commit left is
+    # not known either.
+    committed = False
+    try:
+        committed = await uow.commit()
+    finally:
+        if not committed:
+            known.forget(event.saga_id)

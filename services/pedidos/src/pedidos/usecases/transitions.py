@@ -1,31 +1,34 @@
-"""Stages a decided transition on the caller's unit of work: the conditional update with its
-audit row and customer notification, its events, and the metrics once it commits. Nothing of it
-is written if the saga is no longer in the status the decision was taken on (``commit`` then
-returns False). Once it commits, ``known`` holds the saga as the commit left it."""
+"""Stages a decided transition on the caller's unit of work: the saga's move with its audit
+row and customer notification (``OrderStore.move``), its events, and the metrics once it
+commits. Nothing of it is written if the saga is no longer in the status the decision was
+taken on (``commit`` then returns False). Once it commits, ``known`` holds the saga as the
+commit left it."""
 
 from __future__ import annotations
 
 import logging
 from typing import Any
 
-from sagakit import metrics
-from sagakit.unit_of_work import UnitOfWork
+from sagakit.observability import metrics
+from sagakit.ports import UnitOfWorkPort
 
-from pedidos.adapters.known_sagas import KnownSagas
-from pedidos.adapters.order_repository import SAGA_TYPE, AuditEntry, OrderRepository, SagaRow
 from pedidos.config import PedidosSettings
 from pedidos.domain.order import (
     NOTIFICATIONS,
+    SAGA_TYPE,
     STEP_OF,
     CancelReason,
     Transition,
     final_status_label,
 )
+from pedidos.usecases.known_sagas import KnownSagas
+from pedidos.usecases.ports import AuditEntry, OrderStore, SagaState
 
 log = logging.getLogger("pedidos.transitions")
 
 
-def stage_transition(uow: UnitOfWork, saga: SagaRow, transition: Transition, *,
+def stage_transition(uow: UnitOfWorkPort, orders: OrderStore, saga: SagaState,
+                     transition: Transition, *,
                      cause: str, actor: str, settings: PedidosSettings,
                      message_id: str | None = None,
                      detail: dict[str, Any] | None = None,
@@ -40,10 +43,10 @@ def stage_transition(uow: UnitOfWork, saga: SagaRow, transition: Transition, *,
     if transition.refund_status:
         values["refund_status"] = transition.refund_status.value
     step = STEP_OF.get(transition.to)
-    uow.stage(OrderRepository.transition(
-        saga, transition.to, step_timeout_s=settings.step_timeout_s(step) if step else None,
-        audit=AuditEntry(cause, actor, message_id, detail),
-        notification=NOTIFICATIONS.get(transition.to), **values))
+    orders.move(saga, transition.to,
+                step_timeout_s=settings.step_timeout_s(step) if step else None,
+                audit=AuditEntry(cause, actor, message_id, detail),
+                notification=NOTIFICATIONS.get(transition.to), **values)
     if transition.completes:
         uow.emit("OrdenCompletada", {"order_id": saga.order_id,
                                      "total_amount": f"{saga.total_amount:.2f}",
@@ -58,7 +61,7 @@ def stage_transition(uow: UnitOfWork, saga: SagaRow, transition: Transition, *,
     def committed() -> None:
         # The row the commit statement moved, by the database clock of that statement (``saga``
         # may be a row this process wrote earlier: its clock is that write's).
-        moved = saga.as_written(uow.returned[0])
+        moved = orders.written()
         if known is not None:
             known.remember(moved)
         if transition.completes or transition.cancels:

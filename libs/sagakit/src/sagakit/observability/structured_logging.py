@@ -2,7 +2,8 @@
 
 Every line carries service, ISO-8601 UTC timestamp, level and logger; saga fields (saga_id,
 event_type, schema_version, span_id, parent_span_id, status, duration_ms, attempt) come from the
-``extra`` of the call. Declared sensitive fields are masked or dropped (``sagakit.privacy``).
+``extra`` of the call. Declared sensitive fields are masked or dropped
+(``sagakit.observability.privacy``).
 
 One formatter builds the line straight from the record. structlog's ``ProcessorFormatter`` did
 the same through eight processors and a copy of every record: 53 µs of CPU a line against 31,
@@ -17,7 +18,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from sagakit import jsonio
-from sagakit.privacy import redact
+from sagakit.observability.privacy import redact
 
 _SAGA_FIELDS = ("saga_id", "event_type", "schema_version", "span_id", "parent_span_id",
                 "status", "duration_ms", "attempt")

@@ -1,7 +1,7 @@
 """The messaging tables every service keeps in its own schema: ``outbox`` and ``processed_messages``.
 
-The service's migrations create them (see ``sagakit.migrations``); these definitions are what the
-runtime queries against, bound to the service's schema.
+The service's migrations create them (see ``sagakit.store.migrations``); these definitions are
+what the runtime queries against, bound to the service's schema.
 """
 
 from __future__ import annotations

@@ -68,8 +68,8 @@ def redact(value: Any) -> Any:
     """A copy of ``value`` with every declared field masked or dropped, at any depth."""
     fields = _fields()
 
-    # Every log line passes through here (sagakit.structured_logging): only containers are
-    # walked, a scalar is taken as it is.
+    # Every log line passes through here (sagakit.observability.structured_logging): only
+    # containers are walked, a scalar is taken as it is.
     def walk(v: Any) -> Any:
         if isinstance(v, dict):
             out = {}

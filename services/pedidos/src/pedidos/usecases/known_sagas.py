@@ -7,15 +7,16 @@ is only a hint, never the truth: every write decided on it is guarded by the sta
 and an order's status never returns to one it left (the machine only moves forward), so an
 entry made stale by another instance, a deadline or a cancellation fails its guard, is
 forgotten, and the event is decided again on the row read from the database.
+
+One per process: the composition root (pedidos.app) builds it and hands it to the use cases.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Any
 
-from pedidos.adapters.order_repository import SagaRow
 from pedidos.domain.order import TERMINAL
+from pedidos.usecases.ports import SagaState
 
 # Active sagas of one instance: a few hundred at saturation here, tens of thousands only behind
 # a long outage, when reading a few rows back costs nothing that matters.
@@ -25,15 +26,15 @@ DEFAULT_CAPACITY = 10_000
 class KnownSagas:
     def __init__(self, capacity: int = DEFAULT_CAPACITY) -> None:
         self.capacity = capacity
-        self._rows: OrderedDict[str, SagaRow] = OrderedDict()
+        self._rows: OrderedDict[str, SagaState] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self._rows)
 
-    def get(self, saga_id: str) -> SagaRow | None:
+    def get(self, saga_id: str) -> SagaState | None:
         return self._rows.get(saga_id)
 
-    def remember(self, saga: SagaRow) -> None:
+    def remember(self, saga: SagaState) -> None:
         """``saga`` as a commit of this process left it. A terminal saga is not kept: nothing
         moves it any more, and a late event's annotation can read it."""
         if saga.status in TERMINAL:
@@ -47,10 +48,3 @@ class KnownSagas:
     def forget(self, saga_id: str) -> None:
         self._rows.pop(saga_id, None)
 
-
-def known_sagas_of(extras: dict[str, Any]) -> KnownSagas:
-    """The instance's one ``KnownSagas``, kept with the runtime's extras."""
-    known = extras.get("known_sagas")
-    if known is None:
-        known = extras["known_sagas"] = KnownSagas()
-    return known

@@ -8,8 +8,8 @@ from __future__ import annotations
 from sqlalchemy import delete, func, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from sagakit import metrics
-from sagakit.tables import INBOX_DEAD_LETTERED, MessagingTables
+from sagakit.observability import metrics
+from sagakit.store.tables import INBOX_DEAD_LETTERED, MessagingTables
 
 
 async def cleanup_processed(engine: AsyncEngine, tables: MessagingTables, retention_days: float,

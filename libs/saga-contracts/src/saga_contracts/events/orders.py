@@ -1,0 +1,95 @@
+"""The events pedidos publishes on ``order-events``, and the objects nested in them."""
+
+from __future__ import annotations
+
+from typing import Annotated, ClassVar, Literal
+
+from pydantic import Field, StringConstraints
+
+from saga_contracts.events.base import Event, EventPart
+from saga_contracts.events.fields import Amount, Currency, JsonInteger, Quantity, Sku, Uuid
+
+Text200 = Annotated[str, StringConstraints(min_length=1, max_length=200)]
+CancellationReason = Literal["stock_insuficiente", "pago_rechazado", "fallo_asignacion",
+                             "cancelada_por_usuario", "timeout", "saga_expirada"]
+TimedOutStep = Literal["validacion", "pago", "asignacion"]
+ElapsedMs = Annotated[int, JsonInteger(minimum=0)]
+
+
+class OrderLine(EventPart):
+    sku: Sku
+    quantity: Quantity
+    price: Amount
+
+
+class ShippingAddress(EventPart):
+    street: Text200
+    city: Text200
+    country: Text200
+    postal_code: Text200
+
+
+class PaymentMethod(EventPart):
+    type: Literal["credit_card"]
+    # Kept out of repr(): a model that reaches a log line must not carry the token.
+    token: Annotated[str, StringConstraints(min_length=1, max_length=255),
+                     Field(repr=False)]
+
+
+class OrdenSolicitada(Event):
+    """An order was placed; the saga starts."""
+
+    event_type: ClassVar[str] = "OrdenSolicitada"
+
+    order_id: Uuid
+    customer_id: Annotated[str, StringConstraints(min_length=1, max_length=100)]
+    items: Annotated[tuple[OrderLine, ...], Field(min_length=1, max_length=50)]
+    total_amount: Amount
+    currency: Currency
+    shipping_address: Annotated[ShippingAddress, Field(repr=False)]
+    payment_method: PaymentMethod
+
+
+class OrdenCompletada(Event):
+    """The saga ended successfully."""
+
+    event_type: ClassVar[str] = "OrdenCompletada"
+
+    order_id: Uuid
+    total_amount: Amount
+    currency: Currency
+
+
+class OrdenCancelada(Event):
+    """The saga ended without the order; participants compensate what they did for it."""
+
+    event_type: ClassVar[str] = "OrdenCancelada"
+
+    order_id: Uuid
+    status: str
+    reason: CancellationReason
+
+
+class StepTimedOut(Event):
+    """A step's deadline passed before its answer arrived."""
+
+    event_type: ClassVar[str] = "StepTimedOut"
+
+    order_id: Uuid
+    step: TimedOutStep
+    elapsed_ms: ElapsedMs
+
+
+class SagaExpirada(Event):
+    """The saga passed its overall deadline; every confirmed step is compensated and the order
+    is TIMED_OUT."""
+
+    event_type: ClassVar[str] = "SagaExpirada"
+
+    order_id: Uuid
+    previous_status: str
+    elapsed_ms: ElapsedMs
+
+
+MODELS: tuple[type[Event], ...] = (OrdenSolicitada, OrdenCompletada, OrdenCancelada,
+                                   StepTimedOut, SagaExpirada)

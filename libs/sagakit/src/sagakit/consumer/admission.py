@@ -1,0 +1,54 @@
+"""What a record is before anything is written for it: one to handle (its envelope decoded, its
+payload valid against its schema), one to skip, or one to dead-letter at once and why.
+
+Bytes that are not an envelope, an event type unknown to the catalogue and an invalid payload
+of a handled event are dead letters. An event this service does not handle is skipped without
+validating its payload (that is for the services that handle it), as is a dead letter replayed
+for another service.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from saga_contracts import headers as h
+from saga_contracts import registry
+
+from sagakit.consumer.records import Admitted, Outcome, RawRecord, Rejected, Verdict
+from sagakit.consumer.subscription import Subscription
+from sagakit.envelope import Envelope, UndecodableMessage, decode_headers
+
+
+class Admission:
+    def __init__(self, service: str, subscriptions: Mapping[str, Subscription]) -> None:
+        self.service = service
+        self.subscriptions = subscriptions
+        """By event type."""
+
+    def admit(self, raw: RawRecord) -> Verdict:
+        headers = decode_headers(raw.headers)
+        replay_for = headers.get(h.REPLAY_FOR)
+        if replay_for and replay_for != self.service:
+            # A dead letter replayed for another consumer: this service processed the original.
+            return Outcome("skipped")
+        try:
+            envelope = Envelope.from_record_value(raw.value)
+        except UndecodableMessage as exc:
+            return Rejected(None, "undecodable", exc, repr(exc))
+        event_type = envelope.event_type
+        subscription = self.subscriptions.get(event_type)
+        try:
+            if subscription is None:
+                # Unknown to the catalogue is a dead letter for every reader; the payload of an
+                # event this service does not handle is its handlers' business, and validating
+                # it here (most records on a topic are such events) is CPU for nothing.
+                registry.schema_for(event_type, envelope.schema_version)
+            else:
+                registry.validate(event_type, envelope.schema_version, envelope.payload)
+        except registry.UnknownEventType as exc:
+            return Rejected(envelope, "unknown_event_type", exc, repr(exc))
+        except registry.SchemaViolation as exc:
+            return Rejected(envelope, "schema_invalid", exc, str(exc))
+        if subscription is None:
+            return Outcome("skipped", event_type=event_type)
+        return Admitted(envelope, subscription, headers.get(h.TRACEPARENT))

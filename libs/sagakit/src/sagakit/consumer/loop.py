@@ -1,0 +1,157 @@
+"""The consumer's Kafka session: subscribe, fetch, hand each partition's records to its lane,
+send the offsets, and start over with a new consumer when Kafka is lost or the session breaks.
+
+``EventConsumer`` is also where the consumer's parts are put together (see the package's
+docstring for what each does).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+
+from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
+from aiokafka.errors import KafkaError
+
+from sagakit import faults
+from sagakit.consumer.admission import Admission
+from sagakit.consumer.dead_lettering import DeadLetters, DeadLetterWriter
+from sagakit.consumer.delivery import InOrder
+from sagakit.consumer.handling import Handling
+from sagakit.consumer.lanes import Lanes
+from sagakit.consumer.offsets import Offsets
+from sagakit.consumer.partitions import Partitions
+from sagakit.consumer.processing import Processor
+from sagakit.consumer.reporting import Report
+from sagakit.consumer.retry_policy import INFRASTRUCTURE_BACKOFF, RetryPolicy
+from sagakit.consumer.shared_runs import SharedRuns
+from sagakit.consumer.subscription import Subscription, by_event_type
+from sagakit.kafka import manual_commit_consumer
+from sagakit.settings import MessagingSettings
+from sagakit.store.shared_transaction import SharedTransaction
+from sagakit.store.unit_of_work import UnitOfWorkFactory
+
+log = logging.getLogger("sagakit.consumer")
+
+
+class _BeforeRebalance(ConsumerRebalanceListener):
+    """Runs ``then`` before partitions are shared out again (aiokafka awaits it)."""
+
+    def __init__(self, then: Callable[[], Awaitable[None]]) -> None:
+        self._then = then
+
+    async def on_partitions_revoked(self, revoked: list[TopicPartition]) -> None:
+        await self._then()
+
+    async def on_partitions_assigned(self, assigned: list[TopicPartition]) -> None:
+        return None
+
+
+def _check_fetcher_alive(consumer: AIOKafkaConsumer) -> None:
+    """aiokafka's background fetch task can end on its own — uvloop raises RuntimeError, which
+    it does not expect, when it writes to a connection the broker has just closed
+    (aio-libs/aiokafka#1038, seen in ``make chaos``) — and getmany() then returns nothing,
+    forever, without an error: a consumer that looks alive and consumes nothing. Raised as a
+    KafkaError, it makes the loop replace the consumer with a new one."""
+    task = getattr(getattr(consumer, "_fetcher", None), "error_future", None)
+    if task is not None and task.done():
+        detail = "cancelled" if task.cancelled() else repr(task.exception())
+        raise KafkaError(f"aiokafka's fetch task ended ({detail}); restarting the consumer")
+
+
+class EventConsumer:
+    """Consumes ``topics`` for ``service`` and hands each record of the subscribed event types
+    to its handler, in a unit of work from ``uow_factory``."""
+
+    def __init__(self, *, service: str, topics: list[str],
+                 subscriptions: Sequence[Subscription], uow_factory: UnitOfWorkFactory,
+                 settings: MessagingSettings,
+                 shared_transaction: Callable[[], SharedTransaction] | None = None,
+                 dead_letters: DeadLetterWriter | None = None) -> None:
+        """``dead_letters``: where records given up on go (by default through the outbox of
+        ``uow_factory``'s units of work)."""
+        self.service = service
+        self.topics = topics
+        self.settings = settings
+        report = Report(service)
+        handling = Handling(service, uow_factory, settings)
+        self.processor = Processor(service, Admission(service, by_event_type(subscriptions)),
+                                   handling, RetryPolicy(settings),
+                                   dead_letters or DeadLetters(service, uow_factory), report)
+        self.offsets = Offsets(service, settings)
+        self.shared_runs = SharedRuns(service, settings, handling, report, shared_transaction)
+        self.partitions = Partitions(
+            self.processor, self.shared_runs, self.offsets,
+            faults.with_delivery_faults(InOrder(), settings, self.processor.until_decided),
+            settings)
+        self.kafka: AIOKafkaConsumer | None = None
+        """The Kafka consumer of the current session; None between sessions."""
+        self._restarts = 0
+        self.assigned = asyncio.Event()
+
+    async def run(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            consumer = manual_commit_consumer(self.settings.kafka_bootstrap_servers,
+                                              self.service, self.topics,
+                                              f"{self.service}-consumer",
+                                              self.settings.consumer_fetch_max_wait_ms,
+                                              _BeforeRebalance(self._commit_before_rebalance))
+            try:
+                await consumer.start()
+                self.kafka = consumer
+                await self._session(consumer, stop)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                # Kafka gone, or anything else that broke this consumer (aiokafka's background
+                # tasks can die of errors it does not expect, aio-libs/aiokafka#1038): a new
+                # consumer after a backoff; what was not committed is fetched again.
+                self._restarts += 1
+                delay = INFRASTRUCTURE_BACKOFF.delay(self._restarts)
+                if isinstance(exc, KafkaError | OSError):
+                    log.warning("consumer lost Kafka, reconnecting in %.2fs: %r", delay, exc,
+                                extra={"service": self.service})
+                else:
+                    log.error("consumer failed, restarting it in %.2fs", delay, exc_info=exc,
+                              extra={"service": self.service})
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(stop.wait(), delay)
+            finally:
+                self.kafka = None
+                self.assigned.clear()
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(consumer.stop(), 10)
+
+    async def refresh_lag(self) -> None:
+        if self.kafka is not None:
+            await self.offsets.refresh_lag(self.kafka)
+
+    async def _commit_before_rebalance(self) -> None:
+        if self.kafka is not None:
+            await self.offsets.before_rebalance(self.kafka)
+
+    async def _session(self, consumer: AIOKafkaConsumer, stop: asyncio.Event) -> None:
+        lanes = Lanes(self.partitions, self.settings)
+        committer = asyncio.create_task(self.offsets.committer(consumer, stop))
+        try:
+            await self._fetch(consumer, lanes, stop)
+        finally:
+            committer.cancel()
+            await lanes.stop()
+            await asyncio.gather(committer, return_exceptions=True)
+            with contextlib.suppress(KafkaError):
+                await self.offsets.commit(consumer)
+
+    async def _fetch(self, consumer: AIOKafkaConsumer, lanes: Lanes, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            lanes.raise_if_crashed()
+            batch = await consumer.getmany(timeout_ms=1000,
+                                           max_records=self.settings.consumer_max_records)
+            _check_fetcher_alive(consumer)
+            if consumer.assignment():
+                self.assigned.set()
+                self._restarts = 0  # the backoff grows only while restarts keep failing
+            for tp, records in batch.items():
+                lanes.enqueue(consumer, tp, records)

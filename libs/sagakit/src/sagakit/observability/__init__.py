@@ -1,0 +1,2 @@
+"""What a service shows of itself: Prometheus ``metrics``, OpenTelemetry ``tracing``, JSON log
+lines (``structured_logging``) and the ``privacy`` rules that hide sensitive fields in them."""

@@ -1,0 +1,112 @@
+"""The composition root shared by the services: engine, relay, consumer and periodic jobs, built
+in the FastAPI lifespan, with the operational endpoints and the error handlers; and ``serve``,
+the entry point of ``python -m <service>``.
+
+A service supplies its ``ServiceDefinition``: name, tables, subscriptions, routers, periodic
+jobs; nothing is built at import time, so tests can build as many apps as they need.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+
+from fastapi import FastAPI
+
+from sagakit.consumer import EventConsumer, topics_of
+from sagakit.observability import metrics, tracing
+from sagakit.outbox.relay import OutboxRelay
+from sagakit.runtime import gc_tuning
+from sagakit.runtime.http_errors import (
+    install_database_error_handlers,
+    install_request_validation_handler,
+)
+from sagakit.runtime.jobs import messaging_jobs, run_periodic
+from sagakit.runtime.operations import operational_router
+from sagakit.runtime.service import Runtime, ServiceDefinition
+from sagakit.runtime.settings import ServiceSettings
+from sagakit.settings import MessagingSettings, load
+from sagakit.store.database import build_engine
+
+log = logging.getLogger("sagakit.runtime")
+
+
+def create_app(definition: ServiceDefinition) -> FastAPI:
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        svc = load(ServiceSettings)
+        msg = load(MessagingSettings)
+        engine = build_engine(svc.database_url, definition.name, svc.db_pool_size,
+                              server_settings=definition.database_settings())
+        relay = OutboxRelay(engine, definition.tables, definition.name, msg)
+        rt = Runtime(definition.name, engine, definition.tables, msg, svc, relay)
+        subscriptions = definition.subscriptions(rt)
+        topics = topics_of(subscriptions)
+        if topics:
+            rt.consumer = EventConsumer(service=definition.name, topics=topics,
+                                        subscriptions=subscriptions, uow_factory=rt.uow,
+                                        settings=msg, shared_transaction=rt.shared_transaction)
+        metrics.initialise(definition.name, sorted({s.event_type for s in subscriptions}),
+                           definition.compensation_reasons)
+        app.state.runtime = rt
+        if definition.on_start:
+            await definition.on_start(rt)
+        stop = asyncio.Event()
+        tasks = []
+        if svc.run_relay:
+            tasks.append(asyncio.create_task(relay.run(stop), name="relay"))
+        if rt.consumer and svc.run_consumer:
+            tasks.append(asyncio.create_task(rt.consumer.run(stop), name="consumer"))
+        if svc.run_jobs:
+            for job in [*messaging_jobs(msg), *definition.jobs]:
+                tasks.append(asyncio.create_task(run_periodic(job, rt, stop), name=job.name))
+        gc_tuning.settle_heap(svc.gc_gen0_threshold)
+        log.info("%s started", definition.name)
+        try:
+            yield
+        finally:
+            stop.set()
+            _, pending = await asyncio.wait(tasks, timeout=10) if tasks else (set(), set())
+            if pending:
+                # Which part held the shutdown up: chaos runs saw 10-s shutdowns with Kafka just
+                # back, and a restart's duration counts against every saga's deadline.
+                log.warning("still running %ss after stop, cancelled: %s", 10,
+                            ", ".join(sorted(t.get_name() for t in pending)))
+            for t in pending:
+                t.cancel()
+            if definition.on_stop:
+                await definition.on_stop(rt)
+            await relay.close()
+            await engine.dispose()
+
+    app = FastAPI(title=definition.name, description=definition.description, lifespan=lifespan,
+                  version="1.0.0")
+    if tracing.configure(definition.name):
+        from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
+
+        FastAPIInstrumentor.instrument_app(app, excluded_urls="health,ready,metrics")
+    install_database_error_handlers(app)
+    install_request_validation_handler(app)
+    app.include_router(operational_router())
+    for router in definition.routers:
+        app.include_router(router)
+    return app
+
+
+def serve(app_factory: Callable[[], FastAPI], service: str) -> None:
+    """Entry point of ``python -m <service>``."""
+    from sagakit.observability.structured_logging import configure
+    from sagakit.runtime import http_server
+
+    svc = load(ServiceSettings)
+    configure(service, svc.log_level)
+    started = time.monotonic()
+    log.info("starting %s on %s:%s", service, svc.http_host, svc.http_port)
+    http_server.run(app_factory(), host=svc.http_host, port=svc.http_port, log_config=None,
+                    access_log=False, lifespan="on", timeout_graceful_shutdown=10,
+                    timeout_keep_alive=svc.http_keep_alive_s,
+                    loop="uvloop", http="httptools")
+    log.info("%s stopped after %.0fs", service, time.monotonic() - started)

@@ -1,0 +1,75 @@
+"""Periodic jobs: the messaging's own (gauges, cleanup of the outbox and the inbox) and a
+service's (a deadline scanner, a gateway worker's schedule), each run in a task of its own."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from sagakit.outbox.housekeeping import cleanup_published, refresh_outbox_gauges
+from sagakit.settings import MessagingSettings
+from sagakit.store import inbox
+
+if TYPE_CHECKING:
+    from sagakit.runtime.service import Runtime
+
+log = logging.getLogger("sagakit.runtime")
+
+
+@dataclass(frozen=True)
+class RunAgainIn:
+    """What a periodic job may return: when its next work falls due, if sooner than its
+    interval (a job that reads deadlines from a table knows the earliest one)."""
+
+    seconds: float
+
+
+@dataclass(frozen=True)
+class PeriodicJob:
+    """Runs ``run`` every ``interval_s``, or sooner when it returns ``RunAgainIn``."""
+
+    name: str
+    interval_s: float
+    run: Callable[[Runtime], Awaitable[Any]]
+
+
+def messaging_jobs(settings: MessagingSettings) -> list[PeriodicJob]:
+    async def gauges(rt: Runtime) -> None:
+        await refresh_outbox_gauges(rt.engine, rt.tables, rt.name)
+        await inbox.refresh_dead_letter_gauge(rt.engine, rt.tables, rt.name)
+        if rt.consumer:
+            # Asking Kafka can hang while it is down; the other gauges must go on meanwhile.
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(rt.consumer.refresh_lag(), 1.5)
+
+    async def cleanup(rt: Runtime) -> None:
+        outbox_rows = await cleanup_published(rt.engine, rt.tables,
+                                              settings.outbox_retention_days,
+                                              settings.cleanup_batch_size)
+        inbox_rows = await inbox.cleanup_processed(rt.engine, rt.tables,
+                                                   settings.inbox_retention_days,
+                                                   settings.cleanup_batch_size)
+        if outbox_rows or inbox_rows:
+            log.info("cleanup removed %s outbox and %s inbox rows", outbox_rows, inbox_rows)
+
+    return [PeriodicJob("messaging-gauges", 5.0, gauges),
+            PeriodicJob("messaging-cleanup", settings.cleanup_interval_s, cleanup)]
+
+
+async def run_periodic(job: PeriodicJob, rt: Runtime, stop: asyncio.Event) -> None:
+    while not stop.is_set():
+        wait_s = job.interval_s
+        try:
+            result = await job.run(rt)
+            if isinstance(result, RunAgainIn):
+                wait_s = min(wait_s, max(0.0, result.seconds))
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.warning("periodic job %s failed", job.name, exc_info=True)
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(stop.wait(), wait_s)

@@ -1,0 +1,49 @@
+"""The settings of a service's process: its HTTP server, database pool, log level, and which of
+its parts this instance runs. The messaging limits are ``sagakit.settings.MessagingSettings``."""
+
+from __future__ import annotations
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class ServiceSettings(BaseSettings):
+    model_config = SettingsConfigDict(extra="ignore")
+
+    service_name: str = Field("service", validation_alias="SERVICE_NAME", description=(
+        "Not used: each service's name is fixed in its code (the local stack sets it anyway)."))
+    http_host: str = Field("127.0.0.1", validation_alias="HTTP_HOST", description=(
+        "Address the service's HTTP server listens on."))
+    http_port: int = Field(8000, validation_alias="HTTP_PORT", description=(
+        "Port of the service's HTTP server: its API, /health, /ready and /metrics."))
+    database_url: str = Field(..., validation_alias="DATABASE_URL", description=(
+        "SQLAlchemy URL of the service's PostgreSQL database "
+        "(postgresql+asyncpg://user:password@host:port/database), as the service's application "
+        "role; its migrations read the same variable, as the schema's owner role."))
+    db_pool_size: int = Field(20, ge=1, validation_alias="DB_POOL_SIZE", description=(
+        "Connections in the service's pool, with no overflow: past this many units of work at "
+        "once, the next waits for a connection."))
+    log_level: str = Field("INFO", validation_alias="LOG_LEVEL", description=(
+        "Level of the service's JSON log lines (DEBUG, INFO, WARNING, ERROR)."))
+    # How long an idle keep-alive connection stays open. It must outlast the idle expiry of
+    # every client and proxy in front (httpx 5 s, aiohttp 15 s, nginx and cloud load balancers
+    # 60 s): when both ends give up at the same moment, a request sent on a connection the
+    # server is closing is lost with "server disconnected" (uvicorn's default is 5 s, the same
+    # as httpx's expiry; tests/e2e/test_keep_alive.py).
+    http_keep_alive_s: int = Field(75, ge=1, validation_alias="HTTP_KEEP_ALIVE_S", description=(
+        "How long an idle keep-alive HTTP connection stays open; longer than every client and "
+        "proxy in front keeps one."))
+    run_consumer: bool = Field(True, validation_alias="RUN_CONSUMER", description=(
+        "Whether this instance runs the Kafka consumer (the event handlers); without it, "
+        "/ready does not check Kafka."))
+    run_relay: bool = Field(True, validation_alias="RUN_RELAY", description=(
+        "Whether this instance runs an outbox relay; of several instances' relays, one "
+        "publishes at a time."))
+    run_jobs: bool = Field(True, validation_alias="RUN_JOBS", description=(
+        "Whether this instance runs the periodic jobs: outbox and inbox cleanup, gauges, and "
+        "the service's own (pedidos' deadline scanner, pagos' gateway worker)."))
+    # Container allocations between two collections of the youngest generation, once the
+    # service has started (sagakit.runtime.gc_tuning); 0 leaves CPython's collector as it is.
+    gc_gen0_threshold: int = Field(10_000, ge=0, validation_alias="GC_GEN0_THRESHOLD", description=(
+        "Allocations between two collections of CPython's youngest generation once the service "
+        "has started; 0 leaves CPython's default."))

@@ -1,0 +1,35 @@
+"""inventario's message handlers: each builds the store on its unit of work and runs its use case.
+
+The unit of work is the consumer's (sagakit.consumer), which claims the message in its inbox and
+takes each handler's options from its ``Subscription`` in ``inventario.app``.
+"""
+
+from __future__ import annotations
+
+from sagakit.consumer import Handler
+from sagakit.envelope import Envelope
+from sagakit.store.unit_of_work import UnitOfWork
+
+from inventario.adapters.stock_repository import StockRepository
+from inventario.config import InventarioSettings
+from inventario.usecases.allocate_stock import allocate_stock
+from inventario.usecases.release_stock import release_stock
+from inventario.usecases.validate_stock import validate_stock
+
+
+async def on_orden_solicitada(uow: UnitOfWork, event: Envelope) -> None:
+    await validate_stock(uow, StockRepository(uow), event)
+
+
+
+def make_on_pago_exitoso(settings: InventarioSettings) -> Handler:
+    lock_timeout_ms = int(settings.lock_timeout_s * 1000)
+
+    async def on_pago_exitoso(uow: UnitOfWork, event: Envelope) -> None:
+        await allocate_stock(uow, StockRepository(uow), event, lock_timeout_ms=lock_timeout_ms)
+
+    return on_pago_exitoso
+
+
+async def on_orden_cancelada(uow: UnitOfWork, event: Envelope) -> None:
+    await release_stock(uow, StockRepository(uow), event)

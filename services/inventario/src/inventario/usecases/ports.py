@@ -1,0 +1,94 @@
+"""What inventario's use cases ask of their stores, in the terms of stock and allocations.
+
+The use cases depend on these protocols and on ``sagakit.ports.UnitOfWorkPort``;
+``inventario.adapters.stock_repository`` implements them on PostgreSQL, bound to the unit of
+work, and the unit tests on memory (``services/inventario/tests/unit/fakes.py``). A write said
+to be *recorded with the commit* takes effect only when the unit of work commits, and with
+everything else it commits.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Protocol
+
+from inventario.domain.stock import AllocationStatus, Line
+
+
+@dataclass(frozen=True)
+class AllocationState:
+    """What an allocation decides on, read without locks (``StockStore.record_allocation``
+    checks it again when it writes)."""
+
+    checked: list[Line] | None
+    """The lines validated for the saga (None: it was never validated)."""
+    allocation: AllocationStatus | None
+    """The saga's allocation (None: it has none yet)."""
+    on_hand: dict[str, int]
+    """Units on hand of the lines' products; empty if the saga has an allocation (absent
+    products are left out)."""
+
+
+@dataclass(frozen=True)
+class ProductStock:
+    sku: str
+    quantity: int
+    updated_at: datetime
+
+
+class StockStore(Protocol):
+    """Units on hand and each saga's stock check and allocation: what the saga steps read and
+    write."""
+
+    async def validation_read(self, saga_id: str, skus: list[str]
+                              ) -> tuple[AllocationStatus | None, dict[str, int]]:
+        """The saga's allocation (None: it has none) and the units on hand of ``skus``
+        (absent products left out), without locks."""
+        ...
+
+    def record_check(self, saga_id: str, order_id: str, lines: list[Line], result: str) -> None:
+        """Records the saga's stock check (its lines and result) with the commit, unless the
+        saga has one already (the first is kept)."""
+        ...
+
+    async def allocation_state(self, saga_id: str) -> AllocationState:
+        """The lines checked for the saga, its allocation and, if it has none, the lines'
+        units on hand, without locks."""
+        ...
+
+    def record_allocation(self, saga_id: str, order_id: str, status: AllocationStatus,
+                          lines: list[Line], *, lock_timeout_ms: int) -> None:
+        """Records the saga's allocation with the commit: ``ALLOCATED`` takes the lines' units
+        off their products, ``FAILED`` takes nothing. Guarded: written only if the products'
+        units, locked, still agree with ``status`` (every line has its units for
+        ``ALLOCATED``, some line has too few for ``FAILED``) and no allocation was recorded
+        for the saga meanwhile; otherwise nothing of the unit of work is written and its
+        ``commit`` returns False. A product's lock waited for longer than
+        ``lock_timeout_ms`` fails the commit with a transient error."""
+        ...
+
+    async def lock_allocation(self, saga_id: str) -> tuple[AllocationStatus, list[Line]] | None:
+        """The saga's allocation and its lines (None: it has none), locked until the commit."""
+        ...
+
+    async def block(self, saga_id: str, order_id: str) -> bool:
+        """Records that the saga must never be allocated (``BLOCKED``, no lines); False when
+        another transaction recorded its allocation first (nothing written)."""
+        ...
+
+    async def release(self, saga_id: str, lines: list[Line]) -> None:
+        """Puts ``lines``' units back (a product deleted meanwhile comes back with them) and
+        marks the saga's allocation, locked by ``lock_allocation``, ``RELEASED``."""
+        ...
+
+
+class ProductStore(Protocol):
+    """The catalogue's units on hand, as the stock administration sets them."""
+
+    async def set_quantity(self, sku: str, quantity: int) -> None:
+        """Sets the product's units on hand, creating the product if needed."""
+        ...
+
+    async def product(self, sku: str) -> ProductStock | None:
+        ...

@@ -1,0 +1,167 @@
+"""In-memory twins of inventario's stores (``inventario.usecases.ports``), for the use cases'
+unit tests.
+
+``Inventory`` holds what the tables hold; ``FakeStockRepository`` is bound to it and to a
+``StagingUnitOfWork`` as ``inventario.adapters.stock_repository.StockRepository`` is bound to
+the real unit of work. It writes as the adapter does: the stock check and the allocation are
+staged and written when the unit of work commits, the allocation only if its guard holds then
+(the units of its products agree with its status, and the saga has no allocation yet),
+otherwise the commit returns False and nothing is written, events included. The other writes
+apply at once: in PostgreSQL they would wait for the commit, but no use case fails after one.
+
+A change another transaction commits between a use case's read and its write is played with
+``meanwhile``: it runs right after the store's first read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from inventario.domain.stock import AllocationStatus, Line, merge_lines
+from inventario.usecases.ports import AllocationState, ProductStock
+from sagakit.fakes import FakeUnitOfWork
+
+
+class StagingUnitOfWork(FakeUnitOfWork):
+    """``FakeUnitOfWork`` with the one write a store may stage on it, as the real unit of work
+    stages it on its commit statement: applied at commit, and a write that returns False (its
+    guard found nothing) makes the commit write nothing and return False."""
+
+    def __init__(self, *, commit_result: bool = True) -> None:
+        super().__init__("inventario", commit_result=commit_result)
+        self.staged: Callable[[], bool] | None = None
+
+    def stage(self, write: Callable[[], bool]) -> None:
+        if self.staged is not None:
+            raise RuntimeError("a unit of work stages one write")
+        self.staged = write
+
+    async def commit(self) -> bool:
+        if self.commit_result and self.staged is not None and not self.staged():
+            self.commit_result = False
+        return await super().commit()
+
+
+@dataclass(frozen=True)
+class StockCheck:
+    order_id: str
+    lines: list[Line]
+    result: str
+
+
+@dataclass(frozen=True)
+class Allocation:
+    order_id: str | None
+    status: AllocationStatus
+    lines: list[Line]
+
+
+@dataclass
+class Inventory:
+    """inventario's tables: products' units on hand, stock checks and allocations by saga."""
+
+    products: dict[str, int] = field(default_factory=dict)
+    updated_at: dict[str, datetime] = field(default_factory=dict)
+    checks: dict[str, StockCheck] = field(default_factory=dict)
+    allocations: dict[str, Allocation] = field(default_factory=dict)
+
+    def put(self, sku: str, quantity: int) -> None:
+        self.products[sku] = quantity
+        self.updated_at[sku] = datetime.now(UTC)
+
+
+class FakeStockRepository:
+    """``StockStore`` and ``ProductStore`` on an ``Inventory``."""
+
+    def __init__(self, inventory: Inventory, uow: StagingUnitOfWork, *,
+                 meanwhile: Callable[[Inventory], None] | None = None) -> None:
+        self.inventory = inventory
+        self.uow = uow
+        self._meanwhile = meanwhile
+        self.lock_timeouts_ms: list[int] = []
+        """The lock timeout of each allocation staged."""
+
+    def _read(self) -> None:
+        if self._meanwhile is not None:
+            meanwhile, self._meanwhile = self._meanwhile, None
+            meanwhile(self.inventory)
+
+    def _on_hand(self, skus: list[str]) -> dict[str, int]:
+        return {sku: self.inventory.products[sku] for sku in skus
+                if sku in self.inventory.products}
+
+    # ---- StockStore
+
+    async def validation_read(self, saga_id: str, skus: list[str]
+                              ) -> tuple[AllocationStatus | None, dict[str, int]]:
+        allocation = self.inventory.allocations.get(saga_id)
+        result = (allocation.status if allocation else None, self._on_hand(skus))
+        self._read()
+        return result
+
+    def record_check(self, saga_id: str, order_id: str, lines: list[Line], result: str) -> None:
+        def write() -> bool:
+            self.inventory.checks.setdefault(saga_id, StockCheck(order_id, list(lines), result))
+            return True  # no guard: a check recorded first is kept, the commit goes on
+        self.uow.stage(write)
+
+    async def allocation_state(self, saga_id: str) -> AllocationState:
+        check = self.inventory.checks.get(saga_id)
+        allocation = self.inventory.allocations.get(saga_id)
+        state = AllocationState(
+            checked=list(check.lines) if check else None,
+            allocation=allocation.status if allocation else None,
+            on_hand=(self._on_hand([line.sku for line in check.lines])
+                     if check and allocation is None else {}))
+        self._read()
+        return state
+
+    def record_allocation(self, saga_id: str, order_id: str, status: AllocationStatus,
+                          lines: list[Line], *, lock_timeout_ms: int) -> None:
+        self.lock_timeouts_ms.append(lock_timeout_ms)
+
+        def write() -> bool:
+            products = self.inventory.products
+            wanted = merge_lines(lines)
+            enough = all(products.get(line.sku, 0) >= line.quantity for line in wanted)
+            agreed = enough == (status is AllocationStatus.ALLOCATED)
+            if not agreed or saga_id in self.inventory.allocations:
+                return False
+            self.inventory.allocations[saga_id] = Allocation(order_id, status, list(lines))
+            if status is AllocationStatus.ALLOCATED:
+                for line in wanted:
+                    self.inventory.put(line.sku, products[line.sku] - line.quantity)
+            return True
+        self.uow.stage(write)
+
+    async def lock_allocation(self, saga_id: str) -> tuple[AllocationStatus, list[Line]] | None:
+        allocation = self.inventory.allocations.get(saga_id)
+        found = (allocation.status, list(allocation.lines)) if allocation else None
+        self._read()
+        return found
+
+    async def block(self, saga_id: str, order_id: str) -> bool:
+        if saga_id in self.inventory.allocations:
+            return False
+        self.inventory.allocations[saga_id] = Allocation(order_id, AllocationStatus.BLOCKED, [])
+        return True
+
+    async def release(self, saga_id: str, lines: list[Line]) -> None:
+        for line in lines:
+            self.inventory.put(line.sku, self.inventory.products.get(line.sku, 0) + line.quantity)
+        allocation = self.inventory.allocations[saga_id]
+        if allocation.status is AllocationStatus.ALLOCATED:
+            self.inventory.allocations[saga_id] = Allocation(
+                allocation.order_id, AllocationStatus.RELEASED, allocation.lines)
+
+    # ---- ProductStore
+
+    async def set_quantity(self, sku: str, quantity: int) -> None:
+        self.inventory.put(sku, quantity)
+
+    async def product(self, sku: str) -> ProductStock | None:
+        if sku not in self.inventory.products:
+            return None
+        return ProductStock(sku, self.inventory.products[sku], self.inventory.updated_at[sku])

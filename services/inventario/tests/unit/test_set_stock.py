@@ -1,0 +1,31 @@
+"""set_stock: PUT /products/{sku} sets a product's units on hand, creating it if needed, and
+answers with the product as committed."""
+
+from __future__ import annotations
+
+from inventario.usecases.set_stock import set_stock
+
+from .fakes import FakeStockRepository, Inventory, StagingUnitOfWork
+
+
+async def test_an_unknown_product_is_created_with_its_units() -> None:
+    inventory = Inventory()
+    uow = StagingUnitOfWork()
+    product = await set_stock(uow, FakeStockRepository(inventory, uow), "A", 7)
+
+    assert uow.commits == 1 and uow.committed and uow.emitted == []
+    assert (product.sku, product.quantity) == ("A", 7)
+    assert product.updated_at == inventory.updated_at["A"]
+    assert inventory.products == {"A": 7}
+
+
+async def test_a_known_product_gets_its_new_units_and_the_others_keep_theirs() -> None:
+    inventory = Inventory()
+    inventory.put("A", 7)
+    inventory.put("B", 2)
+    uow = StagingUnitOfWork()
+    product = await set_stock(uow, FakeStockRepository(inventory, uow), "A", 0)
+
+    assert uow.committed
+    assert (product.sku, product.quantity) == ("A", 0)
+    assert inventory.products == {"A": 0, "B": 2}

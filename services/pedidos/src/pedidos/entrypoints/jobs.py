@@ -1,0 +1,35 @@
+"""What the runtime's periodic jobs call: the use cases, with their stores built on the
+runtime's database."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+
+from sagakit.ports import UnitOfWorkPort
+from sagakit.runtime import RunAgainIn, Runtime
+
+from pedidos.adapters.deadline_schedule import DeadlineSchedule
+from pedidos.adapters.order_repository import OrderRepository
+from pedidos.config import PedidosSettings
+from pedidos.usecases.enforce_deadlines import enforce_deadlines
+from pedidos.usecases.known_sagas import KnownSagas
+from pedidos.usecases.ports import OrderStore, OrderUnits
+
+
+def order_units(rt: Runtime) -> OrderUnits:
+    @asynccontextmanager
+    async def unit() -> AsyncIterator[tuple[UnitOfWorkPort, OrderStore]]:
+        async with rt.uow() as uow:
+            yield uow, OrderRepository(uow)
+
+    return unit
+
+
+def deadline_job(settings: PedidosSettings, known: KnownSagas
+                 ) -> Callable[[Runtime], Awaitable[RunAgainIn]]:
+    async def run(rt: Runtime) -> RunAgainIn:
+        return await enforce_deadlines(DeadlineSchedule(rt.engine), order_units(rt), settings,
+                                       known)
+
+    return run

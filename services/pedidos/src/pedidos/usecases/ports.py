@@ -1,0 +1,134 @@
+"""What pedidos' use cases ask of storage, in the saga's terms.
+
+The use cases depend on these protocols and on ``sagakit.ports.UnitOfWorkPort``, never on SQL:
+``pedidos.adapters`` implements them on PostgreSQL, ``services/pedidos/tests/unit/fakes.py`` in
+memory. A write is *staged*: it happens when the unit of work commits, with the events, and
+only if the saga is still in the status it was decided on (its guard); otherwise nothing of
+the unit of work is written and ``commit`` returns False.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
+from typing import Any, Protocol
+
+from sagakit.ports import UnitOfWorkPort
+
+from pedidos.domain.order import OrderStatus
+
+
+@dataclass(frozen=True)
+class SagaState:
+    """A saga and its order as read, or as a commit of this process left them: what a decision
+    is taken on. ``db_now`` is the database clock when it was read or written, the clock its
+    deadlines are judged by."""
+
+    saga_id: str
+    order_id: str
+    customer_id: str
+    status: OrderStatus
+    total_amount: Decimal
+    currency: str
+    started_at: datetime
+    step_started_at: datetime
+    step_deadline_at: datetime | None
+    expires_at: datetime
+    db_now: datetime
+
+    @property
+    def elapsed_s(self) -> float:
+        return (self.db_now - self.started_at).total_seconds()
+
+    @property
+    def step_elapsed_ms(self) -> int:
+        return int((self.db_now - self.step_started_at).total_seconds() * 1000)
+
+
+@dataclass(frozen=True)
+class AuditEntry:
+    """Why a transition happened, for the saga's history."""
+
+    event_type: str
+    actor: str
+    message_id: str | None = None
+    detail: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class ExistingOrder:
+    """An order placed before under an idempotency key, with the fingerprint of its body."""
+
+    order_id: str
+    saga_id: str
+    status: str
+    request_hash: str
+
+
+@dataclass(frozen=True)
+class DueSagas:
+    saga_ids: list[str]
+    """Active sagas past a deadline, earliest step deadline first."""
+    seconds_to_next: float | None
+    """Until the earliest deadline still to come falls due (None: there is none; 0 when the
+    limit was reached: more sagas may be due already)."""
+
+
+class OrderStore(Protocol):
+    """Orders and their sagas, on one unit of work; at most one write staged per unit."""
+
+    def add(self, *, order_id: uuid.UUID, saga_id: uuid.UUID, body: dict[str, Any],
+            total: Decimal, idempotency_key: str | None, request_hash: str,
+            context: dict[str, Any], step_timeout_s: float, saga_timeout_s: float,
+            audit: AuditEntry) -> None:
+        """Stages the order with its saga (PENDIENTE_VALIDACION) and first history entry. Its
+        guard: the idempotency key was not used before (else nothing is written)."""
+        ...
+
+    def move(self, saga: SagaState, to: OrderStatus, *, step_timeout_s: float | None,
+             audit: AuditEntry, notification: str | None = None,
+             **order_values: Any) -> None:
+        """Stages the saga and its order moving to ``to`` (the order's columns
+        ``order_values`` set), its history entry and the customer's ``notification`` if any.
+        Its guard: the saga is still in ``saga.status``."""
+        ...
+
+    def record_unmoved(self, saga: SagaState, audit: AuditEntry, **order_values: Any) -> None:
+        """Stages an event recorded in the saga's history without moving it (the order's
+        columns ``order_values`` set). Its guard: the saga is still in ``saga.status``."""
+        ...
+
+    def written(self) -> SagaState:
+        """The saga as the commit left it, after ``add`` or ``move`` committed."""
+        ...
+
+    async def by_idempotency_key(self, key: str) -> ExistingOrder | None:
+        ...
+
+    async def read(self, saga_id: str) -> SagaState | None:
+        """The saga as it is now, without a lock."""
+        ...
+
+    async def lock(self, saga_id: str, skip_locked: bool = False) -> SagaState | None:
+        """The saga, locked until the unit of work ends (saga first, then its order: ADR 0009);
+        with ``skip_locked``, None if another transaction holds it."""
+        ...
+
+
+class Deadlines(Protocol):
+    """The sagas' deadlines, read outside any unit of work."""
+
+    async def due(self, limit: int) -> DueSagas:
+        ...
+
+    async def traceparent_of(self, saga_id: str) -> str | None:
+        """The trace context the saga was started in, for the work its timers do."""
+        ...
+
+
+OrderUnits = Callable[[], AbstractAsyncContextManager[tuple[UnitOfWorkPort, OrderStore]]]
+"""Opens a unit of work with the order store on it (``async with units() as (uow, orders)``)."""

@@ -1,0 +1,323 @@
+"""In-memory twins of pedidos' storage (pedidos.usecases.ports), for the use cases' unit tests.
+
+``OrderTables`` plays pedidos' tables and the database clock. ``FakeOrderStore`` does what
+``pedidos.adapters.order_repository.OrderRepository`` does: it reads at once and stages one
+write per unit of work, written when the unit of work commits and only if its guard holds (the
+saga still in the status it was decided on; for a new order, its idempotency key unused);
+otherwise nothing of the unit of work is written, its events included, and ``commit`` returns
+False. Tests move a saga "elsewhere" (another instance, a deadline) by changing the tables
+directly, which is what makes a stale decision's guard fail.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+from pedidos.domain.order import ACTIVE, OrderStatus
+from pedidos.usecases.ports import AuditEntry, DueSagas, ExistingOrder, OrderStore, SagaState
+from saga_contracts import registry
+from sagakit import fakes
+from sagakit.envelope import Envelope
+from sagakit.ports import UnitOfWorkPort
+
+ORDER_BODY: dict[str, Any] = {
+    "customer_id": "c-1",
+    "items": [{"sku": "SKU-1", "quantity": 2, "price": "5.00"}],
+    "currency": "USD",
+    "shipping_address": {"street": "s", "city": "c", "country": "PE", "postal_code": "1"},
+    "payment_method": {"type": "credit_card", "token": "tok_visa"},
+}
+
+
+@dataclass
+class OrderRecord:
+    """The columns of an order row that pedidos writes."""
+
+    order_id: str
+    saga_id: str
+    customer_id: str
+    status: str
+    total_amount: Decimal
+    currency: str
+    idempotency_key: str | None
+    request_hash: str
+    body: dict[str, Any]
+    charge_id: str | None = None
+    refund_status: str | None = None
+    cancel_reason: str | None = None
+
+
+@dataclass(frozen=True)
+class HistoryRow:
+    saga_id: str
+    event_type: str
+    actor: str
+    from_status: str | None
+    to_status: str | None
+    message_id: str | None
+    detail: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class NotificationRow:
+    order_id: str
+    customer_id: str
+    kind: str
+    message: str
+
+
+class OrderTables:
+    """pedidos' orders, sagas, history and notifications, and the database clock."""
+
+    def __init__(self) -> None:
+        self.now = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+        self.sagas: dict[str, SagaState] = {}
+        self.orders: dict[str, OrderRecord] = {}
+        self.contexts: dict[str, dict[str, Any]] = {}
+        self.history: list[HistoryRow] = []
+        self.notifications: list[NotificationRow] = []
+        self.held: set[str] = set()
+        """Sagas whose row another transaction holds locked."""
+        self.reads = 0
+        self.locks = 0
+
+    def advance(self, seconds: float) -> None:
+        self.now += timedelta(seconds=seconds)
+
+    def saga(self, saga_id: str) -> SagaState | None:
+        """The saga row as a statement run now reads it."""
+        saga = self.sagas.get(saga_id)
+        return None if saga is None else dataclasses.replace(saga, db_now=self.now)
+
+    def order_of(self, saga_id: str) -> OrderRecord:
+        return self.orders[self.sagas[saga_id].order_id]
+
+    def history_of(self, saga_id: str) -> list[HistoryRow]:
+        return [h for h in self.history if h.saga_id == saga_id]
+
+    def seed(self, status: OrderStatus, *, step_deadline_in_s: float | None = 30.0,
+             expires_in_s: float = 7200.0, started_s_ago: float = 0.0,
+             traceparent: str | None = None) -> SagaState:
+        """A saga (and its order) that reached ``status``; its deadlines relative to now."""
+        saga_id, order_id = str(uuid.uuid4()), str(uuid.uuid4())
+        started = self.now - timedelta(seconds=started_s_ago)
+        saga = SagaState(
+            saga_id, order_id, ORDER_BODY["customer_id"], status, Decimal("10.00"), "USD",
+            started, started,
+            None if step_deadline_in_s is None else self.now + timedelta(seconds=step_deadline_in_s),
+            self.now + timedelta(seconds=expires_in_s), self.now)
+        self.sagas[saga_id] = saga
+        self.orders[order_id] = OrderRecord(order_id, saga_id, saga.customer_id, status.value,
+                                            saga.total_amount, saga.currency, None, "h",
+                                            ORDER_BODY)
+        self.contexts[saga_id] = {"traceparent": traceparent}
+        return saga
+
+    def move_elsewhere(self, saga_id: str, status: OrderStatus) -> None:
+        """The saga moved by someone else (another instance, a deadline, a cancellation)."""
+        self.sagas[saga_id] = dataclasses.replace(self.sagas[saga_id], status=status,
+                                                  step_started_at=self.now, db_now=self.now)
+        self.order_of(saga_id).status = status.value
+
+
+class FakeUnitOfWork(fakes.FakeUnitOfWork):
+    """sagakit's in-memory unit of work, with the one staged write pedidos' store gives it:
+    run at commit, its guard deciding what ``commit`` returns."""
+
+    def __init__(self) -> None:
+        super().__init__("pedidos")
+        self._staged: Callable[[], bool] | None = None
+        self.fail_commit: BaseException | None = None
+        """Raised by ``commit`` before anything is written (a connection lost)."""
+
+    def stage(self, write: Callable[[], bool]) -> None:
+        if self._staged is not None:
+            raise RuntimeError("a unit of work stages one write")
+        self._staged = write
+
+    async def commit(self) -> bool:
+        if self.fail_commit is not None:
+            self.commits += 1
+            raise self.fail_commit
+        self.commit_result = self._staged() if self._staged is not None else True
+        return await super().commit()
+
+
+class FakeOrderStore:
+    """``OrderStore`` on ``tables``, staging its writes on ``uow``."""
+
+    def __init__(self, tables: OrderTables, uow: FakeUnitOfWork) -> None:
+        self.tables = tables
+        self.uow = uow
+        self._written: SagaState | None = None
+
+    def add(self, *, order_id: uuid.UUID, saga_id: uuid.UUID, body: dict[str, Any],
+            total: Decimal, idempotency_key: str | None, request_hash: str,
+            context: dict[str, Any], step_timeout_s: float, saga_timeout_s: float,
+            audit: AuditEntry) -> None:
+        t = self.tables
+
+        def write() -> bool:
+            if idempotency_key is not None and any(
+                    o.idempotency_key == idempotency_key for o in t.orders.values()):
+                return False
+            first = OrderStatus.PENDIENTE_VALIDACION
+            saga = SagaState(str(saga_id), str(order_id), body["customer_id"], first, total,
+                             body["currency"], t.now, t.now,
+                             t.now + timedelta(seconds=step_timeout_s),
+                             t.now + timedelta(seconds=saga_timeout_s), t.now)
+            t.sagas[saga.saga_id] = saga
+            t.orders[saga.order_id] = OrderRecord(saga.order_id, saga.saga_id,
+                                                  saga.customer_id, first.value, total,
+                                                  body["currency"], idempotency_key,
+                                                  request_hash, body)
+            t.contexts[saga.saga_id] = context
+            t.history.append(HistoryRow(saga.saga_id, audit.event_type, audit.actor, None,
+                                        first.value, audit.message_id, audit.detail or {}))
+            self._written = saga
+            return True
+
+        self.uow.stage(write)
+
+    def move(self, saga: SagaState, to: OrderStatus, *, step_timeout_s: float | None,
+             audit: AuditEntry, notification: str | None = None,
+             **order_values: Any) -> None:
+        t = self.tables
+
+        def write() -> bool:
+            current = t.sagas.get(saga.saga_id)
+            if current is None or current.status is not saga.status:
+                return False
+            moved = dataclasses.replace(
+                current, status=to, step_started_at=t.now, db_now=t.now,
+                step_deadline_at=(None if step_timeout_s is None
+                                  else t.now + timedelta(seconds=step_timeout_s)))
+            t.sagas[saga.saga_id] = moved
+            order = t.orders[saga.order_id]
+            order.status = to.value
+            _set_columns(order, order_values)
+            t.history.append(HistoryRow(saga.saga_id, audit.event_type, audit.actor,
+                                        saga.status.value, to.value, audit.message_id,
+                                        audit.detail or {}))
+            if notification is not None:
+                t.notifications.append(NotificationRow(saga.order_id, saga.customer_id,
+                                                       to.value, notification))
+            # As the adapter builds it: the caller's saga, with the row image's status and
+            # clocks.
+            self._written = dataclasses.replace(
+                saga, status=to, started_at=moved.started_at,
+                step_started_at=moved.step_started_at, step_deadline_at=moved.step_deadline_at,
+                expires_at=moved.expires_at, db_now=t.now)
+            return True
+
+        self.uow.stage(write)
+
+    def record_unmoved(self, saga: SagaState, audit: AuditEntry, **order_values: Any) -> None:
+        t = self.tables
+
+        def write() -> bool:
+            current = t.sagas.get(saga.saga_id)
+            if current is None or current.status is not saga.status:
+                return False
+            _set_columns(t.orders[saga.order_id], order_values)
+            t.history.append(HistoryRow(saga.saga_id, audit.event_type, audit.actor,
+                                        saga.status.value, saga.status.value,
+                                        audit.message_id, audit.detail or {}))
+            return True
+
+        self.uow.stage(write)
+
+    def written(self) -> SagaState:
+        if self._written is None:
+            raise RuntimeError("nothing that returns the saga was written")
+        return self._written
+
+    async def by_idempotency_key(self, key: str) -> ExistingOrder | None:
+        for o in self.tables.orders.values():
+            if o.idempotency_key == key:
+                return ExistingOrder(o.order_id, o.saga_id, o.status, o.request_hash)
+        return None
+
+    async def read(self, saga_id: str) -> SagaState | None:
+        self.tables.reads += 1
+        return self.tables.saga(saga_id)
+
+    async def lock(self, saga_id: str, skip_locked: bool = False) -> SagaState | None:
+        self.tables.locks += 1
+        if saga_id in self.tables.held:
+            if skip_locked:
+                return None
+            raise AssertionError(f"would wait for saga {saga_id}'s lock")
+        return self.tables.saga(saga_id)
+
+
+def _set_columns(order: OrderRecord, values: dict[str, Any]) -> None:
+    for column, value in values.items():
+        if column not in {"charge_id", "refund_status", "cancel_reason"}:
+            raise AssertionError(f"orders has no column {column} that a step sets")
+        setattr(order, column, value)
+
+
+class FakeDeadlines:
+    """``Deadlines`` read from ``tables`` as the adapter's SQL reads them."""
+
+    def __init__(self, tables: OrderTables) -> None:
+        self.tables = tables
+        self.traceparents_read: list[str] = []
+
+    async def due(self, limit: int) -> DueSagas:
+        now = self.tables.now
+        active = [s for s in self.tables.sagas.values() if s.status in ACTIVE]
+        due = sorted((s for s in active
+                      if (s.step_deadline_at is not None and s.step_deadline_at <= now)
+                      or s.expires_at <= now),
+                     # PostgreSQL sorts NULLs last in an ascending order.
+                     key=lambda s: (s.step_deadline_at is None, s.step_deadline_at or now))
+        ids = [s.saga_id for s in due[:limit]]
+        if len(ids) == limit:
+            return DueSagas(ids, 0.0)
+        to_come = [d for s in active for d in (s.step_deadline_at, s.expires_at)
+                   if d is not None and d > now]
+        return DueSagas(ids, (min(to_come) - now).total_seconds() if to_come else None)
+
+    async def traceparent_of(self, saga_id: str) -> str | None:
+        self.traceparents_read.append(saga_id)
+        return self.tables.contexts.get(saga_id, {}).get("traceparent")
+
+
+class FakeUnits:
+    """``OrderUnits`` on ``tables``: each unit a new FakeUnitOfWork, kept in ``opened``."""
+
+    def __init__(self, tables: OrderTables) -> None:
+        self.tables = tables
+        self.opened: list[FakeUnitOfWork] = []
+
+    def __call__(self) -> AbstractAsyncContextManager[tuple[UnitOfWorkPort, OrderStore]]:
+        return self._unit()
+
+    @asynccontextmanager
+    async def _unit(self) -> AsyncIterator[tuple[UnitOfWorkPort, OrderStore]]:
+        uow = FakeUnitOfWork()
+        self.opened.append(uow)
+        yield uow, FakeOrderStore(self.tables, uow)
+
+
+def unit(tables: OrderTables) -> tuple[FakeUnitOfWork, FakeOrderStore]:
+    uow = FakeUnitOfWork()
+    return uow, FakeOrderStore(tables, uow)
+
+
+def event(event_type: str, saga: SagaState, payload: dict[str, Any] | None = None,
+          source: str = "inventario") -> Envelope:
+    """An event of ``saga`` as a participant emits it (its payload as given: the tracker reads
+    only the charge id of it)."""
+    return Envelope.new(saga_id=saga.saga_id, event_type=event_type,
+                        schema_version=registry.latest(event_type).version,
+                        source_service=source, payload=payload or {"order_id": saga.order_id})

@@ -1,0 +1,237 @@
+"""track_saga on in-memory storage: each participant's event moves the saga as the state
+machine decides, or is recorded without moving it; the saga is decided on as this process last
+wrote it (KnownSagas) without a read, and one moved elsewhere meanwhile fails the write's guard,
+is forgotten, and is read again by the consumer's retry."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import timedelta
+
+import pytest
+from pedidos.config import PedidosSettings
+from pedidos.domain.order import OrderStatus
+from pedidos.usecases.known_sagas import KnownSagas
+from pedidos.usecases.track_saga import track_saga
+from sagakit.context import current_message
+from sagakit.envelope import Envelope
+from sagakit.errors import PermanentError
+
+from .fakes import FakeUnitOfWork, OrderTables, event, unit
+
+S = OrderStatus
+
+
+@contextmanager
+def handling(envelope: Envelope) -> Iterator[None]:
+    """As the consumer runs a handler: the message being handled is the events' cause."""
+    token = current_message.set(envelope)
+    try:
+        yield
+    finally:
+        current_message.reset(token)
+
+
+async def _track(tables: OrderTables, known: KnownSagas, envelope: Envelope) -> FakeUnitOfWork:
+    uow, orders = unit(tables)
+    with handling(envelope):
+        await track_saga(uow, orders, envelope, PedidosSettings(), known)
+    return uow
+
+
+async def test_stock_verified_moves_an_unknown_saga_on_to_payment_read_once() -> None:
+    tables, known = OrderTables(), KnownSagas()
+    saga = tables.seed(S.PENDIENTE_VALIDACION)
+    verified = event("StockVerificado", saga)
+
+    uow = await _track(tables, known, verified)
+
+    assert uow.committed and uow.commits == 1 and uow.emitted == []
+    assert tables.reads == 1 and tables.locks == 0, "read without a lock"
+    now = tables.sagas[saga.saga_id]
+    assert now.status is S.PENDIENTE_PAGO and tables.order_of(saga.saga_id).status == (
+        "PENDIENTE_PAGO")
+    assert now.step_deadline_at == tables.now + timedelta(
+        seconds=PedidosSettings().payment_timeout_s)
+    [entry] = tables.history_of(saga.saga_id)
+    assert (entry.event_type, entry.actor, entry.from_status, entry.to_status,
+            entry.message_id, entry.detail) == (
+        "StockVerificado", "inventario", "PENDIENTE_VALIDACION", "PENDIENTE_PAGO",
+        verified.message_id, {"source_service": "inventario"})
+    remembered = known.get(saga.saga_id)
+    assert remembered is not None and remembered.status is S.PENDIENTE_PAGO
+    assert remembered.step_deadline_at == now.step_deadline_at
+
+
+async def test_a_saga_this_process_wrote_last_is_decided_on_without_a_read() -> None:
+    tables, known = OrderTables(), KnownSagas()
+    saga = tables.seed(S.PENDIENTE_VALIDACION)
+    await _track(tables, known, event("StockVerificado", saga))
+    await _track(tables, known, event("PagoExitoso", saga, {"charge_id": "ch_1"},
+                                      source="pagos"))
+    assert tables.reads == 1, "only the first event read the saga"
+    assert tables.sagas[saga.saga_id].status is S.PENDIENTE_ASIGNACION
+    assert tables.order_of(saga.saga_id).charge_id == "ch_1"
+
+
+async def test_stock_allocated_completes_the_order_and_emits_orden_completada() -> None:
+    tables, known = OrderTables(), KnownSagas()
+    saga = tables.seed(S.PENDIENTE_ASIGNACION)
+    allocated = event("StockAsignado", saga)
+
+    uow = await _track(tables, known, allocated)
+
+    assert tables.sagas[saga.saga_id].status is S.COMPLETADA
+    assert tables.sagas[saga.saga_id].step_deadline_at is None
+    [completed] = uow.emitted
+    assert completed.event_type == "OrdenCompletada" and completed.saga_id == saga.saga_id
+    assert completed.payload == {"order_id": saga.order_id, "total_amount": "10.00",
+                                 "currency": "USD"}
+    assert completed.parent_span_id == allocated.span_id
+    assert completed.metadata["causation_id"] == allocated.message_id
+    [notice] = tables.notifications
+    assert (notice.order_id, notice.customer_id, notice.kind, notice.message) == (
+        saga.order_id, saga.customer_id, "COMPLETADA", "Tu orden ha sido confirmada")
+    assert known.get(saga.saga_id) is None, "a terminal saga is not kept"
+
+
+@pytest.mark.parametrize(("status", "event_type", "to", "reason"), [
+    (S.PENDIENTE_VALIDACION, "StockNoDisponible", S.CANCELADA_SIN_STOCK, "stock_insuficiente"),
+    (S.PENDIENTE_PAGO, "PagoRechazado", S.CANCELADA_PAGO_RECHAZADO, "pago_rechazado"),
+    (S.PENDIENTE_REEMBOLSO, "ReembolsoEjecutado", S.CANCELADA_CON_REEMBOLSO,
+     "fallo_asignacion"),
+    (S.PENDIENTE_REEMBOLSO, "FalloReembolso", S.REEMBOLSO_FALLIDO, "fallo_asignacion"),
+])
+async def test_an_event_that_cancels_the_order_emits_orden_cancelada_with_its_reason(
+        status: OrderStatus, event_type: str, to: OrderStatus, reason: str) -> None:
+    tables = OrderTables()
+    saga = tables.seed(status)
+
+    uow = await _track(tables, KnownSagas(), event(event_type, saga))
+
+    assert tables.sagas[saga.saga_id].status is to
+    order = tables.order_of(saga.saga_id)
+    assert (order.status, order.cancel_reason) == (to.value, reason)
+    [cancelled] = uow.emitted
+    assert cancelled.event_type == "OrdenCancelada"
+    assert cancelled.payload == {"order_id": saga.order_id, "status": to.value,
+                                 "reason": reason}
+    assert [n.kind for n in tables.notifications] == [to.value]
+
+
+async def test_an_allocation_failure_waits_for_the_refund_without_cancelling_yet() -> None:
+    tables = OrderTables()
+    saga = tables.seed(S.PENDIENTE_ASIGNACION)
+
+    uow = await _track(tables, KnownSagas(), event("FalloAsignacion", saga))
+
+    assert tables.sagas[saga.saga_id].status is S.PENDIENTE_REEMBOLSO
+    assert tables.order_of(saga.saga_id).refund_status == "PENDING"
+    assert uow.emitted == [] and tables.notifications == []
+
+
+async def test_a_refund_outcome_after_the_order_ended_is_recorded_without_moving_it() -> None:
+    tables, known = OrderTables(), KnownSagas()
+    saga = tables.seed(S.CANCELADA_TIMEOUT, step_deadline_in_s=None)
+    refunded = event("ReembolsoEjecutado", saga, source="pagos")
+
+    uow = await _track(tables, known, refunded)
+
+    assert uow.committed and uow.emitted == []
+    assert tables.sagas[saga.saga_id].status is S.CANCELADA_TIMEOUT
+    order = tables.order_of(saga.saga_id)
+    assert (order.status, order.refund_status) == ("CANCELADA_TIMEOUT", "REFUNDED")
+    [entry] = tables.history_of(saga.saga_id)
+    assert (entry.from_status, entry.to_status, entry.detail) == (
+        "CANCELADA_TIMEOUT", "CANCELADA_TIMEOUT",
+        {"source_service": "pagos", "ignored": False, "refund_status": "REFUNDED"})
+
+
+async def test_a_stale_or_duplicate_event_is_recorded_as_ignored_and_changes_nothing() -> None:
+    tables, known = OrderTables(), KnownSagas()
+    saga = tables.seed(S.PENDIENTE_ASIGNACION)
+    late = event("StockVerificado", saga)
+
+    uow = await _track(tables, known, late)
+
+    assert uow.committed and uow.emitted == [] and tables.notifications == []
+    assert tables.sagas[saga.saga_id].status is S.PENDIENTE_ASIGNACION
+    assert tables.sagas[saga.saga_id].step_deadline_at == saga.step_deadline_at
+    [entry] = tables.history_of(saga.saga_id)
+    assert (entry.event_type, entry.from_status, entry.to_status, entry.message_id,
+            entry.detail) == ("StockVerificado", "PENDIENTE_ASIGNACION",
+                              "PENDIENTE_ASIGNACION", late.message_id,
+                              {"source_service": "inventario", "ignored": True})
+    assert known.get(saga.saga_id) is not None, "kept: the row it was judged on still holds"
+
+
+async def test_a_late_payment_on_an_ended_order_still_records_its_charge() -> None:
+    tables = OrderTables()
+    saga = tables.seed(S.CANCELADA_POR_USUARIO, step_deadline_in_s=None)
+
+    await _track(tables, KnownSagas(), event("PagoExitoso", saga, {"charge_id": "ch_9"},
+                                             source="pagos"))
+
+    order = tables.order_of(saga.saga_id)
+    assert (order.status, order.charge_id) == ("CANCELADA_POR_USUARIO", "ch_9")
+    assert tables.history_of(saga.saga_id)[0].detail["ignored"] is True
+
+
+async def test_an_event_of_an_unknown_saga_is_refused_for_good() -> None:
+    tables = OrderTables()
+    ghost = tables.seed(S.PENDIENTE_VALIDACION)
+    del tables.sagas[ghost.saga_id]
+    uow, orders = unit(tables)
+    with pytest.raises(PermanentError):
+        await track_saga(uow, orders, event("StockVerificado", ghost), PedidosSettings(),
+                         KnownSagas())
+    assert uow.commits == 0
+
+
+async def test_a_saga_moved_elsewhere_is_forgotten_and_the_retry_decides_on_it_again() -> None:
+    tables, here = OrderTables(), KnownSagas()
+    saga = tables.seed(S.PENDIENTE_VALIDACION)
+    await _track(tables, here, event("StockVerificado", saga))
+    assert here.get(saga.saga_id) is not None and tables.reads == 1
+    # Another instance cancels it: this process's memory of it is stale.
+    tables.move_elsewhere(saga.saga_id, S.CANCELADA_POR_USUARIO)
+    history = len(tables.history)
+
+    paid = event("PagoExitoso", saga, {"charge_id": "ch_2"}, source="pagos")
+    uow = await _track(tables, here, paid)
+
+    assert uow.commits == 1 and not uow.committed, "the guard found the status gone"
+    assert len(tables.history) == history and tables.order_of(saga.saga_id).charge_id is None
+    assert here.get(saga.saga_id) is None and tables.reads == 1
+
+    retry = await _track(tables, here, paid)
+    assert retry.committed and tables.reads == 2
+    assert tables.sagas[saga.saga_id].status is S.CANCELADA_POR_USUARIO
+    assert tables.history[-1].detail["ignored"] is True
+    assert tables.order_of(saga.saga_id).charge_id == "ch_2"
+
+
+async def test_a_transition_decided_on_a_stale_saga_writes_no_event() -> None:
+    tables, here = OrderTables(), KnownSagas()
+    saga = tables.seed(S.PENDIENTE_ASIGNACION)
+    here.remember(saga)
+    tables.move_elsewhere(saga.saga_id, S.CANCELADA_TIMEOUT)
+
+    uow = await _track(tables, here, event("StockAsignado", saga))
+
+    assert not uow.committed and uow.emitted == [], "no OrdenCompletada for a cancelled order"
+    assert tables.sagas[saga.saga_id].status is S.CANCELADA_TIMEOUT
+    assert tables.notifications == [] and here.get(saga.saga_id) is None
+
+
+async def test_a_commit_that_fails_forgets_the_saga_and_raises() -> None:
+    tables, here = OrderTables(), KnownSagas()
+    saga = tables.seed(S.PENDIENTE_VALIDACION)
+    here.remember(saga)
+    uow, orders = unit(tables)
+    uow.fail_commit = ConnectionResetError("database went away")
+    with pytest.raises(ConnectionResetError):
+        await track_saga(uow, orders, event("StockVerificado", saga), PedidosSettings(), here)
+    assert here.get(saga.saga_id) is None, "what the commit left is not known"
+    assert tables.sagas[saga.saga_id].status is S.PENDIENTE_VALIDACION
