@@ -221,11 +221,12 @@ COMPONENTS = (
     Component("sagactl", "Read by `sagactl`, the operator's command line.",
               (Table("sagactl", environment=SAGACTL,
                      read_in=("tools/sagactl/src/sagactl/cli.py",)),)),
-    Component("Benchmark", "Read by `make bench` (`python bench/run.py`).",
-              (Table("Benchmark", environment=BENCH, read_in=("bench/run.py",)),)),
+    Component("Benchmark", "Read by `make bench` (`python -m bench.run`).",
+              (Table("Benchmark", environment=BENCH, read_in=("tools/bench/src/bench/run.py",)),)),
     Component("Chaos suite", "Read by `make chaos` (`python -m chaos`) and its TCP proxy.",
               (Table("Chaos", environment=CHAOS,
-                     read_in=("chaos/__main__.py", "chaos/netproxy.py")),)),
+                     read_in=("tools/chaos/src/chaos/__main__.py",
+                              "tools/netproxy/src/netproxy/layout.py")),)),
 )
 
 

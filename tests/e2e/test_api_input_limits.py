@@ -11,8 +11,8 @@ import uuid
 from typing import Any
 
 import pytest
-from harness import config, db
-from harness.clients import Saga, new_sku, order_body
+from saga_harness import config, db
+from saga_harness.clients import Saga, new_sku, order_body
 
 JSON = {"content-type": "application/json"}
 

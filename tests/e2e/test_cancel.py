@@ -5,10 +5,10 @@ from __future__ import annotations
 import uuid
 from decimal import Decimal
 
-from harness import config
-from harness.clients import Saga, new_sku, order_body
-from harness.faults import paused, row_locked
-from harness.waiting import wait_for
+from saga_harness import config
+from saga_harness.clients import Saga, new_sku, order_body
+from saga_harness.faults import paused, row_locked
+from saga_harness.waiting import wait_for
 
 
 async def _cancel(saga: Saga, saga_id: str) -> tuple[int, dict]:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import uuid
 
-from harness import db
-from harness.clients import Saga, new_sku
-from harness.kafka import TopicReader, envelope, headers_of, produce
-from harness.waiting import wait_for
+from saga_harness import db
+from saga_harness.clients import Saga, new_sku
+from saga_harness.kafka import TopicReader, envelope, headers_of, produce
+from saga_harness.waiting import wait_for
 
 
 def _order(saga_id: str, order_id: str, sku: str, qty: int) -> dict:

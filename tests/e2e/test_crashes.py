@@ -3,10 +3,10 @@ acknowledgement, then restart. The saga goes on and nothing happens twice."""
 
 from __future__ import annotations
 
-from harness import db, stack
-from harness.clients import Saga, new_sku, order_body
-from harness.kafka import TopicReader, headers_of
-from harness.waiting import wait_for
+from saga_harness import db, stack
+from saga_harness.clients import Saga, new_sku, order_body
+from saga_harness.kafka import TopicReader, headers_of
+from saga_harness.waiting import wait_for
 
 
 async def _wait_dead(part: str) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncpg
 import pytest
-from harness import config
+from saga_harness import config
 
 SERVICES = {"pedidos": "orders", "inventario": "products", "pagos": "payments"}
 

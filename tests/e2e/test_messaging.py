@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 import uuid
 
-from harness import db
-from harness.clients import Saga, new_sku
-from harness.kafka import TopicReader, envelope, headers_of, produce
-from harness.waiting import wait_for
+from saga_harness import db
+from saga_harness.clients import Saga, new_sku
+from saga_harness.kafka import TopicReader, envelope, headers_of, produce
+from saga_harness.waiting import wait_for
 
 
 def _orden_solicitada(sku: str, qty: int) -> dict:

@@ -19,9 +19,9 @@ from typing import Any
 
 import asyncpg
 import httpx
-from harness import config, db, stack
-from harness.clients import TERMINAL, Saga, new_sku, order_body
-from harness.waiting import current, wait_for
+from saga_harness import config, db, stack
+from saga_harness.clients import TERMINAL, Saga, new_sku, order_body
+from saga_harness.waiting import current, wait_for
 
 STOCK = 100_000
 WORKERS = 3

@@ -11,11 +11,11 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from harness import config, db, stack
-from harness.clients import Saga, new_sku, order_body
-from harness.faults import paused
-from harness.kafka import TopicReader, headers_of
-from harness.waiting import current, wait_for
+from saga_harness import config, db, stack
+from saga_harness.clients import Saga, new_sku, order_body
+from saga_harness.faults import paused
+from saga_harness.kafka import TopicReader, headers_of
+from saga_harness.waiting import current, wait_for
 
 PEDIDOS_LOG = stack.STATE / "logs" / "pedidos.log"
 

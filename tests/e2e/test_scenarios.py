@@ -6,9 +6,9 @@ import asyncio
 from decimal import Decimal
 
 import httpx
-from harness import config, db
-from harness.clients import Saga, new_sku, order_body
-from harness.waiting import wait_for
+from saga_harness import config, db
+from saga_harness.clients import Saga, new_sku, order_body
+from saga_harness.waiting import wait_for
 
 
 async def test_happy_path_completes_and_allocates(saga: Saga) -> None:

@@ -8,10 +8,10 @@ from __future__ import annotations
 import asyncio
 
 import httpx
-from harness import config, db
-from harness.clients import Saga, new_sku, order_body
-from harness.faults import paused
-from harness.waiting import wait_for
+from saga_harness import config, db
+from saga_harness.clients import Saga, new_sku, order_body
+from saga_harness.faults import paused
+from saga_harness.waiting import wait_for
 
 ORDERS = 24
 
