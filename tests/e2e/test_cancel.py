@@ -1,4 +1,7 @@
-"""POST /sagas/{id}/cancel in every non-terminal state, twice, and when there is nothing to cancel."""
+"""POST /sagas/{id}/cancel in every non-terminal state, twice, and when there is nothing to cancel.
+
+One case holds a row lock in inventario's database (``row_locked``) to keep an allocation
+waiting: nothing in the public interfaces can hold a saga at that step."""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""A gateway that fails for a while, or keeps failing refunds (durable retries in pagos)."""
+"""A gateway that fails for a while, or keeps failing refunds (durable retries in pagos).
+
+To lose the race, a test holds inventario's product row locked and empties it in that
+transaction (``row_locked``): nothing in the public interfaces can hold an allocation back."""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""Messaging guarantees seen from outside: duplicates, dead letters, a consumer that goes on."""
+"""Messaging guarantees seen from outside: duplicates, dead letters, a consumer that goes on.
+
+It reads inventario's inbox, stock checks and outbox: how a duplicate or an invalid message was
+handled has no HTTP view."""
 
 from __future__ import annotations
 

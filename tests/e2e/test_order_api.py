@@ -1,4 +1,7 @@
-"""The order API's input validation and Idempotency-Key (issue: bad input loses nothing)."""
+"""The order API's input validation and Idempotency-Key (issue: bad input loses nothing).
+
+It counts rows of pedidos' orders table (a refused request must leave none, and the API lists no
+orders by customer) and reads the keys pagos stored for a payment."""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""The standard's scenarios end to end (Part II §4, Part IV §3.4), through HTTP only."""
+"""The standard's scenarios end to end (Part II §4, Part IV §3.4), through HTTP only.
+
+Only the notifications are read from pedidos' table: they have no interface of their own."""
 
 from __future__ import annotations
 

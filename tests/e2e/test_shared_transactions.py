@@ -1,7 +1,10 @@
 """Events that queue up for a service are handled in shared transactions, and every saga still
 completes once: here inventario is paused while orders are placed, so their OrdenSolicitada
 events wait in Kafka and reach its consumer together when it resumes (24 orders on 6
-partitions: some partition holds several)."""
+partitions: some partition holds several).
+
+It reads pedidos' outbox, to know every OrdenSolicitada is in Kafka before inventario resumes,
+and inventario's inbox and outbox, to count what was handled: none of them has an HTTP view."""
 
 from __future__ import annotations
 

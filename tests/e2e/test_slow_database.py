@@ -8,6 +8,9 @@ stuck: no deadlock, no lingering transaction, no dead process, and new sagas com
 
 The standard's text says 10 s; the test uses seconds enough to exceed the handler timeout on
 every attempt, so it runs in about a minute instead of several.
+
+It reads PostgreSQL's own statistics (deadlocks, lingering transactions) and the dead letters in
+inventario's outbox, which no public interface shows.
 """
 
 from __future__ import annotations
