@@ -7,7 +7,7 @@
 The services' settings come from their pydantic-settings classes (name, type, default, limits
 and ``Field(description=...)``); what is read with ``os.environ`` (the fake gateway, tracing, the
 local stack, sagactl, the benchmark, the chaos suite) is described in the tables below.
-tests/test_configuration_docs.py fails when the file differs from what this renders, when a
+deploy/tests/test_configuration_docs.py fails when the file differs from what this renders, when a
 setting has no description, when the code reads a variable that no table or class names, and
 when a table names a variable its files do not read.
 

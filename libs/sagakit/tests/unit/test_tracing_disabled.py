@@ -1,5 +1,5 @@
 """Tracing without an exporter: no span work on the hot path, yet a trace that arrives is passed
-on (the spans with an exporter are tested end to end in tests/observability/test_tracing.py)."""
+on (the spans with an exporter are tested end to end in tests/e2e/test_tracing.py)."""
 
 from __future__ import annotations
 
