@@ -9,7 +9,6 @@ import dataclasses
 import uuid
 from decimal import Decimal
 
-import pytest
 from pedidos.adapters.order_repository import AuditEntry, OrderRepository
 from pedidos.domain.order import OrderStatus
 from saga_harness import db
@@ -53,8 +52,8 @@ async def test_a_transition_moves_order_saga_and_history_or_nothing(saga: Saga) 
                                {"k": 1})
 
 
-@pytest.mark.stack  # the stack's PostgreSQL, though no service of it
-async def test_an_order_is_created_with_its_saga_and_history_or_not_at_all() -> None:
+async def test_an_order_is_created_with_its_saga_and_history_or_not_at_all(
+        running_stack: None) -> None:
     key = f"probe-{uuid.uuid4()}"
     body = order_body([(new_sku(), 1)])
     async with db.probe() as conn:
