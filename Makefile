@@ -27,8 +27,9 @@ logs:
 test: bootstrap
 	@bash deploy/local/run-tests.sh
 
-test-unit: bootstrap
-	@uv run --frozen --no-sync pytest -m "not stack and not after_down" -q
+# The tests that need nothing but uv: no stack, no system package (make bootstrap is not run).
+test-unit:
+	@uv run --frozen pytest -m "not stack and not after_down and not external" -q
 
 lint:
 	@uv run --frozen --no-sync ruff check .
@@ -42,7 +43,7 @@ docs:
 	@$(PY) -m saga_contracts.catalog docs/events.md
 
 bench: bootstrap
-	@$(PY) bench/run.py
+	@$(PY) -m bench.run
 
 chaos: bootstrap
 	@$(PY) -m chaos

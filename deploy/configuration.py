@@ -7,7 +7,7 @@
 The services' settings come from their pydantic-settings classes (name, type, default, limits
 and ``Field(description=...)``); what is read with ``os.environ`` (the fake gateway, tracing, the
 local stack, sagactl, the benchmark, the chaos suite) is described in the tables below.
-tests/test_configuration_docs.py fails when the file differs from what this renders, when a
+deploy/tests/test_configuration_docs.py fails when the file differs from what this renders, when a
 setting has no description, when the code reads a variable that no table or class names, and
 when a table names a variable its files do not read.
 
@@ -221,11 +221,12 @@ COMPONENTS = (
     Component("sagactl", "Read by `sagactl`, the operator's command line.",
               (Table("sagactl", environment=SAGACTL,
                      read_in=("tools/sagactl/src/sagactl/cli.py",)),)),
-    Component("Benchmark", "Read by `make bench` (`python bench/run.py`).",
-              (Table("Benchmark", environment=BENCH, read_in=("bench/run.py",)),)),
+    Component("Benchmark", "Read by `make bench` (`python -m bench.run`).",
+              (Table("Benchmark", environment=BENCH, read_in=("tools/bench/src/bench/run.py",)),)),
     Component("Chaos suite", "Read by `make chaos` (`python -m chaos`) and its TCP proxy.",
               (Table("Chaos", environment=CHAOS,
-                     read_in=("chaos/__main__.py", "chaos/netproxy.py")),)),
+                     read_in=("tools/chaos/src/chaos/__main__.py",
+                              "tools/netproxy/src/netproxy/layout.py")),)),
 )
 
 

@@ -28,9 +28,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
+from netproxy import layout as proxy_ports  # the TCP proxy's ports, shared with the chaos suite
+
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
-from chaos import netproxy  # noqa: E402  (the proxy's port layout, shared with the chaos suite)
 
 STATE = Path(os.environ.get("SAGA_STATE_DIR", ROOT / ".local")).resolve()
 LOGS = STATE / "logs"
@@ -54,8 +54,8 @@ SERVICE_PORTS = {
 }
 PROMETHEUS_PORT = int(os.environ.get("PROMETHEUS_PORT", "9090"))
 KAFKA_BOOTSTRAP = f"127.0.0.1:{KAFKA_PORT}"
-# SAGA_NETPROXY=1: every service reaches PostgreSQL, Kafka and the gateway through the chaos
-# suite's TCP proxy (chaos/netproxy.py), which can then add latency, black holes and resets.
+# SAGA_NETPROXY=1: every service reaches PostgreSQL, Kafka and the gateway through the TCP proxy
+# of tools/netproxy, which the chaos suite drives to add latency, black holes and resets.
 NETPROXY = os.environ.get("SAGA_NETPROXY") == "1"
 TOPIC_PARTITIONS = int(os.environ.get("KAFKA_TOPIC_PARTITIONS", "6"))
 UP_DEADLINE_S = float(os.environ.get("STACK_UP_TIMEOUT", "120"))
@@ -597,8 +597,8 @@ def kafka_config() -> Path:
     text = (ROOT / "deploy/local/kafka/server.properties").read_text()
     # One extra listener per service, advertised at that service's proxy port: a client that
     # bootstraps through the proxy keeps using it for the broker connections that follow.
-    proxied = [(netproxy.kafka_listener_name(svc), netproxy.kafka_listener_port(svc),
-                netproxy.route_port(svc, "kafka")) for svc in netproxy.SERVICES]
+    proxied = [(proxy_ports.kafka_listener_name(svc), proxy_ports.kafka_listener_port(svc),
+                proxy_ports.route_port(svc, "kafka")) for svc in proxy_ports.SERVICES]
     for k, v in {"${KAFKA_PORT}": str(KAFKA_PORT), "${CONTROLLER_PORT}": str(KAFKA_CONTROLLER_PORT),
                  "${KAFKA_DATA}": str(data),
                  "${PROXIED_LISTENERS}": "".join(f",{n}://127.0.0.1:{p}" for n, p, _ in proxied),
@@ -692,10 +692,10 @@ def service_env(service: str) -> dict[str, str]:
     }
     if NETPROXY:
         env["DATABASE_URL"] = dsn(f"{service}_app", service_role_password(service, "app"),
-                                  port=netproxy.route_port(service, "postgres"))
-        env["KAFKA_BOOTSTRAP_SERVERS"] = f"127.0.0.1:{netproxy.route_port(service, 'kafka')}"
+                                  port=proxy_ports.route_port(service, "postgres"))
+        env["KAFKA_BOOTSTRAP_SERVERS"] = f"127.0.0.1:{proxy_ports.route_port(service, 'kafka')}"
         if service == "pagos":
-            env["GATEWAY_URL"] = f"http://127.0.0.1:{netproxy.route_port(service, 'gateway')}"
+            env["GATEWAY_URL"] = f"http://127.0.0.1:{proxy_ports.route_port(service, 'gateway')}"
     return env
 
 
@@ -708,7 +708,7 @@ def py_parts() -> list[PyPart]:
     return [gateway, *([NETPROXY_PART] if NETPROXY else []), *services]
 
 
-NETPROXY_PART = PyPart("netproxy", "chaos.netproxy", netproxy.CONTROL_PORT,
+NETPROXY_PART = PyPart("netproxy", "netproxy", proxy_ports.CONTROL_PORT,
                        {"PG_PORT": str(PG_PORT), "GATEWAY_PORT": str(GATEWAY_PORT)})
 
 

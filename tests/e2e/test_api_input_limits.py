@@ -1,7 +1,10 @@
 """Inputs the services cannot store or carry are refused at the API with a 4xx naming the field,
 never a 500, and leave nothing behind: NaN and Infinity, totals beyond what the orders table
 holds, NUL characters (PostgreSQL's text and jsonb hold every character but U+0000), lone
-surrogates (not UTF-8), a negative zero (not a money string), ids that are not UUIDs."""
+surrogates (not UTF-8), a negative zero (not a money string), ids that are not UUIDs.
+
+It counts rows of pedidos' orders table directly: a refused request must leave no order behind,
+and the API lists no orders by customer."""
 
 from __future__ import annotations
 
@@ -11,8 +14,8 @@ import uuid
 from typing import Any
 
 import pytest
-from harness import config, db
-from harness.clients import Saga, new_sku, order_body
+from saga_harness import config, db
+from saga_harness.clients import Saga, new_sku, order_body
 
 JSON = {"content-type": "application/json"}
 

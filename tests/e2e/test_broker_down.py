@@ -6,10 +6,10 @@ from __future__ import annotations
 import asyncio
 import re
 
-from harness import config, stack
-from harness.clients import Saga, new_sku, order_body
-from harness.kafka import TopicReader, headers_of
-from harness.waiting import wait_for
+from saga_harness import config, stack
+from saga_harness.clients import Saga, new_sku, order_body
+from saga_harness.kafka import TopicReader, headers_of
+from saga_harness.waiting import wait_for
 
 
 async def _pending(saga: Saga) -> float:

@@ -1,14 +1,17 @@
-"""POST /sagas/{id}/cancel in every non-terminal state, twice, and when there is nothing to cancel."""
+"""POST /sagas/{id}/cancel in every non-terminal state, twice, and when there is nothing to cancel.
+
+One case holds a row lock in inventario's database (``row_locked``) to keep an allocation
+waiting: nothing in the public interfaces can hold a saga at that step."""
 
 from __future__ import annotations
 
 import uuid
 from decimal import Decimal
 
-from harness import config
-from harness.clients import Saga, new_sku, order_body
-from harness.faults import paused, row_locked
-from harness.waiting import wait_for
+from saga_harness import config
+from saga_harness.clients import Saga, new_sku, order_body
+from saga_harness.faults import paused, row_locked
+from saga_harness.waiting import wait_for
 
 
 async def _cancel(saga: Saga, saga_id: str) -> tuple[int, dict]:

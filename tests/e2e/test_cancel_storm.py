@@ -18,9 +18,9 @@ from decimal import Decimal
 from typing import Any
 
 import httpx
-from harness import config
-from harness.clients import TERMINAL, Saga, new_sku, order_body
-from harness.waiting import wait_for
+from saga_harness import config
+from saga_harness.clients import TERMINAL, Saga, new_sku, order_body
+from saga_harness.waiting import wait_for
 
 ORDERS = int(os.environ.get("CANCEL_STORM_ORDERS", "150"))
 # Tokens with every path through pagos a cancellation can race: approved at once, approved

@@ -1,13 +1,16 @@
-"""Part IV §3.2: inventario's compensation, driven by events injected on Kafka."""
+"""Part IV §3.2: inventario's compensation, driven by events injected on Kafka.
+
+It reads inventario's allocations, inbox and outbox, where the effect of an injected event shows
+(there is no HTTP view of them), and deletes a product to compensate one that no longer exists."""
 
 from __future__ import annotations
 
 import uuid
 
-from harness import db
-from harness.clients import Saga, new_sku
-from harness.kafka import TopicReader, envelope, headers_of, produce
-from harness.waiting import wait_for
+from saga_harness import db
+from saga_harness.clients import Saga, new_sku
+from saga_harness.kafka import TopicReader, envelope, headers_of, produce
+from saga_harness.waiting import wait_for
 
 
 def _order(saga_id: str, order_id: str, sku: str, qty: int) -> dict:

@@ -1,12 +1,15 @@
 """Part IV §3.3 scenario 1 and the relay's crash window: SIGKILL between a durable commit and its
-acknowledgement, then restart. The saga goes on and nothing happens twice."""
+acknowledgement, then restart. The saga goes on and nothing happens twice.
+
+It reads inventario's and pedidos' tables to see what was committed before the kill and that the
+inbox absorbed the redelivery: neither shows through HTTP or Kafka."""
 
 from __future__ import annotations
 
-from harness import db, stack
-from harness.clients import Saga, new_sku, order_body
-from harness.kafka import TopicReader, headers_of
-from harness.waiting import wait_for
+from saga_harness import db, stack
+from saga_harness.clients import Saga, new_sku, order_body
+from saga_harness.kafka import TopicReader, headers_of
+from saga_harness.waiting import wait_for
 
 
 async def _wait_dead(part: str) -> None:

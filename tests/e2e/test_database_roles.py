@@ -1,10 +1,12 @@
-"""Each service's login role reaches its own schema and nothing else (database-as-api.md)."""
+"""Each service's login role reaches its own schema and nothing else (database-as-api.md).
+
+It connects to PostgreSQL as each service's login role: the roles are what it tests."""
 
 from __future__ import annotations
 
 import asyncpg
 import pytest
-from harness import config
+from saga_harness import config
 
 SERVICES = {"pedidos": "orders", "inventario": "products", "pagos": "payments"}
 

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-from harness import config, stack
+from saga_harness import config, stack
 
 from chaos import scenario
 

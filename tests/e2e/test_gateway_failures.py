@@ -1,12 +1,15 @@
-"""A gateway that fails for a while, or keeps failing refunds (durable retries in pagos)."""
+"""A gateway that fails for a while, or keeps failing refunds (durable retries in pagos).
+
+To lose the race, a test holds inventario's product row locked and empties it in that
+transaction (``row_locked``): nothing in the public interfaces can hold an allocation back."""
 
 from __future__ import annotations
 
 from decimal import Decimal
 
-from harness.clients import Saga, new_sku, order_body
-from harness.faults import row_locked
-from harness.waiting import wait_for
+from saga_harness.clients import Saga, new_sku, order_body
+from saga_harness.faults import row_locked
+from saga_harness.waiting import wait_for
 
 
 async def test_transient_failures_then_success_charge_exactly_once(saga: Saga) -> None:
@@ -48,7 +51,7 @@ async def test_race_lost_is_refunded_and_only_then_cancelled(saga: Saga) -> None
 
 
 async def test_a_refund_that_keeps_failing_is_flagged_for_manual_refund(saga: Saga) -> None:
-    from harness import config
+    from saga_harness import config
 
     placed = await _lose_the_race(saga, "tok_refundFails")
     await saga.wait_status(placed["order_id"], "PENDIENTE_REEMBOLSO")
@@ -75,8 +78,8 @@ async def test_refund_that_fails_transiently_is_retried(saga: Saga) -> None:
 
 async def test_a_gateway_that_stays_down_dead_letters_the_charge_with_an_alert(
         saga: Saga) -> None:
-    from harness import config
-    from harness.kafka import TopicReader, headers_of
+    from saga_harness import config
+    from saga_harness.kafka import TopicReader, headers_of
 
     sku = new_sku()
     await saga.set_stock(sku, 5)

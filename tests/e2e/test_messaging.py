@@ -1,14 +1,17 @@
-"""Messaging guarantees seen from outside: duplicates, dead letters, a consumer that goes on."""
+"""Messaging guarantees seen from outside: duplicates, dead letters, a consumer that goes on.
+
+It reads inventario's inbox, stock checks and outbox: how a duplicate or an invalid message was
+handled has no HTTP view."""
 
 from __future__ import annotations
 
 import json
 import uuid
 
-from harness import db
-from harness.clients import Saga, new_sku
-from harness.kafka import TopicReader, envelope, headers_of, produce
-from harness.waiting import wait_for
+from saga_harness import db
+from saga_harness.clients import Saga, new_sku
+from saga_harness.kafka import TopicReader, envelope, headers_of, produce
+from saga_harness.waiting import wait_for
 
 
 def _orden_solicitada(sku: str, qty: int) -> dict:

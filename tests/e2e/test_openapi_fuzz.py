@@ -16,8 +16,8 @@ from collections.abc import Callable
 import hypothesis
 import pytest
 import schemathesis
-from harness import config
 from hypothesis import HealthCheck
+from saga_harness import config
 from schemathesis import Case, GenerationMode
 from schemathesis.checks import not_a_server_error
 from schemathesis.generation.hypothesis.builder import (

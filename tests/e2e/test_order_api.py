@@ -1,4 +1,7 @@
-"""The order API's input validation and Idempotency-Key (issue: bad input loses nothing)."""
+"""The order API's input validation and Idempotency-Key (issue: bad input loses nothing).
+
+It counts rows of pedidos' orders table (a refused request must leave none, and the API lists no
+orders by customer) and reads the keys pagos stored for a payment."""
 
 from __future__ import annotations
 
@@ -8,8 +11,8 @@ import uuid
 from typing import Any
 
 import pytest
-from harness import config, db
-from harness.clients import Saga, new_sku, order_body
+from saga_harness import config, db
+from saga_harness.clients import Saga, new_sku, order_body
 
 
 async def _orders_of(customer: str) -> int:
@@ -102,7 +105,7 @@ async def test_twenty_concurrent_retries_create_one_order(saga: Saga) -> None:
 
 
 async def test_an_order_while_the_database_is_down_is_refused_with_503(saga: Saga) -> None:
-    from harness import stack
+    from saga_harness import stack
 
     customer = f"down-{uuid.uuid4().hex[:8]}"
     stack.stack("kill", "postgres")

@@ -1,6 +1,10 @@
 """PostgreSQL's postmaster SIGKILLed while the services take orders, as the OOM killer would kill
 it, then the stack's ``up``: the crashed cluster starts again once its orphaned processes are
-gone, the services reconnect, and orders complete again."""
+gone, the services reconnect, and orders complete again.
+
+It runs a statement of its own in PostgreSQL, so that a backend outlives the postmaster, and
+counts the test's orders in pedidos' table, those whose answer the crash lost included (the API
+finds an order only by its id)."""
 
 from __future__ import annotations
 
@@ -19,9 +23,9 @@ from typing import Any
 
 import asyncpg
 import httpx
-from harness import config, db, stack
-from harness.clients import TERMINAL, Saga, new_sku, order_body
-from harness.waiting import current, wait_for
+from saga_harness import config, db, stack
+from saga_harness.clients import TERMINAL, Saga, new_sku, order_body
+from saga_harness.waiting import current, wait_for
 
 STOCK = 100_000
 WORKERS = 3

@@ -6,7 +6,7 @@ import asyncio
 import random
 from decimal import Decimal
 
-from harness.clients import Saga, new_sku, order_body
+from saga_harness.clients import Saga, new_sku, order_body
 
 
 async def test_forty_orders_for_ten_units(saga: Saga) -> None:

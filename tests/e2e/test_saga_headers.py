@@ -2,7 +2,9 @@
 (Part I §7.1), read from the real order-events topic: OrdenSolicitada's parent span is the span
 of the HTTP request that placed the order, the one the saga's row and pedidos' log line for
 that request name, and the next step hangs from OrdenSolicitada in turn; an OrdenCancelada
-sent for a cancel request hangs from that request."""
+sent for a cancel request hangs from that request.
+
+It reads the request's span id from pedidos' saga row, the one place that keeps it."""
 
 from __future__ import annotations
 
@@ -11,11 +13,11 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from harness import config, db, stack
-from harness.clients import Saga, new_sku, order_body
-from harness.faults import paused
-from harness.kafka import TopicReader, headers_of
-from harness.waiting import current, wait_for
+from saga_harness import config, db, stack
+from saga_harness.clients import Saga, new_sku, order_body
+from saga_harness.faults import paused
+from saga_harness.kafka import TopicReader, headers_of
+from saga_harness.waiting import current, wait_for
 
 PEDIDOS_LOG = stack.STATE / "logs" / "pedidos.log"
 

@@ -1,4 +1,6 @@
-"""The standard's scenarios end to end (Part II §4, Part IV §3.4), through HTTP only."""
+"""The standard's scenarios end to end (Part II §4, Part IV §3.4), through HTTP only.
+
+Only the notifications are read from pedidos' table: they have no interface of their own."""
 
 from __future__ import annotations
 
@@ -6,9 +8,9 @@ import asyncio
 from decimal import Decimal
 
 import httpx
-from harness import config, db
-from harness.clients import Saga, new_sku, order_body
-from harness.waiting import wait_for
+from saga_harness import config, db
+from saga_harness.clients import Saga, new_sku, order_body
+from saga_harness.waiting import wait_for
 
 
 async def test_happy_path_completes_and_allocates(saga: Saga) -> None:

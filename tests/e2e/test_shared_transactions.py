@@ -1,17 +1,20 @@
 """Events that queue up for a service are handled in shared transactions, and every saga still
 completes once: here inventario is paused while orders are placed, so their OrdenSolicitada
 events wait in Kafka and reach its consumer together when it resumes (24 orders on 6
-partitions: some partition holds several)."""
+partitions: some partition holds several).
+
+It reads pedidos' outbox, to know every OrdenSolicitada is in Kafka before inventario resumes,
+and inventario's inbox and outbox, to count what was handled: none of them has an HTTP view."""
 
 from __future__ import annotations
 
 import asyncio
 
 import httpx
-from harness import config, db
-from harness.clients import Saga, new_sku, order_body
-from harness.faults import paused
-from harness.waiting import wait_for
+from saga_harness import config, db
+from saga_harness.clients import Saga, new_sku, order_body
+from saga_harness.faults import paused
+from saga_harness.waiting import wait_for
 
 ORDERS = 24
 

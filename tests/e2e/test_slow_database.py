@@ -8,6 +8,9 @@ stuck: no deadlock, no lingering transaction, no dead process, and new sagas com
 
 The standard's text says 10 s; the test uses seconds enough to exceed the handler timeout on
 every attempt, so it runs in about a minute instead of several.
+
+It reads PostgreSQL's own statistics (deadlocks, lingering transactions) and the dead letters in
+inventario's outbox, which no public interface shows.
 """
 
 from __future__ import annotations
@@ -17,12 +20,12 @@ import json
 from collections.abc import AsyncIterator
 
 import pytest
-from harness import config, db, stack
-from harness.clients import Saga, new_sku, order_body
-from harness.prometheus import running as prometheus
-from harness.waiting import wait_for
-
-from chaos.netproxy import ProxySet, kafka_listener_port, route_port
+from netproxy.layout import kafka_listener_port, route_port
+from netproxy.proxy import ProxySet
+from saga_harness import config, db, stack
+from saga_harness.clients import Saga, new_sku, order_body
+from saga_harness.prometheus import running as prometheus
+from saga_harness.waiting import wait_for
 
 QUERY_LATENCY_S = 1.0
 ORDERS = 6  # two dead letters each: DeadLetterQueueGrowing fires above 10

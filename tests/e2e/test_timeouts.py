@@ -7,9 +7,9 @@ from collections.abc import Iterator
 from decimal import Decimal
 
 import pytest
-from harness.clients import Saga, new_sku, order_body
-from harness.faults import paused, reconfigured
-from harness.waiting import wait_for
+from saga_harness.clients import Saga, new_sku, order_body
+from saga_harness.faults import paused, reconfigured
+from saga_harness.waiting import wait_for
 
 SHORT_STEPS = {"SAGA_ALLOW_UNSAFE_LIMITS": "1", "PEDIDOS_VALIDATION_TIMEOUT_S": "1",
                "PEDIDOS_PAYMENT_TIMEOUT_S": "1", "PEDIDOS_DEADLINE_SCAN_INTERVAL_S": "0.2"}

@@ -1,0 +1,137 @@
+"""pedidos decides a tracked event on the saga as its own last write returned it, against real
+PostgreSQL, in a scratch schema (a copy of pedidos' tables, so nothing reaches the running
+stack): a saga placed and moved by this process is never read back, and a saga moved
+elsewhere meanwhile (another instance, a cancellation) fails the write's guard, is forgotten,
+and the event is decided again on the row as it is."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from decimal import Decimal
+from typing import Any
+
+import pytest
+from pedidos.adapters.order_repository import OrderRepository
+from pedidos.config import PedidosSettings
+from pedidos.entrypoints.messages import make_track_saga
+from pedidos.usecases.cancel_saga import cancel_saga
+from pedidos.usecases.known_sagas import KnownSagas
+from pedidos.usecases.place_order import place_order
+from pedidos.usecases.ports import SagaState
+from saga_contracts import registry
+from saga_harness import db
+from saga_harness.clients import new_sku, order_body
+from sagakit.envelope import Envelope
+from sagakit.store.tables import MessagingTables
+from sagakit.store.unit_of_work import UnitOfWork
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+SCHEMA = "trackingtest"
+TABLES = ("orders", "sagas", "saga_audit", "notifications", "outbox", "processed_messages")
+
+
+@pytest.fixture
+async def scratch(running_stack: None) -> AsyncIterator[tuple[AsyncEngine, MessagingTables]]:
+    async with db.scratch_copy(SCHEMA, "pedidos", TABLES) as copy:
+        yield copy
+
+
+class _Reads:
+    """Counts the saga reads of the tracking handler (``OrderRepository.read``)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.count = 0
+        original = OrderRepository.read
+
+        async def counted(repo: OrderRepository, saga_id: str) -> SagaState | None:
+            self.count += 1
+            return await original(repo, saga_id)
+
+        monkeypatch.setattr(OrderRepository, "read", counted)
+
+
+def _uow(engine: AsyncEngine, tables: MessagingTables, **options: Any) -> UnitOfWork:
+    return UnitOfWork(engine, tables, "pedidos", **options)
+
+
+async def _place(engine: AsyncEngine, tables: MessagingTables, known: KnownSagas) -> str:
+    async with _uow(engine, tables) as uow:
+        placed = await place_order(uow, OrderRepository(uow), order_body([(new_sku(), 2)]),
+                                   Decimal("10.00"), None, PedidosSettings(), known)
+    return placed.saga_id
+
+
+async def _deliver(engine: AsyncEngine, tables: MessagingTables, known: KnownSagas,
+                   saga_id: str, event_type: str, payload: dict[str, Any] | None = None
+                   ) -> bool:
+    """What the consumer does with one record, once: claim it, run the handler, commit. False
+    if the handler's write found the saga moved (the consumer then runs it again)."""
+    event = Envelope.new(saga_id=saga_id, event_type=event_type,
+                         schema_version=registry.latest(event_type).version,
+                         source_service="test", payload=payload or {})
+    handler = make_track_saga(PedidosSettings(), known)
+    async with _uow(engine, tables, reads_outside_transaction=True) as uow:
+        uow.claim(event.message_id, event.event_type, event.saga_id)
+        await handler(uow, event)
+        return uow.committed
+
+
+async def _saga(engine: AsyncEngine, saga_id: str) -> Any:
+    async with engine.connect() as conn:
+        return (await conn.execute(text(
+            f"SELECT s.status, o.status AS order_status, o.charge_id, "
+            f"(SELECT array_agg(event_type || ':' || coalesce(to_status, '') ORDER BY id) "
+            f" FROM {SCHEMA}.saga_audit a WHERE a.saga_id = s.saga_id) AS history "
+            f"FROM {SCHEMA}.sagas s JOIN {SCHEMA}.orders o USING (order_id) "
+            f"WHERE s.saga_id = :s"), {"s": saga_id})).one()
+
+
+async def test_a_saga_placed_and_moved_here_is_never_read_back(
+        scratch: tuple[AsyncEngine, MessagingTables], monkeypatch: pytest.MonkeyPatch) -> None:
+    engine, tables = scratch
+    reads, known = _Reads(monkeypatch), KnownSagas()
+    saga_id = await _place(engine, tables, known)
+    assert known.get(saga_id) is not None and known.get(saga_id).status == "PENDIENTE_VALIDACION"
+
+    assert await _deliver(engine, tables, known, saga_id, "StockVerificado")
+    assert await _deliver(engine, tables, known, saga_id, "PagoExitoso", {"charge_id": "ch_1"})
+    assert known.get(saga_id).status == "PENDIENTE_ASIGNACION"
+    assert await _deliver(engine, tables, known, saga_id, "StockAsignado")
+
+    assert reads.count == 0, "every event decided on the row this process's last write returned"
+    row = await _saga(engine, saga_id)
+    assert (row.status, row.order_status, row.charge_id) == ("COMPLETADA", "COMPLETADA", "ch_1")
+    assert row.history == ["OrdenSolicitada:PENDIENTE_VALIDACION",
+                           "StockVerificado:PENDIENTE_PAGO",
+                           "PagoExitoso:PENDIENTE_ASIGNACION", "StockAsignado:COMPLETADA"]
+    assert known.get(saga_id) is None, "a terminal saga is not kept"
+
+
+async def test_a_saga_moved_elsewhere_is_forgotten_and_the_event_decided_again(
+        scratch: tuple[AsyncEngine, MessagingTables], monkeypatch: pytest.MonkeyPatch) -> None:
+    engine, tables = scratch
+    reads, here, elsewhere = _Reads(monkeypatch), KnownSagas(), KnownSagas()
+    saga_id = await _place(engine, tables, here)
+    assert await _deliver(engine, tables, here, saga_id, "StockVerificado")
+    assert here.get(saga_id).status == "PENDIENTE_PAGO"
+
+    # Another instance (its own KnownSagas, which has never seen this saga) cancels it.
+    async with _uow(engine, tables) as uow:
+        await cancel_saga(uow, OrderRepository(uow), saga_id, "api", PedidosSettings(),
+                          elsewhere)
+
+    # Decided on PENDIENTE_PAGO, the payment would move the saga on: the guard finds the
+    # status gone, nothing is written, and the saga is no longer taken as known.
+    assert not await _deliver(engine, tables, here, saga_id, "PagoExitoso",
+                              {"charge_id": "ch_2"})
+    assert here.get(saga_id) is None and reads.count == 0
+    # The consumer's retry reads the row and records the late payment without moving it.
+    assert await _deliver(engine, tables, here, saga_id, "PagoExitoso", {"charge_id": "ch_2"})
+    assert reads.count == 1
+    row = await _saga(engine, saga_id)
+    assert row.status == "CANCELADA_POR_USUARIO" == row.order_status
+    assert row.history == ["OrdenSolicitada:PENDIENTE_VALIDACION",
+                           "StockVerificado:PENDIENTE_PAGO",
+                           "CancelacionSolicitada:CANCELADA_POR_USUARIO",
+                           "PagoExitoso:CANCELADA_POR_USUARIO"]

@@ -1,0 +1,45 @@
+"""After one saga, every service's /metrics exposes the standard's five metrics (Part I §7.3)."""
+
+from __future__ import annotations
+
+from saga_harness import config
+from saga_harness.clients import Saga, new_sku, order_body
+
+MANDATED = {
+    "saga_duration_seconds": ("histogram", {"saga_type", "final_status"}),
+    "saga_step_errors_total": ("counter", {"service", "event_type", "error_type"}),
+    "saga_compensations_total": ("counter", {"service", "reason"}),
+    "outbox_pending_messages": ("gauge", {"service"}),
+    "dlq_messages_total": ("gauge", {"service", "event_type"}),
+}
+
+
+async def test_each_service_exposes_the_five_mandated_metrics(saga: Saga) -> None:
+    sku = new_sku()
+    await saga.set_stock(sku, 1)
+    placed = await saga.place(order_body([(sku, 1)]))
+    await saga.wait_status(placed["order_id"], "COMPLETADA")
+    for service, base in (("pedidos", config.PEDIDOS), ("inventario", config.INVENTARIO),
+                          ("pagos", config.PAGOS)):
+        text = (await saga.http.get(f"{base}/metrics")).text
+        for name, (kind, _) in MANDATED.items():
+            # Counters are typed under their full name or without "_total", by client version.
+            family = name.removesuffix("_total")
+            assert (f"# TYPE {name} {kind}" in text or f"# TYPE {family} {kind}" in text), \
+                (service, name)
+            assert f"{name}{{" in text or f"{name}_count{{" in text, (service, name)
+        assert f'outbox_pending_messages{{service="{service}"}}' in text, service
+    pedidos = (await saga.http.get(f"{config.PEDIDOS}/metrics")).text
+    assert 'saga_duration_seconds_bucket{final_status="success",le="0.1",' \
+           'saga_type="OrderCheckThenPay"}' in pedidos
+
+
+def test_the_label_names_are_the_standards() -> None:
+    from prometheus_client import REGISTRY
+    from sagakit.observability import metrics  # noqa: F401
+
+    declared = {c._name: set(c._labelnames) for c in REGISTRY._collector_to_names  # type: ignore[attr-defined]
+                if hasattr(c, "_labelnames")}
+    for name, (kind, labels) in MANDATED.items():
+        family = name.removesuffix("_total") if kind == "counter" else name
+        assert declared[family] == labels, name

@@ -1,0 +1,77 @@
+"""One trace per saga across the three services, unbroken at the broker (OpenTelemetry).
+
+The services are restarted with SAGA_TRACE_FILE (a JSON-lines span exporter) and restored
+afterwards; the spans of one order must all share the trace of its POST /orders request.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from saga_harness import stack
+from saga_harness.clients import Saga, new_sku, order_body
+from saga_harness.waiting import wait_for
+
+SERVICES = ("pedidos", "inventario", "pagos")
+
+
+@pytest.fixture
+def traced(running_stack: None) -> Iterator[Path]:
+    folder = stack.STATE / "traces" / uuid.uuid4().hex[:8]
+    folder.mkdir(parents=True)
+    try:
+        for svc in SERVICES:
+            stack.restart(svc, {"SAGA_TRACE_FILE": str(folder / f"{svc}.jsonl")})
+        yield folder
+    finally:
+        for svc in SERVICES:
+            stack.restart(svc)
+
+
+def _spans(folder: Path) -> list[dict]:
+    spans = []
+    for f in folder.glob("*.jsonl"):
+        with contextlib.suppress(FileNotFoundError):
+            spans += [json.loads(line) for line in f.read_text().splitlines() if line]
+    return spans
+
+
+async def test_one_trace_follows_the_saga_through_every_service(saga: Saga,
+                                                                 traced: Path) -> None:
+    sku = new_sku()
+    await saga.set_stock(sku, 3)
+    placed = await saga.place(order_body([(sku, 1)]))
+    await saga.wait_status(placed["order_id"], "COMPLETADA")
+
+    def saga_spans(spans: list[dict]) -> list[dict]:
+        return [s for s in spans if s["attributes"].get("saga.id") == placed["saga_id"]]
+
+    async def collected() -> list[dict]:
+        return _spans(traced)
+
+    expected = {("inventario", "OrdenSolicitada process"), ("pagos", "StockVerificado process"),
+                ("pagos", "gateway charge"), ("inventario", "PagoExitoso process"),
+                ("pedidos", "StockAsignado process"), ("pedidos", "order-events publish"),
+                ("inventario", "inventory-events publish"), ("pagos", "payment-events publish")}
+    spans = await wait_for(collected, lambda ss: expected <= {(s["service"], s["name"])
+                                                             for s in saga_spans(ss)},
+                           timeout=15, what="every step's span exported")
+    request = next(s for s in spans if s["service"] == "pedidos" and s["kind"] == "SERVER"
+                   and "POST /orders" in s["name"] and s["parent_span_id"] is None
+                   and any(x["trace_id"] == s["trace_id"] for x in saga_spans(spans)))
+    ours = saga_spans(spans)
+    assert {s["trace_id"] for s in ours} == {request["trace_id"]}, "one trace for the saga"
+    assert {s["service"] for s in ours} == set(SERVICES)
+    by_id = {s["span_id"]: s for s in spans}
+    for s in ours:  # every span hangs from the request, through its parents
+        node = s
+        while node["parent_span_id"] is not None:
+            node = by_id[node["parent_span_id"]]
+        assert node is request, s["name"]
+    consumer = next(s for s in ours if s["name"] == "PagoExitoso process")
+    assert by_id[consumer["parent_span_id"]]["name"] == "payment-events publish"

@@ -1,0 +1,67 @@
+"""Reads a checker snapshot from the running stack (admin role, gateway ledger)."""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+
+import asyncpg
+import httpx
+from saga_harness import config
+
+from chaos.checker import Order, Snapshot
+
+
+def _json(value: object) -> object:
+    return json.loads(value) if isinstance(value, str) else value
+
+
+async def take(acknowledged: list[str], initial_stock: dict[str, int],
+               stale_after_s: float = 60.0) -> Snapshot:
+    conn = await asyncpg.connect(config.admin_dsn())
+    try:
+        # The acknowledged orders and every other order of the run's products: a request whose
+        # answer the client never saw (it timed out while the database restarted) may still
+        # have been committed, and its saga moves stock and money like any other.
+        rows = await conn.fetch(
+            "SELECT order_id::text, saga_id::text, status, total_amount, items "
+            "FROM pedidos.orders o WHERE order_id = ANY($1::uuid[]) OR EXISTS (SELECT 1 FROM "
+            "jsonb_array_elements(o.items) i WHERE i->>'sku' = ANY($2::text[]))",
+            list(acknowledged), list(initial_stock))
+        orders = {r["order_id"]: Order(r["order_id"], r["saga_id"], r["status"],
+                                       Decimal(r["total_amount"]), _json(r["items"]))  # type: ignore[arg-type]
+                  for r in rows}
+        sagas = [o.saga_id for o in orders.values()]
+        allocations = {r["saga_id"]: (r["status"], _json(r["items"])) for r in await conn.fetch(
+            "SELECT saga_id, status, items FROM inventario.allocations "
+            "WHERE saga_id = ANY($1::text[])", sagas)}
+        final_stock = {r["sku"]: r["quantity"] for r in await conn.fetch(
+            "SELECT sku, quantity FROM inventario.products WHERE sku = ANY($1::text[])",
+            list(initial_stock))}
+        stale = []
+        for svc in ("pedidos", "inventario", "pagos"):
+            stale += [(svc, r["saga_id"], float(r["age"])) for r in await conn.fetch(
+                f"SELECT saga_id, extract(epoch FROM now() - created_at) AS age FROM "
+                f"{svc}.outbox WHERE status <> 'published' AND saga_id = ANY($1::text[]) "
+                f"AND now() - created_at > make_interval(secs => $2)", sagas, stale_after_s)]
+        # Every message pedidos recorded as processed left its mark in the audit trail.
+        orphans = [("pedidos", r["message_id"]) for r in await conn.fetch(
+            "SELECT p.message_id FROM pedidos.processed_messages p WHERE p.status = 'processed' "
+            "AND p.saga_id = ANY($1::text[]) AND NOT EXISTS (SELECT 1 FROM pedidos.saga_audit a "
+            "WHERE a.message_id = p.message_id)", sagas)]
+        # Every allocation request inventario processed has its allocation row.
+        orphans += [("inventario", r["message_id"]) for r in await conn.fetch(
+            "SELECT p.message_id FROM inventario.processed_messages p WHERE p.status = "
+            "'processed' AND p.event_type = 'PagoExitoso' AND p.saga_id = ANY($1::text[]) "
+            "AND NOT EXISTS (SELECT 1 FROM inventario.allocations a WHERE a.saga_id = p.saga_id)",
+            sagas)]
+    finally:
+        await conn.close()
+    async with httpx.AsyncClient(timeout=30) as http:
+        ledger = (await http.get(f"{config.GATEWAY}/ledger")).json()
+    keys = {f"charge-{s}" for s in sagas}
+    charges = [c for c in ledger["charges"] if c["idempotency_key"] in keys]
+    ids = {c["id"] for c in charges}
+    refunds = [r for r in ledger["refunds"] if r["charge"] in ids]
+    return Snapshot(orders, acknowledged, initial_stock, final_stock, allocations, charges,
+                    refunds, stale, orphans)

@@ -1,0 +1,194 @@
+"""A TCP proxy of our own that injects network faults between a service and PostgreSQL, Kafka or
+the payment gateway (``tc netem`` is not available on this machine).
+
+Every route listens on one port and forwards to one target. Faults, per route:
+
+- ``latency_s``: every chunk a client sends waits this long before it is forwarded, so every
+  request/response round trip through the route (a SQL query, a Kafka request, an HTTP call)
+  takes that much longer. Order is kept: chunks leave in the order they arrived.
+- ``blackhole``: bytes stop moving in both directions and new connections hang, as in a
+  network partition; TCP would retransmit, so nothing is dropped: when the hole closes the
+  held bytes flow again (unless the peers gave up and closed first).
+- ``refuse``: new connections are reset at once.
+- ``reset``: an action, not a state: every open connection is closed with a TCP RST.
+
+Used in process by tests (``ProxySet``) and as a stack part with an HTTP control API
+(``netproxy.control``: ``python -m netproxy``, started by ``deploy/local/stack.py`` when
+``SAGA_NETPROXY=1``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+import struct
+import time
+from dataclasses import asdict, dataclass, field
+
+CHUNK = 64 * 1024
+
+
+@dataclass
+class Faults:
+    latency_s: float = 0.0
+    blackhole: bool = False
+    refuse: bool = False
+
+
+@dataclass(eq=False)  # identity: links live in a set
+class _Link:
+    """One proxied connection: the client side and the target side."""
+
+    client: asyncio.StreamWriter
+    target: asyncio.StreamWriter
+    tasks: list[asyncio.Task[None]] = field(default_factory=list)
+
+    def reset(self) -> None:
+        for writer in (self.client, self.target):
+            sock = writer.get_extra_info("socket")
+            if sock is not None:
+                # SO_LINGER with a zero timeout: close() sends RST instead of FIN.
+                with contextlib.suppress(OSError):
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            writer.transport.abort()
+        for task in self.tasks:
+            task.cancel()
+
+
+class Route:
+    def __init__(self, name: str, listen_port: int, target_host: str, target_port: int) -> None:
+        self.name = name
+        self.listen_port = listen_port
+        self.target = (target_host, target_port)
+        self.faults = Faults()
+        self._flowing = asyncio.Event()
+        self._flowing.set()
+        self._links: set[_Link] = set()
+        self._server: asyncio.Server | None = None
+        self.connections_total = 0
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(self._accept, "127.0.0.1", self.listen_port,
+                                                  reuse_address=True)
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for link in list(self._links):
+            link.reset()
+        self._links.clear()
+        if self._server is not None:
+            await self._server.wait_closed()
+
+    def set(self, *, latency_s: float | None = None, blackhole: bool | None = None,
+            refuse: bool | None = None) -> None:
+        if latency_s is not None:
+            self.faults.latency_s = max(0.0, latency_s)
+        if blackhole is not None:
+            self.faults.blackhole = blackhole
+        if refuse is not None:
+            self.faults.refuse = refuse
+        if self.faults.blackhole:
+            self._flowing.clear()
+        else:
+            self._flowing.set()
+
+    def clear(self) -> None:
+        self.set(latency_s=0.0, blackhole=False, refuse=False)
+
+    def reset_connections(self) -> int:
+        links = list(self._links)
+        for link in links:
+            link.reset()
+        self._links.clear()
+        return len(links)
+
+    def describe(self) -> dict[str, object]:
+        return {"name": self.name, "listen_port": self.listen_port,
+                "target": f"{self.target[0]}:{self.target[1]}", **asdict(self.faults),
+                "open_connections": len(self._links), "connections_total": self.connections_total}
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections_total += 1
+        if self.faults.refuse:
+            _Link(writer, writer).reset()
+            return
+        await self._flowing.wait()  # a black hole: the connection hangs, as SYNs would
+        try:
+            t_reader, t_writer = await asyncio.open_connection(*self.target)
+        except OSError:
+            _Link(writer, writer).reset()  # the target is down: so is the route
+            return
+        link = _Link(writer, t_writer)
+        self._links.add(link)
+        link.tasks = [asyncio.create_task(self._pipe(reader, t_writer, delayed=True)),
+                      asyncio.create_task(self._pipe(t_reader, writer, delayed=False))]
+        try:
+            await asyncio.gather(*link.tasks, return_exceptions=True)
+        finally:
+            self._links.discard(link)
+            for w in (writer, t_writer):
+                w.close()
+
+    async def _pipe(self, src: asyncio.StreamReader, dst: asyncio.StreamWriter, *,
+                    delayed: bool) -> None:
+        queue: asyncio.Queue[tuple[float, bytes]] = asyncio.Queue()
+
+        async def forward() -> None:
+            while True:
+                due, data = await queue.get()
+                if not data:
+                    with contextlib.suppress(OSError):
+                        if dst.can_write_eof():
+                            dst.write_eof()
+                    return
+                wait = due - time.monotonic()
+                if wait > 0:
+                    await asyncio.sleep(wait)
+                await self._flowing.wait()
+                dst.write(data)
+                await dst.drain()
+
+        sender = asyncio.create_task(forward())
+        try:
+            while True:
+                data = await src.read(CHUNK)
+                await self._flowing.wait()
+                latency = self.faults.latency_s if delayed else 0.0
+                queue.put_nowait((time.monotonic() + latency, data))
+                if not data:
+                    break
+            await sender
+        except (OSError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            sender.cancel()
+            with contextlib.suppress(asyncio.CancelledError, OSError):
+                await sender
+            # One side is gone: close the other too, so neither waits forever.
+            dst.close()
+
+
+class ProxySet:
+    """Several routes run together (in a test's event loop or in the proxy process)."""
+
+    def __init__(self, routes: dict[str, tuple[int, str, int]]) -> None:
+        self.routes = {name: Route(name, port, host, tport)
+                       for name, (port, host, tport) in routes.items()}
+
+    async def __aenter__(self) -> ProxySet:
+        for route in self.routes.values():
+            await route.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        for route in self.routes.values():
+            await route.close()
+
+    def __getitem__(self, name: str) -> Route:
+        return self.routes[name]
+
+    def clear(self) -> None:
+        for route in self.routes.values():
+            route.clear()

@@ -1,0 +1,115 @@
+"""Raw Kafka access for tests that inject messages or read dead-letter topics."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
+
+from saga_harness import config
+
+
+def envelope(event_type: str, payload: dict[str, Any], *, saga_id: str | None = None,
+             message_id: str | None = None, source: str = "test",
+             schema_version: str = "1.0.0") -> dict[str, Any]:
+    return {
+        "message_id": message_id or str(uuid.uuid4()),
+        "saga_id": saga_id or str(uuid.uuid4()),
+        "span_id": str(uuid.uuid4()),
+        "parent_span_id": None,
+        "schema_version": schema_version,
+        "timestamp": "2026-11-29T10:30:00.000000Z",
+        "source_service": source,
+        "event_type": event_type,
+        "payload": payload,
+        "metadata": {},
+    }
+
+
+async def produce(topic: str, value: bytes | dict[str, Any], *, key: str | None = None,
+                  headers: dict[str, str] | None = None, times: int = 1) -> None:
+    producer = AIOKafkaProducer(bootstrap_servers=config.KAFKA, acks="all")
+    await producer.start()
+    try:
+        data = value if isinstance(value, bytes) else json.dumps(value).encode()
+        if key is None and isinstance(value, dict):
+            key = value.get("saga_id")
+        for _ in range(times):
+            await producer.send_and_wait(
+                topic, data, key=key.encode() if key else None,
+                headers=[(k, v.encode()) for k, v in (headers or {}).items()])
+    finally:
+        await producer.stop()
+
+
+async def partitions_of(topic: str) -> list[int]:
+    admin = AIOKafkaAdminClient(bootstrap_servers=config.KAFKA)
+    await admin.start()
+    try:
+        described = await admin.describe_topics([topic])
+    finally:
+        await admin.close()
+    return sorted(p["partition"] for p in described[0]["partitions"])
+
+
+class TopicReader:
+    """Reads a topic from the offsets it had when the reader was opened."""
+
+    def __init__(self, topic: str) -> None:
+        self.topic = topic
+        self.consumer = AIOKafkaConsumer(bootstrap_servers=config.KAFKA, enable_auto_commit=False,
+                                         group_id=None)
+        self.records: list[Any] = []
+
+    async def __aenter__(self) -> TopicReader:
+        await self.consumer.start()
+        partitions = await partitions_of(self.topic)
+        if not partitions:
+            raise AssertionError(f"topic {self.topic} has no partitions")
+        tps = [TopicPartition(self.topic, p) for p in partitions]
+        self.consumer.assign(tps)
+        await self.consumer.seek_to_end(*tps)
+        for tp in tps:  # resolve the end offsets now, before the test acts
+            await self.consumer.position(tp)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.consumer.stop()
+
+    async def wait_until(self, done: Callable[[list[Any]], bool], timeout: float = 15) -> None:
+        """Reads until ``done`` holds for every record read so far."""
+        deadline = time.monotonic() + timeout
+        while not done(self.records):
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{self.topic}: condition not met within {timeout}s "
+                                     f"({len(self.records)} records read)")
+            batch = await self.consumer.getmany(timeout_ms=200)
+            for records in batch.values():
+                self.records.extend(records)
+
+    async def wait_for(self, accept: Callable[[Any], bool], timeout: float = 15) -> Any:
+        deadline = time.monotonic() + timeout
+        seen = 0
+        while True:
+            for rec in self.records[seen:]:
+                if accept(rec):
+                    return rec
+            seen = len(self.records)
+            if time.monotonic() > deadline:
+                break
+            batch = await self.consumer.getmany(timeout_ms=200)
+            for records in batch.values():
+                self.records.extend(records)
+            await asyncio.sleep(0)
+        raise AssertionError(f"no matching record on {self.topic} within {timeout}s "
+                             f"({len(self.records)} seen)")
+
+
+def headers_of(record: Any) -> dict[str, str]:
+    return {k: v.decode() for k, v in (record.headers or [])}

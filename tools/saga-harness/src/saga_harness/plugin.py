@@ -1,0 +1,36 @@
+"""The pytest plugin of the harness (registered as a ``pytest11`` entry point, so every test in
+the workspace has it): the running stack and a client of it as fixtures, and the ``stack``
+marker on every test that needs the stack."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+
+import httpx
+import pytest
+
+from saga_harness import stack
+from saga_harness.clients import Saga
+
+# The tests' own Kafka clients report every broker outage a test provokes on purpose.
+logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
+
+
+@pytest.fixture(scope="session")
+def running_stack() -> None:
+    """Brings the stack up if it is not (idempotent); a part that cannot start fails the run."""
+    stack.up()
+
+
+@pytest.fixture
+async def saga(running_stack: None) -> AsyncIterator[Saga]:
+    async with httpx.AsyncClient(timeout=30) as client:
+        yield Saga(client)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests that need the running stack are marked so: `pytest -m "not stack"` skips them."""
+    for item in items:
+        if "running_stack" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.stack)

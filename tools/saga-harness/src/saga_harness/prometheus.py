@@ -1,0 +1,72 @@
+"""A Prometheus of the test's own: fresh storage, the project's alert rules, scraping and
+evaluating every second, so an alert reflects only what the test did."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import shutil
+import tempfile
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from saga_harness import config
+from saga_harness.waiting import wait_for
+
+PORT = 9091
+
+
+class Prometheus:
+    def __init__(self, http: httpx.AsyncClient) -> None:
+        self.http = http
+
+    async def firing(self) -> list[dict[str, Any]]:
+        r = await self.http.get(f"http://127.0.0.1:{PORT}/api/v1/alerts")
+        r.raise_for_status()
+        return [a for a in r.json()["data"]["alerts"] if a["state"] == "firing"]
+
+    async def value(self, query: str) -> float | None:
+        r = await self.http.get(f"http://127.0.0.1:{PORT}/api/v1/query", params={"query": query})
+        r.raise_for_status()
+        result = r.json()["data"]["result"]
+        return float(result[0]["value"][1]) if result else None
+
+
+@contextlib.asynccontextmanager
+async def running() -> AsyncIterator[Prometheus]:
+    binary = shutil.which("prometheus")
+    if binary is None:  # fail, never skip: make bootstrap installs Debian's prometheus
+        raise RuntimeError("prometheus is not installed (make bootstrap installs it)")
+    ports = [config.PEDIDOS, config.INVENTARIO, config.PAGOS]
+    with tempfile.TemporaryDirectory(prefix="saga-prom-") as tmp:
+        shutil.copy(config.ROOT / "deploy/prometheus/alerts.yml", Path(tmp) / "alerts.yml")
+        targets = ", ".join(f'"{p.removeprefix("http://")}"' for p in ports)
+        (Path(tmp) / "prometheus.yml").write_text(
+            "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
+            "rule_files: [alerts.yml]\n"
+            f"scrape_configs: [{{job_name: saga, static_configs: [{{targets: [{targets}]}}]}}]\n")
+        proc = await asyncio.create_subprocess_exec(
+            binary, f"--config.file={tmp}/prometheus.yml", f"--storage.tsdb.path={tmp}/data",
+            f"--web.listen-address=127.0.0.1:{PORT}",
+            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL)
+        try:
+            async with httpx.AsyncClient(timeout=5) as http:
+                prom = Prometheus(http)
+
+                async def scraped() -> float | None:
+                    with contextlib.suppress(httpx.HTTPError):
+                        return await prom.value("count(up == 1)")
+                    return None
+                await wait_for(scraped, lambda n: n == len(ports), timeout=30,
+                               what="Prometheus scraping the three services")
+                yield prom
+        finally:
+            proc.terminate()
+            try:
+                await asyncio.wait_for(proc.wait(), 10)
+            except TimeoutError:
+                proc.kill()
+                await proc.wait()
