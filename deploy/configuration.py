@@ -25,12 +25,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from inventario.config import InventarioSettings
-from pagos.config import PagosSettings
-from pedidos.config import PedidosSettings
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 from pydantic_settings import BaseSettings
+
+from inventario.config import InventarioSettings
+from pagos.config import PagosSettings
+from pedidos.config import PedidosSettings
 from sagakit.runtime import ServiceSettings
 from sagakit.settings import MessagingSettings
 

@@ -640,6 +640,7 @@ def start_kafka() -> None:
 async def create_topics() -> None:
     from aiokafka.admin import AIOKafkaAdminClient, NewTopic
     from aiokafka.errors import KafkaError
+
     from saga_contracts.topics import ALL_TOPICS
 
     deadline = time.monotonic() + 60

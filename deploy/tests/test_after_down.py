@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from saga_harness.config import ROOT
 
 pytestmark = pytest.mark.after_down

@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 import yaml
+
 from saga_contracts.topics import ALL_TOPICS
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 from prometheus_client import REGISTRY
+
 from sagakit.observability import metrics  # noqa: F401  (registers the metrics)
 
 ROOT = Path(__file__).resolve().parents[2]

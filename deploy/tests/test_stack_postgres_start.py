@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
 from saga_harness.stack import module as _stack
 
 ROOT = Path(__file__).resolve().parents[2]

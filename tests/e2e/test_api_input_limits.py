@@ -14,6 +14,7 @@ import uuid
 from typing import Any
 
 import pytest
+
 from saga_harness import config, db
 from saga_harness.clients import Saga, new_sku, order_body
 

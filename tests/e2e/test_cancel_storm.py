@@ -18,6 +18,7 @@ from decimal import Decimal
 from typing import Any
 
 import httpx
+
 from saga_harness import config
 from saga_harness.clients import TERMINAL, Saga, new_sku, order_body
 from saga_harness.waiting import wait_for

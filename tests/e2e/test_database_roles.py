@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncpg
 import pytest
+
 from saga_harness import config
 
 SERVICES = {"pedidos": "orders", "inventario": "products", "pagos": "payments"}

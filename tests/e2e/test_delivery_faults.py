@@ -9,9 +9,9 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-from saga_harness import config, stack
 
 from chaos import scenario
+from saga_harness import config, stack
 
 DELIVERY_FAULTS = {"SAGA_FAULT_DUPLICATE_DELIVERY": "0.3", "SAGA_FAULT_LATE_REDELIVERY": "0.3",
                    "SAGA_FAULT_REORDER_DELIVERY": "0.3"}

@@ -13,6 +13,7 @@ import time
 from urllib.parse import urlsplit
 
 import httpx
+
 from saga_harness import config
 
 CLIENT_KEEPS_S = httpx.Limits().keepalive_expiry or 5.0  # the longest a test's client keeps one

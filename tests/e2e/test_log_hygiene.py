@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 
 import pytest
+
 from saga_harness.config import ROOT
 
 pytestmark = pytest.mark.after_down

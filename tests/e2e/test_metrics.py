@@ -36,6 +36,7 @@ async def test_each_service_exposes_the_five_mandated_metrics(saga: Saga) -> Non
 
 def test_the_label_names_are_the_standards() -> None:
     from prometheus_client import REGISTRY
+
     from sagakit.observability import metrics  # noqa: F401
 
     declared = {c._name: set(c._labelnames) for c in REGISTRY._collector_to_names  # type: ignore[attr-defined]

@@ -17,7 +17,6 @@ import hypothesis
 import pytest
 import schemathesis
 from hypothesis import HealthCheck
-from saga_harness import config
 from schemathesis import Case, GenerationMode
 from schemathesis.checks import not_a_server_error
 from schemathesis.generation.hypothesis.builder import (
@@ -25,6 +24,8 @@ from schemathesis.generation.hypothesis.builder import (
     HypothesisTestMode,
     create_test,
 )
+
+from saga_harness import config
 
 SERVICES = {"pedidos": config.PEDIDOS, "inventario": config.INVENTARIO, "pagos": config.PAGOS}
 MAX_EXAMPLES = 200  # random cases per operation, on top of its examples and coverage cases

@@ -23,6 +23,7 @@ from typing import Any
 
 import asyncpg
 import httpx
+
 from saga_harness import config, db, stack
 from saga_harness.clients import TERMINAL, Saga, new_sku, order_body
 from saga_harness.waiting import current, wait_for

@@ -8,6 +8,7 @@ import asyncio
 from decimal import Decimal
 
 import httpx
+
 from saga_harness import config, db
 from saga_harness.clients import Saga, new_sku, order_body
 from saga_harness.waiting import wait_for

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 
 import httpx
+
 from saga_harness import config, db
 from saga_harness.clients import Saga, new_sku, order_body
 from saga_harness.faults import paused

@@ -20,6 +20,7 @@ import json
 from collections.abc import AsyncIterator
 
 import pytest
+
 from netproxy.layout import kafka_listener_port, route_port
 from netproxy.proxy import ProxySet
 from saga_harness import config, db, stack

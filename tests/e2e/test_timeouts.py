@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from decimal import Decimal
 
 import pytest
+
 from saga_harness.clients import Saga, new_sku, order_body
 from saga_harness.faults import paused, reconfigured
 from saga_harness.waiting import wait_for

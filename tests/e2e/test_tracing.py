@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
 from saga_harness import stack
 from saga_harness.clients import Saga, new_sku, order_body
 from saga_harness.waiting import wait_for

@@ -11,6 +11,7 @@ from typing import Any
 import fastjsonschema
 import pytest
 from jsonschema import Draft202012Validator, FormatChecker
+
 from saga_contracts import registry
 from saga_contracts.catalog import render
 from saga_contracts.events import EVENT_MODELS, parse

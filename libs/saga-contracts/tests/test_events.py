@@ -13,6 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel, StringConstraints, ValidationError
+
 from saga_contracts import registry
 from saga_contracts.events import EVENT_MODELS, inventory, orders, parse, payments
 from saga_contracts.events.base import Event

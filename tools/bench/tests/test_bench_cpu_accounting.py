@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import psutil
+
 from bench.common import cpu_seconds_between, sample_part
 
 BURN = "import time\nt = time.process_time()\nwhile time.process_time() - t < {s}: pass\n"

@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
 import pytest
+
 from bench.http_client import HttpStatusError, JsonClient
 
 

@@ -10,6 +10,7 @@ import sys
 from typing import Any
 
 import pytest
+
 from bench import baselines, goals, pg_statements, profile
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+
 from bench import search
 
 LEVELS = [2, 4, 8, 16, 32, 64]

@@ -5,6 +5,7 @@ inside the idle window (bench/upkeep.py)."""
 from __future__ import annotations
 
 import asyncpg
+
 from bench import upkeep
 from saga_harness import config
 

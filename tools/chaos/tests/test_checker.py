@@ -6,6 +6,7 @@ import copy
 from decimal import Decimal
 
 import pytest
+
 from chaos.checker import Order, Snapshot, check
 
 

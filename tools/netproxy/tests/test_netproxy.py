@@ -8,6 +8,7 @@ import time
 from collections.abc import AsyncIterator
 
 import pytest
+
 from netproxy.proxy import ProxySet
 
 
@@ -101,6 +102,7 @@ async def test_reset_breaks_open_connections_and_refuse_new_ones(
 
 async def test_control_api_sets_and_clears_faults(proxied_echo: tuple[ProxySet, int]) -> None:
     import httpx
+
     from netproxy.control import _control_app
 
     proxies, _ = proxied_echo

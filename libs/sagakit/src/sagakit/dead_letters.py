@@ -33,7 +33,6 @@ from typing import TYPE_CHECKING, Any
 
 from saga_contracts import headers as h
 from saga_contracts.topics import dead_letter_topic
-
 from sagakit.envelope import utc_now_iso
 
 if TYPE_CHECKING:

@@ -12,7 +12,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from saga_contracts import headers as h
-
 from sagakit import jsonio
 from sagakit.ids import time_ordered_id
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import Any
 
 from saga_contracts import registry
-
 from sagakit.context import current_message
 from sagakit.envelope import Envelope
 

@@ -16,6 +16,9 @@ from datetime import datetime
 
 import pytest
 from aiokafka import AIOKafkaProducer
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
+
 from saga_harness import config
 from saga_harness.kafka import envelope
 from saga_harness.scratch import scratch_outbox
@@ -26,8 +29,6 @@ from sagakit.errors import TransientError
 from sagakit.settings import MessagingSettings
 from sagakit.store.tables import MessagingTables
 from sagakit.store.unit_of_work import UnitOfWork
-from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 SERVICE = "consumertest"
 TOPIC = "consumer-test-events"

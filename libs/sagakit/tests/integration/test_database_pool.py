@@ -8,10 +8,11 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from saga_harness import config, db
-from sagakit.store.database import build_engine
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
+
+from saga_harness import config, db
+from sagakit.store.database import build_engine
 
 URL = config.admin_dsn().replace("postgresql://", "postgresql+asyncpg://")
 

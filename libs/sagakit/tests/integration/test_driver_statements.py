@@ -11,12 +11,13 @@ from typing import Any
 
 import asyncpg
 import pytest
+from sqlalchemy import Column, Integer, MetaData, Table, Text, bindparam, literal, select, text
+from sqlalchemy.ext.asyncio import AsyncEngine
+
 from saga_harness import config, db
 from sagakit.errors import is_connection_failure
 from sagakit.store import driver
 from sagakit.store.database import build_engine
-from sqlalchemy import Column, Integer, MetaData, Table, Text, bindparam, literal, select, text
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 URL = config.admin_dsn().replace("postgresql://", "postgresql+asyncpg://")
 SCHEMA = "drivertest"

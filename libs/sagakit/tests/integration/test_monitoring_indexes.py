@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncpg
 import pytest
+
 from saga_harness import config
 
 SERVICES = ["pedidos", "inventario", "pagos"]

@@ -18,6 +18,9 @@ import asyncpg
 import pytest
 from aiokafka.errors import UnknownTopicOrPartitionError
 from prometheus_client import REGISTRY
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
+
 from saga_harness import config
 from saga_harness.kafka import TopicReader
 from saga_harness.scratch import scratch_outbox
@@ -28,8 +31,6 @@ from sagakit.outbox.signal import OutboxSignal
 from sagakit.settings import MessagingSettings
 from sagakit.store.tables import MessagingTables
 from sagakit.store.unit_of_work import UnitOfWork
-from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 SCHEMA = "relaytest"
 TOPIC = "relay-test-events"

@@ -21,6 +21,9 @@ from typing import Any
 
 import pytest
 from aiokafka import TopicPartition
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
 from saga_harness import config
 from saga_harness.kafka import envelope
 from saga_harness.scratch import scratch_outbox
@@ -34,8 +37,6 @@ from sagakit.store.commit_statement import StagedWrite
 from sagakit.store.shared_transaction import SharedTransaction
 from sagakit.store.tables import MessagingTables, messaging_tables, service_metadata
 from sagakit.store.unit_of_work import UnitOfWork
-from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 SCHEMA = "sharedtx"
 TOPIC = "shared-tx-events"

@@ -10,12 +10,13 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
 from saga_harness.scratch import scratch_outbox
 from saga_harness.waiting import wait_for
 from sagakit.store.tables import MessagingTables
 from sagakit.store.unit_of_work import AlreadyProcessed, UnitOfWork
-from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 SCHEMA = "uowtest"
 

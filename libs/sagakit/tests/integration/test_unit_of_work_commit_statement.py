@@ -14,6 +14,9 @@ from typing import Any
 
 import asyncpg
 import pytest
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
+
 from saga_harness import db
 from saga_harness.scratch import scratch_outbox
 from saga_harness.waiting import wait_for
@@ -21,8 +24,6 @@ from sagakit.errors import is_connection_failure
 from sagakit.store.commit_statement import StagedWrite
 from sagakit.store.tables import MessagingTables
 from sagakit.store.unit_of_work import AlreadyProcessed, UnitOfWork
-from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 SCHEMA = "uowcommit"
 

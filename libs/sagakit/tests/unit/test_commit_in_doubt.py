@@ -9,6 +9,7 @@ from typing import Any
 import httpx
 import pytest
 from fastapi import FastAPI
+
 from sagakit.consumer.retry_policy import classify
 from sagakit.errors import CommitOutcomeUnknown
 from sagakit.store.tables import MessagingTables, messaging_tables, service_metadata

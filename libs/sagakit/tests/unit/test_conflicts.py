@@ -7,6 +7,7 @@ import asyncpg
 import httpx
 import pytest
 from fastapi import FastAPI
+
 from sagakit.runtime.http_errors import install_database_error_handlers
 from sagakit.store.conflicts import StillConflicting, retry_on_conflict
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from aiokafka import TopicPartition
 from aiokafka.errors import IllegalStateError
+
 from sagakit.consumer import Outcome, RawRecord
 from sagakit.consumer.admission import Admission
 from sagakit.consumer.delivery import InOrder

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from aiokafka import TopicPartition
+
 from sagakit.consumer.offsets import Offsets
 from sagakit.observability import metrics
 from sagakit.settings import MessagingSettings

@@ -7,6 +7,7 @@ import base64
 from typing import Any
 
 import pytest
+
 from sagakit import dead_letters, jsonio
 from sagakit.consumer import EventConsumer, RawRecord
 from sagakit.consumer.retry_policy import InfrastructureDown

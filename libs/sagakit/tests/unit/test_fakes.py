@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 
 import pytest
+
 from saga_contracts.registry import SchemaViolation
 from sagakit.context import current_message
 from sagakit.envelope import Envelope

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from aiokafka import TopicPartition
+
 from sagakit import faults
 from sagakit.consumer import Outcome, RawRecord
 from sagakit.consumer.delivery import InOrder

@@ -6,6 +6,7 @@ import gc
 from collections.abc import Iterator
 
 import pytest
+
 from sagakit.runtime.gc_tuning import settle_heap
 
 

@@ -8,6 +8,7 @@ import signal
 
 import pytest
 import uvicorn
+
 from sagakit.runtime import http_server
 
 

@@ -9,6 +9,7 @@ import uuid
 from decimal import Decimal
 
 import pytest
+
 from sagakit import jsonio
 from sagakit.envelope import Envelope, UndecodableMessage
 

@@ -9,13 +9,14 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
+from sqlalchemy.exc import DBAPIError, OperationalError
+
 from sagakit.backoff import Backoff
 from sagakit.consumer.retry_policy import classify
 from sagakit.envelope import Envelope, UndecodableMessage
 from sagakit.errors import PermanentError, TransientError
 from sagakit.observability.privacy import MASK, redact
 from sagakit.settings import InvalidConfiguration, MessagingSettings, load
-from sqlalchemy.exc import DBAPIError, OperationalError
 
 
 def test_backoff_follows_the_standard_progression_with_bounded_jitter() -> None:

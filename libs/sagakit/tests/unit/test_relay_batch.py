@@ -13,10 +13,11 @@ import json
 import time
 from typing import Any
 
+from sqlalchemy.ext.asyncio import create_async_engine
+
 from sagakit.outbox.relay import MARK_WITHIN_S, OutboxRelay
 from sagakit.settings import MessagingSettings
 from sagakit.store.tables import messaging_tables, service_metadata
-from sqlalchemy.ext.asyncio import create_async_engine
 
 ROWS = 200
 

@@ -7,6 +7,7 @@ import httpx
 import pytest
 from fastapi import FastAPI
 from pydantic import BaseModel, Field
+
 from sagakit.runtime.http_errors import install_request_validation_handler, json_safe
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
+
 from sagakit.observability import tracing
 
 

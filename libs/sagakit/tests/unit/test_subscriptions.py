@@ -10,6 +10,7 @@ from types import TracebackType
 from typing import Any
 
 import pytest
+
 from sagakit.consumer import EventConsumer, RawRecord, Subscription, topics_of
 from sagakit.envelope import Envelope
 from sagakit.settings import MessagingSettings

@@ -7,6 +7,7 @@ import contextlib
 
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind
+
 from sagakit.observability import tracing
 
 TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"

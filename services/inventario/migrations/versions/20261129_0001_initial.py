@@ -8,8 +8,9 @@ from collections.abc import Sequence
 
 import sqlalchemy as sa
 from alembic import op
-from sagakit.store.migrations import create_messaging_tables_v1, drop_messaging_tables_v1
 from sqlalchemy.dialects import postgresql
+
+from sagakit.store.migrations import create_messaging_tables_v1, drop_messaging_tables_v1
 
 revision: str = "0001"
 down_revision: str | None = None

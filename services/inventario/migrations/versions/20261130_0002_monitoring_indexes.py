@@ -7,6 +7,7 @@ Create Date: 2026-11-30
 from collections.abc import Sequence
 
 from alembic import op
+
 from sagakit.store.migrations import create_messaging_indexes_v2, drop_messaging_indexes_v2
 
 revision: str = "0002"

@@ -1,6 +1,5 @@
-from sagakit.runtime import serve
-
 from inventario.app import SERVICE, create
+from sagakit.runtime import serve
 
 if __name__ == "__main__":
     serve(create, SERVICE)

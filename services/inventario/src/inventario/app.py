@@ -3,10 +3,6 @@
 from __future__ import annotations
 
 from fastapi import FastAPI
-from saga_contracts.registry import latest
-from sagakit.consumer import Subscription
-from sagakit.runtime import Runtime, ServiceDefinition, create_app
-from sagakit.settings import load
 
 from inventario.adapters.tables import messaging
 from inventario.config import InventarioSettings
@@ -16,6 +12,10 @@ from inventario.entrypoints.messages import (
     on_orden_cancelada,
     on_orden_solicitada,
 )
+from saga_contracts.registry import latest
+from sagakit.consumer import Subscription
+from sagakit.runtime import Runtime, ServiceDefinition, create_app
+from sagakit.settings import load
 
 SERVICE = "inventario"
 

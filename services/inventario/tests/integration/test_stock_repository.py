@@ -13,6 +13,9 @@ import time
 import uuid
 
 import pytest
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
 from inventario.adapters.stock_repository import StockRepository
 from inventario.adapters.tables import messaging
 from inventario.config import InventarioSettings
@@ -30,8 +33,6 @@ from sagakit.errors import sqlstate
 from sagakit.store.commit_statement import StagedWrite
 from sagakit.store.tables import MessagingTables
 from sagakit.store.unit_of_work import UnitOfWork
-from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 
 class _OnProbe:

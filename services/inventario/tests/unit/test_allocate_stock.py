@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
+
 from inventario.domain.stock import AllocationStatus, Line
 from inventario.usecases.allocate_stock import allocate_stock
 from sagakit.errors import PermanentError

@@ -4,9 +4,10 @@ allocated yet is blocked so a late payment never allocates; anything else is lef
 from __future__ import annotations
 
 import pytest
+from prometheus_client import REGISTRY
+
 from inventario.domain.stock import AllocationStatus, Line
 from inventario.usecases.release_stock import release_stock
-from prometheus_client import REGISTRY
 from sagakit.errors import TransientError
 
 from .events import handling, orden_cancelada

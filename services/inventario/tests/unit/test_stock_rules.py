@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from hypothesis import settings
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
+
 from inventario.domain.stock import (
     AllocationDecision,
     AllocationStatus,

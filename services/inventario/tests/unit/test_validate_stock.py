@@ -4,6 +4,7 @@ the commit, no stock taken; nothing checked for a saga cancelled first."""
 from __future__ import annotations
 
 import pytest
+
 from inventario.domain.stock import AllocationStatus, Line
 from inventario.usecases.validate_stock import validate_stock
 

@@ -5,9 +5,6 @@ from __future__ import annotations
 import asyncio
 
 from fastapi import FastAPI
-from sagakit.consumer import Subscription
-from sagakit.runtime import Runtime, ServiceDefinition, create_app
-from sagakit.settings import load
 
 from pagos.adapters.gateway_client import GatewayClient
 from pagos.adapters.payment_repository import payment_units
@@ -16,6 +13,9 @@ from pagos.config import PagosSettings
 from pagos.entrypoints.http import router
 from pagos.entrypoints.messages import make_compensation_handlers, make_on_stock_verificado
 from pagos.usecases.gateway_worker import GatewayWorker
+from sagakit.consumer import Subscription
+from sagakit.runtime import Runtime, ServiceDefinition, create_app
+from sagakit.settings import load
 
 SERVICE = "pagos"
 

@@ -19,6 +19,9 @@ from typing import Any
 
 import pytest
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
+
 from pagos.config import PagosSettings
 from pagos.domain.payment import Outcome
 from pagos.entrypoints.messages import make_on_stock_verificado
@@ -36,8 +39,6 @@ from sagakit.envelope import Envelope
 from sagakit.settings import MessagingSettings
 from sagakit.store.tables import MessagingTables
 from sagakit.store.unit_of_work import UnitOfWork
-from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 SCHEMA = "chargedlqtest"
 # The replay's own topic here: inventory-events is the running stack's.

@@ -16,6 +16,9 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
+
 from pagos.adapters.payment_repository import PaymentRepository
 from pagos.config import PagosSettings
 from pagos.domain.payment import Outcome, Payment
@@ -28,8 +31,6 @@ from saga_harness.waiting import current, wait_for
 from sagakit.envelope import Envelope
 from sagakit.store.tables import MessagingTables
 from sagakit.store.unit_of_work import AlreadyProcessed, UnitOfWork
-from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 SCHEMA = "chargetest"
 

@@ -16,6 +16,8 @@ import uuid
 from collections.abc import AsyncIterator
 
 import pytest
+from sqlalchemy.ext.asyncio import AsyncEngine
+
 from pagos.adapters.payment_repository import PaymentRepository
 from pagos.domain.payment import Payment
 from pagos.usecases.gateway_worker import GatewayWorker
@@ -23,7 +25,6 @@ from saga_harness import db
 from saga_harness import payments as pay
 from saga_harness.waiting import current, wait_for
 from sagakit.store.tables import MessagingTables
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 SCHEMA = "paymentrace"
 

@@ -36,6 +36,8 @@ from hypothesis.stateful import (
     rule,
     run_state_machine_as_test,
 )
+from sqlalchemy.ext.asyncio import AsyncEngine
+
 from pagos.adapters.payment_repository import PaymentRepository
 from pagos.domain.payment import Outcome, Payment
 from pagos.usecases.gateway_worker import GatewayWorker
@@ -45,7 +47,6 @@ from saga_harness import payments as pay
 from saga_harness.waiting import wait_for
 from sagakit.errors import TransientError
 from sagakit.store.tables import MessagingTables
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 SCHEMA = "paymentlanes"
 EXAMPLES = int(os.environ.get("PAYMENT_LANES_EXAMPLES", "60"))

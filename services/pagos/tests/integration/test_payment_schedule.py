@@ -4,10 +4,11 @@ lease runs out (otherwise the worker would wake over and over for a call already
 
 from __future__ import annotations
 
+from sqlalchemy import text
+
 from pagos.adapters.payment_repository import seconds_to_next_due
 from saga_harness import db
 from saga_harness.clients import Saga
-from sqlalchemy import text
 
 
 async def test_the_worker_knows_when_the_next_payment_work_falls_due(saga: Saga) -> None:

@@ -8,6 +8,7 @@ import uuid
 from typing import Any
 
 import pytest
+
 from pagos.config import PagosSettings
 from pagos.domain.payment import Outcome, Payment, PaymentStatus
 from pagos.usecases import call_outcome, charge_request

@@ -9,6 +9,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 
 import pytest
+
 from pagos.domain.payment import PaymentStatus
 from pagos.usecases.compensate_payment import (
     compensate_allocation_failure,

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from pagos.config import PagosSettings
 from pydantic import ValidationError
+
+from pagos.config import PagosSettings
 
 
 def test_defaults_are_the_standards() -> None:

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import uvicorn
 from aiohttp import web
+
 from pagos.adapters.gateway_client import GatewayClient
 from pagos.config import PagosSettings
 from pagos.domain.payment import Outcome

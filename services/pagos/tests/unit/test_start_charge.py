@@ -8,6 +8,7 @@ import uuid
 from decimal import Decimal
 
 import pytest
+
 from pagos.domain.payment import PaymentStatus
 from pagos.usecases.start_charge import start_charge
 from sagakit.store.unit_of_work import AlreadyProcessed

@@ -3,11 +3,6 @@
 from __future__ import annotations
 
 from fastapi import FastAPI
-from sagakit.consumer import Subscription
-from sagakit.observability import metrics
-from sagakit.observability.privacy import declare_model
-from sagakit.runtime import PeriodicJob, Runtime, ServiceDefinition, create_app
-from sagakit.settings import load
 
 from pedidos.adapters.order_queries import OrderQueries
 from pedidos.adapters.tables import messaging
@@ -19,6 +14,11 @@ from pedidos.entrypoints.messages import make_track_saga
 from pedidos.entrypoints.schemas import OrderRequest
 from pedidos.usecases.known_sagas import KnownSagas
 from pedidos.usecases.track_saga import TRACKED_EVENTS
+from sagakit.consumer import Subscription
+from sagakit.observability import metrics
+from sagakit.observability.privacy import declare_model
+from sagakit.runtime import PeriodicJob, Runtime, ServiceDefinition, create_app
+from sagakit.settings import load
 
 SERVICE = "pedidos"
 

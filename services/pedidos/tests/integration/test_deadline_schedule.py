@@ -3,10 +3,11 @@ deadline still to come falls due, and a deadline already past is due work, not a
 
 from __future__ import annotations
 
+from sqlalchemy import text
+
 from pedidos.adapters.deadline_schedule import due_sagas, seconds_to_next_deadline
 from saga_harness import db
 from saga_harness.clients import Saga
-from sqlalchemy import text
 
 
 async def test_the_scanner_knows_when_the_next_deadline_falls_due(saga: Saga) -> None:

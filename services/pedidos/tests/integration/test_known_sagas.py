@@ -11,6 +11,9 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
+
 from pedidos.adapters.order_repository import OrderRepository
 from pedidos.config import PedidosSettings
 from pedidos.entrypoints.messages import make_track_saga
@@ -24,8 +27,6 @@ from saga_harness.clients import new_sku, order_body
 from sagakit.envelope import Envelope
 from sagakit.store.tables import MessagingTables
 from sagakit.store.unit_of_work import UnitOfWork
-from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 SCHEMA = "trackingtest"
 TABLES = ("orders", "sagas", "saga_audit", "notifications", "outbox", "processed_messages")

@@ -9,12 +9,13 @@ import dataclasses
 import uuid
 from decimal import Decimal
 
+from sqlalchemy import text
+
 from pedidos.adapters.order_repository import creation_write, lock_saga, transition_write
 from pedidos.domain.order import OrderStatus
 from pedidos.usecases.ports import AuditEntry
 from saga_harness import db
 from saga_harness.clients import Saga, new_sku, order_body
-from sqlalchemy import text
 
 
 async def test_a_transition_moves_order_saga_and_history_or_nothing(saga: Saga) -> None:

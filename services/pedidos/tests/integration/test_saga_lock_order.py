@@ -16,6 +16,9 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from decimal import Decimal
 
 import pytest
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
+
 from pedidos.adapters.order_repository import (
     OrderRepository,
     creation_write,
@@ -36,8 +39,6 @@ from saga_harness.waiting import wait_for
 from sagakit.envelope import Envelope
 from sagakit.store.tables import MessagingTables
 from sagakit.store.unit_of_work import UnitOfWork
-from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 SCHEMA = "lockorder"
 TABLES = ("orders", "sagas", "saga_audit", "notifications", "outbox", "processed_messages")

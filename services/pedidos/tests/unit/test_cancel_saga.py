@@ -8,6 +8,7 @@ from __future__ import annotations
 import uuid
 
 import pytest
+
 from pedidos.config import PedidosSettings
 from pedidos.domain.order import CannotCancel, OrderStatus
 from pedidos.usecases.cancel_saga import SagaNotFound, cancel_saga

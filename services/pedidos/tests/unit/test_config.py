@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from pedidos.config import PedidosSettings
 from pydantic import ValidationError
+
+from pedidos.config import PedidosSettings
 
 
 def test_defaults_are_part_ii_section_5_4() -> None:

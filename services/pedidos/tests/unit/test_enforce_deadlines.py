@@ -6,11 +6,12 @@ longer due when locked, is left alone; and the scan says when to look again."""
 from __future__ import annotations
 
 import pytest
+from prometheus_client import REGISTRY
+
 from pedidos.config import PedidosSettings
 from pedidos.domain.order import OrderStatus
 from pedidos.usecases.enforce_deadlines import enforce_deadline, enforce_deadlines
 from pedidos.usecases.known_sagas import KnownSagas
-from prometheus_client import REGISTRY
 
 from .fakes import FakeDeadlines, FakeUnits, OrderTables
 

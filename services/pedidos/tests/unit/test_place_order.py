@@ -11,11 +11,12 @@ from datetime import timedelta
 from decimal import Decimal
 
 import pytest
+from prometheus_client import REGISTRY
+
 from pedidos.config import PedidosSettings
 from pedidos.domain.order import SAGA_TYPE, OrderStatus
 from pedidos.usecases.known_sagas import KnownSagas
 from pedidos.usecases.place_order import IdempotencyKeyReused, PlacedOrder, place_order
-from prometheus_client import REGISTRY
 from sagakit.envelope import new_span_id
 
 from .fakes import ORDER_BODY, OrderTables, unit

@@ -10,6 +10,7 @@ from contextlib import contextmanager
 from datetime import timedelta
 
 import pytest
+
 from pedidos.config import PedidosSettings
 from pedidos.domain.order import OrderStatus
 from pedidos.usecases.known_sagas import KnownSagas

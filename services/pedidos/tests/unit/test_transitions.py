@@ -6,11 +6,12 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from prometheus_client import REGISTRY
+
 from pedidos.config import PedidosSettings
 from pedidos.domain.order import SAGA_TYPE, CancelReason, OrderStatus, RefundStatus, Transition
 from pedidos.usecases.known_sagas import KnownSagas
 from pedidos.usecases.transitions import stage_transition
-from prometheus_client import REGISTRY
 
 from .fakes import OrderTables, unit
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+
 from saga_harness import config
 from saga_harness.config import ROOT
 

@@ -9,16 +9,16 @@ import uuid
 from typing import Any
 
 from aiokafka import AIOKafkaProducer
-from sagakit.outbox.relay import OutboxRelay
-from sagakit.outbox.signal import OutboxSignal
-from sagakit.settings import MessagingSettings
-from sagakit.store.tables import messaging_tables, service_metadata
-from sagakit.store.unit_of_work import UnitOfWork
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from bench.baselines import ensure_topic
 from bench.common import admin_dsn, config, summary_ms
+from sagakit.outbox.relay import OutboxRelay
+from sagakit.outbox.signal import OutboxSignal
+from sagakit.settings import MessagingSettings
+from sagakit.store.tables import messaging_tables, service_metadata
+from sagakit.store.unit_of_work import UnitOfWork
 
 SCHEMA = "benchrelay"
 TOPIC = "bench-relay"

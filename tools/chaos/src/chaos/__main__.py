@@ -21,10 +21,10 @@ import sys
 from datetime import UTC, datetime
 
 import httpx
-from saga_harness import stack
-from saga_harness.config import ROOT
 
 from chaos import scenario
+from saga_harness import stack
+from saga_harness.config import ROOT
 
 OUT = ROOT / "chaos-results"
 

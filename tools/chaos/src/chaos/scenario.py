@@ -16,11 +16,11 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from netproxy.layout import CONTROL_PORT, stack_routes
-from saga_harness import config, stack
 
 from chaos import snapshot
 from chaos.checker import TERMINAL, Violation, check
+from netproxy.layout import CONTROL_PORT, stack_routes
+from saga_harness import config, stack
 
 SERVICES = ["pedidos", "inventario", "pagos"]
 PARTS = [*SERVICES, "gateway", "kafka", "postgres"]

@@ -7,9 +7,9 @@ from decimal import Decimal
 
 import asyncpg
 import httpx
-from saga_harness import config
 
 from chaos.checker import Order, Snapshot
+from saga_harness import config
 
 
 def _json(value: object) -> object:

@@ -7,11 +7,11 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import asyncpg
-from sagakit.store.tables import MessagingTables, messaging_tables, service_metadata
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from saga_harness import config
+from sagakit.store.tables import MessagingTables, messaging_tables, service_metadata
 
 
 async def fetch(sql: str, *args: Any) -> list[asyncpg.Record]:

@@ -14,6 +14,9 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
+
 from pagos.adapters.payment_repository import payment_units
 from pagos.config import PagosSettings
 from pagos.domain.payment import Outcome
@@ -24,8 +27,6 @@ from saga_contracts import registry
 from sagakit.envelope import Envelope
 from sagakit.store.tables import MessagingTables
 from sagakit.store.unit_of_work import UnitOfWork
-from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 SCRATCH_TABLES = ("payments", "outbox", "processed_messages")
 

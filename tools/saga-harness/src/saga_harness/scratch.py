@@ -9,13 +9,13 @@ from collections.abc import AsyncIterator
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from alembic.migration import MigrationContext
 from alembic.operations import Operations
-from sagakit.store.migrations import create_messaging_indexes_v2, create_messaging_tables_v1
-from sagakit.store.tables import MessagingTables, messaging_tables, service_metadata
 from sqlalchemy import Connection, text
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from saga_harness import config
 from saga_harness.waiting import wait_for
+from sagakit.store.migrations import create_messaging_indexes_v2, create_messaging_tables_v1
+from sagakit.store.tables import MessagingTables, messaging_tables, service_metadata
 
 
 def _create_messaging_tables(conn: Connection, schema: str) -> None:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from aiokafka import AIOKafkaProducer
+
 from saga_contracts import headers as h
 from saga_contracts import registry
 

@@ -13,7 +13,6 @@ from collections.abc import Mapping
 
 from saga_contracts import headers as h
 from saga_contracts import registry
-
 from sagakit.consumer.records import Admitted, Outcome, RawRecord, Rejected, Verdict
 from sagakit.consumer.subscription import Subscription
 from sagakit.envelope import Envelope, UndecodableMessage, decode_headers

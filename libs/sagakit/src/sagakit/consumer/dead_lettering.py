@@ -15,7 +15,6 @@ from typing import Protocol
 
 from saga_contracts import headers as h
 from saga_contracts.topics import dead_letter_topic
-
 from sagakit import dead_letters
 from sagakit.consumer.records import Outcome, RawRecord
 from sagakit.consumer.retry_policy import InfrastructureDown, classify

@@ -9,7 +9,6 @@ from functools import cached_property
 from typing import Any
 
 from saga_contracts import registry
-
 from sagakit.envelope import Envelope
 from sagakit.store.unit_of_work import UnitOfWork
 

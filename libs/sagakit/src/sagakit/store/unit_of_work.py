@@ -27,10 +27,10 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 import asyncpg
-from saga_contracts import registry
 from sqlalchemy import TextClause, select
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from saga_contracts import registry
 from sagakit.envelope import Envelope
 from sagakit.errors import CommitOutcomeUnknown, is_connection_failure, violated_unique_key_of
 from sagakit.event_builder import build_event

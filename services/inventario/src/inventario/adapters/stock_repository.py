@@ -19,10 +19,6 @@ import uuid
 from functools import cache
 from typing import Any
 
-from sagakit import jsonio
-from sagakit.store import driver
-from sagakit.store.commit_statement import StagedWrite
-from sagakit.store.unit_of_work import UnitOfWork
 from sqlalchemy import Integer, Text, TextClause, any_, bindparam, func, literal, select, text, update
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 from sqlalchemy.dialects.postgresql import insert as pg_insert
@@ -31,6 +27,10 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from inventario.adapters.tables import allocations, products, stock_checks
 from inventario.domain.stock import AllocationStatus, Line
 from inventario.usecases.ports import AllocationState, ProductStock
+from sagakit import jsonio
+from sagakit.store import driver
+from sagakit.store.commit_statement import StagedWrite
+from sagakit.store.unit_of_work import UnitOfWork
 
 _SKUS = any_(bindparam("skus", type_=ARRAY(Text)))
 

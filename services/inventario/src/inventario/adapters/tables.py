@@ -1,8 +1,9 @@
 """inventario's tables, in its own schema."""
 
-from sagakit.store.tables import messaging_tables, service_metadata
 from sqlalchemy import CheckConstraint, Column, DateTime, Integer, Table, Text, Uuid, func
 from sqlalchemy.dialects.postgresql import JSONB
+
+from sagakit.store.tables import messaging_tables, service_metadata
 
 SCHEMA = "inventario"
 metadata = service_metadata(SCHEMA)

@@ -7,10 +7,10 @@ from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Path, Request
 from pydantic import BaseModel, ConfigDict, Field
-from sagakit.runtime import runtime_of
 
 from inventario.adapters.stock_repository import StockRepository, find_product
 from inventario.usecases.set_stock import set_stock
+from sagakit.runtime import runtime_of
 
 router = APIRouter(tags=["products"])
 

@@ -6,15 +6,14 @@ takes each handler's options from its ``Subscription`` in ``inventario.app``.
 
 from __future__ import annotations
 
-from sagakit.consumer import Handler
-from sagakit.envelope import Envelope
-from sagakit.store.unit_of_work import UnitOfWork
-
 from inventario.adapters.stock_repository import StockRepository
 from inventario.config import InventarioSettings
 from inventario.usecases.allocate_stock import allocate_stock
 from inventario.usecases.release_stock import release_stock
 from inventario.usecases.validate_stock import validate_stock
+from sagakit.consumer import Handler
+from sagakit.envelope import Envelope
+from sagakit.store.unit_of_work import UnitOfWork
 
 
 async def on_orden_solicitada(uow: UnitOfWork, event: Envelope) -> None:

@@ -13,10 +13,6 @@ from __future__ import annotations
 
 import logging
 
-from sagakit.envelope import Envelope
-from sagakit.errors import PermanentError
-from sagakit.ports import UnitOfWorkPort
-
 from inventario.domain.stock import (
     AllocationDecision,
     AllocationStatus,
@@ -24,6 +20,9 @@ from inventario.domain.stock import (
     shortages,
 )
 from inventario.usecases.ports import StockStore
+from sagakit.envelope import Envelope
+from sagakit.errors import PermanentError
+from sagakit.ports import UnitOfWorkPort
 
 log = logging.getLogger("inventario.allocate_stock")
 

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import logging
 
+from inventario.domain.stock import ReleaseDecision, on_order_cancelled
+from inventario.usecases.ports import StockStore
 from sagakit.envelope import Envelope
 from sagakit.errors import TransientError
 from sagakit.observability import metrics
 from sagakit.ports import UnitOfWorkPort
-
-from inventario.domain.stock import ReleaseDecision, on_order_cancelled
-from inventario.usecases.ports import StockStore
 
 log = logging.getLogger("inventario.release_stock")
 

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from sagakit.ports import UnitOfWorkPort
-
 from inventario.usecases.ports import ProductStock, ProductStore
+from sagakit.ports import UnitOfWorkPort
 
 
 async def set_stock(uow: UnitOfWorkPort, products: ProductStore, sku: str,

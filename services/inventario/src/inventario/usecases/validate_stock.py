@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import logging
 
-from sagakit.envelope import Envelope
-from sagakit.ports import UnitOfWorkPort
-
 from inventario.domain.stock import Line, merge_lines, shortages
 from inventario.usecases.ports import StockStore
+from sagakit.envelope import Envelope
+from sagakit.ports import UnitOfWorkPort
 
 log = logging.getLogger("inventario.validate_stock")
 

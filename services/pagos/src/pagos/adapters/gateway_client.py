@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
-from sagakit.observability import metrics
 
 from pagos.domain.payment import Outcome
 from pagos.usecases.ports import ChargeResult, RefundResult
+from sagakit.observability import metrics
 
 # What says "the gateway could not be asked, or did not answer": the call may or may not have
 # reached it, so a charge is retried under the same idempotency key.

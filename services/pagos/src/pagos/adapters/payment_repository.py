@@ -10,12 +10,6 @@ from collections.abc import AsyncIterator, Callable
 from decimal import Decimal
 from typing import Any
 
-from sagakit import jsonio
-from sagakit.dead_letters import DeadLetter
-from sagakit.ids import time_ordered_id
-from sagakit.store import driver
-from sagakit.store.commit_statement import StagedWrite
-from sagakit.store.unit_of_work import UnitOfWork
 from sqlalchemy import (
     DateTime,
     Executable,
@@ -35,6 +29,12 @@ from sqlalchemy.sql.expression import ClauseElement
 from pagos.adapters.tables import payments
 from pagos.domain.payment import CHARGE_WORK, REFUND_WORK, Payment, PaymentStatus
 from pagos.usecases.ports import CallOutcome, PaymentUnits
+from sagakit import jsonio
+from sagakit.dead_letters import DeadLetter
+from sagakit.ids import time_ordered_id
+from sagakit.store import driver
+from sagakit.store.commit_statement import StagedWrite
+from sagakit.store.unit_of_work import UnitOfWork
 
 # The statements of a saga step are built once (per shape) and their values bound at
 # execution: building a statement and its cache key costs more CPU than sending it.

@@ -1,6 +1,5 @@
 """pagos' tables, in its own schema."""
 
-from sagakit.store.tables import messaging_tables, service_metadata
 from sqlalchemy import (
     Boolean,
     Column,
@@ -13,6 +12,8 @@ from sqlalchemy import (
     func,
 )
 from sqlalchemy.dialects.postgresql import JSONB
+
+from sagakit.store.tables import messaging_tables, service_metadata
 
 SCHEMA = "pagos"
 metadata = service_metadata(SCHEMA)

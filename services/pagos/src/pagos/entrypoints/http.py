@@ -9,9 +9,9 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel
-from sagakit.runtime import runtime_of
 
 from pagos.adapters.payment_repository import payment_records
+from sagakit.runtime import runtime_of
 
 router = APIRouter(tags=["payments"])
 

@@ -5,10 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from sagakit.consumer import Handler
-from sagakit.envelope import Envelope
-from sagakit.store.unit_of_work import UnitOfWork
-
 from pagos.adapters.payment_repository import PaymentRepository
 from pagos.usecases.compensate_payment import (
     compensate_allocation_failure,
@@ -16,6 +12,9 @@ from pagos.usecases.compensate_payment import (
 )
 from pagos.usecases.ports import ChargeCalls
 from pagos.usecases.start_charge import start_charge
+from sagakit.consumer import Handler
+from sagakit.envelope import Envelope
+from sagakit.store.unit_of_work import UnitOfWork
 
 
 def make_on_stock_verificado(calls: ChargeCalls) -> Handler:

@@ -16,12 +16,11 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from sagakit.observability import metrics
-from sagakit.ports import UnitOfWorkPort
-
 from pagos.domain import payment as domain
 from pagos.domain.payment import Payment
 from pagos.usecases.ports import CallOutcome, PaymentUnits, PaymentWork
+from sagakit.observability import metrics
+from sagakit.ports import UnitOfWorkPort
 
 log = logging.getLogger("pagos.gateway_worker")
 SERVICE = "pagos"

@@ -12,14 +12,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from sagakit.envelope import utc_now_iso
-from sagakit.ports import UnitOfWorkPort
-
 from pagos.config import PagosSettings
 from pagos.domain import payment as domain
 from pagos.domain.payment import Payment
 from pagos.usecases import call_outcome, charge_request
 from pagos.usecases.ports import PaymentGateway, PaymentUnits, PaymentWork
+from sagakit.envelope import utc_now_iso
+from sagakit.ports import UnitOfWorkPort
 
 log = logging.getLogger("pagos.gateway_worker")
 

@@ -14,12 +14,11 @@ import uuid
 from dataclasses import fields
 from typing import Any
 
+from pagos.domain.payment import Payment
 from saga_contracts import registry
 from sagakit import dead_letters, jsonio
 from sagakit.dead_letters import Attempt, DeadLetter, Original
 from sagakit.envelope import Envelope, new_message_id, utc_now_iso
-
-from pagos.domain.payment import Payment
 
 EVENT_TYPE = "StockVerificado"
 SERVICE = "pagos"

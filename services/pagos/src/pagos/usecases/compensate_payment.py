@@ -6,13 +6,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from sagakit.envelope import Envelope
-from sagakit.errors import TransientError
-from sagakit.ports import UnitOfWorkPort
-
 from pagos.domain import payment as domain
 from pagos.domain.payment import Payment
 from pagos.usecases.ports import PaymentStore
+from sagakit.envelope import Envelope
+from sagakit.errors import TransientError
+from sagakit.ports import UnitOfWorkPort
 
 log = logging.getLogger("pagos.compensate")
 

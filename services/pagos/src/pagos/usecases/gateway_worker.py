@@ -19,7 +19,6 @@ import contextlib
 import logging
 
 from opentelemetry.trace import SpanKind
-from sagakit.observability import tracing
 
 from pagos.config import PagosSettings
 from pagos.domain import payment as domain
@@ -27,6 +26,7 @@ from pagos.domain.payment import Payment
 from pagos.usecases.charge_payment import charge_payment
 from pagos.usecases.ports import PaymentGateway, PaymentUnits, Slot
 from pagos.usecases.refund_payment import refund_payment
+from sagakit.observability import tracing
 
 log = logging.getLogger("pagos.gateway_worker")
 

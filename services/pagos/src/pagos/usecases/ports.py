@@ -23,10 +23,9 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any, Protocol
 
+from pagos.domain.payment import Outcome, Payment, PaymentStatus
 from sagakit.dead_letters import DeadLetter
 from sagakit.ports import UnitOfWorkPort
-
-from pagos.domain.payment import Outcome, Payment, PaymentStatus
 
 
 class PaymentStore(Protocol):

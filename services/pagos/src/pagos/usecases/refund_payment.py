@@ -5,15 +5,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from sagakit.envelope import utc_now_iso
-from sagakit.observability import metrics
-from sagakit.ports import UnitOfWorkPort
-
 from pagos.config import PagosSettings
 from pagos.domain import payment as domain
 from pagos.domain.payment import Payment
 from pagos.usecases import call_outcome
 from pagos.usecases.ports import PaymentGateway, PaymentUnits, PaymentWork
+from sagakit.envelope import utc_now_iso
+from sagakit.observability import metrics
+from sagakit.ports import UnitOfWorkPort
 
 SERVICE = "pagos"
 

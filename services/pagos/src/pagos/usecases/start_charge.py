@@ -21,13 +21,12 @@ from __future__ import annotations
 import logging
 from decimal import Decimal
 
-from sagakit.envelope import Envelope
-from sagakit.observability import tracing
-from sagakit.ports import UnitOfWorkPort
-
 from pagos.domain.payment import PaymentStatus
 from pagos.usecases import charge_request
 from pagos.usecases.ports import ChargeCalls, PaymentStore
+from sagakit.envelope import Envelope
+from sagakit.observability import tracing
+from sagakit.ports import UnitOfWorkPort
 
 log = logging.getLogger("pagos.start_charge")
 

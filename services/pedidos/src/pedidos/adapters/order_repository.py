@@ -12,16 +12,16 @@ from collections.abc import Callable, Mapping
 from decimal import Decimal
 from typing import Any
 
-from sagakit import jsonio
-from sagakit.store import driver
-from sagakit.store.commit_statement import StagedWrite
-from sagakit.store.unit_of_work import UnitOfWork
 from sqlalchemy import Executable, Uuid, bindparam, func, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from pedidos.adapters.tables import notifications, orders, saga_audit, sagas
 from pedidos.domain.order import ACTIVE, SAGA_TYPE, STEP_OF, OrderStatus, owner_of
 from pedidos.usecases.ports import AuditEntry, ExistingOrder, SagaState
+from sagakit import jsonio
+from sagakit.store import driver
+from sagakit.store.commit_statement import StagedWrite
+from sagakit.store.unit_of_work import UnitOfWork
 
 
 def _seconds_from_now(param: str) -> str:

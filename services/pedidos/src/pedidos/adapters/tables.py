@@ -1,8 +1,9 @@
 """pedidos' tables, in its own schema."""
 
-from sagakit.store.tables import messaging_tables, service_metadata
 from sqlalchemy import BigInteger, Column, DateTime, Numeric, Table, Text, Uuid, func
 from sqlalchemy.dialects.postgresql import JSONB
+
+from sagakit.store.tables import messaging_tables, service_metadata
 
 SCHEMA = "pedidos"
 metadata = service_metadata(SCHEMA)

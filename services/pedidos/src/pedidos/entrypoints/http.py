@@ -8,10 +8,6 @@ from typing import Annotated
 
 from fastapi import APIRouter, Header, HTTPException, Request, Response
 from fastapi.responses import JSONResponse
-from sagakit.envelope import new_span_id
-from sagakit.observability import tracing
-from sagakit.runtime import runtime_of
-from sagakit.store.conflicts import retry_on_conflict
 
 from pedidos.adapters.order_queries import OrderQueries
 from pedidos.adapters.order_repository import OrderRepository
@@ -29,6 +25,10 @@ from pedidos.entrypoints.schemas import (
 from pedidos.usecases.cancel_saga import SagaNotFound, cancel_saga
 from pedidos.usecases.known_sagas import KnownSagas
 from pedidos.usecases.place_order import IdempotencyKeyReused, PlacedOrder, place_order
+from sagakit.envelope import new_span_id
+from sagakit.observability import tracing
+from sagakit.runtime import runtime_of
+from sagakit.store.conflicts import retry_on_conflict
 
 log = logging.getLogger("pedidos.http")
 

@@ -6,15 +6,14 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
-from sagakit.ports import UnitOfWorkPort
-from sagakit.runtime import RunAgainIn, Runtime
-
 from pedidos.adapters.deadline_schedule import DeadlineSchedule
 from pedidos.adapters.order_repository import OrderRepository
 from pedidos.config import PedidosSettings
 from pedidos.usecases.enforce_deadlines import enforce_deadlines
 from pedidos.usecases.known_sagas import KnownSagas
 from pedidos.usecases.ports import OrderStore, OrderUnits
+from sagakit.ports import UnitOfWorkPort
+from sagakit.runtime import RunAgainIn, Runtime
 
 
 def order_units(rt: Runtime) -> OrderUnits:

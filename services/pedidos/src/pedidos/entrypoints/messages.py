@@ -3,14 +3,13 @@ built on the message's unit of work."""
 
 from __future__ import annotations
 
-from sagakit.consumer import Handler
-from sagakit.envelope import Envelope
-from sagakit.store.unit_of_work import UnitOfWork
-
 from pedidos.adapters.order_repository import OrderRepository
 from pedidos.config import PedidosSettings
 from pedidos.usecases.known_sagas import KnownSagas
 from pedidos.usecases.track_saga import track_saga
+from sagakit.consumer import Handler
+from sagakit.envelope import Envelope
+from sagakit.store.unit_of_work import UnitOfWork
 
 
 def make_track_saga(settings: PedidosSettings, known: KnownSagas) -> Handler:

@@ -15,6 +15,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+
 from sagakit.observability.privacy import Sensitive
 
 Currency = Literal["USD", "EUR", "MXN", "COP", "ARS", "CLP", "PEN", "GBP"]

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from sagakit.envelope import new_span_id
-from sagakit.ports import UnitOfWorkPort
-
 from pedidos.config import PedidosSettings
 from pedidos.domain.order import OrderStatus, on_cancel_requested
 from pedidos.usecases.known_sagas import KnownSagas
 from pedidos.usecases.ports import OrderStore
 from pedidos.usecases.transitions import stage_transition
+from sagakit.envelope import new_span_id
+from sagakit.ports import UnitOfWorkPort
 
 
 class SagaNotFound(Exception):

@@ -12,15 +12,14 @@ from __future__ import annotations
 
 import logging
 
-from sagakit.envelope import new_span_id
-from sagakit.observability import metrics, tracing
-from sagakit.runtime import RunAgainIn
-
 from pedidos.config import PedidosSettings
 from pedidos.domain.order import STEP_OF, on_saga_deadline, on_step_deadline
 from pedidos.usecases.known_sagas import KnownSagas
 from pedidos.usecases.ports import Deadlines, OrderUnits
 from pedidos.usecases.transitions import stage_transition
+from sagakit.envelope import new_span_id
+from sagakit.observability import metrics, tracing
+from sagakit.runtime import RunAgainIn
 
 log = logging.getLogger("pedidos.deadlines")
 

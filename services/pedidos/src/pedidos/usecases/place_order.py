@@ -11,15 +11,14 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from sagakit.envelope import new_span_id
-from sagakit.ids import time_ordered_id
-from sagakit.observability import metrics, tracing
-from sagakit.ports import UnitOfWorkPort
-
 from pedidos.config import PedidosSettings
 from pedidos.domain.order import SAGA_TYPE, OrderStatus, owner_of
 from pedidos.usecases.known_sagas import KnownSagas
 from pedidos.usecases.ports import AuditEntry, OrderStore
+from sagakit.envelope import new_span_id
+from sagakit.ids import time_ordered_id
+from sagakit.observability import metrics, tracing
+from sagakit.ports import UnitOfWorkPort
 
 
 class IdempotencyKeyReused(Exception):

@@ -17,9 +17,8 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any, Protocol
 
-from sagakit.ports import UnitOfWorkPort
-
 from pedidos.domain.order import OrderStatus
+from sagakit.ports import UnitOfWorkPort
 
 
 @dataclass(frozen=True)

@@ -14,15 +14,14 @@ from __future__ import annotations
 
 import logging
 
-from sagakit.envelope import Envelope
-from sagakit.errors import PermanentError
-from sagakit.ports import UnitOfWorkPort
-
 from pedidos.config import PedidosSettings
 from pedidos.domain.order import Annotation, Transition, on_event
 from pedidos.usecases.known_sagas import KnownSagas
 from pedidos.usecases.ports import AuditEntry, OrderStore
 from pedidos.usecases.transitions import stage_transition
+from sagakit.envelope import Envelope
+from sagakit.errors import PermanentError
+from sagakit.ports import UnitOfWorkPort
 
 log = logging.getLogger("pedidos.track_saga")
 

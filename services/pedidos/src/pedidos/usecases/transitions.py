@@ -9,9 +9,6 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from sagakit.observability import metrics
-from sagakit.ports import UnitOfWorkPort
-
 from pedidos.config import PedidosSettings
 from pedidos.domain.order import (
     NOTIFICATIONS,
@@ -23,6 +20,8 @@ from pedidos.domain.order import (
 )
 from pedidos.usecases.known_sagas import KnownSagas
 from pedidos.usecases.ports import AuditEntry, OrderStore, SagaState
+from sagakit.observability import metrics
+from sagakit.ports import UnitOfWorkPort
 
 log = logging.getLogger("pedidos.transitions")
 
