@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from fastapi import APIRouter, Request
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -29,7 +28,6 @@ class Runtime:
     service_settings: ServiceSettings
     relay: OutboxRelay
     consumer: EventConsumer | None = None
-    extras: dict[str, Any] = field(default_factory=dict)
 
     def uow(self, isolation_level: str | None = None,
             reads_outside_transaction: bool = False) -> UnitOfWork:

@@ -1,0 +1,24 @@
+"""What inventario asks of the consumer for each event it handles, pinned: a flag flipped by
+mistake changes how a saga step commits without any other unit test noticing."""
+
+from __future__ import annotations
+
+from inventario.app import subscriptions
+
+
+def _flags() -> dict[str, tuple[bool, bool, str | None]]:
+    return {s.event_type: (s.reads_outside_transaction, s.shares_transaction, s.isolation_level)
+            for s in subscriptions(None)}  # type: ignore[arg-type]  # the runtime is not read
+
+
+def test_each_handler_commits_as_its_rule_needs() -> None:
+    assert _flags() == {
+        # A lock-free read, recorded by the commit statement: queued checks may share one
+        # transaction (ADR 0006).
+        "OrdenSolicitada": (True, True, None),
+        # The allocation's guard re-checks under row locks in its one statement (ADR 0005);
+        # it takes locks, so it never shares a transaction with other records.
+        "PagoExitoso": (True, False, None),
+        # A release reads the allocation under its lock inside a transaction of its own.
+        "OrdenCancelada": (False, False, None),
+    }
