@@ -42,7 +42,8 @@ class MessagingSettings(BaseSettings):
         "followed by the next at once."))
     relay_publish_timeout_s: float = Field(10.0, gt=0, description=(
         "How long the relay waits for Kafka to start its producer, acknowledge a batch or answer "
-        "a metadata request; past it the batch is sent again after a backoff."))
+        "a metadata request; past it the batch is given up on, and after a backoff the relay waits "
+        "for the sends still in flight before it sends their rows again or anything new."))
     relay_max_attempts: int = Field(10, ge=1, description=(
         "Publishes of an outbox row that Kafka refused (or failed for it) before the row is "
         "marked failed for an operator, its saga's later rows held behind it; a broker that is "

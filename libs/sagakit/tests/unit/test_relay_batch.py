@@ -8,8 +8,6 @@ a commit must NOTIFY: only while no relay of the process leads."""
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
-import json
 import time
 from typing import Any
 
@@ -19,66 +17,7 @@ from sagakit.outbox.relay import MARK_WITHIN_S, OutboxRelay
 from sagakit.settings import MessagingSettings
 from sagakit.store.tables import messaging_tables, service_metadata
 
-ROWS = 200
-
-
-def _row(i: int, saga: str | None = None) -> dict[str, Any]:
-    """An outbox row as the unit of work writes it."""
-    return {"message_id": f"m{i}", "saga_id": saga or f"s{i}", "topic": "t", "event_type": "E",
-            "schema_version": "1.0.0", "payload": {"n": i}, "headers": {},
-            "traceparent": None}
-
-
-class FakeConnection:
-    """An outbox table: ``rows`` pending at first, more as ``commit`` adds them (signalling the
-    relay, as a unit of work's commit does); a select marks the rows it is given and returns the
-    pending ones in id order; records what each statement marked."""
-
-    def __init__(self, rows: int = ROWS) -> None:
-        self.pending: dict[str, dict[str, Any]] = {f"m{i}": _row(i) for i in range(rows)}
-        self.selects = 0
-        self.selected: list[str] = []
-        self.marked_by_select: list[str] = []
-        self.marked_alone: list[str] = []
-
-    def is_closed(self) -> bool:
-        return False
-
-    def commit(self, relay: OutboxRelay, *rows: dict[str, Any]) -> None:
-        for r in rows:
-            self.pending[r["message_id"]] = r
-        relay.signal.committed()
-
-    async def fetch(self, query: str, ids: list[str], acked_at: list[dt.datetime], limit: int
-                    ) -> list[dict[str, Any]]:
-        self.selects += 1
-        self.marked_by_select += ids
-        seen = [r for mid, r in self.pending.items() if mid not in ids][:limit]
-        self.selected += [r["message_id"] for r in seen]
-        for mid in ids:
-            self.pending.pop(mid, None)
-        now = dt.datetime.now(dt.UTC)
-        return [{**r, "payload": json.dumps(r["payload"]), "headers": "{}", "created_at": now,
-                 "attempts": 0} for r in seen]
-
-    async def execute(self, query: str, ids: list[str], acked_at: list[dt.datetime]) -> None:
-        self.marked_alone += ids
-        for mid in ids:
-            self.pending.pop(mid, None)
-
-
-class FakeProducer:
-    """Acknowledges every record at once, as a broker answering one request would; keeps
-    what it was sent, as (saga id, payload's n)."""
-
-    def __init__(self) -> None:
-        self.sent: list[tuple[str, int]] = []
-
-    async def send(self, topic: str, **kwargs: Any) -> asyncio.Future[None]:
-        self.sent.append((kwargs["key"].decode(), json.loads(kwargs["value"])["n"]))
-        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        fut.set_result(None)
-        return fut
+from .relay_fakes import ROWS, FakeConnection, FakeProducer, outbox_row
 
 
 async def test_a_batch_is_acknowledged_in_one_wait() -> None:
@@ -153,7 +92,7 @@ async def test_after_a_partial_batch_the_relay_waits_for_a_commit() -> None:
         await wait_until(lambda: relay.published_total == 1)
         await _turns()
         assert conn.selects == 1, "selected again right after a partial batch"
-        conn.commit(relay, _row(1))
+        conn.commit(relay, outbox_row(1))
         await wait_until(lambda: conn.selects == 2)
         assert conn.marked_by_select == ["m0"] and conn.marked_alone == []
     finally:
@@ -201,7 +140,7 @@ async def test_rows_committed_while_it_runs_are_published_in_commit_order_by_sel
         await wait_until(lambda: relay.published_total == 1)
         started, i = time.monotonic(), 1
         while time.monotonic() - started < MARK_WITHIN_S * 3:
-            conn.commit(relay, _row(i, "one-saga"))
+            conn.commit(relay, outbox_row(i, "one-saga"))
             i += 1
             await asyncio.sleep(0.02)
         await wait_until(lambda: relay.published_total == i)

@@ -3,6 +3,11 @@ is counted, and given up on when it can never be published, without holding up o
 
 The relay (``sagakit.outbox.relay``) selects the rows and hands each batch over; what Kafka
 acknowledged goes back to it (``acked``), to be marked published.
+
+A batch that gives up (no acknowledgement within ``relay_publish_timeout_s``, or a failure) does
+not take its records back: they stay in the producer, which (idempotent) retries them until the
+broker answers. Their sends are kept ``in_flight`` and resolved before anything new is sent
+(``settle``), so a row is never sent again while the producer may still deliver it.
 """
 
 from __future__ import annotations
@@ -57,6 +62,8 @@ class Publisher:
         self._acked = acked
         self.producer: Any = None
         """The Kafka producer, started for the first batch that needs it."""
+        self.in_flight: list[tuple[OutboxRow, asyncio.Future[Any]]] = []
+        """Sends a batch gave up on that the producer has neither acknowledged nor failed yet."""
 
     async def start(self) -> Any:
         if self.producer is None:
@@ -72,18 +79,55 @@ class Publisher:
         return self.producer
 
     async def stop(self) -> None:
+        """Stops the producer, which flushes what it holds (5 s at most); sends in flight that
+        it acknowledged meanwhile go to ``acked``. The others are forgotten: failed, or still
+        held by a producer that did not stop in time, they are the next leader's to send."""
         producer, self.producer = self.producer, None
         if producer is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(producer.stop(), 5)
+        in_flight, self.in_flight = self.in_flight, []
+        acked = [row for row, fut in in_flight if _acknowledged(fut)]
+        for _, fut in in_flight:
+            fut.add_done_callback(_ignore_outcome)
+        if acked:
+            self._acked(acked)
+
+    async def after_broker_failure(self) -> None:
+        """A new producer for the next batch, unless sends are in flight: only this producer
+        can still deliver them or say they failed, while a new one would send the same rows
+        again (under another producer id, so the broker could not drop the copies)."""
+        if not self.in_flight:
+            await self.stop()
+
+    async def settle(self) -> None:
+        """Waits, ``relay_publish_timeout_s`` at most, for the sends left ``in_flight``: those
+        acknowledged go to ``acked`` (to be marked, never sent again), those that failed are
+        left to the next select to send again. Raises ``KafkaTimeoutError`` while any is still
+        unanswered: nothing new may be sent before, or a later row of a saga could reach the
+        topic before an earlier one that fails and is sent again."""
+        in_flight = self.in_flight
+        if not in_flight:
+            return
+        await asyncio.wait([fut for _, fut in in_flight],
+                           timeout=self.settings.relay_publish_timeout_s)
+        self.in_flight = [(row, fut) for row, fut in in_flight if not fut.done()]
+        acked = [row for row, fut in in_flight if _acknowledged(fut)]
+        if acked:
+            self._acked(acked)
+        if self.in_flight:
+            raise KafkaTimeoutError(
+                f"{len(self.in_flight)} sends of an earlier batch still unacknowledged after "
+                f"{self.settings.relay_publish_timeout_s}s")
 
     async def publish(self, rows: list[OutboxRow]) -> int:
         """Sends the rows in order and waits for Kafka's acknowledgements. A row Kafka refuses
         for itself (``ROW_REFUSED``, whether ``send`` raises it or the acknowledgement carries
         it) is counted and, when it can never be published, given up on (``_refuse``); the
         later rows of its saga wait behind it and every other row goes on. Anything else that
-        fails (the broker away, the producer broken) ends the batch: the rows acknowledged
-        before it are marked, the others are sent again after a backoff."""
+        fails (the broker away, the producer broken) ends the batch: the rows acknowledged are
+        marked, those still unanswered are kept ``in_flight`` and the others are sent again
+        after a backoff."""
         if not rows:
             return 0
         producer = await self.start()
@@ -130,7 +174,7 @@ class Publisher:
         for i, (row, fut) in enumerate(sent):
             if row.saga_id in held:
                 # Behind a refused row of its saga: sent again once that one is resolved.
-                fut.add_done_callback(lambda f: f.cancelled() or f.exception())
+                fut.add_done_callback(_ignore_outcome)
                 continue
             if not fut.done():
                 failure, failed_row = KafkaTimeoutError(
@@ -145,10 +189,7 @@ class Publisher:
                 continue
             else:
                 failure, failed_row = error, row
-            for _, rest in sent[i:]:
-                # The rest of a failed batch is sent again next time; their outcome is not
-                # needed.
-                rest.add_done_callback(lambda f: f.cancelled() or f.exception())
+            self._give_up(sent[i:], held, acked)
             break
         if acked:
             self._acked(acked)
@@ -161,6 +202,20 @@ class Publisher:
                     and failed_row.attempts + 1 >= self.settings.relay_max_attempts))
             raise failure
         return len(acked)
+
+    def _give_up(self, rest: list[tuple[OutboxRow, asyncio.Future[Any]]], held: set[str],
+                 acked: list[OutboxRow]) -> None:
+        """The sends of a batch from the one that failed on. Those Kafka acknowledged are
+        ``acked`` (sent again, they would reach the topic twice); those not answered yet stay
+        ``in_flight`` (the producer still holds them); those that failed are sent again with
+        the next select, and so are the ones behind a refused row of their saga."""
+        for row, fut in rest:
+            if row.saga_id in held:
+                fut.add_done_callback(_ignore_outcome)
+            elif not fut.done():
+                self.in_flight.append((row, fut))
+            elif _acknowledged(fut):
+                acked.append(row)
 
     async def _send(self, producer: Any, row: OutboxRow) -> asyncio.Future[Any]:
         value = jsonio.dumpb(row.payload)
@@ -213,3 +268,14 @@ class Publisher:
                       row.attempts + 1, exc, extra={"service": self.service,
                                                    "saga_id": row.saga_id,
                                                    "event_type": row.event_type})
+
+
+def _acknowledged(fut: asyncio.Future[Any]) -> bool:
+    """Whether the send is done and Kafka acknowledged it (its error, if any, is retrieved)."""
+    return fut.done() and not fut.cancelled() and fut.exception() is None
+
+
+def _ignore_outcome(fut: asyncio.Future[Any]) -> None:
+    """Retrieves a send's outcome nobody waits for, so asyncio does not log it as lost."""
+    if not fut.cancelled():
+        fut.exception()

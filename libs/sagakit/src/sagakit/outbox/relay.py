@@ -20,12 +20,14 @@ Guarantees:
   the relay's own connection); the others stand by and take over when it dies.
 - A row committed late is never skipped: the relay selects by status, not "after the last id".
 - Broker unavailable: the relay backs off (capped) and retries the same rows for as long as it
-  takes; the backlog shows in ``outbox_pending_messages``. A row Kafka refuses for itself
-  (too large, unknown topic...) is counted and its error kept on the row
-  (``outbox_publish_errors_total``), and marked failed (``outbox_failed_messages``) at once when
-  it can never be published, after ``relay_max_attempts`` when it might (a topic created
-  late); later rows of the same saga wait behind it until an operator resolves it, and the
-  rows of every other saga are published meanwhile (``sagakit.outbox.publisher``).
+  takes; the backlog shows in ``outbox_pending_messages``. A row whose send timed out is not
+  sent again while the producer still holds it: the relay waits for its outcome first
+  (``Publisher.settle``), so a timeout alone never puts a row on its topic twice.
+- A row Kafka refuses for itself (too large, unknown topic...) is counted and its error kept on
+  the row (``outbox_publish_errors_total``), and marked failed (``outbox_failed_messages``) at
+  once when it can never be published, after ``relay_max_attempts`` when it might (a topic
+  created late); later rows of the same saga wait behind it until an operator resolves it, and
+  the rows of every other saga are published meanwhile (``sagakit.outbox.publisher``).
 
 The relay's statements and session are in ``sagakit.outbox.statements``; the deletion of
 published rows and the outbox gauges, periodic jobs, in ``sagakit.outbox.housekeeping``.
@@ -130,7 +132,7 @@ class OutboxRelay:
                     "broker" if broker else "database", delay, exc,
                     extra={"service": self.service, "attempt": self._failures})
         if broker:
-            await self.publisher.stop()
+            await self.publisher.after_broker_failure()
         await self._wait(stop, delay)
 
     async def _wait(self, stop: asyncio.Event, wait_s: float) -> bool:
@@ -225,6 +227,10 @@ class OutboxRelay:
         if self._listen_conn is None or self._listen_conn.is_closed():
             await self._ensure_connection()
         assert self._listen_conn is not None
+        if self.publisher.in_flight:
+            # Sends an earlier batch gave up on are resolved first, so that this select marks
+            # those Kafka acknowledged and selects again only those that failed.
+            await self.publisher.settle()
         return await self.publisher.publish(await self._select())
 
     async def _select(self) -> list[OutboxRow]:
