@@ -218,7 +218,8 @@ COMPONENTS = (
         "environment reaches the services as it is (`deploy/local/test.env` holds the test "
         "suite's). The tests, the benchmark and the chaos suite read the same ports to find the "
         "stack.",
-        (Table("Stack", environment=LOCAL_STACK, read_in=("deploy/local/stack.py",)),)),
+        (Table("Stack", environment=LOCAL_STACK,
+               read_in=("tools/local-stack/src/local_stack/settings.py",)),)),
     Component("sagactl", "Read by `sagactl`, the operator's command line.",
               (Table("sagactl", environment=SAGACTL,
                      read_in=("tools/sagactl/src/sagactl/cli.py",)),)),

@@ -19,6 +19,6 @@ def test_mypy() -> None:
     res = subprocess.run([sys.executable, "-m", "mypy", "libs/sagakit/src",
                           "libs/saga-contracts/src", "services/pedidos/src",
                           "services/inventario/src", "services/pagos/src",
-                          "services/fake-gateway/src"],
+                          "services/fake-gateway/src", "tools/local-stack/src"],
                          cwd=ROOT, capture_output=True, text=True)
     assert res.returncode == 0, res.stdout + res.stderr

@@ -1,6 +1,6 @@
 -- One database, one schema and two roles per service: <svc>_owner runs the migrations,
 -- <svc>_app is what the running service logs in as (database-as-api.md). Used by
--- docker-compose; deploy/local/stack.py runs the same statements for the local stack.
+-- docker-compose; the local stack runs the same statements (local_stack/postgres/database.py).
 REVOKE ALL ON SCHEMA public FROM PUBLIC;
 DO $$
 DECLARE svc text;

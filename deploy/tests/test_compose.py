@@ -25,7 +25,7 @@ def test_compose_has_the_same_parts_and_ports_as_the_local_stack() -> None:
         assert name in services, name
         published = [str(p).split(":")[0] for p in services[name].get("ports", [])]
         assert port in published, (name, published)
-    stack = (ROOT / "deploy/local/stack.py").read_text()
+    stack = (ROOT / "tools/local-stack/src/local_stack/settings.py").read_text()
     for var, port in [("PEDIDOS_PORT", "8001"), ("INVENTARIO_PORT", "8002"),
                       ("PAGOS_PORT", "8003"), ("GATEWAY_PORT", "8010"), ("KAFKA_PORT", "9092"),
                       ("PG_PORT", "25432")]:

@@ -1,5 +1,5 @@
-"""The repository's scripts imported by path, for tests of their functions: deploy/local/stack.py
-and deploy/configuration.py are run as files (``python deploy/...``), not installed as packages."""
+"""The repository's scripts imported by path, for tests of their functions: deploy/configuration.py
+is run as a file (``python deploy/configuration.py``), not installed as a package."""
 
 from __future__ import annotations
 

@@ -7,9 +7,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 
-from saga_harness import scripts
 from saga_harness.config import ROOT
 
 STATE = Path(os.environ.get("SAGA_STATE_DIR", ROOT / ".local"))
@@ -20,11 +18,6 @@ def stack(*args: str, env: dict[str, str] | None = None, check: bool = True
     return subprocess.run([sys.executable, str(ROOT / "deploy/local/stack.py"), *args],
                           cwd=ROOT, env={**os.environ, **(env or {})}, text=True,
                           capture_output=True, check=check, timeout=300)
-
-
-def module() -> ModuleType:
-    """deploy/local/stack.py imported, for tests of its functions that need no stack."""
-    return scripts.load("deploy/local/stack.py", "local_stack")
 
 
 def up() -> None:

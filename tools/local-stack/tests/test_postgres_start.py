@@ -18,9 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from saga_harness.stack import module as _stack
+from local_stack import parts, ports, processes
+from local_stack.postgres import crash
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 IANA_DYNAMIC = (49152, 65535)
 
 
@@ -34,17 +35,17 @@ def test_every_default_port_lies_below_the_ephemeral_ranges() -> None:
     """A listening port inside the kernel's ephemeral range can be taken by any outgoing
     connection (a service reconnecting to PostgreSQL while it is down connected from
     127.0.0.1:55432 to itself), and the part then cannot bind it."""
-    ports = _defaults("deploy/local/stack.py")
+    stack_ports = _defaults("tools/local-stack/src/local_stack/settings.py")
     proxy = _defaults("tools/netproxy/src/netproxy/layout.py")
     base, kafka_base = proxy["NETPROXY_BASE_PORT"], proxy["KAFKA_PROXIED_LISTENER_BASE"]
     # The proxy's control port, its routes (base + 11 … base + 33) and Kafka's proxied listeners.
-    used = {**ports, **{f"netproxy+{i}": base + i for i in range(34)},
+    used = {**stack_ports, **{f"netproxy+{i}": base + i for i in range(34)},
             **{f"kafka-proxied+{i}": kafka_base + i for i in range(3)}}
     low, _ = (int(n) for n in Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
     assert {k: p for k, p in used.items() if p >= min(low, IANA_DYNAMIC[0])} == {}
     assert len(set(used.values())) == len(used), "two parts share a default port"
     harness = _defaults("tools/saga-harness/src/saga_harness/config.py")
-    assert ports["PG_PORT"] == harness["PG_PORT"] == _defaults(
+    assert stack_ports["PG_PORT"] == harness["PG_PORT"] == _defaults(
         "tools/netproxy/src/netproxy/control.py")["PG_PORT"]
 
 
@@ -70,13 +71,12 @@ def _close_with_reset(s: socket.socket) -> None:
 
 def test_a_port_held_by_a_connection_is_waited_for_then_named(
         self_connected: socket.socket) -> None:
-    stack = _stack()
     port = self_connected.getsockname()[1]
-    assert not stack.port_bindable(port)
+    assert not ports.port_bindable(port)
     with pytest.raises(SystemExit, match=rf"127\.0\.0\.1:{port} .*ESTABLISHED"):
-        stack.wait_port_free(port, deadline_s=0.5)
+        ports.wait_port_free(port, deadline_s=0.5)
     _close_with_reset(self_connected)
-    stack.wait_port_free(port, deadline_s=5)
+    ports.wait_port_free(port, deadline_s=5)
 
 
 def test_a_port_another_program_listens_on_fails_at_once_naming_it(tmp_path: Path) -> None:
@@ -134,7 +134,6 @@ def _fake_crashed_cluster(tmp_path: Path) -> Iterator[tuple[Path, Path, int]]:
 
 
 def test_up_waits_for_the_crashed_clusters_own_processes_only(tmp_path: Path) -> None:
-    stack = _stack()
     sleep = shutil.which("sleep") or "/bin/sleep"
     elsewhere = tmp_path / "other-cluster"
     elsewhere.mkdir()
@@ -145,15 +144,15 @@ def test_up_waits_for_the_crashed_clusters_own_processes_only(tmp_path: Path) ->
         port_lock.write_text(f"{dead}\n{data}\n")
         # Another cluster's postgres and a program that merely sits in the data directory
         # are not this cluster's.
-        assert stack.cluster_processes(data) == [orphan.pid]
+        assert crash.cluster_processes(data) == [orphan.pid]
         with pytest.raises(SystemExit, match=rf"postmaster \(pid {dead}\) died.*{orphan.pid}"):
-            stack.clear_crashed_cluster(data, deadline_s=0.5)
+            crash.clear_crashed_cluster(data, deadline_s=0.5)
         assert (data / "postmaster.pid").exists()
         orphan.kill()
         orphan.wait()
         # The postmaster is a zombie: PostgreSQL would take it for a running postmaster.
         assert _state(dead) == "Z"
-        stack.clear_crashed_cluster(data, deadline_s=5)
+        crash.clear_crashed_cluster(data, deadline_s=5)
         assert not (data / "postmaster.pid").exists() and not port_lock.exists()
 
 
@@ -161,15 +160,14 @@ def test_a_service_port_taken_by_another_program_fails_naming_it(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A program that is not the stack's listens on a service's port: ``up`` refuses to start
     the service (it could not bind, and the other program would answer its health check)."""
-    stack = _stack()
-    monkeypatch.setattr(stack, "RUN", tmp_path)
+    monkeypatch.setattr(processes, "RUN", tmp_path)
     with socket.socket() as squatter:
         squatter.bind(("127.0.0.1", 0))
         squatter.listen()
         port = squatter.getsockname()[1]
-        part = stack.PyPart("pedidos-test", "nonexistent.module", port)
+        part = parts.PyPart("pedidos-test", "nonexistent.module", port)
         spawned: list[object] = []
-        monkeypatch.setattr(stack, "spawn", lambda *a, **k: spawned.append(a))
+        monkeypatch.setattr(parts, "spawn", lambda *a, **k: spawned.append(a))
         with pytest.raises(SystemExit, match=rf"127\.0\.0\.1:{port} \(pedidos-test\) is taken"):
-            stack.start_py(part, wait=False)
+            parts.start_py(part, wait=False)
         assert spawned == [], "nothing started on a taken port"

@@ -5,20 +5,19 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from saga_harness.stack import module as _stack
+from local_stack.processes import open_log
 
 
 def test_a_log_past_the_limit_is_moved_aside_when_its_part_starts(tmp_path: Path) -> None:
-    stack = _stack()
     (tmp_path / "pedidos.log").write_bytes(b"x" * 2048)
     (tmp_path / "pedidos.log.1").write_bytes(b"older")
     (tmp_path / "pagos.log").write_bytes(b"y" * 100)
 
-    with stack.open_log("pedidos", tmp_path, limit=1024) as f:
+    with open_log("pedidos", tmp_path, limit=1024) as f:
         f.write(b"new\n")
-    with stack.open_log("pagos", tmp_path, limit=1024) as f:
+    with open_log("pagos", tmp_path, limit=1024) as f:
         f.write(b"more\n")
-    with stack.open_log("gateway", tmp_path, limit=1024) as f:
+    with open_log("gateway", tmp_path, limit=1024) as f:
         f.write(b"first\n")
 
     assert (tmp_path / "pedidos.log").read_bytes() == b"new\n"

@@ -1,0 +1,56 @@
+"""The local stack without Docker: PostgreSQL, Kafka (KRaft), the fake gateway and the services.
+
+    python deploy/local/stack.py up|down|status|logs|run|restart PART|kill PART
+
+Every part runs as a process of its own, in its own process group, with its log under
+``$SAGA_STATE_DIR/logs`` and its pid under ``$SAGA_STATE_DIR/run``. ``up`` is idempotent:
+a part that already answers its health check is left alone. ``down`` stops every part and
+then checks that none of their processes is left.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from local_stack import commands
+from local_stack.postgres.data_dir import pg_data_dir
+from local_stack.settings import ROOT, prometheus_requested
+
+
+def main() -> None:
+    # Marks every process the stack starts, so that ``down`` finds the ones without a pid file.
+    os.environ["SAGA_STACK_ROOT"] = str(ROOT)
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("command", choices=["up", "down", "status", "logs", "run", "restart",
+                                            "start", "stop", "kill", "pg-data-dir"])
+    parser.add_argument("part", nargs="?")
+    parser.add_argument("--no-wait", action="store_true",
+                        help="start: do not wait for health (chaos restarts)")
+    parser.add_argument("--prometheus", action="store_true",
+                        help="also start Prometheus scraping the services")
+    args = parser.parse_args()
+    if args.command == "up":
+        commands.up(args.prometheus or prometheus_requested())
+    elif args.command == "down":
+        commands.down()
+    elif args.command == "status":
+        commands.status()
+    elif args.command == "pg-data-dir":
+        print(pg_data_dir())
+    elif args.command == "logs":
+        commands.follow_logs([args.part] if args.part else [*commands.PART_ORDER, "prometheus"])
+    elif args.command == "restart":
+        commands.restart(args.part)
+    elif args.command == "start":
+        commands.start(args.part, wait=not args.no_wait)
+    elif args.command == "stop":
+        commands.stop(args.part)
+    elif args.command == "kill":
+        commands.kill(args.part)
+    elif args.command == "run":
+        commands.run(args.prometheus or prometheus_requested())
+
+
+if __name__ == "__main__":
+    main()

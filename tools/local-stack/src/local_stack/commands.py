@@ -1,0 +1,178 @@
+"""What ``deploy/local/stack.py`` does: the whole stack up, down, its status and logs, and one
+part at a time (start, stop, restart, kill) for the tests and the chaos suite."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import time
+from pathlib import Path
+
+from local_stack.console import log
+from local_stack.kafka import start_kafka
+from local_stack.parts import NETPROXY_PART, py_parts, python_part, start_py
+from local_stack.postgres.cluster import start_postgres, stop_postgres
+from local_stack.postgres.crash import is_cluster_process
+from local_stack.postgres.data_dir import pg_data_dir
+from local_stack.postgres.programs import pg_ready
+from local_stack.probes import http_ok, port_open
+from local_stack.processes import alive, read_pid, stop_group
+from local_stack.prometheus import start_prometheus
+from local_stack.settings import (
+    KAFKA_BOOTSTRAP,
+    KAFKA_DIR,
+    KAFKA_PORT,
+    LOGS,
+    PG_DB,
+    PG_PORT,
+    PROMETHEUS_PORT,
+    ROOT,
+)
+
+PART_ORDER = ["postgres", "kafka", "gateway", "pedidos", "inventario", "pagos"]
+
+
+def up(with_prometheus: bool) -> None:
+    started = time.monotonic()
+    start_postgres()
+    start_kafka()
+    for part in py_parts():
+        log(f"starting {part.name} on http://127.0.0.1:{part.port}")
+        start_py(part)
+    if with_prometheus:
+        start_prometheus()
+    log(f"stack is up in {time.monotonic() - started:.1f}s")
+    status()
+
+
+def down() -> None:
+    for part in reversed(py_parts()):
+        stop_group(part.name)
+    stop_group(NETPROXY_PART.name)  # whether or not this shell asked for it
+    stop_group("prometheus")
+    stop_group("kafka", grace_s=30)
+    stop_postgres()
+    leftovers = stack_processes()
+    if leftovers:
+        for pid, cmd in leftovers:
+            log(f"killing leftover process {pid}: {cmd[:120]}")
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+    log("stack is down")
+
+
+def stack_processes() -> list[tuple[int, str]]:
+    """Processes that belong to this stack, found by what they run, not by pid files."""
+    data = pg_data_dir()
+    markers = [str(KAFKA_DIR), str(data)]
+    markers += [f"-m {p.module}" for p in [*py_parts(), NETPROXY_PART]]
+    found = []
+    me = os.getpid()
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or int(proc.name) == me:
+            continue
+        try:
+            cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            environ = (proc / "environ").read_bytes()
+        except OSError:
+            continue
+        # Backends that outlived a crashed postmaster name neither the data dir nor the stack.
+        in_stack = any(m in cmd for m in markers[:2]) or is_cluster_process(int(proc.name), data) or (
+            any(cmd.rstrip().endswith(m) for m in markers[2:])
+            and f"SAGA_STACK_ROOT={ROOT}".encode() in environ
+        )
+        if in_stack and alive(int(proc.name)):
+            found.append((int(proc.name), cmd))
+    return found
+
+
+def status() -> None:
+    rows = [("postgres", f"postgresql://127.0.0.1:{PG_PORT}/{PG_DB}", pg_ready()),
+            ("kafka", KAFKA_BOOTSTRAP, port_open(KAFKA_PORT))]
+    rows += [(p.name, f"http://127.0.0.1:{p.port}", http_ok(p.health_url())) for p in py_parts()]
+    if read_pid("prometheus"):
+        rows.append(("prometheus", f"http://127.0.0.1:{PROMETHEUS_PORT}",
+                     http_ok(f"http://127.0.0.1:{PROMETHEUS_PORT}/-/ready")))
+    for name, where, ok in rows:
+        print(f"  {name:<11} {'up  ' if ok else 'DOWN'}  {where}")
+
+
+def follow_logs(parts: list[str]) -> None:
+    """Prints every part's log as it grows, each line prefixed with the part's name."""
+    handles = {}
+    for part in parts:
+        path = LOGS / f"{part}.log"
+        if path.exists():
+            f = path.open("r", errors="replace")
+            f.seek(0, os.SEEK_END)
+            handles[part] = f
+    while True:
+        quiet = True
+        for part, f in handles.items():
+            for line in f.readlines():
+                quiet = False
+                print(f"{part:<10}| {line}", end="", flush=True)
+        if quiet:
+            time.sleep(0.2)
+
+
+def run(with_prometheus: bool) -> None:
+    """``up``, then the logs until Ctrl-C (or SIGTERM), then ``down`` whatever happened."""
+    stopping = False
+
+    def stop_once(signum: int, frame: object) -> None:
+        # Ctrl-C reaches every process of the terminal's group (make, uv, us), so the
+        # signal can come more than once: the first one stops the stack, the rest wait.
+        nonlocal stopping
+        if not stopping:
+            stopping = True
+            raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, stop_once)
+    signal.signal(signal.SIGTERM, stop_once)
+    try:
+        up(with_prometheus)
+        log("following logs; Ctrl-C stops the whole stack")
+        follow_logs([*PART_ORDER, "prometheus"])
+    except KeyboardInterrupt:
+        log("stopping the stack")
+    finally:
+        down()
+
+
+def stop(part: str) -> None:
+    if part == "postgres":
+        stop_postgres()
+    else:
+        stop_group(part, grace_s=30)
+
+
+def start(part: str, wait: bool = True) -> None:
+    if part == "postgres":
+        start_postgres()
+    elif part == "kafka":
+        start_kafka()
+    else:
+        start_py(python_part(part), wait)
+
+
+def restart(part: str) -> None:
+    if part == "postgres":
+        stop_postgres()
+        start_postgres()
+    elif part == "kafka":
+        stop_group("kafka", grace_s=30)
+        start_kafka()
+    else:
+        target = python_part(part)
+        stop_group(part)
+        start_py(target)
+
+
+def kill(part: str) -> None:
+    """A crash of the part: SIGKILL to its group, or PostgreSQL's immediate shutdown."""
+    if part == "postgres":
+        stop_postgres("immediate")  # no checkpoint, no clean shutdown: a crash
+    else:
+        stop_group(part, signal.SIGKILL)

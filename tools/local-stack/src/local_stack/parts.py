@@ -1,0 +1,87 @@
+"""The Python parts: the fake gateway, the services (migrated before they start) and, with
+SAGA_NETPROXY=1, the TCP proxy the services then reach PostgreSQL, Kafka and the gateway through."""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field
+
+from local_stack.ports import refuse_taken_port
+from local_stack.postgres.database import migrate
+from local_stack.probes import http_ok
+from local_stack.processes import alive, read_pid, spawn, stop_group, wait_for
+from local_stack.settings import (
+    GATEWAY_PORT,
+    KAFKA_BOOTSTRAP,
+    NETPROXY,
+    PG_PORT,
+    SERVICE_PORTS,
+    STATE,
+    dsn,
+    service_role_password,
+)
+from netproxy import layout as proxy_ports  # the TCP proxy's ports, shared with the chaos suite
+
+
+@dataclass
+class PyPart:
+    name: str
+    module: str
+    port: int
+    env: dict[str, str] = field(default_factory=dict)
+
+    def health_url(self) -> str:
+        path = "/ready" if self.name in SERVICE_PORTS else "/health"
+        return f"http://127.0.0.1:{self.port}{path}"
+
+
+def service_env(service: str) -> dict[str, str]:
+    env = {
+        "SERVICE_NAME": service,
+        "HTTP_HOST": "127.0.0.1",
+        "HTTP_PORT": str(SERVICE_PORTS[service]),
+        "DATABASE_URL": dsn(f"{service}_app", service_role_password(service, "app")),
+        "KAFKA_BOOTSTRAP_SERVERS": KAFKA_BOOTSTRAP,
+        "GATEWAY_URL": f"http://127.0.0.1:{GATEWAY_PORT}",
+    }
+    if NETPROXY:
+        env["DATABASE_URL"] = dsn(f"{service}_app", service_role_password(service, "app"),
+                                  port=proxy_ports.route_port(service, "postgres"))
+        env["KAFKA_BOOTSTRAP_SERVERS"] = f"127.0.0.1:{proxy_ports.route_port(service, 'kafka')}"
+        if service == "pagos":
+            env["GATEWAY_URL"] = f"http://127.0.0.1:{proxy_ports.route_port(service, 'gateway')}"
+    return env
+
+
+def py_parts() -> list[PyPart]:
+    gateway = PyPart("gateway", "fake_gateway", GATEWAY_PORT, {
+        "GATEWAY_PORT": str(GATEWAY_PORT),
+        "GATEWAY_LEDGER_PATH": str(STATE / "gateway" / "ledger.sqlite3"),
+    })
+    services = [PyPart(s, s, p, service_env(s)) for s, p in SERVICE_PORTS.items()]
+    return [gateway, *([NETPROXY_PART] if NETPROXY else []), *services]
+
+
+NETPROXY_PART = PyPart("netproxy", "netproxy", proxy_ports.CONTROL_PORT,
+                       {"PG_PORT": str(PG_PORT), "GATEWAY_PORT": str(GATEWAY_PORT)})
+
+
+def start_py(part: PyPart, wait: bool = True) -> None:
+    """``wait=False`` (chaos restarts): no migrations, no health wait; the part must recover
+    by itself while other parts may still be down."""
+    if alive(read_pid(part.name)) and http_ok(part.health_url()):
+        return
+    stop_group(part.name)
+    refuse_taken_port(part.port, part.name)
+    if wait and part.name in SERVICE_PORTS:
+        migrate(part.name)
+    env = {**os.environ, **part.env, "PYTHONUNBUFFERED": "1"}
+    spawn(part.name, [sys.executable, "-m", part.module], env)
+    if wait:
+        wait_for(part.health_url(), lambda: http_ok(part.health_url()), 60, part.name)
+
+
+def python_part(name: str) -> PyPart:
+    """The Python part called ``name``, the TCP proxy included whether or not this shell runs it."""
+    return next(p for p in [*py_parts(), NETPROXY_PART] if p.name == name)
