@@ -46,8 +46,10 @@ def render() -> str:
            "`source_service`, `event_type`, `payload`, `metadata`. The tables below describe "
            "`payload`.", "",
            "In Python each payload is a frozen pydantic model of `saga_contracts.events`, named as "
-           "its event type and mirroring its latest schema: `parse(event_type, payload)` builds "
-           "it and `model.to_payload()` gives the JSON form back.", ""]
+           "its event type and mirroring its latest schema. A handler gets its event's payload as "
+           "its model (`Message[OrdenSolicitada]`, parsed once by the consumer) and emits "
+           "models (`uow.emit(StockVerificado(...))`); `parse(event_type, payload)` builds one "
+           "from a dict and `model.to_payload()` gives the JSON form back.", ""]
     for event_type, versions in sorted(all_schemas().items()):
         latest = versions[-1]
         model = EVENT_MODELS.get(event_type)

@@ -1,5 +1,5 @@
-"""The envelope of an event a service emits: its payload checked against the latest schema, its
-saga, span and correlation inherited from the message being handled.
+"""The envelope of an event a service emits: its model written as the payload and checked against
+the latest schema, its saga, span and correlation inherited from the message being handled.
 
 The real unit of work (``sagakit.store.unit_of_work``) and its in-memory twin
 (``sagakit.fakes.FakeUnitOfWork``) both build their events here, so a use case's unit test sees
@@ -11,15 +11,17 @@ from __future__ import annotations
 from typing import Any
 
 from saga_contracts import registry
+from saga_contracts.events.base import Event
 from sagakit.context import current_message
 from sagakit.envelope import Envelope
 
 
-def build_event(service: str, event_type: str, payload: dict[str, Any], *,
+def build_event(service: str, event: Event, *,
                 saga_id: str | None = None, metadata: dict[str, Any] | None = None,
                 parent_span_id: str | None = None) -> Envelope:
-    """The envelope of an event ``service`` emits, its payload checked against the latest
-    schema of ``event_type``. Saga id, parent span and the correlation metadata come from the
+    """The envelope of ``event`` as ``service`` emits it, its payload (``to_payload``) checked
+    against the latest schema of its event type: the contract check, which the model mirrors
+    but does not replace. Saga id, parent span and the correlation metadata come from the
     message being handled (Part I §7.1); work that runs outside a handler (a timer, a retry)
     names the saga and its parent span itself."""
     cause = current_message.get()
@@ -27,6 +29,8 @@ def build_event(service: str, event_type: str, payload: dict[str, Any], *,
         if cause is None:
             raise ValueError("saga_id is required outside a message handler")
         saga_id = cause.saga_id
+    event_type = event.event_type
+    payload = event.to_payload()
     schema = registry.latest(event_type)
     registry.validate(event_type, schema.version, payload)
     meta = dict(metadata or {})

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from saga_contracts.events.base import Event
 from sagakit.envelope import Envelope
 from sagakit.event_builder import build_event
 
@@ -25,10 +26,10 @@ class FakeUnitOfWork:
         self.commits = 0
         self._after_commit: list[Callable[[], None]] = []
 
-    def emit(self, event_type: str, payload: dict[str, Any], *, saga_id: str | None = None,
+    def emit(self, event: Event, *, saga_id: str | None = None,
              metadata: dict[str, Any] | None = None,
              parent_span_id: str | None = None) -> Envelope:
-        envelope = build_event(self.service, event_type, payload, saga_id=saga_id,
+        envelope = build_event(self.service, event, saga_id=saga_id,
                                metadata=metadata, parent_span_id=parent_span_id)
         self.emitted.append(envelope)
         return envelope

@@ -12,11 +12,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from saga_contracts.events.base import Event
 from sagakit.envelope import Envelope
 
 
 class UnitOfWorkPort(Protocol):
-    def emit(self, event_type: str, payload: dict[str, Any], *, saga_id: str | None = None,
+    def emit(self, event: Event, *, saga_id: str | None = None,
              metadata: dict[str, Any] | None = None,
              parent_span_id: str | None = None) -> Envelope:
         """Queues a domain event for the outbox, written when the unit of work commits; saga id

@@ -19,13 +19,14 @@ from aiokafka import AIOKafkaProducer
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from saga_contracts.events.orders import OrdenCompletada
 from saga_harness import config
 from saga_harness.kafka import envelope
 from saga_harness.scratch import scratch_outbox
 from saga_harness.waiting import wait_for
 from sagakit.consumer import EventConsumer, Handler, Subscription
-from sagakit.envelope import Envelope
 from sagakit.errors import TransientError
+from sagakit.message import Message
 from sagakit.settings import MessagingSettings
 from sagakit.store.tables import MessagingTables
 from sagakit.store.unit_of_work import UnitOfWork
@@ -41,14 +42,14 @@ async def scratch(running_stack: None) -> AsyncIterator[tuple[AsyncEngine, Messa
 
 
 @contextlib.asynccontextmanager
-async def _consuming(scratch: tuple[AsyncEngine, MessagingTables], handler: Handler,
+async def _consuming(scratch: tuple[AsyncEngine, MessagingTables], handler: Handler[OrdenCompletada],
                      settings: MessagingSettings, started: list[EventConsumer] | None = None
                      ) -> AsyncIterator[Callable[[str, int], Awaitable[None]]]:
     """Runs an EventConsumer on the scratch topic (appended to ``started``); yields
     ``send(saga_id, partition)``."""
     engine, tables = scratch
     consumer = EventConsumer(service=SERVICE, topics=[TOPIC],
-                             subscriptions=[Subscription("OrdenCompletada", handler)],
+                             subscriptions=[Subscription(OrdenCompletada, handler)],
                              uow_factory=lambda **kw: UnitOfWork(engine, tables, SERVICE, **kw),
                              settings=settings)
     if started is not None:
@@ -81,7 +82,7 @@ async def test_a_retrying_partition_does_not_hold_up_the_others(scratch) -> None
     calls: dict[str, list[float]] = {slow: [], fast: [], poison: []}
     done: dict[str, float] = {}
 
-    async def handler(uow: UnitOfWork, event: Envelope) -> None:
+    async def handler(uow: UnitOfWork, event: Message[OrdenCompletada]) -> None:
         calls[event.saga_id].append(time.monotonic())
         if event.saga_id == poison or (event.saga_id == slow and len(calls[slow]) < 3):
             raise TransientError("gateway busy")
@@ -127,7 +128,7 @@ async def test_a_handler_past_its_timeout_is_abandoned_retried_and_dead_lettered
     stuck = str(uuid.uuid4())
     attempts: list[float] = []
 
-    async def handler(uow: UnitOfWork, event: Envelope) -> None:
+    async def handler(uow: UnitOfWork, event: Message[OrdenCompletada]) -> None:
         attempts.append(time.monotonic())
         await uow.connection.execute(text(
             f"INSERT INTO {SERVICE}.processed_messages (message_id, event_type, saga_id, status) "
@@ -167,7 +168,7 @@ async def test_a_slow_partition_does_not_hold_up_the_others(scratch) -> None:  #
     done: dict[str, float] = {}
     release = asyncio.Event()
 
-    async def handler(uow: UnitOfWork, event: Envelope) -> None:
+    async def handler(uow: UnitOfWork, event: Message[OrdenCompletada]) -> None:
         if event.saga_id == slow:
             await release.wait()  # busy until the other partition has moved on
         done[event.saga_id] = time.monotonic()
@@ -203,7 +204,7 @@ async def test_a_busy_partition_stays_in_the_fetch(scratch) -> None:  # type: ig
     first_started = asyncio.Event()
     release = asyncio.Event()
 
-    async def handler(uow: UnitOfWork, event: Envelope) -> None:
+    async def handler(uow: UnitOfWork, event: Message[OrdenCompletada]) -> None:
         if event.saga_id == first:
             first_started.set()
             await release.wait()
@@ -238,7 +239,7 @@ async def test_a_consumer_whose_fetch_task_died_is_replaced(scratch) -> None:  #
     first, second = str(uuid.uuid4()), str(uuid.uuid4())
     done: set[str] = set()
 
-    async def handler(uow: UnitOfWork, event: Envelope) -> None:
+    async def handler(uow: UnitOfWork, event: Message[OrdenCompletada]) -> None:
         done.add(event.saga_id)
         await uow.commit()
 
@@ -269,8 +270,8 @@ async def test_a_rebalance_hands_over_the_offsets_handled_so_far(scratch) -> Non
     later = [str(uuid.uuid4()) for _ in range(6)]
     handled_by: dict[str, list[str]] = {"a": [], "b": []}
 
-    def handler_of(name: str) -> Handler:
-        async def handler(uow: UnitOfWork, event: Envelope) -> None:
+    def handler_of(name: str) -> Handler[OrdenCompletada]:
+        async def handler(uow: UnitOfWork, event: Message[OrdenCompletada]) -> None:
             handled_by[name].append(event.saga_id)
             await uow.commit()
         return handler
@@ -307,7 +308,7 @@ async def test_a_record_with_a_nul_byte_is_parked_as_bytes_and_its_partition_goe
     after = str(uuid.uuid4())
     done: set[str] = set()
 
-    async def handler(uow: UnitOfWork, event: Envelope) -> None:
+    async def handler(uow: UnitOfWork, event: Message[OrdenCompletada]) -> None:
         done.add(event.saga_id)
         await uow.commit()
 

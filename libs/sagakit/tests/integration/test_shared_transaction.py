@@ -24,13 +24,14 @@ from aiokafka import TopicPartition
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
+from saga_contracts.events.orders import OrdenCompletada
 from saga_harness import config
 from saga_harness.kafka import envelope
 from saga_harness.scratch import scratch_outbox
 from saga_harness.waiting import wait_for
 from sagakit.consumer import EventConsumer, RawRecord, Subscription
-from sagakit.envelope import Envelope
 from sagakit.errors import PermanentError
+from sagakit.message import Message
 from sagakit.observability import metrics
 from sagakit.settings import MessagingSettings
 from sagakit.store.commit_statement import StagedWrite
@@ -66,7 +67,7 @@ class Counters:
         self.seen_committed: list[int] = []  # len(committed) when each handler call began
         self.fail_on = fail_on or set()
 
-    async def handle(self, uow: UnitOfWork, event: Envelope) -> None:
+    async def handle(self, uow: UnitOfWork, event: Message[OrdenCompletada]) -> None:
         self.seen_committed.append(len(self.committed))
         if event.message_id in self.fail_on:
             raise PermanentError("refused by the test")
@@ -93,11 +94,11 @@ def _consumer(scratch: tuple[AsyncEngine, MessagingTables], counters: Counters,
               batch_max: int = 32, lock_timeout_ms: int = 200) -> EventConsumer:
     engine, tables = scratch
 
-    async def handler(uow: UnitOfWork, event: Envelope) -> None:
+    async def handler(uow: UnitOfWork, event: Message[OrdenCompletada]) -> None:
         await counters.handle(uow, event)
     return EventConsumer(
         service=SCHEMA, topics=[TOPIC],
-        subscriptions=[Subscription("OrdenCompletada", handler, reads_outside_transaction=True,
+        subscriptions=[Subscription(OrdenCompletada, handler, reads_outside_transaction=True,
                                     shares_transaction=True)],
         uow_factory=lambda **kw: UnitOfWork(engine, tables, SCHEMA, **kw),
         settings=MessagingSettings(consumer_batch_max=batch_max),
@@ -278,7 +279,7 @@ async def test_two_lanes_with_the_same_sagas_in_opposite_orders_never_wait_for_e
     counters = Counters()
     handle = counters.handle
 
-    async def handle_after_barrier(uow: UnitOfWork, event: Envelope) -> None:
+    async def handle_after_barrier(uow: UnitOfWork, event: Message[OrdenCompletada]) -> None:
         await handle(uow, event)
         if event.message_id in firsts:
             firsts.discard(event.message_id)
@@ -343,13 +344,13 @@ async def test_killed_between_the_shared_commit_and_the_offset_the_records_come_
 
 
 def test_only_a_handler_that_reads_outside_a_transaction_may_share_one() -> None:
-    async def locking(uow: Any, event: Envelope) -> None:
+    async def locking(uow: Any, event: Message[OrdenCompletada]) -> None:
         return None
     with pytest.raises(ValueError, match="cannot share a transaction"):
-        Subscription("OrdenCompletada", locking, isolation_level="REPEATABLE READ",
+        Subscription(OrdenCompletada, locking, isolation_level="REPEATABLE READ",
                      shares_transaction=True)
     with pytest.raises(ValueError, match="cannot share a transaction"):
-        Subscription("OrdenCompletada", locking, shares_transaction=True)
+        Subscription(OrdenCompletada, locking, shares_transaction=True)
     shared = SharedTransaction(None, None, "s", 100)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="may share a transaction"):
         UnitOfWork(None, None, "s", within=shared)  # type: ignore[arg-type]

@@ -9,9 +9,11 @@ import uuid
 from types import TracebackType
 from typing import Any
 
+from saga_contracts.events.orders import OrdenCompletada
 from sagakit.consumer import EventConsumer, Outcome, RawRecord, Subscription
 from sagakit.envelope import Envelope
 from sagakit.errors import PermanentError
+from sagakit.message import Message
 from sagakit.settings import MessagingSettings
 from sagakit.store.unit_of_work import AlreadyProcessed
 
@@ -59,7 +61,7 @@ async def test_a_duplicate_its_handler_refuses_is_a_duplicate_not_a_dead_letter(
     inbox: set[str] = set()
     handled: list[str] = []
 
-    async def handler(uow: Any, event: Envelope) -> None:
+    async def handler(uow: Any, event: Message[OrdenCompletada]) -> None:
         if handled:  # the first delivery moved the state on: this handler refuses
             raise PermanentError("order already completed")
         handled.append(event.message_id)
@@ -72,7 +74,7 @@ async def test_a_duplicate_its_handler_refuses_is_a_duplicate_not_a_dead_letter(
             return Outcome("dead_lettered")
 
     consumer = EventConsumer(service="s", topics=["order-events"],
-                             subscriptions=[Subscription("OrdenCompletada", handler)],
+                             subscriptions=[Subscription(OrdenCompletada, handler)],
                              uow_factory=lambda: FakeUnitOfWork(inbox),
                              settings=MessagingSettings(), dead_letters=DeadLetters())
     record = _record()

@@ -1,6 +1,7 @@
 """What the consumer does with a record before any handler runs: unknown event types and
-invalid payloads of handled events are dead letters; events this service does not handle are
-skipped without validating their payload (that is for the services that handle them)."""
+invalid payloads of handled events are dead letters (a payload the schema admits and the model
+refuses too); events this service does not handle are skipped without validating their payload
+(that is for the services that handle them)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import json
 import uuid
 from typing import Any
 
+from saga_contracts import registry
+from saga_contracts.events import EVENT_MODELS
 from sagakit.consumer import EventConsumer, Outcome, RawRecord, Subscription
 from sagakit.envelope import Envelope
 from sagakit.settings import MessagingSettings
@@ -37,7 +40,8 @@ def _consumer(handled: list[str]) -> tuple[EventConsumer, list[str]]:
 
     letters = DeadLetterReasons()
     consumer = EventConsumer(service="s", topics=["order-events"],
-                             subscriptions=[Subscription(t, handler) for t in handled],
+                             subscriptions=[Subscription(EVENT_MODELS[t], handler)
+                                            for t in handled],
                              uow_factory=lambda: None, settings=MessagingSettings(),
                              dead_letters=letters)
     return consumer, letters.reasons
@@ -63,3 +67,14 @@ async def test_an_event_type_unknown_to_the_catalogue_is_a_dead_letter_even_if_n
     outcome = await consumer.processor.process(_record("PedidoTeletransportado", {"x": 1}))
     assert outcome.status == "dead_lettered"
     assert reasons == ["unknown_event_type"]
+
+
+async def test_a_payload_its_schema_admits_and_its_model_refuses_is_a_dead_letter() -> None:
+    # The schema's pattern, checked by Python's re, lets "$" match before a final newline; the
+    # model's, a Rust regex, does not (saga_contracts.events.fields).
+    payload = {"order_id": str(uuid.uuid4()), "total_amount": "10.00\n", "currency": "EUR"}
+    registry.validate("OrdenCompletada", "1.0.0", payload)
+    consumer, reasons = _consumer(["OrdenCompletada"])
+    outcome = await consumer.processor.process(_record("OrdenCompletada", payload))
+    assert outcome.status == "dead_lettered"
+    assert reasons == ["schema_invalid"]

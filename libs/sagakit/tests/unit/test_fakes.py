@@ -5,7 +5,9 @@ from __future__ import annotations
 import uuid
 
 import pytest
+from pydantic import ValidationError
 
+from saga_contracts.events.inventory import StockLiberado
 from saga_contracts.registry import SchemaViolation
 from sagakit.context import current_message
 from sagakit.envelope import Envelope
@@ -23,7 +25,7 @@ async def test_events_take_the_saga_and_causation_of_the_message_being_handled()
     cause = _cause()
     token = current_message.set(cause)
     try:
-        event = uow.emit("StockLiberado", {"order_id": str(uuid.uuid4()), "items": []})
+        event = uow.emit(StockLiberado(order_id=str(uuid.uuid4()), items=()))
     finally:
         current_message.reset(token)
     assert event.saga_id == "saga-1"
@@ -32,16 +34,20 @@ async def test_events_take_the_saga_and_causation_of_the_message_being_handled()
     assert event.metadata["correlation_id"] == "c-1"
 
 
-async def test_a_payload_its_schema_refuses_fails_as_in_production() -> None:
+async def test_an_event_its_schema_refuses_fails_as_in_production() -> None:
     uow = FakeUnitOfWork("inventario")
+    with pytest.raises(ValidationError):
+        StockLiberado(order_id="not-a-uuid", items=())
+    # A model built without validation still meets the schema's check on the way out.
     with pytest.raises(SchemaViolation):
-        uow.emit("StockLiberado", {"order_id": "not-a-uuid"}, saga_id="saga-1")
+        uow.emit(StockLiberado.model_construct(order_id="not-a-uuid", items=()),
+                 saga_id="saga-1")
 
 
 async def test_a_failed_guard_writes_nothing_and_runs_nothing_after_commit() -> None:
     ran: list[str] = []
     uow = FakeUnitOfWork(commit_result=False)
-    uow.emit("StockLiberado", {"order_id": str(uuid.uuid4()), "items": []}, saga_id="s")
+    uow.emit(StockLiberado(order_id=str(uuid.uuid4()), items=()), saga_id="s")
     uow.after_commit(lambda: ran.append("x"))
     assert await uow.commit() is False
     assert uow.emitted == [] and ran == [] and not uow.committed

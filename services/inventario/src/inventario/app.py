@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import FastAPI
 
 from inventario.adapters.tables import messaging
@@ -12,6 +14,8 @@ from inventario.entrypoints.messages import (
     on_orden_cancelada,
     on_orden_solicitada,
 )
+from saga_contracts.events.orders import OrdenCancelada, OrdenSolicitada
+from saga_contracts.events.payments import PagoExitoso
 from saga_contracts.registry import latest
 from sagakit.consumer import Subscription
 from sagakit.runtime import Runtime, ServiceDefinition, create_app
@@ -20,21 +24,21 @@ from sagakit.settings import load
 SERVICE = "inventario"
 
 
-def subscriptions(_: Runtime) -> list[Subscription]:
+def subscriptions(_: Runtime) -> list[Subscription[Any]]:
     return [
         # The read runs outside any transaction (it takes no lock, and under READ COMMITTED a
         # read inside one would see no more than this) and the record of the check goes with
         # the commit statement: two round trips, where BEGIN, read, write, commit statement and
         # COMMIT took five. Nothing follows its commit: queued orders may be checked in one
         # transaction.
-        Subscription("OrdenSolicitada", on_orden_solicitada, reads_outside_transaction=True,
+        Subscription(OrdenSolicitada, on_orden_solicitada, reads_outside_transaction=True,
                      shares_transaction=True),
         # Reads without a transaction; the commit statement, guarded, is the transaction: two
         # round trips, where BEGIN, the locking read, the commit statement and COMMIT took
         # four (ADR 0005).
-        Subscription("PagoExitoso", make_on_pago_exitoso(load(InventarioSettings)),
+        Subscription(PagoExitoso, make_on_pago_exitoso(load(InventarioSettings)),
                      reads_outside_transaction=True),
-        Subscription("OrdenCancelada", on_orden_cancelada),
+        Subscription(OrdenCancelada, on_orden_cancelada),
     ]
 
 

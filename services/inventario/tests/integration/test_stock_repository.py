@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from typing import TypeVar
 
 import pytest
 from sqlalchemy import text
@@ -23,6 +24,9 @@ from inventario.domain.stock import AllocationStatus, Line
 from inventario.entrypoints.messages import make_on_pago_exitoso, on_orden_solicitada
 from inventario.usecases.ports import AllocationState
 from saga_contracts import registry
+from saga_contracts.events.base import Event
+from saga_contracts.events.orders import OrdenSolicitada
+from saga_contracts.events.payments import PagoExitoso
 from saga_harness import db
 from saga_harness.clients import new_sku
 from saga_harness.faults import row_locked
@@ -30,6 +34,7 @@ from sagakit.consumer import Handler
 from sagakit.context import current_message
 from sagakit.envelope import Envelope
 from sagakit.errors import sqlstate
+from sagakit.message import Message
 from sagakit.store.commit_statement import StagedWrite
 from sagakit.store.tables import MessagingTables
 from sagakit.store.unit_of_work import UnitOfWork
@@ -248,20 +253,23 @@ async def test_validation_and_allocation_find_products_by_key_in_a_large_catalog
         assert idx_after > idx_before
 
 
+E = TypeVar("E", bound=Event)
+
 SCRATCH = "inventariotest"
 SCRATCH_TABLES = ("products", "stock_checks", "allocations", "outbox", "processed_messages")
 
 
-def _event(event_type: str, saga_id: str, source: str, payload: dict[str, object]) -> Envelope:
-    return Envelope.new(saga_id=saga_id, event_type=event_type,
-                        schema_version=registry.latest(event_type).version,
-                        source_service=source, payload=payload)
+def _event(model: type[E], saga_id: str, source: str, payload: dict[str, object]
+           ) -> Message[E]:
+    return Message.parse(Envelope.new(saga_id=saga_id, event_type=model.event_type,
+                                      schema_version=registry.latest(model.event_type).version,
+                                      source_service=source, payload=payload), model)
 
 
-async def _deliver(engine: AsyncEngine, tables: MessagingTables, handler: Handler,
-                   event: Envelope) -> bool:
+async def _deliver(engine: AsyncEngine, tables: MessagingTables, handler: Handler[E],
+                   event: Message[E]) -> bool:
     """What the consumer does with one record, once: claim it, run the handler, commit."""
-    token = current_message.set(event)
+    token = current_message.set(event.envelope)
     try:
         async with UnitOfWork(engine, tables, "inventario",
                               reads_outside_transaction=True) as uow:
@@ -286,7 +294,7 @@ async def test_a_validation_and_an_allocation_run_whole_on_a_copy_of_the_tables(
             await conn.execute(text(
                 f"INSERT INTO {SCRATCH}.products (sku, quantity) VALUES (:s, 5)"), {"s": sku})
         assert await _deliver(engine, tables, on_orden_solicitada, _event(
-            "OrdenSolicitada", saga_id, "pedidos", {
+            OrdenSolicitada, saga_id, "pedidos", {
                 "order_id": order_id, "customer_id": "c-1",
                 "items": [{"sku": sku, "quantity": 2, "price": "5.00"}],
                 "total_amount": "10.00", "currency": "USD",
@@ -294,7 +302,7 @@ async def test_a_validation_and_an_allocation_run_whole_on_a_copy_of_the_tables(
                                      "country": "PE", "postal_code": "15001"},
                 "payment_method": {"type": "credit_card", "token": "tok_visa"}}))
         assert await _deliver(engine, tables, make_on_pago_exitoso(InventarioSettings()), _event(
-            "PagoExitoso", saga_id, "pagos", {
+            PagoExitoso, saga_id, "pagos", {
                 "order_id": order_id, "payment_id": str(uuid.uuid4()), "charge_id": "ch_1",
                 "amount": "10.00", "currency": "USD"}))
 

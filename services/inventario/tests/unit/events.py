@@ -1,30 +1,39 @@
-"""The messages inventario handles, as pedidos and pagos send them, and handling one as the
-consumer does (its saga and causation given to the events emitted meanwhile)."""
+"""The messages inventario handles, as pedidos and pagos send them and as its handlers get them
+(the payload parsed into its model), and handling one as the consumer does (its saga and
+causation given to the events emitted meanwhile)."""
 
 from __future__ import annotations
 
 import contextlib
 import uuid
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, TypeVar
 
 from saga_contracts import registry
+from saga_contracts.events.base import Event
+from saga_contracts.events.orders import OrdenCancelada, OrdenSolicitada
+from saga_contracts.events.payments import PagoExitoso
 from sagakit.context import current_message
 from sagakit.envelope import Envelope
+from sagakit.message import Message
+
+E = TypeVar("E", bound=Event)
 
 PAYMENT_METHOD = {"type": "credit_card", "token": "tok_visa"}
 
 
-def _event(event_type: str, source: str, payload: dict[str, Any],
-           saga_id: str | None = None) -> Envelope:
-    version = registry.latest(event_type).version
-    registry.validate(event_type, version, payload)
-    return Envelope.new(saga_id=saga_id or str(uuid.uuid4()), event_type=event_type,
-                        schema_version=version, source_service=source, payload=payload)
+def _event(model: type[E], source: str, payload: dict[str, Any],
+           saga_id: str | None = None) -> Message[E]:
+    version = registry.latest(model.event_type).version
+    registry.validate(model.event_type, version, payload)
+    return Message.parse(Envelope.new(saga_id=saga_id or str(uuid.uuid4()),
+                                      event_type=model.event_type, schema_version=version,
+                                      source_service=source, payload=payload), model)
 
 
-def orden_solicitada(*items: tuple[str, int], saga_id: str | None = None) -> Envelope:
-    return _event("OrdenSolicitada", "pedidos", {
+def orden_solicitada(*items: tuple[str, int], saga_id: str | None = None
+                     ) -> Message[OrdenSolicitada]:
+    return _event(OrdenSolicitada, "pedidos", {
         "order_id": str(uuid.uuid4()), "customer_id": "c-1",
         "items": [{"sku": sku, "quantity": quantity, "price": "2.50"} for sku, quantity in items],
         "total_amount": "12.50", "currency": "EUR",
@@ -33,22 +42,22 @@ def orden_solicitada(*items: tuple[str, int], saga_id: str | None = None) -> Env
         "payment_method": PAYMENT_METHOD}, saga_id)
 
 
-def pago_exitoso(saga_id: str, order_id: str | None = None) -> Envelope:
-    return _event("PagoExitoso", "pagos", {
+def pago_exitoso(saga_id: str, order_id: str | None = None) -> Message[PagoExitoso]:
+    return _event(PagoExitoso, "pagos", {
         "order_id": order_id or str(uuid.uuid4()), "payment_id": str(uuid.uuid4()),
         "charge_id": "ch_1", "amount": "12.50", "currency": "EUR"}, saga_id)
 
 
 def orden_cancelada(saga_id: str, reason: str = "pago_rechazado",
-                    order_id: str | None = None) -> Envelope:
-    return _event("OrdenCancelada", "pedidos", {
+                    order_id: str | None = None) -> Message[OrdenCancelada]:
+    return _event(OrdenCancelada, "pedidos", {
         "order_id": order_id or str(uuid.uuid4()), "status": "CANCELADA", "reason": reason},
         saga_id)
 
 
 @contextlib.contextmanager
-def handling(event: Envelope) -> Iterator[None]:
-    token = current_message.set(event)
+def handling(event: Message[Any]) -> Iterator[None]:
+    token = current_message.set(event.envelope)
     try:
         yield
     finally:

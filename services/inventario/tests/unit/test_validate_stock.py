@@ -18,7 +18,7 @@ async def _validate(inventory: Inventory, *items: tuple[str, int], saga_id: str 
     uow = StagingUnitOfWork()
     with handling(event):
         await validate_stock(uow, FakeStockRepository(inventory, uow), event)
-    return uow, event.saga_id, event.payload["order_id"]
+    return uow, event.saga_id, event.payload.order_id
 
 
 async def test_stock_on_hand_is_verified_with_the_lines_merged_and_nothing_taken() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from fastapi import FastAPI
 
@@ -13,6 +14,8 @@ from pagos.config import PagosSettings
 from pagos.entrypoints.http import router
 from pagos.entrypoints.messages import make_compensation_handlers, make_on_stock_verificado
 from pagos.usecases.gateway_worker import GatewayWorker
+from saga_contracts.events.inventory import FalloAsignacion, StockVerificado
+from saga_contracts.events.orders import OrdenCancelada
 from sagakit.consumer import Subscription
 from sagakit.runtime import Runtime, ServiceDefinition, create_app
 from sagakit.settings import load
@@ -53,12 +56,12 @@ class GatewayWorkerRun:
             await self._gateway.close()
 
 
-def subscriptions(worker: GatewayWorker) -> list[Subscription]:
+def subscriptions(worker: GatewayWorker) -> list[Subscription[Any]]:
     on_fallo_asignacion, on_orden_cancelada = make_compensation_handlers(worker.kick)
     return [
-        Subscription("StockVerificado", make_on_stock_verificado(worker)),
-        Subscription("FalloAsignacion", on_fallo_asignacion),
-        Subscription("OrdenCancelada", on_orden_cancelada),
+        Subscription(StockVerificado, make_on_stock_verificado(worker)),
+        Subscription(FalloAsignacion, on_fallo_asignacion),
+        Subscription(OrdenCancelada, on_orden_cancelada),
     ]
 
 

@@ -28,6 +28,7 @@ from pagos.entrypoints.messages import make_on_stock_verificado
 from pagos.usecases.charge_payment import charge_key
 from pagos.usecases.gateway_worker import GatewayWorker
 from pagos.usecases.ports import ChargeResult, RefundResult
+from saga_contracts.events.inventory import StockVerificado
 from saga_harness import config, db
 from saga_harness import payments as pay
 from saga_harness.kafka import TopicReader
@@ -35,7 +36,7 @@ from saga_harness.waiting import wait_for
 from sagactl import replay
 from sagakit import jsonio
 from sagakit.consumer import EventConsumer, RawRecord, Subscription
-from sagakit.envelope import Envelope
+from sagakit.message import Message
 from sagakit.settings import MessagingSettings
 from sagakit.store.tables import MessagingTables
 from sagakit.store.unit_of_work import UnitOfWork
@@ -116,7 +117,7 @@ async def _emitted(engine: AsyncEngine, saga_id: str) -> list[str]:
 
 
 async def _charge_given_up(engine: AsyncEngine, tables: MessagingTables, worker: GatewayWorker,
-                           event: Envelope) -> Any:
+                           event: Message[StockVerificado]) -> Any:
     """StockVerificado handled as the consumer handles it; the gateway never answers; the
     letter pagos writes when it gives up."""
     async with UnitOfWork(engine, tables, "pagos") as uow:
@@ -147,7 +148,7 @@ def _consumer(engine: AsyncEngine, tables: MessagingTables,
     """pagos' consumer loop with pagos' StockVerificado handler (driven record by record:
     never joining the running stack's consumer group)."""
     return EventConsumer(service="pagos", topics=[TOPIC],
-                         subscriptions=[Subscription("StockVerificado",
+                         subscriptions=[Subscription(StockVerificado,
                                                      make_on_stock_verificado(worker))],
                          uow_factory=lambda **kw: UnitOfWork(engine, tables, "pagos", **kw),
                          settings=MessagingSettings(kafka_bootstrap_servers=config.KAFKA))
@@ -171,7 +172,7 @@ async def test_a_charge_given_up_on_is_replayed_and_made_under_the_same_key(
         assert original["topic"] == "inventory-events"
         assert original["message_id"] == event.message_id
         assert original["value"]["encoding"] == "utf-8"
-        assert jsonio.loads(original["value"]["data"]) == event.to_dict()
+        assert jsonio.loads(original["value"]["data"]) == event.envelope.to_dict()
         assert original["headers"]["X-Message-ID"] == event.message_id
         assert letter.headers["X-DLQ-Error-Class"] == "gateway_retries_exhausted"
         kept = (await _payment(engine, event.saga_id)).trigger["event"]

@@ -25,10 +25,11 @@ from pagos.domain.payment import Outcome, Payment
 from pagos.entrypoints.messages import make_on_stock_verificado
 from pagos.usecases.gateway_worker import GatewayWorker
 from pagos.usecases.ports import ChargeResult, RefundResult
+from saga_contracts.events.inventory import StockVerificado
 from saga_harness import db
 from saga_harness import payments as pay
 from saga_harness.waiting import current, wait_for
-from sagakit.envelope import Envelope
+from sagakit.message import Message
 from sagakit.store.tables import MessagingTables
 from sagakit.store.unit_of_work import AlreadyProcessed, UnitOfWork
 
@@ -100,7 +101,7 @@ async def _running(worker: GatewayWorker, claims: _Claims) -> AsyncIterator[None
 
 
 async def _deliver(engine: AsyncEngine, tables: MessagingTables, worker: GatewayWorker,
-                   event: Envelope) -> None:
+                   event: Message[StockVerificado]) -> None:
     """What the consumer does with one record: claim it, run the handler, commit."""
     async with UnitOfWork(engine, tables, "pagos") as uow:
         uow.claim(event.message_id, event.event_type, event.saga_id)

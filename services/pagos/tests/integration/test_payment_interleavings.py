@@ -293,9 +293,8 @@ async def test_a_replayed_charge_keeps_the_token_its_idempotency_key_was_first_u
     gw = pay.worker(engine, tables, gateway)
     await pay.deliver(engine, tables, gw, pay.stock_verificado(saga_id, order_id))
     assert (await pay.settle(gw, engine, SCHEMA, saga_id)).status == "CHARGE_FAILED"
-    replay = pay.stock_verificado(saga_id, order_id)
-    replay.payload["payment_method"]["token"] = "tok_mastercard"
-    replay.metadata["replay_of"] = "an-earlier-message-id"
+    replay = pay.stock_verificado(saga_id, order_id, token="tok_mastercard",
+                                  replay_of="an-earlier-message-id")
     await pay.deliver(engine, tables, gw, replay)
     row = await pay.payment(engine, SCHEMA, saga_id)
     assert row.status == "CHARGING" and row.payment_token == "tok_visa", row

@@ -20,14 +20,18 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
-from typing import Any
+from typing import Any, TypeVar
 
 from pagos.domain.payment import CHARGE_WORK, REFUND_WORK, Outcome, Payment, PaymentStatus
 from pagos.usecases.ports import CallOutcome, ChargeResult, RefundResult, Slot
 from saga_contracts import registry
+from saga_contracts.events.base import Event
+from saga_contracts.events.inventory import FalloAsignacion, StockVerificado
+from saga_contracts.events.orders import OrdenCancelada
 from sagakit.dead_letters import DeadLetter
 from sagakit.envelope import Envelope
 from sagakit.fakes import FakeUnitOfWork
+from sagakit.message import Message
 
 START = datetime(2030, 1, 1, tzinfo=UTC)
 
@@ -403,31 +407,35 @@ class FakeCalls:
 
 # ---- the events pagos handles
 
+E = TypeVar("E", bound=Event)
 
-def _event(event_type: str, saga_id: str, source: str, payload: dict[str, Any]) -> Envelope:
-    return Envelope.new(saga_id=saga_id, event_type=event_type,
-                        schema_version=registry.latest(event_type).version,
-                        source_service=source, payload=payload)
+
+
+def _event(model: type[E], saga_id: str, source: str, payload: dict[str, Any],
+           metadata: dict[str, Any] | None = None) -> Message[E]:
+    """The event as pagos' handlers get it: the envelope as sent, its payload as its model."""
+    return Message.parse(Envelope.new(saga_id=saga_id, event_type=model.event_type,
+                                      schema_version=registry.latest(model.event_type).version,
+                                      source_service=source, payload=payload,
+                                      metadata=metadata), model)
 
 
 def stock_verificado(saga_id: str, order_id: str, token: str = "tok_visa",
-                     replay_of: str | None = None) -> Envelope:
-    event = _event("StockVerificado", saga_id, "inventario", {
+                     replay_of: str | None = None) -> Message[StockVerificado]:
+    return _event(StockVerificado, saga_id, "inventario", {
         "order_id": order_id, "total_amount": "19.98", "currency": "USD",
         "items": [{"sku": "SKU-1", "quantity": 2}],
-        "payment_method": {"type": "credit_card", "token": token}})
-    if replay_of is not None:
-        event.metadata["replay_of"] = replay_of
-    return event
+        "payment_method": {"type": "credit_card", "token": token}},
+        metadata={"replay_of": replay_of} if replay_of is not None else None)
 
 
-def orden_cancelada(saga_id: str, order_id: str) -> Envelope:
-    return _event("OrdenCancelada", saga_id, "pedidos", {
+def orden_cancelada(saga_id: str, order_id: str) -> Message[OrdenCancelada]:
+    return _event(OrdenCancelada, saga_id, "pedidos", {
         "order_id": order_id, "status": "CANCELADA_POR_USUARIO",
         "reason": "cancelada_por_usuario"})
 
 
-def fallo_asignacion(saga_id: str, order_id: str) -> Envelope:
-    return _event("FalloAsignacion", saga_id, "inventario", {
+def fallo_asignacion(saga_id: str, order_id: str) -> Message[FalloAsignacion]:
+    return _event(FalloAsignacion, saga_id, "inventario", {
         "order_id": order_id, "reason": "stock_agotado",
         "unavailable": [{"sku": "SKU-1", "requested": 2, "available": 0}]})

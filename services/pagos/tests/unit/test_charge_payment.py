@@ -33,7 +33,7 @@ def _leased(table: PaymentTable, status: PaymentStatus = S.CHARGING, **columns: 
     values: dict[str, Any] = {
         "token": "tok_visa", "lease_until": table.in_(45), "next_attempt_at": table.now,
         "trigger": {"span_id": "span-1", "traceparent": None,
-                    "event": charge_request.kept(event)}}
+                    "event": charge_request.kept(event.envelope)}}
     values.update(columns)
     row = table.add(saga_id, status, **values)
     return row, row.payment(table.now)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import pytest
 
@@ -16,8 +17,8 @@ from pagos.usecases.compensate_payment import (
     compensate_order_cancellation,
 )
 from pagos.usecases.ports import PaymentStore
-from sagakit.envelope import Envelope
 from sagakit.errors import TransientError
+from sagakit.message import Message
 from sagakit.ports import UnitOfWorkPort
 
 from .fakes import (
@@ -30,9 +31,10 @@ from .fakes import (
 )
 
 S = PaymentStatus
-UseCase = Callable[[UnitOfWorkPort, PaymentStore, Callable[[], None], Envelope],
+UseCase = Callable[[UnitOfWorkPort, PaymentStore, Callable[[], None], Message[Any]],
                    Awaitable[None]]
-BOTH: list[tuple[UseCase, Callable[[str, str], Envelope]]] = [
+EventOf = Callable[[str, str], Message[Any]]
+BOTH: list[tuple[UseCase, EventOf]] = [
     (compensate_order_cancellation, orden_cancelada),
     (compensate_allocation_failure, fallo_asignacion)]
 
@@ -41,7 +43,7 @@ def _ids() -> tuple[str, str]:
     return str(uuid.uuid4()), str(uuid.uuid4())
 
 
-async def _compensate(table: PaymentTable, use_case: UseCase, event: Envelope
+async def _compensate(table: PaymentTable, use_case: UseCase, event: Message[Any]
                       ) -> tuple[FakeUnit, FakeCalls]:
     uow, calls = FakeUnit(table), FakeCalls()
     await use_case(uow, FakePayments(table, uow), calls.kick, event)
@@ -71,7 +73,7 @@ async def test_an_allocation_failure_with_no_payment_records_nothing() -> None:
 
 @pytest.mark.parametrize(("use_case", "event"), BOTH)
 async def test_a_charge_no_call_was_sent_for_is_dropped(use_case: UseCase,
-                                                        event: Callable[[str, str], Envelope]
+                                                        event: EventOf
                                                         ) -> None:
     table = PaymentTable()
     saga_id, order_id = _ids()
@@ -84,7 +86,7 @@ async def test_a_charge_no_call_was_sent_for_is_dropped(use_case: UseCase,
 @pytest.mark.parametrize(("use_case", "event"), BOTH)
 @pytest.mark.parametrize("status", [S.CHARGING, S.CHARGE_FAILED])
 async def test_a_charge_that_may_have_been_made_is_resolved(
-        use_case: UseCase, event: Callable[[str, str], Envelope], status: PaymentStatus) -> None:
+        use_case: UseCase, event: EventOf, status: PaymentStatus) -> None:
     """A call may have gone through: its charge is replayed under its key to find out, so the
     token is kept for the replay and the work is due now."""
     table = PaymentTable()
@@ -99,7 +101,7 @@ async def test_a_charge_that_may_have_been_made_is_resolved(
 
 @pytest.mark.parametrize(("use_case", "event"), BOTH)
 async def test_a_captured_charge_is_refunded(use_case: UseCase,
-                                             event: Callable[[str, str], Envelope]) -> None:
+                                             event: EventOf) -> None:
     table = PaymentTable()
     saga_id, order_id = _ids()
     row = table.add(saga_id, S.CAPTURED, charge_id="ch_1", charge_sent=True)
@@ -113,7 +115,7 @@ async def test_a_captured_charge_is_refunded(use_case: UseCase,
 @pytest.mark.parametrize("status", [S.DECLINED, S.CANCELLED, S.CANCEL_REQUESTED, S.REFUNDING,
                                     S.REFUNDED, S.REFUND_FAILED])
 async def test_a_payment_with_nothing_to_undo_is_left_as_it_is(
-        use_case: UseCase, event: Callable[[str, str], Envelope], status: PaymentStatus) -> None:
+        use_case: UseCase, event: EventOf, status: PaymentStatus) -> None:
     """A duplicate or late compensation, or a charge that never stood."""
     table = PaymentTable()
     saga_id, order_id = _ids()

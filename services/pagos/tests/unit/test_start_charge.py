@@ -11,6 +11,8 @@ import pytest
 
 from pagos.domain.payment import PaymentStatus
 from pagos.usecases.start_charge import start_charge
+from saga_contracts.events.inventory import StockVerificado
+from sagakit.message import Message
 from sagakit.store.unit_of_work import AlreadyProcessed
 
 from .fakes import FakeCalls, FakePayments, FakeUnit, PaymentTable, stock_verificado
@@ -20,10 +22,10 @@ def _ids() -> tuple[str, str]:
     return str(uuid.uuid4()), str(uuid.uuid4())
 
 
-async def _start(table: PaymentTable, calls: FakeCalls, event: object,
+async def _start(table: PaymentTable, calls: FakeCalls, event: Message[StockVerificado],
                  uow: FakeUnit | None = None) -> FakeUnit:
     uow = uow or FakeUnit(table)
-    await start_charge(uow, FakePayments(table, uow), calls, event)  # type: ignore[arg-type]
+    await start_charge(uow, FakePayments(table, uow), calls, event)
     return uow
 
 

@@ -13,7 +13,7 @@ from pedidos.entrypoints.jobs import deadline_job
 from pedidos.entrypoints.messages import make_track_saga
 from pedidos.entrypoints.schemas import OrderRequest
 from pedidos.usecases.known_sagas import KnownSagas
-from pedidos.usecases.track_saga import TRACKED_EVENTS
+from pedidos.usecases.track_saga import TRACKED_EVENTS, Tracked
 from sagakit.consumer import Subscription
 from sagakit.observability import metrics
 from sagakit.observability.privacy import declare_model
@@ -30,12 +30,12 @@ async def saga_gauges(rt: Runtime) -> None:
     metrics.SAGA_DEADLINE_USED.labels(SAGA_TYPE).set(worst)
 
 
-def subscriptions(settings: PedidosSettings, known: KnownSagas) -> list[Subscription]:
+def subscriptions(settings: PedidosSettings, known: KnownSagas) -> list[Subscription[Tracked]]:
     track = make_track_saga(settings, known)
     # Reads without a transaction; the commit statement is the transaction. Everything that
     # follows the commit waits in after_commit, so queued events may share one transaction.
-    return [Subscription(event_type, track, reads_outside_transaction=True,
-                         shares_transaction=True) for event_type in TRACKED_EVENTS]
+    return [Subscription(model, track, reads_outside_transaction=True,
+                         shares_transaction=True) for model in TRACKED_EVENTS]
 
 
 def create() -> FastAPI:

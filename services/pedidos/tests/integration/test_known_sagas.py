@@ -6,6 +6,7 @@ and the event is decided again on the row as it is."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import AsyncIterator
 from decimal import Decimal
 from typing import Any
@@ -21,10 +22,9 @@ from pedidos.usecases.cancel_saga import cancel_saga
 from pedidos.usecases.known_sagas import KnownSagas
 from pedidos.usecases.place_order import place_order
 from pedidos.usecases.ports import SagaState
-from saga_contracts import registry
 from saga_harness import db
 from saga_harness.clients import new_sku, order_body
-from sagakit.envelope import Envelope
+from saga_harness.events import message, payload_of
 from sagakit.store.tables import MessagingTables
 from sagakit.store.unit_of_work import UnitOfWork
 
@@ -68,9 +68,8 @@ async def _deliver(engine: AsyncEngine, tables: MessagingTables, known: KnownSag
                    ) -> bool:
     """What the consumer does with one record, once: claim it, run the handler, commit. False
     if the handler's write found the saga moved (the consumer then runs it again)."""
-    event = Envelope.new(saga_id=saga_id, event_type=event_type,
-                         schema_version=registry.latest(event_type).version,
-                         source_service="test", payload=payload or {})
+    event = message(event_type, saga_id,
+                    payload_of(event_type, str(uuid.uuid4()), **(payload or {})))
     handler = make_track_saga(PedidosSettings(), known)
     async with _uow(engine, tables, reads_outside_transaction=True) as uow:
         uow.claim(event.message_id, event.event_type, event.saga_id)

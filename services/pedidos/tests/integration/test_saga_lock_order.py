@@ -14,6 +14,7 @@ import asyncio
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from decimal import Decimal
+from typing import Any
 
 import pytest
 from sqlalchemy import text
@@ -32,11 +33,11 @@ from pedidos.usecases.cancel_saga import cancel_saga
 from pedidos.usecases.known_sagas import KnownSagas
 from pedidos.usecases.ports import AuditEntry, SagaState
 from pedidos.usecases.transitions import stage_transition
-from saga_contracts import registry
 from saga_harness import db
 from saga_harness.clients import new_sku, order_body
+from saga_harness.events import message, payload_of
 from saga_harness.waiting import wait_for
-from sagakit.envelope import Envelope
+from sagakit.message import Message
 from sagakit.store.tables import MessagingTables
 from sagakit.store.unit_of_work import UnitOfWork
 
@@ -67,14 +68,8 @@ async def _placed(engine: AsyncEngine, tables: MessagingTables) -> tuple[str, st
     return str(saga_id), str(order_id)
 
 
-def _event(event_type: str, saga_id: str, order_id: str) -> Envelope:
-    payloads = {"StockVerificado": {
-        "order_id": order_id, "items": [{"sku": "SKU-1", "quantity": 1}],
-        "total_amount": "10.00", "currency": "USD",
-        "payment_method": {"type": "credit_card", "token": "tok_visa"}}}
-    return Envelope.new(saga_id=saga_id, event_type=event_type,
-                        schema_version=registry.latest(event_type).version,
-                        source_service="inventario", payload=payloads[event_type])
+def _event(event_type: str, saga_id: str, order_id: str) -> Message[Any]:
+    return message(event_type, saga_id, payload_of(event_type, order_id), "inventario")
 
 
 async def _waiting_on_a_lock() -> int:
@@ -92,7 +87,7 @@ async def _status(engine: AsyncEngine, saga_id: str) -> tuple[str, str]:
     return row[0], row[1]
 
 
-async def _track(engine: AsyncEngine, tables: MessagingTables, event: Envelope) -> bool:
+async def _track(engine: AsyncEngine, tables: MessagingTables, event: Message[Any]) -> bool:
     """What the consumer does with a participant's event: True if it was written."""
     async with UnitOfWork(engine, tables, "pedidos", reads_outside_transaction=True) as uow:
         uow.claim(event.message_id, event.event_type, event.saga_id)

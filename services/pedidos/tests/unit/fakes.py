@@ -22,9 +22,9 @@ from typing import Any
 
 from pedidos.domain.order import ACTIVE, OrderStatus
 from pedidos.usecases.ports import AuditEntry, DueSagas, ExistingOrder, OrderStore, SagaState
-from saga_contracts import registry
+from saga_harness.events import message, payload_of
 from sagakit import fakes
-from sagakit.envelope import Envelope
+from sagakit.message import Message
 from sagakit.ports import UnitOfWorkPort
 
 ORDER_BODY: dict[str, Any] = {
@@ -315,9 +315,8 @@ def unit(tables: OrderTables) -> tuple[FakeUnitOfWork, FakeOrderStore]:
 
 
 def event(event_type: str, saga: SagaState, payload: dict[str, Any] | None = None,
-          source: str = "inventario") -> Envelope:
-    """An event of ``saga`` as a participant emits it (its payload as given: the tracker reads
-    only the charge id of it)."""
-    return Envelope.new(saga_id=saga.saga_id, event_type=event_type,
-                        schema_version=registry.latest(event_type).version,
-                        source_service=source, payload=payload or {"order_id": saga.order_id})
+          source: str = "inventario") -> Message[Any]:
+    """An event of ``saga`` as a participant emits it and the tracker gets it: a payload its
+    schema accepts, ``payload`` replacing its fields (the tracker reads only the charge id)."""
+    return message(event_type, saga.saga_id, payload_of(event_type, saga.order_id,
+                                                        **(payload or {})), source)

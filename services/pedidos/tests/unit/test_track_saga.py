@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
@@ -16,8 +17,8 @@ from pedidos.domain.order import OrderStatus
 from pedidos.usecases.known_sagas import KnownSagas
 from pedidos.usecases.track_saga import track_saga
 from sagakit.context import current_message
-from sagakit.envelope import Envelope
 from sagakit.errors import PermanentError
+from sagakit.message import Message
 
 from .fakes import FakeUnitOfWork, OrderTables, event, unit
 
@@ -25,19 +26,20 @@ S = OrderStatus
 
 
 @contextmanager
-def handling(envelope: Envelope) -> Iterator[None]:
+def handling(event: Message[Any]) -> Iterator[None]:
     """As the consumer runs a handler: the message being handled is the events' cause."""
-    token = current_message.set(envelope)
+    token = current_message.set(event.envelope)
     try:
         yield
     finally:
         current_message.reset(token)
 
 
-async def _track(tables: OrderTables, known: KnownSagas, envelope: Envelope) -> FakeUnitOfWork:
+async def _track(tables: OrderTables, known: KnownSagas, event: Message[Any]
+                 ) -> FakeUnitOfWork:
     uow, orders = unit(tables)
-    with handling(envelope):
-        await track_saga(uow, orders, envelope, PedidosSettings(), known)
+    with handling(event):
+        await track_saga(uow, orders, event, PedidosSettings(), known)
     return uow
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -24,7 +24,12 @@ from pagos.entrypoints.messages import make_compensation_handlers, make_on_stock
 from pagos.usecases.gateway_worker import GatewayWorker
 from pagos.usecases.ports import ChargeResult, PaymentGateway, RefundResult
 from saga_contracts import registry
+from saga_contracts.events.base import Event
+from saga_contracts.events.inventory import FalloAsignacion, StockVerificado
+from saga_contracts.events.orders import OrdenCancelada
+from sagakit.consumer import Handler
 from sagakit.envelope import Envelope
+from sagakit.message import Message
 from sagakit.store.tables import MessagingTables
 from sagakit.store.unit_of_work import UnitOfWork
 
@@ -116,42 +121,51 @@ def worker(engine: AsyncEngine, tables: MessagingTables, gateway: PaymentGateway
         gateway, pagos_settings or settings())
 
 
-def _event(event_type: str, saga_id: str, source: str, payload: dict[str, Any]) -> Envelope:
-    return Envelope.new(saga_id=saga_id, event_type=event_type,
-                        schema_version=registry.latest(event_type).version,
-                        source_service=source, payload=payload)
+E = TypeVar("E", bound=Event)
 
 
-def stock_verificado(saga_id: str, order_id: str | None = None,
-                     amount: str = "19.98") -> Envelope:
-    return _event("StockVerificado", saga_id, "inventario", {
+def _event(model: type[E], saga_id: str, source: str, payload: dict[str, Any],
+           metadata: dict[str, Any] | None = None) -> Message[E]:
+    """The event as pagos' handlers get it: the envelope as sent, its payload as its model."""
+    return Message.parse(Envelope.new(saga_id=saga_id, event_type=model.event_type,
+                                      schema_version=registry.latest(model.event_type).version,
+                                      source_service=source, payload=payload,
+                                      metadata=metadata), model)
+
+
+def stock_verificado(saga_id: str, order_id: str | None = None, amount: str = "19.98", *,
+                     token: str = "tok_visa", replay_of: str | None = None
+                     ) -> Message[StockVerificado]:
+    """``replay_of``: the message id of the original, as ``sagactl replay`` marks a replay."""
+    return _event(StockVerificado, saga_id, "inventario", {
         "order_id": order_id or str(uuid.uuid4()), "total_amount": amount, "currency": "USD",
         "items": [{"sku": "SKU-1", "quantity": 2}],
-        "payment_method": {"type": "credit_card", "token": "tok_visa"}})
+        "payment_method": {"type": "credit_card", "token": token}},
+        metadata={"replay_of": replay_of} if replay_of is not None else None)
 
 
-def orden_cancelada(saga_id: str, order_id: str) -> Envelope:
-    return _event("OrdenCancelada", saga_id, "pedidos", {
+def orden_cancelada(saga_id: str, order_id: str) -> Message[OrdenCancelada]:
+    return _event(OrdenCancelada, saga_id, "pedidos", {
         "order_id": order_id, "status": "CANCELADA_POR_USUARIO",
         "reason": "cancelada_por_usuario"})
 
 
-def fallo_asignacion(saga_id: str, order_id: str) -> Envelope:
-    return _event("FalloAsignacion", saga_id, "inventario", {
+def fallo_asignacion(saga_id: str, order_id: str) -> Message[FalloAsignacion]:
+    return _event(FalloAsignacion, saga_id, "inventario", {
         "order_id": order_id, "reason": "stock_agotado",
         "unavailable": [{"sku": "SKU-1", "requested": 1, "available": 0}]})
 
 
 async def deliver(engine: AsyncEngine, tables: MessagingTables, gw: GatewayWorker,
-                  event: Envelope) -> None:
+                  event: Message[Any]) -> None:
     """What the consumer does with one record: claim it, run its handler, commit."""
     on_fallo_asignacion, on_orden_cancelada = make_compensation_handlers(gw.kick)
-    handler = {"StockVerificado": make_on_stock_verificado(gw),
-               "OrdenCancelada": on_orden_cancelada,
-               "FalloAsignacion": on_fallo_asignacion}[event.event_type]
+    handlers: dict[str, Handler[Any]] = {"StockVerificado": make_on_stock_verificado(gw),
+                                         "OrdenCancelada": on_orden_cancelada,
+                                         "FalloAsignacion": on_fallo_asignacion}
     async with UnitOfWork(engine, tables, "pagos") as uow:
         uow.claim(event.message_id, event.event_type, event.saga_id)
-        await handler(uow, event)
+        await handlers[event.event_type](uow, event)
 
 
 async def payment(engine: AsyncEngine, schema: str, saga_id: str) -> Any:

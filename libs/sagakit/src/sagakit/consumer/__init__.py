@@ -1,8 +1,9 @@
 """The consumer loop: decode, validate, deduplicate, handle, commit, then acknowledge.
 
 For each record, in partition order:
-1. Decode the envelope and validate its payload against its schema. Bytes that are not an
-   envelope, an unknown event type or an invalid payload are dead-lettered at once; event
+1. Decode the envelope, validate its payload against its schema and parse it into the model
+   its subscription names (the handler gets a ``sagakit.message.Message``). Bytes that are not
+   an envelope, an unknown event type or an invalid payload are dead-lettered at once; event
    types this service does not handle are skipped (``admission``).
 2. In one unit of work: run the handler and commit, with the message id claimed in
    ``processed_messages`` in the same transaction (a duplicate is found there and rolled

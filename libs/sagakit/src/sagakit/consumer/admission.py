@@ -1,25 +1,29 @@
 """What a record is before anything is written for it: one to handle (its envelope decoded, its
-payload valid against its schema), one to skip, or one to dead-letter at once and why.
+payload valid against its schema and parsed into its model), one to skip, or one to dead-letter
+at once and why.
 
 Bytes that are not an envelope, an event type unknown to the catalogue and an invalid payload
-of a handled event are dead letters. An event this service does not handle is skipped without
-validating its payload (that is for the services that handle it), as is a dead letter replayed
-for another service.
+of a handled event are dead letters; so is a payload its schema admits and its model refuses
+(``schema_invalid`` too: the model is the schema as this code reads it). An event this service
+does not handle is skipped without validating or parsing its payload (that is for the services
+that handle it), as is a dead letter replayed for another service.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from saga_contracts import headers as h
 from saga_contracts import registry
 from sagakit.consumer.records import Admitted, Outcome, RawRecord, Rejected, Verdict
 from sagakit.consumer.subscription import Subscription
 from sagakit.envelope import Envelope, UndecodableMessage, decode_headers
+from sagakit.message import Message
 
 
 class Admission:
-    def __init__(self, service: str, subscriptions: Mapping[str, Subscription]) -> None:
+    def __init__(self, service: str, subscriptions: Mapping[str, Subscription[Any]]) -> None:
         self.service = service
         self.subscriptions = subscriptions
         """By event type."""
@@ -44,10 +48,13 @@ class Admission:
                 registry.schema_for(event_type, envelope.schema_version)
             else:
                 registry.validate(event_type, envelope.schema_version, envelope.payload)
+                # Parsed once, here: the handler, its retries and a shared transaction get
+                # this message.
+                message = Message.parse(envelope, subscription.model)
         except registry.UnknownEventType as exc:
             return Rejected(envelope, "unknown_event_type", exc, repr(exc))
         except registry.SchemaViolation as exc:
             return Rejected(envelope, "schema_invalid", exc, str(exc))
         if subscription is None:
             return Outcome("skipped", event_type=event_type)
-        return Admitted(envelope, subscription, headers.get(h.TRACEPARENT))
+        return Admitted(message, subscription, headers.get(h.TRACEPARENT))

@@ -62,7 +62,7 @@ class Handling:
             try:
                 async with uow:
                     uow.claim(envelope.message_id, envelope.event_type, envelope.saga_id)
-                    await subscription.handler(uow, envelope)
+                    await subscription.handler(uow, admitted.message)
                     if not uow.ended:
                         await uow.commit()
                     if not uow.committed:
@@ -100,7 +100,7 @@ class Handling:
             with self.span(envelope, admitted.traceparent):
                 async with shared.unit() as uow:
                     uow.claim(envelope.message_id, envelope.event_type, envelope.saga_id)
-                    await admitted.subscription.handler(uow, envelope)
+                    await admitted.subscription.handler(uow, admitted.message)
                     if not uow.ended:
                         await uow.commit()
                     return uow.committed

@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
 
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.errors import KafkaError
@@ -66,7 +67,7 @@ class EventConsumer:
     to its handler, in a unit of work from ``uow_factory``."""
 
     def __init__(self, *, service: str, topics: list[str],
-                 subscriptions: Sequence[Subscription], uow_factory: UnitOfWorkFactory,
+                 subscriptions: Sequence[Subscription[Any]], uow_factory: UnitOfWorkFactory,
                  settings: MessagingSettings,
                  shared_transaction: Callable[[], SharedTransaction] | None = None,
                  dead_letters: DeadLetterWriter | None = None) -> None:

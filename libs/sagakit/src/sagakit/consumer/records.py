@@ -4,10 +4,12 @@ it before anything is written, and the outcome of handling it."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from sagakit.consumer.subscription import Subscription
 from sagakit.dead_letters import Attempt
 from sagakit.envelope import Envelope
+from sagakit.message import Message
 
 
 @dataclass
@@ -33,11 +35,16 @@ class Outcome:
 
 @dataclass(frozen=True)
 class Admitted:
-    """A record to handle: its envelope decoded and its payload valid."""
+    """A record to handle: its envelope decoded, its payload valid and parsed into the model
+    its subscription names."""
 
-    envelope: Envelope
-    subscription: Subscription
+    message: Message[Any]
+    subscription: Subscription[Any]
     traceparent: str | None
+
+    @property
+    def envelope(self) -> Envelope:
+        return self.message.envelope
 
     @property
     def shares(self) -> bool:

@@ -45,7 +45,7 @@ class Runtime:
 class ServiceDefinition:
     name: str
     tables: MessagingTables
-    subscriptions: Callable[[Runtime], Sequence[Subscription]]
+    subscriptions: Callable[[Runtime], Sequence[Subscription[Any]]]
     """The events the service handles, and how (built once the runtime is); the consumer reads
     the topics they are published on."""
     routers: list[APIRouter]

@@ -4,7 +4,7 @@
         uow.claim(message_id, event_type, saga_id)  # the inbox row, written at commit
         ...reads (and writes) on uow.connection...
         uow.stage(write)                          # writes that ride on the commit statement
-        uow.emit("StockVerificado", payload)      # validated, enveloped, queued
+        uow.emit(StockVerificado(...))            # written, validated, enveloped, queued
         await uow.commit()                        # one statement, then COMMIT if one is open
 
 How few round trips that takes, and the ``reads_outside_transaction`` mode in which a handler
@@ -31,6 +31,7 @@ from sqlalchemy import TextClause, select
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from saga_contracts import registry
+from saga_contracts.events.base import Event
 from sagakit.envelope import Envelope
 from sagakit.errors import CommitOutcomeUnknown, is_connection_failure, violated_unique_key_of
 from sagakit.event_builder import build_event
@@ -141,19 +142,21 @@ class UnitOfWork:
 
     # ---------------------------------------------------------------- outbox
 
-    def emit(self, event_type: str, payload: dict[str, Any], *, saga_id: str | None = None,
+    def emit(self, event: Event, *, saga_id: str | None = None,
              metadata: dict[str, Any] | None = None,
              parent_span_id: str | None = None) -> Envelope:
-        """Queues a domain event for the outbox; it is written when the unit of work commits.
+        """Queues ``event`` (its type is its model's) for the outbox; it is written when the
+        unit of work commits.
 
         Saga id and parent span default to those of the message being handled (Part I §7.1);
         work that runs outside a handler (a timer, a retry) names its parent span itself.
         """
-        envelope = build_event(self.service, event_type, payload, saga_id=saga_id,
+        envelope = build_event(self.service, event, saga_id=saga_id,
                                metadata=metadata, parent_span_id=parent_span_id)
-        schema_topic = registry.latest(event_type).topic
+        schema_topic = registry.latest(envelope.event_type).topic
         tp = self._traceparent()
-        self._outgoing.append(OutgoingRow(envelope, schema_topic, envelope.saga_id, event_type,
+        self._outgoing.append(OutgoingRow(envelope, schema_topic, envelope.saga_id,
+                                           envelope.event_type,
                                            envelope.schema_version, envelope.to_dict(),
                                            envelope.kafka_headers(tp), tp))
         return envelope

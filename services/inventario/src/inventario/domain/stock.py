@@ -12,19 +12,12 @@ class Line:
     sku: str
     quantity: int
 
-    def as_dict(self) -> dict[str, object]:
-        """The line as events and records carry it."""
-        return {"sku": self.sku, "quantity": self.quantity}
-
 
 @dataclass(frozen=True)
 class Shortage:
     sku: str
     requested: int
     available: int
-
-    def as_dict(self) -> dict[str, object]:
-        return {"sku": self.sku, "requested": self.requested, "available": self.available}
 
 
 def merge_lines(lines: Iterable[Line]) -> list[Line]:

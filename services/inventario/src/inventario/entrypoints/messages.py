@@ -11,24 +11,25 @@ from inventario.config import InventarioSettings
 from inventario.usecases.allocate_stock import allocate_stock
 from inventario.usecases.release_stock import release_stock
 from inventario.usecases.validate_stock import validate_stock
+from saga_contracts.events.orders import OrdenCancelada, OrdenSolicitada
+from saga_contracts.events.payments import PagoExitoso
 from sagakit.consumer import Handler
-from sagakit.envelope import Envelope
+from sagakit.message import Message
 from sagakit.store.unit_of_work import UnitOfWork
 
 
-async def on_orden_solicitada(uow: UnitOfWork, event: Envelope) -> None:
+async def on_orden_solicitada(uow: UnitOfWork, event: Message[OrdenSolicitada]) -> None:
     await validate_stock(uow, StockRepository(uow), event)
 
 
-
-def make_on_pago_exitoso(settings: InventarioSettings) -> Handler:
+def make_on_pago_exitoso(settings: InventarioSettings) -> Handler[PagoExitoso]:
     lock_timeout_ms = int(settings.lock_timeout_s * 1000)
 
-    async def on_pago_exitoso(uow: UnitOfWork, event: Envelope) -> None:
+    async def on_pago_exitoso(uow: UnitOfWork, event: Message[PagoExitoso]) -> None:
         await allocate_stock(uow, StockRepository(uow), event, lock_timeout_ms=lock_timeout_ms)
 
     return on_pago_exitoso
 
 
-async def on_orden_cancelada(uow: UnitOfWork, event: Envelope) -> None:
+async def on_orden_cancelada(uow: UnitOfWork, event: Message[OrdenCancelada]) -> None:
     await release_stock(uow, StockRepository(uow), event)

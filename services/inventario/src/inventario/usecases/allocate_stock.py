@@ -19,20 +19,23 @@ from inventario.domain.stock import (
     on_payment_succeeded,
     shortages,
 )
+from inventario.usecases.event_parts import shortage_parts, stock_lines
 from inventario.usecases.ports import StockStore
-from sagakit.envelope import Envelope
+from saga_contracts.events.inventory import FalloAsignacion, StockAsignado
+from saga_contracts.events.payments import PagoExitoso
 from sagakit.errors import PermanentError
+from sagakit.message import Message
 from sagakit.ports import UnitOfWorkPort
 
 log = logging.getLogger("inventario.allocate_stock")
 
 
-async def allocate_stock(uow: UnitOfWorkPort, stock: StockStore, event: Envelope, *,
-                         lock_timeout_ms: int) -> None:
+async def allocate_stock(uow: UnitOfWorkPort, stock: StockStore, event: Message[PagoExitoso],
+                         *, lock_timeout_ms: int) -> None:
     """``lock_timeout_ms``: how long the allocation may wait for a product another saga holds;
     past it the attempt fails (a transient error: retried with backoff, then dead-lettered)
     instead of holding the consumer forever."""
-    order_id = event.payload["order_id"]
+    order_id = event.payload.order_id
     state = await stock.allocation_state(event.saga_id)
     decision = on_payment_succeeded(state.allocation)
     if decision is AllocationDecision.IGNORE:
@@ -48,14 +51,11 @@ async def allocate_stock(uow: UnitOfWorkPort, stock: StockStore, event: Envelope
     stock.record_allocation(event.saga_id, order_id, status, lines,
                             lock_timeout_ms=lock_timeout_ms)
     if missing:
-        uow.emit("FalloAsignacion", {
-            "order_id": order_id,
-            "reason": "race condition: stock consumed after validation",
-            "unavailable": [s.as_dict() for s in missing],
-        })
+        uow.emit(FalloAsignacion(order_id=order_id,
+                                 reason="race condition: stock consumed after validation",
+                                 unavailable=shortage_parts(missing)))
     else:
-        uow.emit("StockAsignado", {"order_id": order_id,
-                                   "items": [line.as_dict() for line in lines]})
+        uow.emit(StockAsignado(order_id=order_id, items=stock_lines(lines)))
     # False (nothing written) when the locked units disagree with the decision: the consumer
     # handles the message again (sagakit.consumer, StaleRead).
     await uow.commit()

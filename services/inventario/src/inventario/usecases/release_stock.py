@@ -10,17 +10,21 @@ from __future__ import annotations
 import logging
 
 from inventario.domain.stock import ReleaseDecision, on_order_cancelled
+from inventario.usecases.event_parts import stock_lines
 from inventario.usecases.ports import StockStore
-from sagakit.envelope import Envelope
+from saga_contracts.events.inventory import StockLiberado
+from saga_contracts.events.orders import OrdenCancelada
 from sagakit.errors import TransientError
+from sagakit.message import Message
 from sagakit.observability import metrics
 from sagakit.ports import UnitOfWorkPort
 
 log = logging.getLogger("inventario.release_stock")
 
 
-async def release_stock(uow: UnitOfWorkPort, stock: StockStore, event: Envelope) -> None:
-    order_id = event.payload["order_id"]
+async def release_stock(uow: UnitOfWorkPort, stock: StockStore,
+                        event: Message[OrdenCancelada]) -> None:
+    order_id = event.payload.order_id
     existing = await stock.lock_allocation(event.saga_id)
     decision = on_order_cancelled(existing[0] if existing else None)
     if decision is ReleaseDecision.BLOCK:
@@ -31,10 +35,9 @@ async def release_stock(uow: UnitOfWorkPort, stock: StockStore, event: Envelope)
         assert existing is not None
         lines = existing[1]
         await stock.release(event.saga_id, lines)
-        uow.emit("StockLiberado", {"order_id": order_id,
-                                   "items": [line.as_dict() for line in lines]})
+        uow.emit(StockLiberado(order_id=order_id, items=stock_lines(lines)))
         uow.after_commit(lambda: metrics.COMPENSATIONS.labels("inventario",
-                                                              event.payload["reason"]).inc())
+                                                              event.payload.reason).inc())
         log.info("stock released", extra={"saga_id": event.saga_id,
                                           "event_type": event.event_type,
                                           "status": "COMPENSATED"})

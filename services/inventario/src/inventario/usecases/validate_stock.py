@@ -9,16 +9,20 @@ from __future__ import annotations
 import logging
 
 from inventario.domain.stock import Line, merge_lines, shortages
+from inventario.usecases.event_parts import shortage_parts, stock_lines
 from inventario.usecases.ports import StockStore
-from sagakit.envelope import Envelope
+from saga_contracts.events.inventory import StockNoDisponible, StockVerificado
+from saga_contracts.events.orders import OrdenSolicitada
+from sagakit.message import Message
 from sagakit.ports import UnitOfWorkPort
 
 log = logging.getLogger("inventario.validate_stock")
 
 
-async def validate_stock(uow: UnitOfWorkPort, stock: StockStore, event: Envelope) -> None:
-    p = event.payload
-    lines = merge_lines(Line(i["sku"], int(i["quantity"])) for i in p["items"])
+async def validate_stock(uow: UnitOfWorkPort, stock: StockStore,
+                         event: Message[OrdenSolicitada]) -> None:
+    order = event.payload
+    lines = merge_lines(Line(i.sku, i.quantity) for i in order.items)
     allocation, on_hand = await stock.validation_read(event.saga_id,
                                                       [line.sku for line in lines])
     if allocation is not None:
@@ -29,19 +33,12 @@ async def validate_stock(uow: UnitOfWorkPort, stock: StockStore, event: Envelope
         return
     missing = shortages(lines, on_hand)
     if missing:
-        stock.record_check(event.saga_id, p["order_id"], lines, "unavailable")
-        uow.emit("StockNoDisponible", {
-            "order_id": p["order_id"],
-            "reason": "stock insuficiente",
-            "unavailable": [s.as_dict() for s in missing],
-        })
+        stock.record_check(event.saga_id, order.order_id, lines, "unavailable")
+        uow.emit(StockNoDisponible(order_id=order.order_id, reason="stock insuficiente",
+                                   unavailable=shortage_parts(missing)))
     else:
-        stock.record_check(event.saga_id, p["order_id"], lines, "verified")
-        uow.emit("StockVerificado", {
-            "order_id": p["order_id"],
-            "items": [line.as_dict() for line in lines],
-            "total_amount": p["total_amount"],
-            "currency": p["currency"],
-            "payment_method": p["payment_method"],
-        })
+        stock.record_check(event.saga_id, order.order_id, lines, "verified")
+        uow.emit(StockVerificado(order_id=order.order_id, items=stock_lines(lines),
+                                 total_amount=order.total_amount, currency=order.currency,
+                                 payment_method=order.payment_method))
     await uow.commit()

@@ -12,26 +12,29 @@ from pagos.usecases.compensate_payment import (
 )
 from pagos.usecases.ports import ChargeCalls
 from pagos.usecases.start_charge import start_charge
+from saga_contracts.events.inventory import FalloAsignacion, StockVerificado
+from saga_contracts.events.orders import OrdenCancelada
 from sagakit.consumer import Handler
-from sagakit.envelope import Envelope
+from sagakit.message import Message
 from sagakit.store.unit_of_work import UnitOfWork
 
 
-def make_on_stock_verificado(calls: ChargeCalls) -> Handler:
-    async def on_stock_verificado(uow: UnitOfWork, event: Envelope) -> None:
+def make_on_stock_verificado(calls: ChargeCalls) -> Handler[StockVerificado]:
+    async def on_stock_verificado(uow: UnitOfWork, event: Message[StockVerificado]) -> None:
         await start_charge(uow, PaymentRepository(uow), calls, event)
 
     return on_stock_verificado
 
 
-def make_compensation_handlers(kick: Callable[[], None]) -> tuple[Handler, Handler]:
+def make_compensation_handlers(kick: Callable[[], None]
+                               ) -> tuple[Handler[FalloAsignacion], Handler[OrdenCancelada]]:
     """FalloAsignacion's and OrdenCancelada's; ``kick`` wakes the gateway worker for the
     refund or resolution they make due."""
 
-    async def on_fallo_asignacion(uow: UnitOfWork, event: Envelope) -> None:
+    async def on_fallo_asignacion(uow: UnitOfWork, event: Message[FalloAsignacion]) -> None:
         await compensate_allocation_failure(uow, PaymentRepository(uow), kick, event)
 
-    async def on_orden_cancelada(uow: UnitOfWork, event: Envelope) -> None:
+    async def on_orden_cancelada(uow: UnitOfWork, event: Message[OrdenCancelada]) -> None:
         await compensate_order_cancellation(uow, PaymentRepository(uow), kick, event)
 
     return on_fallo_asignacion, on_orden_cancelada

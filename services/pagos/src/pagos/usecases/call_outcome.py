@@ -18,6 +18,7 @@ from typing import Any
 
 from pagos.domain import payment as domain
 from pagos.domain.payment import Payment
+from pagos.usecases import payment_events
 from pagos.usecases.ports import CallOutcome, PaymentUnits, PaymentWork
 from sagakit.observability import metrics
 from sagakit.ports import UnitOfWorkPort
@@ -93,6 +94,5 @@ def after(uow: UnitOfWorkPort, change: domain.Change, payment: Payment,
 
 def emit_refund_failed(uow: UnitOfWorkPort, payment: Payment, attempts: int,
                        detail: str) -> None:
-    uow.emit("FalloReembolso", {
-        "order_id": payment.order_id, "payment_id": payment.payment_id,
-        "reason": detail or "refund failed", "attempts": attempts}, saga_id=payment.saga_id)
+    uow.emit(payment_events.fallo_reembolso(payment, attempts, detail or "refund failed"),
+             saga_id=payment.saga_id)

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pagos.config import PagosSettings
 from pagos.domain import payment as domain
 from pagos.domain.payment import Payment
-from pagos.usecases import call_outcome, charge_request
+from pagos.usecases import call_outcome, charge_request, payment_events
 from pagos.usecases.ports import PaymentGateway, PaymentUnits, PaymentWork
 from sagakit.envelope import utc_now_iso
 from sagakit.ports import UnitOfWorkPort
@@ -64,16 +64,12 @@ async def charge_payment(units: PaymentUnits, gateway: PaymentGateway, settings:
             charge_attempts=attempts_made, charge_id=charge_id or None,
             decline_code=decline or None))
         if change.emit is domain.Emit.PAGO_EXITOSO:
-            uow.emit("PagoExitoso", {
-                "order_id": current.order_id, "payment_id": current.payment_id,
-                "charge_id": charge_id, "amount": f"{current.amount:.2f}",
-                "currency": current.currency}, saga_id=payment.saga_id,
-                parent_span_id=current.trigger_span_id)
+            uow.emit(payment_events.pago_exitoso(current, charge_id), saga_id=payment.saga_id,
+                     parent_span_id=current.trigger_span_id)
         elif change.emit is domain.Emit.PAGO_RECHAZADO:
-            uow.emit("PagoRechazado", {
-                "order_id": current.order_id, "payment_id": current.payment_id,
-                "decline_code": decline or "rejected", "reason": detail or "declined"},
-                saga_id=payment.saga_id, parent_span_id=current.trigger_span_id)
+            uow.emit(payment_events.pago_rechazado(current, decline or "rejected",
+                                                   detail or "declined"),
+                     saga_id=payment.saga_id, parent_span_id=current.trigger_span_id)
         elif change.emit is domain.Emit.FALLO_REEMBOLSO:
             call_outcome.emit_refund_failed(uow, current, attempts_made, detail)
         if change.dead_letter:

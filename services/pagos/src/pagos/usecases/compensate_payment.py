@@ -5,33 +5,39 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from typing import TypeAlias
 
 from pagos.domain import payment as domain
 from pagos.domain.payment import Payment
 from pagos.usecases.ports import PaymentStore
-from sagakit.envelope import Envelope
+from saga_contracts.events.inventory import FalloAsignacion
+from saga_contracts.events.orders import OrdenCancelada
 from sagakit.errors import TransientError
+from sagakit.message import Message
 from sagakit.ports import UnitOfWorkPort
 
 log = logging.getLogger("pagos.compensate")
 
 Decide = Callable[[Payment | None], domain.Change]
+Compensated: TypeAlias = Message[FalloAsignacion | OrdenCancelada]
 
 
 async def compensate_allocation_failure(uow: UnitOfWorkPort, payments: PaymentStore,
-                                        kick: Callable[[], None], event: Envelope) -> None:
+                                        kick: Callable[[], None],
+                                        event: Message[FalloAsignacion]) -> None:
     await _locked(uow, payments, kick, event, lambda p: domain.on_allocation_failed(
         p.status if p else None, bool(p and p.charge_sent)))
 
 
 async def compensate_order_cancellation(uow: UnitOfWorkPort, payments: PaymentStore,
-                                        kick: Callable[[], None], event: Envelope) -> None:
+                                        kick: Callable[[], None],
+                                        event: Message[OrdenCancelada]) -> None:
     await _locked(uow, payments, kick, event, lambda p: domain.on_order_cancelled(
         p.status if p else None, bool(p and p.charge_sent)))
 
 
 async def _locked(uow: UnitOfWorkPort, payments: PaymentStore, kick: Callable[[], None],
-                  event: Envelope, decide: Decide) -> None:
+                  event: Compensated, decide: Decide) -> None:
     """Decides on the payment under its row lock and applies the change in the same
     transaction. StockVerificado arrives on another topic, in another lane: its charge can be
     created between this handler finding no payment and recording one. Then the saga's unique
@@ -42,7 +48,7 @@ async def _locked(uow: UnitOfWorkPort, payments: PaymentStore, kick: Callable[[]
     change = decide(payment)
     if payment is None and change.status is not None:
         if await payments.record_without_charge(saga_id=event.saga_id,
-                                                order_id=event.payload.get("order_id"),
+                                                order_id=event.payload.order_id,
                                                 status=change.status):
             await uow.commit()
             return
@@ -54,7 +60,7 @@ async def _locked(uow: UnitOfWorkPort, payments: PaymentStore, kick: Callable[[]
 
 
 async def _apply(uow: UnitOfWorkPort, payments: PaymentStore, kick: Callable[[], None],
-                 event: Envelope, change: domain.Change, payment: Payment | None) -> None:
+                 event: Compensated, change: domain.Change, payment: Payment | None) -> None:
     current = payment.status if payment else None
     if change.status is None or payment is None:
         log.info("nothing to compensate (payment %s)", current,

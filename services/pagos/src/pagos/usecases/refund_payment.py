@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pagos.config import PagosSettings
 from pagos.domain import payment as domain
 from pagos.domain.payment import Payment
-from pagos.usecases import call_outcome
+from pagos.usecases import call_outcome, payment_events
 from pagos.usecases.ports import PaymentGateway, PaymentUnits, PaymentWork
 from sagakit.envelope import utc_now_iso
 from sagakit.observability import metrics
@@ -48,10 +48,8 @@ async def refund_payment(units: PaymentUnits, gateway: PaymentGateway, settings:
             refund_id=refund_id if refunded else None,
             amount_refunded=current.amount if refunded else None))
         if change.emit is domain.Emit.REEMBOLSO_EJECUTADO:
-            uow.emit("ReembolsoEjecutado", {
-                "order_id": current.order_id, "payment_id": current.payment_id,
-                "refund_id": refund_id, "amount": f"{current.amount:.2f}",
-                "currency": current.currency}, saga_id=payment.saga_id)
+            uow.emit(payment_events.reembolso_ejecutado(current, refund_id),
+                     saga_id=payment.saga_id)
             uow.after_commit(lambda: metrics.COMPENSATIONS.labels(SERVICE, "refund").inc())
         elif change.emit is domain.Emit.FALLO_REEMBOLSO:
             call_outcome.emit_refund_failed(uow, current, attempts_made, detail)

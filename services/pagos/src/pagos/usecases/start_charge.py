@@ -19,12 +19,12 @@ payment that anything else has decided since (a cancellation, a refund) is left 
 from __future__ import annotations
 
 import logging
-from decimal import Decimal
 
 from pagos.domain.payment import PaymentStatus
 from pagos.usecases import charge_request
 from pagos.usecases.ports import ChargeCalls, PaymentStore
-from sagakit.envelope import Envelope
+from saga_contracts.events.inventory import StockVerificado
+from sagakit.message import Message
 from sagakit.observability import tracing
 from sagakit.ports import UnitOfWorkPort
 
@@ -32,7 +32,7 @@ log = logging.getLogger("pagos.start_charge")
 
 
 async def start_charge(uow: UnitOfWorkPort, payments: PaymentStore, calls: ChargeCalls,
-                       event: Envelope) -> None:
+                       event: Message[StockVerificado]) -> None:
     p = event.payload
     if event.metadata.get("replay_of") and await _charge_again(uow, payments, calls, event):
         return
@@ -40,14 +40,13 @@ async def start_charge(uow: UnitOfWorkPort, payments: PaymentStore, calls: Charg
     try:
         # The payment, the inbox row and nothing else: one statement, its own transaction.
         payments.new_charge(
-            saga_id=event.saga_id, order_id=p["order_id"],
-            amount=Decimal(p["total_amount"]), currency=p["currency"],
-            token=p["payment_method"]["token"],
+            saga_id=event.saga_id, order_id=p.order_id, amount=p.total_amount,
+            currency=p.currency, token=p.payment_method.token,
             lease_s=calls.lease_s if slot else None,
             trigger={"message_id": event.message_id, "event_type": event.event_type,
                      "span_id": event.span_id,
                      "traceparent": tracing.current_traceparent(),
-                     "event": charge_request.kept(event)})
+                     "event": charge_request.kept(event.envelope)})
         await uow.commit()
         created = payments.created()
         if created is None:
@@ -64,7 +63,7 @@ async def start_charge(uow: UnitOfWorkPort, payments: PaymentStore, calls: Charg
 
 
 async def _charge_again(uow: UnitOfWorkPort, payments: PaymentStore, calls: ChargeCalls,
-                        event: Envelope) -> bool:
+                        event: Message[StockVerificado]) -> bool:
     """A replayed StockVerificado for a saga that has a payment: the charge made due again if
     the gateway never answered it, nothing otherwise. False when the saga has no payment (the
     replay starts the charge as the original would have)."""
@@ -75,7 +74,7 @@ async def _charge_again(uow: UnitOfWorkPort, payments: PaymentStore, calls: Char
         # The charge's idempotency key binds it to the token of its first call: a replay that
         # brings another one would be refused by the gateway and prove nothing. The replay's
         # token is used only when the payment kept none.
-        token = payment.token or event.payload["payment_method"]["token"]
+        token = payment.token or event.payload.payment_method.token
         # Under the row lock the status holds: the conditional update applies.
         await payments.charge_again(event.saga_id, token)
         uow.after_commit(calls.kick)

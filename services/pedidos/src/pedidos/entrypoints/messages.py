@@ -6,14 +6,14 @@ from __future__ import annotations
 from pedidos.adapters.order_repository import OrderRepository
 from pedidos.config import PedidosSettings
 from pedidos.usecases.known_sagas import KnownSagas
-from pedidos.usecases.track_saga import track_saga
+from pedidos.usecases.track_saga import Tracked, track_saga
 from sagakit.consumer import Handler
-from sagakit.envelope import Envelope
+from sagakit.message import Message
 from sagakit.store.unit_of_work import UnitOfWork
 
 
-def make_track_saga(settings: PedidosSettings, known: KnownSagas) -> Handler:
-    async def on_saga_event(uow: UnitOfWork, event: Envelope) -> None:
+def make_track_saga(settings: PedidosSettings, known: KnownSagas) -> Handler[Tracked]:
+    async def on_saga_event(uow: UnitOfWork, event: Message[Tracked]) -> None:
         await track_saga(uow, OrderRepository(uow), event, settings, known)
 
     return on_saga_event

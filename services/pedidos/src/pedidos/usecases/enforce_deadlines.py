@@ -14,6 +14,7 @@ import logging
 
 from pedidos.config import PedidosSettings
 from pedidos.domain.order import STEP_OF, on_saga_deadline, on_step_deadline
+from pedidos.usecases import order_events
 from pedidos.usecases.known_sagas import KnownSagas
 from pedidos.usecases.ports import Deadlines, OrderUnits
 from pedidos.usecases.transitions import stage_transition
@@ -60,10 +61,8 @@ async def enforce_deadline(deadlines: Deadlines, units: OrderUnits, settings: Pe
                 transition = on_saga_deadline(saga.status)
                 if transition is None:
                     return 0
-                uow.emit("SagaExpirada", {"order_id": saga.order_id,
-                                          "previous_status": saga.status.value,
-                                          "elapsed_ms": int(saga.elapsed_s * 1000)},
-                         saga_id=saga.saga_id, parent_span_id=span_id)
+                uow.emit(order_events.saga_expirada(saga), saga_id=saga.saga_id,
+                         parent_span_id=span_id)
                 stage_transition(uow, orders, saga, transition, cause="SagaExpirada",
                                  actor="pedidos.deadlines", settings=settings,
                                  known=known, parent_span_id=span_id)
@@ -76,9 +75,8 @@ async def enforce_deadline(deadlines: Deadlines, units: OrderUnits, settings: Pe
                 if transition is None:
                     return 0
                 step = STEP_OF[saga.status]
-                uow.emit("StepTimedOut", {"order_id": saga.order_id, "step": step,
-                                          "elapsed_ms": saga.step_elapsed_ms},
-                         saga_id=saga.saga_id, parent_span_id=span_id)
+                uow.emit(order_events.step_timed_out(saga, step), saga_id=saga.saga_id,
+                         parent_span_id=span_id)
                 stage_transition(uow, orders, saga, transition, cause="StepTimedOut",
                                  actor="pedidos.deadlines", settings=settings,
                                  detail={"step": step, "elapsed_ms": saga.step_elapsed_ms},

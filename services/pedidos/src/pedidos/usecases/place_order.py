@@ -15,6 +15,12 @@ from pedidos.config import PedidosSettings
 from pedidos.domain.order import SAGA_TYPE, OrderStatus, owner_of
 from pedidos.usecases.known_sagas import KnownSagas
 from pedidos.usecases.ports import AuditEntry, OrderStore
+from saga_contracts.events.orders import (
+    OrdenSolicitada,
+    OrderLine,
+    PaymentMethod,
+    ShippingAddress,
+)
 from sagakit.envelope import new_span_id
 from sagakit.ids import time_ordered_id
 from sagakit.observability import metrics, tracing
@@ -60,15 +66,15 @@ async def place_order(uow: UnitOfWorkPort, orders: OrderStore, body: dict[str, A
                  "request_span_id": request_span_id},
         step_timeout_s=settings.validation_timeout_s, saga_timeout_s=settings.saga_timeout_s,
         audit=AuditEntry("OrdenSolicitada", owner_of(body)))
-    uow.emit("OrdenSolicitada", {
-        "order_id": str(order_id),
-        "customer_id": body["customer_id"],
-        "items": body["items"],
-        "total_amount": f"{total:.2f}",
-        "currency": body["currency"],
-        "shipping_address": body["shipping_address"],
-        "payment_method": body["payment_method"],
-    }, saga_id=str(saga_id), parent_span_id=request_span_id,
+    uow.emit(OrdenSolicitada(
+        order_id=str(order_id),
+        customer_id=body["customer_id"],
+        items=tuple(OrderLine.model_validate(item) for item in body["items"]),
+        total_amount=total,
+        currency=body["currency"],
+        shipping_address=ShippingAddress.model_validate(body["shipping_address"]),
+        payment_method=PaymentMethod.model_validate(body["payment_method"]),
+    ), saga_id=str(saga_id), parent_span_id=request_span_id,
        metadata={"correlation_id": str(order_id), "user_id": body["customer_id"],
                  "channel": "api"})
     uow.after_commit(lambda: metrics.SAGAS_STARTED.labels(SAGA_TYPE).inc())

@@ -13,23 +13,39 @@ locked read-decide-write took five.
 from __future__ import annotations
 
 import logging
+from typing import TypeAlias
 
 from pedidos.config import PedidosSettings
 from pedidos.domain.order import Annotation, Transition, on_event
 from pedidos.usecases.known_sagas import KnownSagas
 from pedidos.usecases.ports import AuditEntry, OrderStore
 from pedidos.usecases.transitions import stage_transition
-from sagakit.envelope import Envelope
+from saga_contracts.events.inventory import (
+    FalloAsignacion,
+    StockAsignado,
+    StockNoDisponible,
+    StockVerificado,
+)
+from saga_contracts.events.payments import (
+    FalloReembolso,
+    PagoExitoso,
+    PagoRechazado,
+    ReembolsoEjecutado,
+)
 from sagakit.errors import PermanentError
+from sagakit.message import Message
 from sagakit.ports import UnitOfWorkPort
 
 log = logging.getLogger("pedidos.track_saga")
 
-TRACKED_EVENTS = ("StockVerificado", "StockNoDisponible", "PagoExitoso", "PagoRechazado",
-                  "StockAsignado", "FalloAsignacion", "ReembolsoEjecutado", "FalloReembolso")
+Tracked: TypeAlias = (StockVerificado | StockNoDisponible | PagoExitoso | PagoRechazado
+                      | StockAsignado | FalloAsignacion | ReembolsoEjecutado | FalloReembolso)
+TRACKED_EVENTS: tuple[type[Tracked], ...] = (
+    StockVerificado, StockNoDisponible, PagoExitoso, PagoRechazado, StockAsignado,
+    FalloAsignacion, ReembolsoEjecutado, FalloReembolso)
 
 
-async def track_saga(uow: UnitOfWorkPort, orders: OrderStore, event: Envelope,
+async def track_saga(uow: UnitOfWorkPort, orders: OrderStore, event: Message[Tracked],
                      settings: PedidosSettings, known: KnownSagas) -> None:
     """Everything that follows the commit waits in ``after_commit``, so the unit of work may
     share its transaction with others (the consumer's batches)."""
@@ -41,8 +57,8 @@ async def track_saga(uow: UnitOfWorkPort, orders: OrderStore, event: Envelope,
     decision = on_event(saga.status, event.event_type)
     detail = {"source_service": event.source_service}
     order_values = {}
-    if event.event_type == "PagoExitoso":
-        order_values["charge_id"] = event.payload.get("charge_id")
+    if isinstance(event.payload, PagoExitoso):
+        order_values["charge_id"] = event.payload.charge_id
     if isinstance(decision, Transition):
         stage_transition(uow, orders, saga, decision, cause=event.event_type,
                          actor=event.source_service, settings=settings,

@@ -18,6 +18,7 @@ from pedidos.domain.order import (
     Transition,
     final_status_label,
 )
+from pedidos.usecases import order_events
 from pedidos.usecases.known_sagas import KnownSagas
 from pedidos.usecases.ports import AuditEntry, OrderStore, SagaState
 from sagakit.observability import metrics
@@ -47,15 +48,12 @@ def stage_transition(uow: UnitOfWorkPort, orders: OrderStore, saga: SagaState,
                 audit=AuditEntry(cause, actor, message_id, detail),
                 notification=NOTIFICATIONS.get(transition.to), **values)
     if transition.completes:
-        uow.emit("OrdenCompletada", {"order_id": saga.order_id,
-                                     "total_amount": f"{saga.total_amount:.2f}",
-                                     "currency": saga.currency}, saga_id=saga.saga_id,
+        uow.emit(order_events.orden_completada(saga), saga_id=saga.saga_id,
                  parent_span_id=parent_span_id)
     elif transition.cancels:
         reason = transition.cancel_reason or CancelReason.TIMEOUT
-        uow.emit("OrdenCancelada", {"order_id": saga.order_id, "status": transition.to.value,
-                                    "reason": reason.value}, saga_id=saga.saga_id,
-                 parent_span_id=parent_span_id)
+        uow.emit(order_events.orden_cancelada(saga, transition.to, reason),
+                 saga_id=saga.saga_id, parent_span_id=parent_span_id)
 
     def committed() -> None:
         # The row the commit statement moved, by the database clock of that statement (``saga``
