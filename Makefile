@@ -35,7 +35,7 @@ lint:
 	@uv run --frozen --no-sync ruff check .
 
 typecheck:
-	@uv run --frozen --no-sync mypy libs/sagakit/src libs/saga-contracts/src services/*/src tools/local-stack/src
+	@uv run --frozen --no-sync mypy libs/sagakit/src libs/saga-contracts/src services/*/src tools/*/src
 
 # The generated docs (tests fail when they are out of date): configuration and event catalog.
 docs:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from decimal import Decimal
+from typing import Any
 
 import asyncpg
 import httpx
@@ -12,7 +13,8 @@ from chaos.checker import Order, Snapshot
 from saga_harness import config
 
 
-def _json(value: object) -> object:
+def _items(value: str | list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """An ``items`` jsonb column: asyncpg hands jsonb over as text unless a codec is set."""
     return json.loads(value) if isinstance(value, str) else value
 
 
@@ -29,10 +31,10 @@ async def take(acknowledged: list[str], initial_stock: dict[str, int],
             "jsonb_array_elements(o.items) i WHERE i->>'sku' = ANY($2::text[]))",
             list(acknowledged), list(initial_stock))
         orders = {r["order_id"]: Order(r["order_id"], r["saga_id"], r["status"],
-                                       Decimal(r["total_amount"]), _json(r["items"]))  # type: ignore[arg-type]
+                                       Decimal(r["total_amount"]), _items(r["items"]))
                   for r in rows}
         sagas = [o.saga_id for o in orders.values()]
-        allocations = {r["saga_id"]: (r["status"], _json(r["items"])) for r in await conn.fetch(
+        allocations = {r["saga_id"]: (r["status"], _items(r["items"])) for r in await conn.fetch(
             "SELECT saga_id, status, items FROM inventario.allocations "
             "WHERE saga_id = ANY($1::text[])", sagas)}
         final_stock = {r["sku"]: r["quantity"] for r in await conn.fetch(

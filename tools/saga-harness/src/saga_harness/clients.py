@@ -51,27 +51,27 @@ class Saga:
         headers = {"Idempotency-Key": key} if key else {}
         r = await self.http.post(f"{config.PEDIDOS}/orders", json=body, headers=headers)
         assert r.status_code == 202, r.text
-        return r.json()  # type: ignore[no-any-return]
+        return r.json()
 
     async def order(self, order_id: str) -> dict[str, Any]:
         r = await self.http.get(f"{config.PEDIDOS}/orders/{order_id}")
         r.raise_for_status()
-        return r.json()  # type: ignore[no-any-return]
+        return r.json()
 
     async def history(self, saga_id: str) -> list[dict[str, Any]]:
         r = await self.http.get(f"{config.PEDIDOS}/sagas/{saga_id}/history")
         r.raise_for_status()
-        return r.json()["entries"]  # type: ignore[no-any-return]
+        return r.json()["entries"]
 
     async def payments(self, saga_id: str) -> list[dict[str, Any]]:
         r = await self.http.get(f"{config.PAGOS}/payments", params={"saga_id": saga_id})
         r.raise_for_status()
-        return r.json()  # type: ignore[no-any-return]
+        return r.json()
 
     async def ledger(self) -> dict[str, Any]:
         r = await self.http.get(f"{config.GATEWAY}/ledger")
         r.raise_for_status()
-        return r.json()  # type: ignore[no-any-return]
+        return r.json()
 
     async def lag(self, service: str) -> float:
         """Messages the service's consumer has not committed yet, from its /metrics."""

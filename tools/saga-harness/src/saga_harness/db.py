@@ -17,7 +17,7 @@ from sagakit.store.tables import MessagingTables, messaging_tables, service_meta
 async def fetch(sql: str, *args: Any) -> list[asyncpg.Record]:
     conn = await asyncpg.connect(config.admin_dsn())
     try:
-        return await conn.fetch(sql, *args)  # type: ignore[no-any-return]
+        return await conn.fetch(sql, *args)
     finally:
         await conn.close()
 
@@ -33,7 +33,7 @@ async def fetchval(sql: str, *args: Any) -> Any:
 async def execute(sql: str, *args: Any) -> str:
     conn = await asyncpg.connect(config.admin_dsn())
     try:
-        return await conn.execute(sql, *args)  # type: ignore[no-any-return]
+        return await conn.execute(sql, *args)
     finally:
         await conn.close()
 
