@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from fastapi import APIRouter, Request
 from sqlalchemy.ext.asyncio import AsyncEngine
