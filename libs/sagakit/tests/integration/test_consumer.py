@@ -24,7 +24,7 @@ from saga_harness import config
 from saga_harness.kafka import envelope
 from saga_harness.scratch import scratch_outbox
 from saga_harness.waiting import wait_for
-from sagakit.consumer import EventConsumer, Handler, Subscription
+from sagakit.consumer import EventConsumer, Handler, Origin, Subscription
 from sagakit.errors import TransientError
 from sagakit.message import Message
 from sagakit.settings import MessagingSettings
@@ -51,7 +51,8 @@ async def _consuming(scratch: tuple[AsyncEngine, MessagingTables], handler: Hand
     consumer = EventConsumer(service=SERVICE, topics=[TOPIC],
                              subscriptions=[Subscription(OrdenCompletada, handler)],
                              uow_factory=lambda **kw: UnitOfWork(engine, tables, SERVICE, **kw),
-                             settings=settings)
+                             settings=settings,
+                             origins={"OrdenCompletada": Origin(TOPIC, "pedidos")})
     if started is not None:
         started.append(consumer)
     stop = asyncio.Event()
@@ -60,8 +61,9 @@ async def _consuming(scratch: tuple[AsyncEngine, MessagingTables], handler: Hand
     await producer.start()
 
     async def send(saga_id: str, partition: int) -> None:
+        # Keyed by the saga, as the relay keys it; the partition is the test's choice.
         await producer.send_and_wait(TOPIC, json.dumps(_event(saga_id)).encode(),
-                                     partition=partition)
+                                     key=saga_id.encode(), partition=partition)
     try:
         await consumer.assigned.wait()
         yield send
@@ -73,7 +75,7 @@ async def _consuming(scratch: tuple[AsyncEngine, MessagingTables], handler: Hand
 
 def _event(saga_id: str) -> dict:
     return envelope("OrdenCompletada", {"order_id": str(uuid.uuid4()), "total_amount": "1.00",
-                                        "currency": "USD"}, saga_id=saga_id, source="test")
+                                        "currency": "USD"}, saga_id=saga_id, source="pedidos")
 
 
 async def test_a_retrying_partition_does_not_hold_up_the_others(scratch) -> None:  # type: ignore[no-untyped-def]

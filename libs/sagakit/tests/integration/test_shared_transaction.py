@@ -29,7 +29,7 @@ from saga_harness import config
 from saga_harness.kafka import envelope
 from saga_harness.scratch import scratch_outbox
 from saga_harness.waiting import wait_for
-from sagakit.consumer import EventConsumer, RawRecord, Subscription
+from sagakit.consumer import EventConsumer, Origin, RawRecord, Subscription
 from sagakit.errors import PermanentError
 from sagakit.message import Message
 from sagakit.observability import metrics
@@ -102,7 +102,8 @@ def _consumer(scratch: tuple[AsyncEngine, MessagingTables], counters: Counters,
                                     shares_transaction=True)],
         uow_factory=lambda **kw: UnitOfWork(engine, tables, SCHEMA, **kw),
         settings=MessagingSettings(consumer_batch_max=batch_max),
-        shared_transaction=lambda: SharedTransaction(engine, tables, SCHEMA, lock_timeout_ms))
+        shared_transaction=lambda: SharedTransaction(engine, tables, SCHEMA, lock_timeout_ms),
+        origins={"OrdenCompletada": Origin(TOPIC, "pedidos")})
 
 
 async def _records(engine: AsyncEngine, names: list[str]) -> list[RawRecord]:
@@ -119,7 +120,7 @@ def _built(names: list[str], partition: int = 0) -> list[RawRecord]:
     for offset, name in enumerate(names):
         value = envelope("OrdenCompletada", {"order_id": str(uuid.uuid4()),
                                              "total_amount": "1.00", "currency": "USD"},
-                         saga_id=name, source="test")
+                         saga_id=name, source="pedidos")
         records.append(RawRecord(TOPIC, partition, offset, name.encode(),
                                  json.dumps(value).encode(), []))
     return records

@@ -35,7 +35,7 @@ from saga_harness.kafka import TopicReader
 from saga_harness.waiting import wait_for
 from sagactl import replay
 from sagakit import jsonio
-from sagakit.consumer import EventConsumer, RawRecord, Subscription
+from sagakit.consumer import EventConsumer, Origin, RawRecord, Subscription
 from sagakit.message import Message
 from sagakit.settings import MessagingSettings
 from sagakit.store.tables import MessagingTables
@@ -146,12 +146,14 @@ async def _through_kafka(plan: replay.Replay) -> RawRecord:
 def _consumer(engine: AsyncEngine, tables: MessagingTables,
               worker: GatewayWorker) -> EventConsumer:
     """pagos' consumer loop with pagos' StockVerificado handler (driven record by record:
-    never joining the running stack's consumer group)."""
+    never joining the running stack's consumer group), which believes a StockVerificado from
+    inventario on the scratch topic as it believes one on inventory-events."""
     return EventConsumer(service="pagos", topics=[TOPIC],
                          subscriptions=[Subscription(StockVerificado,
                                                      make_on_stock_verificado(worker))],
                          uow_factory=lambda **kw: UnitOfWork(engine, tables, "pagos", **kw),
-                         settings=MessagingSettings(kafka_bootstrap_servers=config.KAFKA))
+                         settings=MessagingSettings(kafka_bootstrap_servers=config.KAFKA),
+                         origins={"StockVerificado": Origin(TOPIC, "inventario")})
 
 
 async def test_a_charge_given_up_on_is_replayed_and_made_under_the_same_key(

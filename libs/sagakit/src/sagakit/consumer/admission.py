@@ -4,9 +4,11 @@ at once and why.
 
 Bytes that are not an envelope, an event type unknown to the catalogue and an invalid payload
 of a handled event are dead letters; so is a payload its schema admits and its model refuses
-(``schema_invalid`` too: the model is the schema as this code reads it). An event this service
-does not handle is skipped without validating or parsing its payload (that is for the services
-that handle it), as is a dead letter replayed for another service.
+(``schema_invalid`` too: the model is the schema as this code reads it), and, before its payload
+is looked at, a handled event that did not come on its topic, from its producer, keyed by its
+saga (``contract_violation``, ``sagakit.consumer.contract``). An event this service does not
+handle is skipped without validating or parsing its payload (that is for the services that
+handle it), as is a dead letter replayed for another service.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any
 
 from saga_contracts import headers as h
 from saga_contracts import registry
+from sagakit.consumer.contract import Origin, origins_of, violation
 from sagakit.consumer.records import Admitted, Outcome, RawRecord, Rejected, Verdict
 from sagakit.consumer.subscription import Subscription
 from sagakit.envelope import Envelope, UndecodableMessage, decode_headers
@@ -23,10 +26,17 @@ from sagakit.message import Message
 
 
 class Admission:
-    def __init__(self, service: str, subscriptions: Mapping[str, Subscription[Any]]) -> None:
+    def __init__(self, service: str, subscriptions: Mapping[str, Subscription[Any]],
+                 origins: Mapping[str, Origin] | None = None) -> None:
+        """``origins``: where each handled event type must come from; by default the
+        catalogue's (a test that reads a scratch topic names it there)."""
         self.service = service
         self.subscriptions = subscriptions
         """By event type."""
+        self.origins = dict(origins) if origins is not None else origins_of(subscriptions)
+        missing = set(subscriptions) - set(self.origins)
+        if missing:
+            raise ValueError(f"no origin for the handled event types {sorted(missing)}")
 
     def admit(self, raw: RawRecord) -> Verdict:
         headers = decode_headers(raw.headers)
@@ -47,6 +57,10 @@ class Admission:
                 # it here (most records on a topic are such events) is CPU for nothing.
                 registry.schema_for(event_type, envelope.schema_version)
             else:
+                refused = violation(raw, envelope, headers.get(h.SAGA_ID),
+                                    self.origins[event_type])
+                if refused is not None:
+                    return Rejected(envelope, "contract_violation", refused, str(refused))
                 registry.validate(event_type, envelope.schema_version, envelope.payload)
                 # Parsed once, here: the handler, its retries and a shared transaction get
                 # this message.

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
@@ -18,6 +18,7 @@ from aiokafka.errors import KafkaError
 
 from sagakit import faults
 from sagakit.consumer.admission import Admission
+from sagakit.consumer.contract import Origin
 from sagakit.consumer.dead_lettering import DeadLetters, DeadLetterWriter
 from sagakit.consumer.delivery import InOrder
 from sagakit.consumer.handling import Handling
@@ -70,16 +71,19 @@ class EventConsumer:
                  subscriptions: Sequence[Subscription[Any]], uow_factory: UnitOfWorkFactory,
                  settings: MessagingSettings,
                  shared_transaction: Callable[[], SharedTransaction] | None = None,
-                 dead_letters: DeadLetterWriter | None = None) -> None:
+                 dead_letters: DeadLetterWriter | None = None,
+                 origins: Mapping[str, Origin] | None = None) -> None:
         """``dead_letters``: where records given up on go (by default through the outbox of
-        ``uow_factory``'s units of work)."""
+        ``uow_factory``'s units of work). ``origins``: the topic and producer each handled event
+        type must come from, by default its schema's; a test that reads a scratch topic names
+        that topic here."""
         self.service = service
         self.topics = topics
         self.settings = settings
         report = Report(service)
         handling = Handling(service, uow_factory, settings)
-        self.processor = Processor(service, Admission(service, by_event_type(subscriptions)),
-                                   handling, RetryPolicy(settings),
+        admission = Admission(service, by_event_type(subscriptions), origins)
+        self.processor = Processor(service, admission, handling, RetryPolicy(settings),
                                    dead_letters or DeadLetters(service, uow_factory), report)
         self.offsets = Offsets(service, settings)
         self.shared_runs = SharedRuns(service, settings, handling, report, shared_transaction)
