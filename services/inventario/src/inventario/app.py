@@ -8,6 +8,7 @@ from fastapi import FastAPI
 
 from inventario.adapters.tables import messaging
 from inventario.config import InventarioSettings
+from inventario.domain.payment_match import PaymentMismatch
 from inventario.entrypoints.http import router
 from inventario.entrypoints.messages import (
     make_on_pago_exitoso,
@@ -57,6 +58,7 @@ def create() -> FastAPI:
         routers=[router],
         # inventario releases stock for whatever reason the order was cancelled.
         compensation_reasons=latest("OrdenCancelada").document["properties"]["reason"]["enum"],
+        payment_mismatch_reasons=[reason.value for reason in PaymentMismatch],
         description="Stock validation (no locks), allocation (row locks) and release.",
         database_settings=database_settings,
     ))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from decimal import Decimal
 from typing import TypeVar
 
 import pytest
@@ -20,6 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from inventario.adapters.stock_repository import StockRepository
 from inventario.adapters.tables import messaging
 from inventario.config import InventarioSettings
+from inventario.domain.payment_match import Money
 from inventario.domain.stock import AllocationStatus, Line
 from inventario.entrypoints.messages import make_on_pago_exitoso, on_orden_solicitada
 from inventario.usecases.ports import AllocationState
@@ -89,17 +91,19 @@ async def test_the_validation_read_answers_both_questions_in_one_statement(
 
 async def test_the_allocation_state_is_read_in_one_statement_without_locks(
         running_stack: None) -> None:
-    checked, never, allocated = (f"probe-{uuid.uuid4()}" for _ in range(3))
+    checked, never, unavailable, allocated = (f"probe-{uuid.uuid4()}" for _ in range(4))
     a, b, absent, other = new_sku(), new_sku(), new_sku(), new_sku()
     await db.execute("INSERT INTO inventario.products (sku, quantity) VALUES ($1, 4), ($2, 9), "
                      "($3, 1)", a, b, other)
     async with db.probe() as conn:
         repo, uow = _on_probe(conn)
         repo.record_check(checked, str(uuid.uuid4()),
-                          [Line(b, 2), Line(a, 1), Line(absent, 1), Line(b, 1)], "ok")
+                          [Line(b, 2), Line(a, 1), Line(absent, 1), Line(b, 1)], "verified",
+                          payment_requested=Money(Decimal("1234.5"), "PEN"))
         assert await uow.write()
         assert await repo.allocation_state(checked) == AllocationState(
-            checked=[Line(b, 2), Line(a, 1), Line(absent, 1), Line(b, 1)], allocation=None,
+            checked=[Line(b, 2), Line(a, 1), Line(absent, 1), Line(b, 1)],
+            payment_requested=Money(Decimal("1234.50"), "PEN"), allocation=None,
             on_hand={a: 4, b: 9})
         # The read locks nothing: a concurrent allocation may take the units meanwhile, which
         # the allocation's write checks under its locks.
@@ -107,14 +111,22 @@ async def test_the_allocation_state_is_read_in_one_statement_without_locks(
                               "FOR UPDATE NOWAIT", [a, b]):
             pass
         assert await repo.allocation_state(never) == AllocationState(
-            checked=None, allocation=None, on_hand={})
+            checked=None, payment_requested=None, allocation=None, on_hand={})
+        # A check that asked for no payment (stock unavailable) has its lines and no payment.
+        repo.record_check(unavailable, str(uuid.uuid4()), [Line(a, 9)], "unavailable",
+                          payment_requested=None)
+        assert await uow.write()
+        assert await repo.allocation_state(unavailable) == AllocationState(
+            checked=[Line(a, 9)], payment_requested=None, allocation=None, on_hand={a: 4})
         # A saga that has its allocation already: no product is read.
-        repo.record_check(allocated, str(uuid.uuid4()), [Line(other, 1)], "ok")
+        repo.record_check(allocated, str(uuid.uuid4()), [Line(other, 1)], "verified",
+                          payment_requested=Money(Decimal("3.00"), "USD"))
         assert await uow.write()
         assert await repo.insert_allocation(allocated, None, AllocationStatus.RELEASED,
                                             [Line(other, 1)])
         assert await repo.allocation_state(allocated) == AllocationState(
-            checked=[Line(other, 1)], allocation=AllocationStatus.RELEASED, on_hand={})
+            checked=[Line(other, 1)], payment_requested=Money(Decimal("3.00"), "USD"),
+            allocation=AllocationStatus.RELEASED, on_hand={})
 
 
 async def test_the_allocations_lock_timeout_binds_the_locks_of_its_own_statement(
@@ -238,7 +250,8 @@ async def test_validation_and_allocation_find_products_by_key_in_a_large_catalog
         seq_before, idx_before = await _product_scans(conn)
 
         assert await repo.validation_read(saga_id, [a, b]) == (None, {a: 10, b: 10})
-        repo.record_check(saga_id, order_id, lines, "ok")
+        repo.record_check(saga_id, order_id, lines, "verified",
+                          payment_requested=Money(Decimal("10.00"), "USD"))
         assert await uow.write()
         state = await repo.allocation_state(saga_id)
         assert state.on_hand == {a: 10, b: 10}
@@ -321,3 +334,46 @@ async def test_a_validation_and_an_allocation_run_whole_on_a_copy_of_the_tables(
         assert await db.fetchval(
             f"SELECT count(*) FROM inventario.{table} WHERE saga_id = $1", saga_id) == 0
     assert await db.fetchval("SELECT count(*) FROM inventario.products WHERE sku = $1", sku) == 0
+
+
+async def test_a_payment_the_check_did_not_ask_for_records_only_its_message(
+        running_stack: None) -> None:
+    """The stock check keeps what it asked pagos for; a PagoExitoso of another amount takes
+    nothing and writes no allocation and no event: only its inbox row, as processed."""
+    sku, saga_id, order_id = new_sku(), f"probe-{uuid.uuid4()}", str(uuid.uuid4())
+    async with db.scratch_copy(SCRATCH, "inventario", SCRATCH_TABLES) as (engine, tables):
+        async with engine.begin() as conn:
+            await conn.execute(text(
+                f"INSERT INTO {SCRATCH}.products (sku, quantity) VALUES (:s, 5)"), {"s": sku})
+        assert await _deliver(engine, tables, on_orden_solicitada, _event(
+            OrdenSolicitada, saga_id, "pedidos", {
+                "order_id": order_id, "customer_id": "c-1",
+                "items": [{"sku": sku, "quantity": 2, "price": "5.00"}],
+                "total_amount": "10.00", "currency": "USD",
+                "shipping_address": {"street": "Av. Siempre Viva 742", "city": "Lima",
+                                     "country": "PE", "postal_code": "15001"},
+                "payment_method": {"type": "credit_card", "token": "tok_visa"}}))
+        foreign = _event(PagoExitoso, saga_id, "pagos", {
+            "order_id": order_id, "payment_id": str(uuid.uuid4()), "charge_id": "ch_1",
+            "amount": "9.99", "currency": "USD"})
+        assert await _deliver(engine, tables, make_on_pago_exitoso(InventarioSettings()),
+                              foreign)
+
+        async with engine.connect() as conn:
+            check = (await conn.execute(text(
+                f"SELECT payment_amount, payment_currency FROM {SCRATCH}.stock_checks "
+                "WHERE saga_id = :s"), {"s": saga_id})).one()
+            assert (check.payment_amount, check.payment_currency) == (Decimal("10.00"), "USD")
+            assert (await conn.execute(text(
+                f"SELECT quantity FROM {SCRATCH}.products WHERE sku = :s"), {"s": sku})
+            ).scalar_one() == 5
+            assert (await conn.execute(text(
+                f"SELECT count(*) FROM {SCRATCH}.allocations WHERE saga_id = :s"),
+                {"s": saga_id})).scalar_one() == 0
+            assert (await conn.execute(text(
+                f"SELECT array_agg(event_type ORDER BY id) FROM {SCRATCH}.outbox "
+                "WHERE saga_id = :s"), {"s": saga_id})
+            ).scalar_one() == ["StockVerificado"]
+            assert (await conn.execute(text(
+                f"SELECT status FROM {SCRATCH}.processed_messages WHERE message_id = :m"),
+                {"m": foreign.message_id})).scalar_one() == "processed"

@@ -42,10 +42,12 @@ def orden_solicitada(*items: tuple[str, int], saga_id: str | None = None
         "payment_method": PAYMENT_METHOD}, saga_id)
 
 
-def pago_exitoso(saga_id: str, order_id: str | None = None) -> Message[PagoExitoso]:
+def pago_exitoso(saga_id: str, order_id: str | None = None, *, amount: str = "12.50",
+                 currency: str = "EUR") -> Message[PagoExitoso]:
+    """By default, the payment of ``orden_solicitada``'s order."""
     return _event(PagoExitoso, "pagos", {
         "order_id": order_id or str(uuid.uuid4()), "payment_id": str(uuid.uuid4()),
-        "charge_id": "ch_1", "amount": "12.50", "currency": "EUR"}, saga_id)
+        "charge_id": "ch_1", "amount": amount, "currency": currency}, saga_id)
 
 
 def orden_cancelada(saga_id: str, reason: str = "pago_rechazado",

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from inventario.domain.payment_match import Money
 from inventario.domain.stock import AllocationStatus, Line, merge_lines
 from inventario.usecases.ports import AllocationState, ProductStock
 from sagakit.fakes import FakeUnitOfWork
@@ -49,6 +50,7 @@ class StockCheck:
     order_id: str
     lines: list[Line]
     result: str
+    payment_requested: Money | None
 
 
 @dataclass(frozen=True)
@@ -101,9 +103,11 @@ class FakeStockRepository:
         self._read()
         return result
 
-    def record_check(self, saga_id: str, order_id: str, lines: list[Line], result: str) -> None:
+    def record_check(self, saga_id: str, order_id: str, lines: list[Line], result: str,
+                     payment_requested: Money | None) -> None:
         def write() -> bool:
-            self.inventory.checks.setdefault(saga_id, StockCheck(order_id, list(lines), result))
+            self.inventory.checks.setdefault(
+                saga_id, StockCheck(order_id, list(lines), result, payment_requested))
             return True  # no guard: a check recorded first is kept, the commit goes on
         self.uow.stage(write)
 
@@ -112,6 +116,7 @@ class FakeStockRepository:
         allocation = self.inventory.allocations.get(saga_id)
         state = AllocationState(
             checked=list(check.lines) if check else None,
+            payment_requested=check.payment_requested if check else None,
             allocation=allocation.status if allocation else None,
             on_hand=(self._on_hand([line.sku for line in check.lines])
                      if check and allocation is None else {}))

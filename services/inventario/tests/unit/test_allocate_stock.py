@@ -1,32 +1,45 @@
 """allocate_stock: PagoExitoso → StockAsignado | FalloAsignacion, decided on a read without locks
 and written only if the commit's guard finds the units and the saga as they were read; else
-nothing is written and the message is handled again on what is there then."""
+nothing is written and the message is handled again on what is there then. A payment the
+saga's stock check did not ask for takes nothing and is counted for the alert."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
+from decimal import Decimal
 
 import pytest
 
+from inventario.domain.payment_match import Money
 from inventario.domain.stock import AllocationStatus, Line
 from inventario.usecases.allocate_stock import allocate_stock
-from sagakit.errors import PermanentError
+from sagakit.observability import metrics
 
-from .events import handling, pago_exitoso
+from .events import PAYMENT_METHOD, handling, pago_exitoso
 from .fakes import Allocation, FakeStockRepository, Inventory, StagingUnitOfWork, StockCheck
 
 ORDER_ID = "6f1c2a4e-1111-4222-8333-444455556666"
 LOCK_TIMEOUT_MS = 1234
 
 
+# What the stock check of every saga here asked pagos for, and what pago_exitoso pays.
+REQUESTED = Money(Decimal("12.50"), "EUR")
+
+
 def _checked(inventory: Inventory, saga_id: str, *lines: Line) -> None:
-    inventory.checks[saga_id] = StockCheck(ORDER_ID, list(lines), "verified")
+    inventory.checks[saga_id] = StockCheck(ORDER_ID, list(lines), "verified", REQUESTED)
+
+
+def _mismatches(reason: str) -> float:
+    return metrics.PAYMENT_MISMATCHES.labels("inventario", reason)._value.get()
 
 
 async def _allocate(inventory: Inventory, saga_id: str, *,
-                    meanwhile: Callable[[Inventory], None] | None = None
+                    meanwhile: Callable[[Inventory], None] | None = None,
+                    amount: str = "12.50", currency: str = "EUR"
                     ) -> tuple[StagingUnitOfWork, FakeStockRepository]:
-    event = pago_exitoso(saga_id, ORDER_ID)
+    event = pago_exitoso(saga_id, ORDER_ID, amount=amount, currency=currency)
     uow = StagingUnitOfWork()
     stock = FakeStockRepository(inventory, uow, meanwhile=meanwhile)
     with handling(event):
@@ -85,12 +98,97 @@ async def test_a_saga_with_an_allocation_already_is_left_alone(status: Allocatio
     assert stock.lock_timeouts_ms == []
 
 
-async def test_a_payment_for_a_saga_never_checked_is_refused_for_good() -> None:
+@pytest.mark.parametrize(("amount", "currency", "reason"), [
+    ("12.49", "EUR", "amount_mismatch"),
+    ("125.00", "EUR", "amount_mismatch"),
+    ("12.50", "USD", "currency_mismatch"),
+    ("99.00", "USD", "currency_mismatch"),
+])
+async def test_a_payment_other_than_the_one_requested_takes_nothing_and_is_counted(
+        amount: str, currency: str, reason: str, caplog: pytest.LogCaptureFixture) -> None:
     inventory = Inventory()
     inventory.put("A", 5)
-    with pytest.raises(PermanentError, match="no stock validation recorded for saga saga-1"):
-        await _allocate(inventory, "saga-1")
+    _checked(inventory, "saga-1", Line("A", 2))
+    before = _mismatches(reason)
+    with caplog.at_level(logging.WARNING, logger="inventario.allocate_stock"):
+        uow, stock = await _allocate(inventory, "saga-1", amount=amount, currency=currency)
+
+    assert uow.commits == 1 and uow.committed  # the message is recorded as processed
+    assert uow.emitted == [] and uow.staged is None and stock.lock_timeouts_ms == []
     assert inventory.products == {"A": 5} and inventory.allocations == {}
+    assert _mismatches(reason) == before + 1
+    [warning] = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert warning.getMessage() == (f"payment event ignored: {reason} "
+                                    f"(paid {amount} {currency}, requested 12.50 EUR)")
+    assert warning.saga_id == "saga-1" and warning.reason == reason  # type: ignore[attr-defined]
+    assert PAYMENT_METHOD["token"] not in caplog.text
+
+
+async def test_a_payment_for_a_saga_never_checked_takes_nothing_and_is_counted() -> None:
+    inventory = Inventory()
+    inventory.put("A", 5)
+    before = _mismatches("no_payment_requested")
+    uow, _ = await _allocate(inventory, "saga-1")
+
+    assert uow.committed and uow.emitted == [] and uow.staged is None
+    assert inventory.products == {"A": 5} and inventory.allocations == {}
+    assert _mismatches("no_payment_requested") == before + 1
+
+
+async def test_a_payment_for_a_saga_whose_stock_was_unavailable_takes_nothing() -> None:
+    """Its check asked pagos for nothing (StockNoDisponible): whatever the event pays, it is not
+    the saga's payment, even if the stock came back since."""
+    inventory = Inventory()
+    inventory.put("A", 5)
+    inventory.checks["saga-1"] = StockCheck(ORDER_ID, [Line("A", 2)], "unavailable", None)
+    before = _mismatches("no_payment_requested")
+    uow, _ = await _allocate(inventory, "saga-1")
+
+    assert uow.committed and uow.emitted == [] and uow.staged is None
+    assert inventory.products == {"A": 5} and inventory.allocations == {}
+    assert _mismatches("no_payment_requested") == before + 1
+
+
+@pytest.mark.parametrize("status", list(AllocationStatus))
+async def test_a_mismatched_payment_is_counted_whatever_the_saga_allocated(
+        status: AllocationStatus) -> None:
+    inventory = Inventory()
+    inventory.put("A", 5)
+    _checked(inventory, "saga-1", Line("A", 1))
+    allocation = Allocation(ORDER_ID, status, [Line("A", 1)])
+    inventory.allocations["saga-1"] = allocation
+    before = _mismatches("amount_mismatch")
+    uow, _ = await _allocate(inventory, "saga-1", amount="1.00")
+
+    assert uow.committed and uow.emitted == []
+    assert inventory.products == {"A": 5} and inventory.allocations == {"saga-1": allocation}
+    assert _mismatches("amount_mismatch") == before + 1
+
+
+async def test_the_requested_payment_counts_no_mismatch() -> None:
+    inventory = Inventory()
+    inventory.put("A", 5)
+    _checked(inventory, "saga-1", Line("A", 1))
+    before = {reason: _mismatches(reason) for reason in
+              ("amount_mismatch", "currency_mismatch", "no_payment_requested")}
+    uow, _ = await _allocate(inventory, "saga-1")
+
+    assert uow.emitted_types == ["StockAsignado"]
+    assert {reason: _mismatches(reason) for reason in before} == before
+
+
+async def test_a_mismatch_is_counted_only_once_its_message_is_recorded() -> None:
+    """Counted after the commit: a unit of work that ends without writing counts nothing
+    (the message comes again, and is counted then)."""
+    inventory = Inventory()
+    event = pago_exitoso("saga-1", ORDER_ID)
+    uow = StagingUnitOfWork(commit_result=False)
+    before = _mismatches("no_payment_requested")
+    with handling(event):
+        await allocate_stock(uow, FakeStockRepository(inventory, uow), event,
+                             lock_timeout_ms=LOCK_TIMEOUT_MS)
+    assert not uow.committed
+    assert _mismatches("no_payment_requested") == before
 
 
 async def test_units_taken_between_the_read_and_the_lock_write_nothing_then_fail_it() -> None:

@@ -1,10 +1,14 @@
 """validate_stock: OrdenSolicitada → StockVerificado | StockNoDisponible, the check recorded with
-the commit, no stock taken; nothing checked for a saga cancelled first."""
+the commit (a verified one with the payment it asks pagos for), no stock taken; nothing checked
+for a saga cancelled first."""
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 import pytest
 
+from inventario.domain.payment_match import Money
 from inventario.domain.stock import AllocationStatus, Line
 from inventario.usecases.validate_stock import validate_stock
 
@@ -35,7 +39,7 @@ async def test_stock_on_hand_is_verified_with_the_lines_merged_and_nothing_taken
                              "total_amount": "12.50", "currency": "EUR",
                              "payment_method": PAYMENT_METHOD}
     assert inventory.checks == {saga_id: StockCheck(order_id, [Line("A", 5), Line("B", 1)],
-                                                    "verified")}
+                                                    "verified", Money(Decimal("12.50"), "EUR"))}
     assert inventory.products == {"A": 5, "B": 1}
     assert inventory.allocations == {}
 
@@ -53,7 +57,7 @@ async def test_too_few_units_or_an_unknown_product_make_the_stock_unavailable() 
         "unavailable": [{"sku": "A", "requested": 3, "available": 2},
                         {"sku": "Z", "requested": 1, "available": 0}]}
     assert inventory.checks[saga_id] == StockCheck(
-        order_id, [Line("A", 3), Line("B", 1), Line("Z", 1)], "unavailable")
+        order_id, [Line("A", 3), Line("B", 1), Line("Z", 1)], "unavailable", None)
     assert inventory.products == {"A": 2, "B": 9}
 
 

@@ -7,7 +7,7 @@ from fastapi import FastAPI
 from pedidos.adapters.order_queries import OrderQueries
 from pedidos.adapters.tables import messaging
 from pedidos.config import PedidosSettings
-from pedidos.domain.order import SAGA_TYPE, CancelReason
+from pedidos.domain.order import SAGA_TYPE, CancelReason, PaymentMismatch
 from pedidos.entrypoints.http import routes
 from pedidos.entrypoints.jobs import deadline_job
 from pedidos.entrypoints.messages import make_track_saga
@@ -49,6 +49,7 @@ def create() -> FastAPI:
         subscriptions=lambda rt: subscriptions(settings, known),
         routers=[routes(settings, known)],
         compensation_reasons=[r.value for r in CancelReason],
+        payment_mismatch_reasons=[r.value for r in PaymentMismatch],
         jobs=[PeriodicJob("deadlines", settings.deadline_scan_interval_s,
                           deadline_job(settings, known)),
               PeriodicJob("saga-gauges", 5.0, saga_gauges)],

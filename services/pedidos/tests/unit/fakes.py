@@ -317,6 +317,7 @@ def unit(tables: OrderTables) -> tuple[FakeUnitOfWork, FakeOrderStore]:
 def event(event_type: str, saga: SagaState, payload: dict[str, Any] | None = None,
           source: str = "inventario") -> Message[Any]:
     """An event of ``saga`` as a participant emits it and the tracker gets it: a payload its
-    schema accepts, ``payload`` replacing its fields (the tracker reads only the charge id)."""
+    schema accepts, ``payload`` replacing its fields. A PagoExitoso pays the seeded order's
+    total (10.00 USD) unless ``payload`` says otherwise."""
     return message(event_type, saga.saga_id, payload_of(event_type, saga.order_id,
                                                         **(payload or {})), source)

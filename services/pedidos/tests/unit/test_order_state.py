@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
@@ -12,13 +14,16 @@ from pedidos.domain.order import (
     TERMINAL,
     Annotation,
     CannotCancel,
+    Money,
     OrderStatus,
+    PaymentMismatch,
     RefundStatus,
     Transition,
     on_cancel_requested,
     on_event,
     on_saga_deadline,
     on_step_deadline,
+    payment_mismatch,
 )
 
 S = OrderStatus
@@ -57,6 +62,24 @@ def test_stale_events_change_nothing(status: OrderStatus, event: str) -> None:
 def test_a_late_refund_is_recorded_on_a_terminal_order() -> None:
     assert on_event(S.CANCELADA_TIMEOUT, "ReembolsoEjecutado") == Annotation(RefundStatus.REFUNDED)
     assert on_event(S.CANCELADA_POR_USUARIO, "FalloReembolso") == Annotation(RefundStatus.FAILED)
+
+
+ORDER = Money(Decimal("10.00"), "USD")
+
+
+@pytest.mark.parametrize("paid", [Money(Decimal("10.00"), "USD"), Money(Decimal("10"), "USD")])
+def test_a_payment_of_the_orders_total_in_its_currency_is_the_orders(paid: Money) -> None:
+    assert payment_mismatch(ORDER, paid) is None
+
+
+@pytest.mark.parametrize(("paid", "mismatch"), [
+    (Money(Decimal("9.99"), "USD"), PaymentMismatch.AMOUNT),
+    (Money(Decimal("10.01"), "USD"), PaymentMismatch.AMOUNT),
+    (Money(Decimal("10.00"), "EUR"), PaymentMismatch.CURRENCY),
+    (Money(Decimal("37.00"), "PEN"), PaymentMismatch.CURRENCY),
+])
+def test_any_other_payment_is_not_the_orders(paid: Money, mismatch: PaymentMismatch) -> None:
+    assert payment_mismatch(ORDER, paid) is mismatch
 
 
 def test_cancel_only_while_active_and_not_already_compensating() -> None:

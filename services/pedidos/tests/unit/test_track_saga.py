@@ -1,10 +1,12 @@
 """track_saga on in-memory storage: each participant's event moves the saga as the state
 machine decides, or is recorded without moving it; the saga is decided on as this process last
 wrote it (KnownSagas) without a read, and one moved elsewhere meanwhile fails the write's guard,
-is forgotten, and is read again by the consumer's retry."""
+is forgotten, and is read again by the consumer's retry. A PagoExitoso that does not pay the
+order's total in its currency is recorded as ignored and counted, whatever the saga's status."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
@@ -19,6 +21,7 @@ from pedidos.usecases.track_saga import track_saga
 from sagakit.context import current_message
 from sagakit.errors import PermanentError
 from sagakit.message import Message
+from sagakit.observability import metrics
 
 from .fakes import FakeUnitOfWork, OrderTables, event, unit
 
@@ -238,3 +241,71 @@ async def test_a_commit_that_fails_forgets_the_saga_and_raises() -> None:
         await track_saga(uow, orders, event("StockVerificado", saga), PedidosSettings(), here)
     assert here.get(saga.saga_id) is None, "what the commit left is not known"
     assert tables.sagas[saga.saga_id].status is S.PENDIENTE_VALIDACION
+
+
+def _mismatches(reason: str) -> float:
+    return metrics.PAYMENT_MISMATCHES.labels("pedidos", reason)._value.get()
+
+
+@pytest.mark.parametrize("status", [S.PENDIENTE_VALIDACION, S.PENDIENTE_PAGO,
+                                    S.PENDIENTE_ASIGNACION, S.CANCELADA_POR_USUARIO])
+@pytest.mark.parametrize(("paid", "reason"), [
+    ({"amount": "9.99", "currency": "USD"}, "amount_mismatch"),
+    ({"amount": "10.00", "currency": "EUR"}, "currency_mismatch"),
+])
+async def test_a_payment_other_than_the_orders_is_recorded_as_ignored_and_counted(
+        status: OrderStatus, paid: dict[str, str], reason: str,
+        caplog: pytest.LogCaptureFixture) -> None:
+    tables, known = OrderTables(), KnownSagas()
+    saga = tables.seed(status)
+    foreign = event("PagoExitoso", saga, {"charge_id": "ch_other", **paid}, source="pagos")
+    before = _mismatches(reason)
+
+    with caplog.at_level(logging.WARNING, logger="pedidos.track_saga"):
+        uow = await _track(tables, known, foreign)
+
+    assert uow.committed and uow.emitted == [] and tables.notifications == []
+    assert tables.sagas[saga.saga_id] == saga, "neither moved nor its deadline changed"
+    order = tables.order_of(saga.saga_id)
+    assert (order.status, order.charge_id) == (status.value, None)
+    [entry] = tables.history_of(saga.saga_id)
+    assert (entry.event_type, entry.from_status, entry.to_status, entry.message_id,
+            entry.detail) == ("PagoExitoso", status.value, status.value, foreign.message_id,
+                              {"source_service": "pagos", "ignored": True,
+                               "payment_mismatch": reason, "paid_amount": paid["amount"],
+                               "paid_currency": paid["currency"]})
+    assert _mismatches(reason) == before + 1
+    [warning] = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert warning.getMessage() == f"payment event ignored: {reason}"
+    assert warning.saga_id == saga.saga_id  # type: ignore[attr-defined]
+
+
+async def test_the_orders_payment_is_not_counted_as_a_mismatch() -> None:
+    tables = OrderTables()
+    saga = tables.seed(S.PENDIENTE_PAGO)
+    before = [_mismatches(r) for r in ("amount_mismatch", "currency_mismatch")]
+
+    await _track(tables, KnownSagas(), event("PagoExitoso", saga, {"amount": "10.00",
+                                                                   "currency": "USD"},
+                                             source="pagos"))
+
+    assert tables.sagas[saga.saga_id].status is S.PENDIENTE_ASIGNACION
+    assert [_mismatches(r) for r in ("amount_mismatch", "currency_mismatch")] == before
+
+
+async def test_a_mismatch_on_a_saga_moved_meanwhile_is_counted_once_recorded() -> None:
+    """The guard finds the saga moved: nothing recorded, nothing counted; the retry records
+    and counts it once."""
+    tables, here = OrderTables(), KnownSagas()
+    saga = tables.seed(S.PENDIENTE_PAGO)
+    here.remember(saga)
+    tables.move_elsewhere(saga.saga_id, S.CANCELADA_POR_USUARIO)
+    foreign = event("PagoExitoso", saga, {"amount": "1.00"}, source="pagos")
+    before = _mismatches("amount_mismatch")
+
+    stale = await _track(tables, here, foreign)
+    assert not stale.committed and _mismatches("amount_mismatch") == before
+
+    retry = await _track(tables, here, foreign)
+    assert retry.committed and _mismatches("amount_mismatch") == before + 1
+    assert tables.history_of(saga.saga_id)[-1].detail["payment_mismatch"] == "amount_mismatch"

@@ -85,6 +85,11 @@ ALERTS = Counter(
     "saga_alerts_total", "Operational alerts raised by a service (critical refunds, expiries)",
     ["service", "alert", "severity"],
 )
+PAYMENT_MISMATCHES = Counter(
+    "saga_payment_mismatch_total",
+    "Payment events ignored because they are not the payment the saga expects",
+    ["service", "reason"],
+)
 SAGA_DEADLINE_USED = Gauge(
     "saga_deadline_used_ratio",
     "Largest fraction of its overall deadline used by an active saga (1.0 = expired)",
@@ -98,7 +103,8 @@ ERROR_TYPES = ("transient", "permanent")
 
 
 def initialise(service: str, handled_event_types: list[str],
-               compensation_reasons: list[str]) -> None:
+               compensation_reasons: list[str],
+               payment_mismatch_reasons: list[str] | None = None) -> None:
     """Creates every known series at zero, so that each service exposes the standard's metrics
     from its start and ``rate()`` sees the first increment (Part I §7.3)."""
     for saga_type in SAGA_TYPES:
@@ -110,6 +116,9 @@ def initialise(service: str, handled_event_types: list[str],
         DLQ_MESSAGES.labels(service, event_type)
     for reason in compensation_reasons:
         COMPENSATIONS.labels(service, reason)
+    # At zero from the start: an alert on increase() misses a series whose first sample is 1.
+    for reason in payment_mismatch_reasons or []:
+        PAYMENT_MISMATCHES.labels(service, reason)
     OUTBOX_PENDING.labels(service)
     for outcome in ("committed", "rolled_back"):
         SHARED_TRANSACTIONS.labels(service, outcome)

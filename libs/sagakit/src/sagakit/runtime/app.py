@@ -50,7 +50,8 @@ def create_app(definition: ServiceDefinition) -> FastAPI:
                                         subscriptions=subscriptions, uow_factory=rt.uow,
                                         settings=msg, shared_transaction=rt.shared_transaction)
         metrics.initialise(definition.name, sorted({s.event_type for s in subscriptions}),
-                           definition.compensation_reasons)
+                           definition.compensation_reasons,
+                           definition.payment_mismatch_reasons)
         app.state.runtime = rt
         if definition.on_start:
             await definition.on_start(rt)

@@ -55,6 +55,9 @@ class ServiceDefinition:
     on_stop: Callable[[Runtime], Awaitable[None]] | None = None
     description: str = ""
     compensation_reasons: list[str] = field(default_factory=list)
+    payment_mismatch_reasons: list[str] = field(default_factory=list)
+    """The reasons the service counts ignored payment events under
+    (``saga_payment_mismatch_total``), exposed at zero from its start."""
     database_settings: Callable[[], dict[str, str]] = dict
     """PostgreSQL settings for every connection of the service (``statement_timeout``...),
     read when the service starts."""

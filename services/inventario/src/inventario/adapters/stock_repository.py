@@ -25,6 +25,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from inventario.adapters.tables import allocations, products, stock_checks
+from inventario.domain.payment_match import Money
 from inventario.domain.stock import AllocationStatus, Line
 from inventario.usecases.ports import AllocationState, ProductStock
 from sagakit import jsonio
@@ -52,10 +53,12 @@ _PUT_BACK = (pg_insert(products)
                                           + bindparam("v_quantity", type_=Integer),
                                           "updated_at": func.now()}))
 # What the allocation decides on, read without a lock or a transaction: the lines validated for
-# the saga, its allocation row's status, and, if it has none, the lines' products on hand. The
+# the saga and the payment its check asked for, its allocation row's status, and, if it has
+# none, the lines' products on hand. The
 # products are found by their primary key (= ANY of an array: an IN over the lines' SKUs was
 # planned as a scan of every product).
-_ALLOCATION_READ = f"""SELECT c.items AS checked, a.status AS allocation, p.sku, p.quantity
+_ALLOCATION_READ = f"""SELECT c.items AS checked, c.payment_amount, c.payment_currency,
+       a.status AS allocation, p.sku, p.quantity
 FROM (SELECT 1) AS one
 LEFT JOIN {{schema}}.{stock_checks.name} AS c ON c.saga_id = :k_saga_id
 LEFT JOIN {{schema}}.{allocations.name} AS a ON a.saga_id = :k_saga_id
@@ -72,8 +75,10 @@ def _allocation_read(schema: str) -> TextClause:
 
 
 # Writes staged on the unit of work, sent with its commit statement (sagakit.store.unit_of_work).
-_STOCK_CHECK = (("checked", f"""INSERT INTO {{schema}}.{stock_checks.name} (saga_id, order_id, items, result)
-VALUES (:chk_saga_id, :chk_order_id, CAST(:chk_items AS jsonb), :chk_result)
+_STOCK_CHECK = (("checked", f"""INSERT INTO {{schema}}.{stock_checks.name}
+    (saga_id, order_id, items, result, payment_amount, payment_currency)
+VALUES (:chk_saga_id, :chk_order_id, CAST(:chk_items AS jsonb), :chk_result,
+        :chk_payment_amount, :chk_payment_currency)
 ON CONFLICT (saga_id) DO NOTHING
 RETURNING saga_id"""),)
 # The allocation, decided on what ``_ALLOCATION_READ`` found, in one statement that is its own
@@ -171,24 +176,30 @@ class StockRepository:
         return (AllocationStatus(status) if status is not None else None,
                 {r["sku"]: r["quantity"] for r in rows if r["sku"] is not None})
 
-    def record_check(self, saga_id: str, order_id: str, lines: list[Line], result: str) -> None:
-        """The check's record (lines and result), kept if the saga has none yet: staged, it
-        goes with the commit statement."""
+    def record_check(self, saga_id: str, order_id: str, lines: list[Line], result: str,
+                     payment_requested: Money | None) -> None:
+        """The check's record (lines, result and the payment it asks for), kept if the saga
+        has none yet: staged, it goes with the commit statement."""
         self.uow.stage(StagedWrite(_STOCK_CHECK, {
             "chk_saga_id": saga_id, "chk_order_id": uuid.UUID(order_id),
-            "chk_items": jsonio.dumps(lines_to_json(lines)), "chk_result": result}))
+            "chk_items": jsonio.dumps(lines_to_json(lines)), "chk_result": result,
+            "chk_payment_amount": payment_requested.amount if payment_requested else None,
+            "chk_payment_currency": (payment_requested.currency if payment_requested
+                                     else None)}))
 
     # ---- allocations
 
     async def allocation_state(self, saga_id: str) -> AllocationState:
-        """The lines validated for the saga, its allocation and, if it has none, the lines'
-        products on hand: one statement, without locks."""
+        """The lines validated for the saga, the payment its check asked for, its allocation
+        and, if it has none, the lines' products on hand: one statement, without locks."""
         rows = await driver.fetch(self.conn, _allocation_read(self.uow.tables.schema),
                                   {"k_saga_id": saga_id})
         first = rows[0]
         return AllocationState(
             checked=(lines_from_json(first["checked"]) if first["checked"] is not None
                      else None),
+            payment_requested=(Money(first["payment_amount"], first["payment_currency"])
+                               if first["payment_amount"] is not None else None),
             allocation=(AllocationStatus(first["allocation"])
                         if first["allocation"] is not None else None),
             on_hand={r["sku"]: r["quantity"] for r in rows if r["sku"] is not None})

@@ -1,6 +1,16 @@
 """inventario's tables, in its own schema."""
 
-from sqlalchemy import CheckConstraint, Column, DateTime, Integer, Table, Text, Uuid, func
+from sqlalchemy import (
+    CheckConstraint,
+    Column,
+    DateTime,
+    Integer,
+    Numeric,
+    Table,
+    Text,
+    Uuid,
+    func,
+)
 from sqlalchemy.dialects.postgresql import JSONB
 
 from sagakit.store.tables import messaging_tables, service_metadata
@@ -17,14 +27,20 @@ products = Table(
     CheckConstraint("quantity >= 0", name="quantity_not_negative"),
 )
 
-# The outcome of each validation: what was asked, so allocation knows what to lock later.
+# The outcome of each validation: what was asked, so allocation knows what to lock later, and
+# the payment a verified check asked pagos for (NULL when it asked for none), so allocation
+# takes stock only for that payment.
 stock_checks = Table(
     "stock_checks", metadata,
     Column("saga_id", Text, primary_key=True),
     Column("order_id", Uuid, nullable=False),
     Column("items", JSONB, nullable=False),
     Column("result", Text, nullable=False),
+    Column("payment_amount", Numeric(12, 2)),
+    Column("payment_currency", Text),
     Column("checked_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    CheckConstraint("(payment_amount IS NULL) = (payment_currency IS NULL)",
+                    name="payment_whole"),
 )
 
 allocations = Table(

@@ -7,12 +7,23 @@ between the read and the lock), or the saga's allocation was recorded meanwhile,
 written, ``commit`` returns False and the consumer handles the message again at once, on what
 it reads then: a FalloAsignacion, and the saga's refund. How the read and the guarded write
 reach PostgreSQL in two round trips: inventario.adapters.stock_repository (ADR 0005).
+
+Only the payment the saga asked for takes stock: the amount and currency its stock check sent
+pagos in StockVerificado. A PagoExitoso of another amount or currency, or for a saga whose
+check asked for no payment (stock unavailable, or never checked), writes nothing for the saga:
+a warning and ``saga_payment_mismatch_total`` raise the alert. Its inbox row is recorded, as
+for any message handled: the refusal is this message's outcome, and handling it again (a
+redelivery, a dead letter's replay) could only refuse it again. What it was stays in the log
+line and on ``payment-events``. A genuine PagoExitoso always finds its check: pagos charges on
+the StockVerificado committed with it, and the check is never changed afterwards, so what
+was read cannot go stale before the commit.
 """
 
 from __future__ import annotations
 
 import logging
 
+from inventario.domain.payment_match import Money, PaymentMismatch, payment_mismatch
 from inventario.domain.stock import (
     AllocationDecision,
     AllocationStatus,
@@ -25,9 +36,11 @@ from saga_contracts.events.inventory import FalloAsignacion, StockAsignado
 from saga_contracts.events.payments import PagoExitoso
 from sagakit.errors import PermanentError
 from sagakit.message import Message
+from sagakit.observability import metrics
 from sagakit.ports import UnitOfWorkPort
 
 log = logging.getLogger("inventario.allocate_stock")
+SERVICE = "inventario"
 
 
 async def allocate_stock(uow: UnitOfWorkPort, stock: StockStore, event: Message[PagoExitoso],
@@ -37,6 +50,12 @@ async def allocate_stock(uow: UnitOfWorkPort, stock: StockStore, event: Message[
     instead of holding the consumer forever."""
     order_id = event.payload.order_id
     state = await stock.allocation_state(event.saga_id)
+    paid = Money(event.payload.amount, event.payload.currency)
+    mismatch = payment_mismatch(state.payment_requested, paid)
+    if mismatch is not None:
+        _refuse(uow, event, mismatch, state.payment_requested, paid)
+        await uow.commit()
+        return
     decision = on_payment_succeeded(state.allocation)
     if decision is AllocationDecision.IGNORE:
         log.info("allocation skipped: saga already %s", state.allocation,
@@ -45,6 +64,7 @@ async def allocate_stock(uow: UnitOfWorkPort, stock: StockStore, event: Message[
         return
     lines = state.checked
     if lines is None:
+        # A check that asked for the payment has its lines: the store broke its promise.
         raise PermanentError(f"no stock validation recorded for saga {event.saga_id}")
     missing = shortages(lines, state.on_hand)
     status = AllocationStatus.FAILED if missing else AllocationStatus.ALLOCATED
@@ -59,3 +79,16 @@ async def allocate_stock(uow: UnitOfWorkPort, stock: StockStore, event: Message[
     # False (nothing written) when the locked units disagree with the decision: the consumer
     # handles the message again (sagakit.consumer, StaleRead).
     await uow.commit()
+
+
+def _refuse(uow: UnitOfWorkPort, event: Message[PagoExitoso], mismatch: PaymentMismatch,
+            requested: Money | None, paid: Money) -> None:
+    """Counts and logs, once the inbox row is committed, a payment the saga did not ask for."""
+    def counted() -> None:
+        metrics.PAYMENT_MISMATCHES.labels(SERVICE, mismatch.value).inc()
+        log.warning("payment event ignored: %s (paid %s %s, requested %s)", mismatch.value,
+                    paid.amount, paid.currency,
+                    f"{requested.amount} {requested.currency}" if requested else "nothing",
+                    extra={"saga_id": event.saga_id, "event_type": event.event_type,
+                           "reason": mismatch.value})
+    uow.after_commit(counted)

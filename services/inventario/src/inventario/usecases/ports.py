@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
+from inventario.domain.payment_match import Money
 from inventario.domain.stock import AllocationStatus, Line
 
 
@@ -23,6 +24,10 @@ class AllocationState:
 
     checked: list[Line] | None
     """The lines validated for the saga (None: it was never validated)."""
+    payment_requested: Money | None
+    """The payment the saga's stock check asked pagos for (None: none was asked, as the
+    check did not verify the stock or never happened). Written once with the check, never
+    changed: it cannot go stale between the read and the commit."""
     allocation: AllocationStatus | None
     """The saga's allocation (None: it has none yet)."""
     on_hand: dict[str, int]
@@ -47,14 +52,15 @@ class StockStore(Protocol):
         (absent products left out), without locks."""
         ...
 
-    def record_check(self, saga_id: str, order_id: str, lines: list[Line], result: str) -> None:
-        """Records the saga's stock check (its lines and result) with the commit, unless the
-        saga has one already (the first is kept)."""
+    def record_check(self, saga_id: str, order_id: str, lines: list[Line], result: str,
+                     payment_requested: Money | None) -> None:
+        """Records the saga's stock check (its lines, result and the payment it asks for, if
+        any) with the commit, unless the saga has one already (the first is kept)."""
         ...
 
     async def allocation_state(self, saga_id: str) -> AllocationState:
-        """The lines checked for the saga, its allocation and, if it has none, the lines'
-        units on hand, without locks."""
+        """The lines checked for the saga, the payment its check asked for, its allocation
+        and, if it has none, the lines' units on hand, without locks."""
         ...
 
     def record_allocation(self, saga_id: str, order_id: str, status: AllocationStatus,

@@ -1,13 +1,17 @@
 """OrdenSolicitada → StockVerificado | StockNoDisponible. Reads without locks; changes no stock.
 
-The check is recorded for the allocation to know, later, what the saga asked for. A saga that
-has an allocation already was cancelled before it was checked: nothing is left to check.
+The check is recorded for the allocation to know, later, what the saga asked for: its lines,
+and the payment a verified check asks pagos for (the order's total, in StockVerificado, which
+goes out with the same commit: pagos charges only after it, so the record is there before any
+genuine PagoExitoso). A saga that has an allocation already was cancelled before it was
+checked: nothing is left to check.
 """
 
 from __future__ import annotations
 
 import logging
 
+from inventario.domain.payment_match import Money
 from inventario.domain.stock import Line, merge_lines, shortages
 from inventario.usecases.event_parts import shortage_parts, stock_lines
 from inventario.usecases.ports import StockStore
@@ -33,11 +37,13 @@ async def validate_stock(uow: UnitOfWorkPort, stock: StockStore,
         return
     missing = shortages(lines, on_hand)
     if missing:
-        stock.record_check(event.saga_id, order.order_id, lines, "unavailable")
+        stock.record_check(event.saga_id, order.order_id, lines, "unavailable",
+                           payment_requested=None)
         uow.emit(StockNoDisponible(order_id=order.order_id, reason="stock insuficiente",
                                    unavailable=shortage_parts(missing)))
     else:
-        stock.record_check(event.saga_id, order.order_id, lines, "verified")
+        stock.record_check(event.saga_id, order.order_id, lines, "verified",
+                           payment_requested=Money(order.total_amount, order.currency))
         uow.emit(StockVerificado(order_id=order.order_id, items=stock_lines(lines),
                                  total_amount=order.total_amount, currency=order.currency,
                                  payment_method=order.payment_method))

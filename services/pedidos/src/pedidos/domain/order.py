@@ -10,6 +10,7 @@ update (``WHERE status = :expected``), so a duplicated or stale event changes no
 from __future__ import annotations
 
 from dataclasses import dataclass
+from decimal import Decimal
 from enum import StrEnum
 from typing import Any
 
@@ -136,6 +137,31 @@ def on_event(status: OrderStatus, event_type: str) -> Decision:
             return Transition(S.REEMBOLSO_FALLIDO, CancelReason.FALLO_ASIGNACION,
                               RefundStatus.FAILED)
         return Annotation(RefundStatus.FAILED)
+    return None
+
+
+@dataclass(frozen=True)
+class Money:
+    amount: Decimal
+    currency: str
+
+
+class PaymentMismatch(StrEnum):
+    """How a PagoExitoso differs from the order (the ``reason`` it is counted under)."""
+
+    AMOUNT = "amount_mismatch"
+    CURRENCY = "currency_mismatch"
+
+
+def payment_mismatch(order: Money, paid: Money) -> PaymentMismatch | None:
+    """None when ``paid`` is the order's total in its currency. Any other payment is not this
+    order's: it must not move the order (``on_event`` is not asked), only be recorded and
+    counted. Amounts compare as numbers; another currency is reported as such whatever the
+    amount."""
+    if paid.currency != order.currency:
+        return PaymentMismatch.CURRENCY
+    if paid.amount != order.amount:
+        return PaymentMismatch.AMOUNT
     return None
 
 

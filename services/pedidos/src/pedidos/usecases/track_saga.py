@@ -8,15 +8,27 @@ decision was taken on. The saga is the one this process's last write of it retur
 instance moved it meanwhile, nothing is written, the saga is forgotten, and the consumer runs
 the handler again at once, on the row as it is now. One round trip in the common case, where a
 locked read-decide-write took five.
+
+A PagoExitoso that does not pay the order's total in its currency is not the order's payment:
+it is recorded in the saga's history as ignored (without its charge id, which is not this
+order's charge), moves nothing, and is logged and counted in ``saga_payment_mismatch_total``,
+which raises an alert.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import TypeAlias
+from typing import Any, TypeAlias
 
 from pedidos.config import PedidosSettings
-from pedidos.domain.order import Annotation, Transition, on_event
+from pedidos.domain.order import (
+    Annotation,
+    Money,
+    PaymentMismatch,
+    Transition,
+    on_event,
+    payment_mismatch,
+)
 from pedidos.usecases.known_sagas import KnownSagas
 from pedidos.usecases.ports import AuditEntry, OrderStore
 from pedidos.usecases.transitions import stage_transition
@@ -34,6 +46,7 @@ from saga_contracts.events.payments import (
 )
 from sagakit.errors import PermanentError
 from sagakit.message import Message
+from sagakit.observability import metrics
 from sagakit.ports import UnitOfWorkPort
 
 log = logging.getLogger("pedidos.track_saga")
@@ -54,11 +67,19 @@ async def track_saga(uow: UnitOfWorkPort, orders: OrderStore, event: Message[Tra
         saga = await orders.read(event.saga_id)
     if saga is None:
         raise PermanentError(f"unknown saga {event.saga_id}")
-    decision = on_event(saga.status, event.event_type)
-    detail = {"source_service": event.source_service}
+    detail: dict[str, Any] = {"source_service": event.source_service}
     order_values = {}
+    mismatch = None
     if isinstance(event.payload, PagoExitoso):
-        order_values["charge_id"] = event.payload.charge_id
+        paid = Money(event.payload.amount, event.payload.currency)
+        mismatch = payment_mismatch(Money(saga.total_amount, saga.currency), paid)
+        if mismatch is None:
+            order_values["charge_id"] = event.payload.charge_id
+        else:
+            detail.update(payment_mismatch=mismatch.value, paid_amount=f"{paid.amount:.2f}",
+                          paid_currency=paid.currency)
+            _count_mismatch(uow, event, mismatch)
+    decision = None if mismatch else on_event(saga.status, event.event_type)
     if isinstance(decision, Transition):
         stage_transition(uow, orders, saga, decision, cause=event.event_type,
                          actor=event.source_service, settings=settings,
@@ -87,3 +108,14 @@ async def track_saga(uow: UnitOfWorkPort, orders: OrderStore, event: Message[Tra
     finally:
         if not committed:
             known.forget(event.saga_id)
+
+
+def _count_mismatch(uow: UnitOfWorkPort, event: Message[Tracked],
+                    mismatch: PaymentMismatch) -> None:
+    """Once the history records it: counted and logged (the amounts are in the history)."""
+    def counted() -> None:
+        metrics.PAYMENT_MISMATCHES.labels("pedidos", mismatch.value).inc()
+        log.warning("payment event ignored: %s", mismatch.value,
+                    extra={"saga_id": event.saga_id, "event_type": event.event_type,
+                           "reason": mismatch.value})
+    uow.after_commit(counted)
