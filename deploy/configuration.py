@@ -13,6 +13,8 @@ when a table names a variable its files do not read.
 
 It lives in deploy/ because configuration is what a deployment sets, and this is the one place
 allowed to know every component: libs/ may not import the services, nor a service another.
+It runs past 300 lines because most of it is those tables: one entry per variable, which reads
+best in one place next to the renderer that checks them.
 """
 
 from __future__ import annotations
