@@ -100,7 +100,8 @@ async def test_a_cancellation_addressed_to_pagos_unsigned_by_the_operator_still_
                    what="inventario blocked the cancelled saga")
     assert await db.fetchval("SELECT status FROM inventario.processed_messages "
                              "WHERE message_id = $1", value["message_id"]) == "processed"
-    assert await _forged_replays(saga, reason) == before + 1
+    # At least once: a record fetched again (a retry, a rebalance) is counted again.
+    assert await _forged_replays(saga, reason) >= before + 1
 
 
 async def test_a_forgery_addressed_to_pagos_is_still_dead_lettered_by_the_others(

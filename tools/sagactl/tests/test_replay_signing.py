@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,7 +16,7 @@ from saga_contracts.replay_signature import OperatorKeys, Signed
 from sagactl import cli, replay
 
 
-def _letter(headers: dict[str, str] | None = None) -> dict[str, object]:
+def _letter(headers: dict[str, str] | None = None) -> dict[str, Any]:
     """A dead letter of inventario's, as ``sagakit.dead_letters`` writes them."""
     saga_id, message_id = str(uuid.uuid4()), str(uuid.uuid4())
     envelope = {

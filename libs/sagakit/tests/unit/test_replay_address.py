@@ -34,6 +34,9 @@ OPERATOR_KEYS = replay_signature.public_entry(OPERATOR)
 
 
 class _UnitOfWork:
+    def __init__(self) -> None:
+        self.committed = self.ended = False
+
     async def __aenter__(self) -> _UnitOfWork:
         return self
 
@@ -45,6 +48,7 @@ class _UnitOfWork:
         return None
 
     async def commit(self) -> bool:
+        self.committed = self.ended = True
         return True
 
 

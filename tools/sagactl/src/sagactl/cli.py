@@ -29,7 +29,6 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from saga_contracts import replay_signature
 from sagactl import queries, replay
 
-
 # The checkout, when sagactl runs from one (the workspace installs it from its source,
 # tools/sagactl/src): the local stack generates the operator's key in its state directory.
 _CHECKOUT = Path(__file__).resolve().parents[4]
