@@ -53,7 +53,7 @@ def _operator_for_another_record(signed: Signed) -> str | None:
 
 
 def _cancelled(saga_id: str) -> dict[str, Any]:
-    return envelope("OrdenCancelada", {"order_id": str(uuid.uuid4()), "status": "CANCELADA",
+    return envelope("OrdenCancelada", {"order_id": str(uuid.uuid4()), "status": "CANCELADA_POR_USUARIO",
                                        "reason": "cancelada_por_usuario"},
                     saga_id=saga_id, source="pedidos")
 
