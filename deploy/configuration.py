@@ -160,6 +160,11 @@ SAGACTL = (
         "PostgreSQL URL sagactl connects with: a role that can read every service's schema."),
     env("KAFKA_BOOTSTRAP_SERVERS", "str", "`127.0.0.1:9092`",
         "Kafka brokers `sagactl replay` publishes to."),
+    env("SAGACTL_SIGNING_KEY_FILE", "path",
+        "`$SAGA_STATE_DIR/secrets/operator-signing.key` of the checkout sagactl runs from",
+        "The operator's Ed25519 private key (PKCS#8 PEM) `sagactl replay` signs replays with; "
+        "the local stack makes it at its first start. The services believe a replay's "
+        "`X-Replay-For` only with its signature (`SAGA_OPERATOR_PUBLIC_KEYS`)."),
 )
 
 BENCH = (
@@ -216,8 +221,9 @@ COMPONENTS = (
         "Local stack",
         "Read by `python deploy/local/stack.py` (`make up`, `make run`, `make test`). It gives "
         "each service `SERVICE_NAME`, `HTTP_HOST`, `HTTP_PORT`, `DATABASE_URL`, "
-        "`KAFKA_BOOTSTRAP_SERVERS` and `GATEWAY_URL` from these; every other variable in its "
-        "environment reaches the services as it is (`deploy/local/test.env` holds the test "
+        "`KAFKA_BOOTSTRAP_SERVERS`, `GATEWAY_URL` and `SAGA_OPERATOR_PUBLIC_KEYS` (the public "
+        "half of the operator key it makes at its first start) from these; every other "
+        "variable in its environment reaches the services as it is (`deploy/local/test.env` holds the test "
         "suite's). The tests, the benchmark and the chaos suite read the same ports to find the "
         "stack.",
         (Table("Stack", environment=LOCAL_STACK,

@@ -41,9 +41,10 @@ def test_each_mandatory_alert_fires_when_it_should_and_only_then() -> None:
         assert any(not c["exp_alerts"] for c in cases), f"{alert}: no case where it stays quiet"
 
 
-# Beyond the standard's five: payments the system gave up on, which a person must settle, and
-# payment events that are not their saga's payment.
-OWN = {"PaymentNeedsManualAction": "critical", "PaymentEventMismatch": "critical"}
+# Beyond the standard's five: payments the system gave up on, which a person must settle,
+# payment events that are not their saga's payment, and replays the operator did not sign.
+OWN = {"PaymentNeedsManualAction": "critical", "PaymentEventMismatch": "critical",
+       "ForgedReplay": "critical"}
 
 
 def test_severities_are_the_standards() -> None:

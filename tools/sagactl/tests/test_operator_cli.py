@@ -1,5 +1,6 @@
 """sagactl: a stuck saga shows up, a dead letter is listed with its errors, fixed by its cause
-going away, replayed under a new message id for its one consumer, and the saga completes."""
+going away, replayed under a new message id for its one consumer (signed with the operator's
+key, which the stack made and sagactl finds in the checkout), and the saga completes."""
 
 from __future__ import annotations
 
@@ -50,6 +51,11 @@ async def test_replay_a_dead_letter_and_the_saga_completes(saga: Saga) -> None:
         assert dry.returncode == 0, dry.stderr
         plan = json.loads(dry.stdout[:dry.stdout.rindex("}") + 1])
         assert plan["headers"]["X-Replay-For"] == "inventario"
+        # Signed with the operator's key, the one the stack gave the services the public half of.
+        key = sagactl("signing-key")
+        assert key.returncode == 0, key.stderr
+        key_id = key.stdout.strip().partition(":")[0]
+        assert plan["headers"]["X-Replay-Signature"].startswith(f"{key_id}:")
         original_id = plan["headers"]["X-Replay-Of"]
         assert plan["value"]["message_id"] != original_id
         assert plan["value"]["metadata"]["replay_of"] == original_id
@@ -68,7 +74,8 @@ async def test_replay_a_dead_letter_and_the_saga_completes(saga: Saga) -> None:
     assert new_id == replayed_as != original_id
     assert await db.fetchval("SELECT status FROM inventario.processed_messages "
                              "WHERE message_id = $1", original_id) == "dead_lettered"
-    # pedidos consumes payment-events too, but the replay was not addressed to it.
+    # pedidos consumes payment-events too, but the replay was addressed, and signed, for
+    # inventario.
     assert await db.fetchval("SELECT count(*) FROM pedidos.processed_messages "
                              "WHERE message_id = $1", new_id) == 0
     timeline = sagactl("timeline", placed["saga_id"])

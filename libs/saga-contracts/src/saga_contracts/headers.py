@@ -17,5 +17,7 @@ DLQ_ATTEMPTS = "X-DLQ-Attempts"
 DLQ_ERROR_CLASS = "X-DLQ-Error-Class"
 # A replayed dead letter gets a new message id and points back at the one it replays.
 REPLAY_OF = "X-Replay-Of"
-# ...and is addressed to the one consumer that dead-lettered it; the others skip it.
+# ...and is addressed to the one consumer that dead-lettered it; the others skip it, when the
+# operator signed it (``saga_contracts.replay_signature``: "<key id>:<base64 signature>").
 REPLAY_FOR = "X-Replay-For"
+REPLAY_SIGNATURE = "X-Replay-Signature"

@@ -9,8 +9,10 @@ from __future__ import annotations
 import logging
 from typing import Self, TypeVar
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from saga_contracts.replay_signature import OperatorKeys
 
 log = logging.getLogger("sagakit.settings")
 
@@ -122,6 +124,15 @@ class MessagingSettings(BaseSettings):
         "127.0.0.1:9092", validation_alias="KAFKA_BOOTSTRAP_SERVERS",
         description="Kafka brokers the relay and the consumer connect to (host:port, comma-separated).")
 
+    # Who may address a replay to one service (sagakit.consumer.replays): parsed here too, so
+    # that a key that cannot be read stops the service at its start, naming the variable.
+    operator_public_keys: str | None = Field(None, description=(
+        "The operator's replay-signing public keys, comma-separated `<key id>:<base64 key>` "
+        "(`sagactl signing-key` prints its key's); several while a key is being replaced. A "
+        "record addressed with `X-Replay-For` to another service is skipped only when one of "
+        "them signed it; unset, no `X-Replay-For` is believed and every consumer of a topic "
+        "handles a replay on it."))
+
     allow_unsafe_limits: bool = Field(False, description=(
         "Lets the retry settings go below the standard's minimums, with a warning in the log; "
         "for tests and the benchmark only (pedidos' deadlines read it too)."))
@@ -152,6 +163,12 @@ class MessagingSettings(BaseSettings):
         0.0, ge=0, le=1, validation_alias="SAGA_FAULT_REORDER_DELIVERY", description=(
         "Chaos suite only: probability that two neighbouring records are handled swapped "
         "(0: off)."))
+
+    @field_validator("operator_public_keys")
+    @classmethod
+    def _readable_keys(cls, text: str | None) -> str | None:
+        OperatorKeys.parse(text)  # InvalidKey is a ValueError: the variable is named
+        return text
 
     @model_validator(mode="after")
     def _check_minimums(self) -> Self:

@@ -5,9 +5,12 @@ replay one safely.
     sagactl timeline SAGA_ID
     sagactl dlq [--service S] [--limit N] [--errors]
     sagactl replay DEAD_LETTER_ID --service S [--payload FILE] [--dry-run]
+    sagactl signing-key
 
 Connects with SAGACTL_DATABASE_URL (default: the local stack's admin role) and
-KAFKA_BOOTSTRAP_SERVERS (default 127.0.0.1:9092).
+KAFKA_BOOTSTRAP_SERVERS (default 127.0.0.1:9092). Signs replays with the operator's key in
+SAGACTL_SIGNING_KEY_FILE (default: the local stack's, in the checkout sagactl runs from);
+``signing-key`` prints its public key as the services' SAGA_OPERATOR_PUBLIC_KEYS names it.
 """
 
 from __future__ import annotations
@@ -17,11 +20,42 @@ import asyncio
 import json
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 import asyncpg
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from saga_contracts import replay_signature
 from sagactl import queries, replay
+
+# The checkout, when sagactl runs from one (the workspace installs it from its source,
+# tools/sagactl/src): the local stack generates the operator's key in its state directory.
+_CHECKOUT = Path(__file__).resolve().parents[4]
+
+
+class CannotSign(Exception):
+    pass
+
+
+def _signing_key_file() -> Path:
+    given = os.environ.get("SAGACTL_SIGNING_KEY_FILE")
+    if given:
+        return Path(given)
+    state = Path(os.environ.get("SAGA_STATE_DIR", _CHECKOUT / ".local"))
+    return state / "secrets" / "operator-signing.key"
+
+
+def _signing_key() -> Ed25519PrivateKey:
+    """Raises ``CannotSign`` when there is no key to sign with."""
+    path = _signing_key_file()
+    try:
+        return replay_signature.load_private_key(path.read_bytes())
+    except OSError as exc:
+        raise CannotSign(f"no operator signing key at {path} ({exc.strerror}): set "
+                         "SAGACTL_SIGNING_KEY_FILE, or start the local stack once") from None
+    except replay_signature.InvalidKey as exc:
+        raise CannotSign(f"{path}: {exc}") from None
 
 
 def _dsn() -> str:
@@ -39,7 +73,19 @@ def _table(rows: list[dict[str, Any]], columns: list[str]) -> str:
     return "\n".join(lines)
 
 
+def _print_signing_key() -> int:
+    try:
+        key = _signing_key()
+    except CannotSign as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    print(replay_signature.public_entry(key))
+    return 0
+
+
 async def run(args: argparse.Namespace) -> int:
+    if args.command == "signing-key":
+        return _print_signing_key()
     conn = await asyncpg.connect(_dsn())
     try:
         if args.command == "sagas":
@@ -77,8 +123,10 @@ async def run(args: argparse.Namespace) -> int:
                 return 1
             fixed = args.fixed_payload
             try:
-                plan = replay.build(record, args.service, args.dead_letter_id, fixed)
-            except replay.CannotReplay as exc:
+                plan = replay.signed(
+                    replay.build(record, args.service, args.dead_letter_id, fixed),
+                    _signing_key())
+            except (replay.CannotReplay, CannotSign) as exc:
                 print(f"cannot replay: {exc}", file=sys.stderr)
                 return 2
             print(json.dumps({"topic": plan.topic, "key": plan.key, "headers": plan.headers,
@@ -113,6 +161,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--service", choices=queries.SERVICES, required=True)
     p.add_argument("--payload", help="a JSON file with the fixed payload")
     p.add_argument("--dry-run", action="store_true")
+    sub.add_parser("signing-key", help="the public key replays are signed with, as "
+                   "SAGA_OPERATOR_PUBLIC_KEYS lists it")
     args = parser.parse_args(argv)
     if getattr(args, "payload", None):
         with open(args.payload) as f:

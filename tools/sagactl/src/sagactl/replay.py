@@ -3,7 +3,10 @@
 The replayed message gets a new message id (the consumer's inbox recorded the original as
 dead-lettered and would swallow it), points back at the original in ``metadata.replay_of`` and
 the ``X-Replay-Of`` header, and is addressed with ``X-Replay-For`` to the one consumer that gave
-up on it: the other consumers of the topic processed the original already and skip it.
+up on it: the other consumers of the topic processed the original already and skip it. They
+believe that address only when the operator signed the replay (``signed``, in
+``X-Replay-Signature``; ``saga_contracts.replay_signature``): anyone who can write to the topic
+could write the header.
 
 Every service's dead letters have one format (``sagakit.dead_letters``), whoever wrote them: the
 consumer loop, for a message it gave up on, or pagos, for a charge the gateway never made. The
@@ -15,13 +18,15 @@ from __future__ import annotations
 
 import json
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from aiokafka import AIOKafkaProducer
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from saga_contracts import headers as h
 from saga_contracts import registry
+from saga_contracts.replay_signature import Signed, sign
 
 
 class CannotReplay(Exception):
@@ -34,6 +39,22 @@ class Replay:
     key: str
     value: dict[str, Any]
     headers: dict[str, str]
+
+    def record_key(self) -> bytes:
+        return self.key.encode()
+
+    def record_value(self) -> bytes:
+        """The bytes published, and signed."""
+        return json.dumps(self.value).encode()
+
+
+def signed(replay: Replay, key: Ed25519PrivateKey) -> Replay:
+    """``replay`` with the operator's signature of it, which makes the service it is addressed
+    to the only one to handle it."""
+    what = Signed(replay_for=replay.headers[h.REPLAY_FOR], topic=replay.topic,
+                  key=replay.record_key(), value=replay.record_value(),
+                  message_id=replay.headers[h.MESSAGE_ID], saga_id=replay.headers[h.SAGA_ID])
+    return replace(replay, headers={**replay.headers, h.REPLAY_SIGNATURE: sign(key, what)})
 
 
 def build(record: dict[str, Any], service: str, dead_letter_id: str,
@@ -65,8 +86,9 @@ def build(record: dict[str, Any], service: str, dead_letter_id: str,
     envelope["message_id"] = str(uuid.uuid4())
     envelope["metadata"] = {**(envelope.get("metadata") or {}), "replay_of": original_id,
                             "dead_letter_id": dead_letter_id}
+    # An earlier replay's signature is of another record.
     headers = {k: v for k, v in (original.get("headers") or {}).items()
-               if not k.startswith("X-DLQ-")}
+               if not k.startswith("X-DLQ-") and k != h.REPLAY_SIGNATURE}
     headers.update({h.MESSAGE_ID: envelope["message_id"], h.REPLAY_OF: original_id,
                     h.REPLAY_FOR: service, h.EVENT_TYPE: envelope["event_type"],
                     h.SAGA_ID: envelope.get("saga_id", "")})
@@ -78,8 +100,8 @@ async def publish(replay: Replay, bootstrap: str) -> None:
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", enable_idempotence=True)
     await producer.start()
     try:
-        await producer.send_and_wait(replay.topic, json.dumps(replay.value).encode(),
-                                     key=replay.key.encode(),
+        await producer.send_and_wait(replay.topic, replay.record_value(),
+                                     key=replay.record_key(),
                                      headers=[(k, v.encode()) for k, v in replay.headers.items()])
     finally:
         await producer.stop()

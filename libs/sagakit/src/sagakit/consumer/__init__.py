@@ -6,7 +6,8 @@ For each record, in partition order:
    the model its subscription names (the handler gets a ``sagakit.message.Message``). Bytes
    that are not an envelope, an unknown event type, a record that breaks its contract or an
    invalid payload are dead-lettered at once; event types this service does not handle are
-   skipped (``admission``).
+   skipped (``admission``), as are replays the operator signed for another service
+   (``replays``).
 2. In one unit of work: run the handler and commit, with the message id claimed in
    ``processed_messages`` in the same transaction (a duplicate is found there and rolled
    back) (``handling``). The offset is committed to Kafka only after that (``offsets``).
@@ -24,6 +25,7 @@ The parts, each a module: ``loop`` (``EventConsumer``: the Kafka session, and wh
 are put together), ``lanes`` (a task per partition, pause and rewind), ``partitions`` (a
 partition's batch in order, the offset up to the first record not done), ``delivery`` (the seam
 fault injection wraps), ``admission``, ``contract`` (where a handled event must come from),
+``replays`` (whether a replay's ``X-Replay-For`` is the operator's),
 ``processing`` (one record until decided), ``handling`` (one attempt in its unit of work),
 ``retry_policy``, ``shared_runs``, ``dead_lettering``, ``offsets`` (commits to Kafka, the lag
 gauge), ``reporting`` (metrics and log lines), ``records`` (what the parts hand each other) and

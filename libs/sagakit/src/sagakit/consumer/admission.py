@@ -8,7 +8,8 @@ of a handled event are dead letters; so is a payload its schema admits and its m
 is looked at, a handled event that did not come on its topic, from its producer, keyed by its
 saga (``contract_violation``, ``sagakit.consumer.contract``). An event this service does not
 handle is skipped without validating or parsing its payload (that is for the services that
-handle it), as is a dead letter replayed for another service.
+handle it), as is a dead letter the operator replayed for another service (``replays``: an
+``X-Replay-For`` without the operator's signature is not believed).
 """
 
 from __future__ import annotations
@@ -18,8 +19,10 @@ from typing import Any
 
 from saga_contracts import headers as h
 from saga_contracts import registry
+from saga_contracts.replay_signature import OperatorKeys
 from sagakit.consumer.contract import Origin, origins_of, violation
 from sagakit.consumer.records import Admitted, Outcome, RawRecord, Rejected, Verdict
+from sagakit.consumer.replays import ReplayAddress
 from sagakit.consumer.subscription import Subscription
 from sagakit.envelope import Envelope, UndecodableMessage, decode_headers
 from sagakit.message import Message
@@ -27,10 +30,13 @@ from sagakit.message import Message
 
 class Admission:
     def __init__(self, service: str, subscriptions: Mapping[str, Subscription[Any]],
-                 origins: Mapping[str, Origin] | None = None) -> None:
+                 origins: Mapping[str, Origin] | None = None,
+                 operator_keys: OperatorKeys | None = None) -> None:
         """``origins``: where each handled event type must come from; by default the
-        catalogue's (a test that reads a scratch topic names it there)."""
+        catalogue's (a test that reads a scratch topic names it there). ``operator_keys``: the
+        keys a replay's address must be signed with to be believed; none, by default."""
         self.service = service
+        self.replays = ReplayAddress(service, operator_keys or OperatorKeys())
         self.subscriptions = subscriptions
         """By event type."""
         self.origins = dict(origins) if origins is not None else origins_of(subscriptions)
@@ -41,7 +47,7 @@ class Admission:
     def admit(self, raw: RawRecord) -> Verdict:
         headers = decode_headers(raw.headers)
         replay_for = headers.get(h.REPLAY_FOR)
-        if replay_for and replay_for != self.service:
+        if replay_for and self.replays.for_another_service(raw, headers, replay_for):
             # A dead letter replayed for another consumer: this service processed the original.
             return Outcome("skipped")
         try:

@@ -16,6 +16,7 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.errors import KafkaError
 
+from saga_contracts.replay_signature import OperatorKeys
 from sagakit import faults
 from sagakit.consumer.admission import Admission
 from sagakit.consumer.contract import Origin
@@ -82,7 +83,8 @@ class EventConsumer:
         self.settings = settings
         report = Report(service)
         handling = Handling(service, uow_factory, settings)
-        admission = Admission(service, by_event_type(subscriptions), origins)
+        admission = Admission(service, by_event_type(subscriptions), origins,
+                              OperatorKeys.parse(settings.operator_public_keys))
         self.processor = Processor(service, admission, handling, RetryPolicy(settings),
                                    dead_letters or DeadLetters(service, uow_factory), report)
         self.offsets = Offsets(service, settings)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from prometheus_client import Counter, Gauge, Histogram
 
+from saga_contracts.replay_signature import Forgery
+
 # ---- mandated (Part I §7.3)
 SAGA_DURATION = Histogram(
     "saga_duration_seconds", "Time from the start of a saga to its conclusion",
@@ -90,6 +92,11 @@ PAYMENT_MISMATCHES = Counter(
     "Payment events ignored because they are not the payment the saga expects",
     ["service", "reason"],
 )
+FORGED_REPLAYS = Counter(
+    "saga_forged_replays_total",
+    "Records addressed with X-Replay-For that the operator did not sign, handled as any record",
+    ["service", "reason"],
+)
 SAGA_DEADLINE_USED = Gauge(
     "saga_deadline_used_ratio",
     "Largest fraction of its overall deadline used by an active saga (1.0 = expired)",
@@ -119,6 +126,8 @@ def initialise(service: str, handled_event_types: list[str],
     # At zero from the start: an alert on increase() misses a series whose first sample is 1.
     for reason in payment_mismatch_reasons or []:
         PAYMENT_MISMATCHES.labels(service, reason)
+    for forgery in Forgery:
+        FORGED_REPLAYS.labels(service, forgery.value)
     OUTBOX_PENDING.labels(service)
     for outcome in ("committed", "rolled_back"):
         SHARED_TRANSACTIONS.labels(service, outcome)
