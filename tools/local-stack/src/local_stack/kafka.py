@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 from local_stack.console import log
+from local_stack.kafka_auth import admin_client_settings
 from local_stack.ports import refuse_taken_port
 from local_stack.probes import port_open
 from local_stack.processes import alive, read_pid, spawn, stop_group, wait_for
@@ -93,10 +94,12 @@ async def create_topics() -> None:
     from aiokafka.errors import KafkaError
 
     from saga_contracts.topics import ALL_TOPICS
+    from sagakit.kafka import client_security
 
     deadline = time.monotonic() + 60
     while True:
-        admin = AIOKafkaAdminClient(bootstrap_servers=KAFKA_BOOTSTRAP, request_timeout_ms=5000)
+        admin = AIOKafkaAdminClient(**client_security(admin_client_settings()),
+                                    request_timeout_ms=5000)
         try:
             await admin.start()
             existing = set(await admin.list_topics())

@@ -7,7 +7,8 @@ replay one safely.
     sagactl replay DEAD_LETTER_ID --service S [--payload FILE] [--dry-run]
 
 Connects with SAGACTL_DATABASE_URL (default: the local stack's admin role) and
-KAFKA_BOOTSTRAP_SERVERS (default 127.0.0.1:9092).
+KAFKA_BOOTSTRAP_SERVERS (default 127.0.0.1:9092) as the principal the other KAFKA_* variables
+name (sagakit.settings.KafkaClientSettings: the operator's, on a stack that authenticates).
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from typing import Any
 import asyncpg
 
 from sagactl import queries, replay
+from sagakit import settings
+from sagakit.settings import KafkaClientSettings
 
 
 def _dsn() -> str:
@@ -86,8 +89,7 @@ async def run(args: argparse.Namespace) -> int:
             if args.dry_run:
                 print("dry run: nothing sent")
             else:
-                await replay.publish(plan, os.environ.get("KAFKA_BOOTSTRAP_SERVERS",
-                                                          "127.0.0.1:9092"))
+                await replay.publish(plan, settings.load(KafkaClientSettings))
                 print(f"replayed as {plan.value['message_id']} for {args.service}")
         return 0
     finally:
