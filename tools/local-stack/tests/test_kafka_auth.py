@@ -74,3 +74,19 @@ def test_no_service_may_write_another_services_topic() -> None:
     assert ("pedidos", "payment-events") not in writes
     assert ("pagos", "payment-events") in writes
     assert all(acl.line().startswith("User:") for acl in kafka_auth.acls())
+
+
+def test_credentials_without_auth_name_no_principal() -> None:
+    creds = kafka_auth.credentials()
+    assert creds["security_protocol"] == "PLAINTEXT"
+    assert creds["sasl_mechanism"] is None and creds["principals"] is None
+
+
+@pytest.mark.usefixtures("auth")
+def test_credentials_give_every_principal_its_password() -> None:
+    creds = kafka_auth.credentials()
+    assert creds["security_protocol"] == "SASL_PLAINTEXT"
+    assert creds["sasl_mechanism"] == "SCRAM-SHA-512"
+    assert set(creds["principals"]) == {"admin", "pedidos", "inventario", "pagos"}
+    assert creds["principals"]["pagos"] == {"username": "pagos",
+                                            "password": secrets.existing("kafka-pagos")}

@@ -18,6 +18,7 @@ import os
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from local_stack import secrets
 from local_stack.settings import KAFKA_AUTH, KAFKA_BOOTSTRAP, KAFKA_DIR, ROOT, SERVICE_PORTS
@@ -94,6 +95,15 @@ def service_env(service: str) -> dict[str, str]:
                 "KAFKA_SASL_USERNAME": service,
                 "KAFKA_SASL_PASSWORD": settings.kafka_sasl_password.get_secret_value()}
     return env
+
+
+def credentials() -> dict[str, Any]:
+    """The ``kafka`` part of ``make credentials`` (shared/CONTRACT.md): how to reach Kafka and,
+    with SAGA_KAFKA_AUTH=1, every principal's name and password (null without it)."""
+    return {"bootstrap": KAFKA_BOOTSTRAP, "security_protocol": client_protocol(),
+            "sasl_mechanism": MECHANISM if KAFKA_AUTH else None,
+            "principals": {p: {"username": p, "password": password(p)} for p in (ADMIN, *SERVICES)}
+            if KAFKA_AUTH else None}
 
 
 def client_protocol() -> str:
