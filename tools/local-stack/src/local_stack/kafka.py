@@ -90,10 +90,13 @@ def start_kafka() -> None:
     data = KAFKA_DIR / "data"
     if not (data / "meta.properties").exists():
         cluster_id = "c2FnYS1sb2NhbC1zdGFjaw"  # fixed: one local cluster per state dir
-        subprocess.run(java_cmd(libs, "kafka.tools.StorageTool", "format", "-t", cluster_id,
-                                "-c", str(conf), "--ignore-formatted",
-                                *kafka_auth.format_arguments()),
-                       check=True, capture_output=True)
+        formatting = subprocess.run(
+            java_cmd(libs, "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c",
+                     str(conf), "--ignore-formatted", *kafka_auth.format_arguments()),
+            capture_output=True, text=True)
+        if formatting.returncode != 0:  # its command line holds the SCRAM passwords: not shown
+            raise SystemExit(f"[stack] could not format Kafka's storage in {data}:\n"
+                             f"{formatting.stdout[-2000:]}{formatting.stderr[-2000:]}")
         kafka_auth.formatted(data)
     kafka_auth.check_formatted_with_users(data)
     log(f"starting Kafka on {KAFKA_BOOTSTRAP}")
