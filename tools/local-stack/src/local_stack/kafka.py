@@ -13,7 +13,6 @@ from pathlib import Path
 
 from local_stack import kafka_auth
 from local_stack.console import log
-from local_stack.kafka_auth import admin_client_settings
 from local_stack.ports import refuse_taken_port
 from local_stack.probes import port_open
 from local_stack.processes import alive, read_pid, spawn, stop_group, wait_for
@@ -115,7 +114,7 @@ async def create_topics() -> None:
 
     deadline = time.monotonic() + 60
     while True:
-        admin = AIOKafkaAdminClient(**client_security(admin_client_settings()),
+        admin = AIOKafkaAdminClient(**client_security(kafka_auth.admin_client_settings()),
                                     request_timeout_ms=5000)
         try:
             await admin.start()
