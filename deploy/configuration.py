@@ -35,7 +35,7 @@ from inventario.config import InventarioSettings
 from pagos.config import PagosSettings
 from pedidos.config import PedidosSettings
 from sagakit.runtime import ServiceSettings
-from sagakit.settings import MessagingSettings
+from sagakit.settings import KafkaClientSettings, MessagingSettings
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGET = ROOT / "docs" / "configuration.md"
@@ -67,8 +67,12 @@ class Table:
     def variables(self) -> list[Variable]:
         if self.settings is None:
             return list(self.environment)
+        # A field a settings class inherits is documented with the class that declares it.
+        inherited = {name for base in self.settings.__mro__[1:]
+                     if isinstance(base, type) and issubclass(base, BaseSettings)
+                     and base is not BaseSettings for name in base.model_fields}
         return [settings_variable(self.settings, name, field)
-                for name, field in self.settings.model_fields.items()]
+                for name, field in self.settings.model_fields.items() if name not in inherited]
 
 
 @dataclass(frozen=True)
@@ -130,6 +134,10 @@ LOCAL_STACK = (
         "Password of a service's application role, in the `DATABASE_URL` the service gets."),
     env("KAFKA_PORT", "int", "`9092`", "Port of Kafka's client listener."),
     env("KAFKA_CONTROLLER_PORT", "int", "`9093`", "Port of Kafka's KRaft controller listener."),
+    env("SAGA_KAFKA_AUTH", "flag", UNSET,
+        "`1`: Kafka authenticates every client (SASL/SCRAM-SHA-512, passwords generated into "
+        "`$SAGA_STATE_DIR/secrets/kafka-*`) and authorizes it by ACLs; each service gets its "
+        "own principal, the tests and tools the admin. Unset: no authentication."),
     env("KAFKA_TOPIC_PARTITIONS", "int", "`6`",
         "Partitions of each topic the stack creates (a topic that exists is left as it is)."),
     env("GATEWAY_PORT", "int", "`8010`", "Port of the fake gateway."),
@@ -158,8 +166,6 @@ SAGACTL = (
     env("SAGACTL_DATABASE_URL", "URL",
         "`postgresql://saga_admin:saga_admin@127.0.0.1:25432/saga`",
         "PostgreSQL URL sagactl connects with: a role that can read every service's schema."),
-    env("KAFKA_BOOTSTRAP_SERVERS", "str", "`127.0.0.1:9092`",
-        "Kafka brokers `sagactl replay` publishes to."),
     env("SAGACTL_SIGNING_KEY_FILE", "path",
         "`$SAGA_STATE_DIR/secrets/operator-signing.key` of the checkout sagactl runs from",
         "The operator's Ed25519 private key (PKCS#8 PEM) `sagactl replay` signs replays with; "
@@ -228,7 +234,15 @@ COMPONENTS = (
         "stack.",
         (Table("Stack", environment=LOCAL_STACK,
                read_in=("tools/local-stack/src/local_stack/settings.py",)),)),
-    Component("sagactl", "Read by `sagactl`, the operator's command line.",
+    Component(
+        "Every Kafka client",
+        "Read by the services, `sagactl`, the benchmark, the chaos suite and the tests: where "
+        "Kafka is and which principal the client is. The local stack sets them for each service "
+        "(its own principal with `SAGA_KAFKA_AUTH=1`); the tests on such a stack speak as its "
+        "admin principal unless `KAFKA_SASL_USERNAME` is set.",
+        (Table("Kafka client", KafkaClientSettings),)),
+    Component("sagactl", "Read by `sagactl`, the operator's command line, with the Kafka "
+              "client's variables above for `sagactl replay`.",
               (Table("sagactl", environment=SAGACTL,
                      read_in=("tools/sagactl/src/sagactl/cli.py",)),)),
     Component("Benchmark", "Read by `make bench` (`python -m bench.run`).",

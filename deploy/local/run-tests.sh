@@ -23,7 +23,13 @@ if ! $PY deploy/local/stack.py up; then
   exit 1
 fi
 
-$PYTEST -m "not after_down" "$@"
+# The Kafka authentication tests need a stack started with SAGA_KAFKA_AUTH=1; on any other they
+# would fail, as they must when the protection is missing.
+if [ "${SAGA_KAFKA_AUTH:-}" = 1 ]; then
+  $PYTEST -m "not after_down" "$@"
+else
+  $PYTEST -m "not after_down and not kafka_auth" "$@"
+fi
 rc=$?
 
 if [ $rc -ne 0 ]; then

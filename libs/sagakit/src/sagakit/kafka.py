@@ -2,13 +2,34 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener
+from aiokafka.helpers import create_ssl_context
+
+from sagakit.settings import KafkaClientSettings
 
 
-def durable_producer(bootstrap: str, client_id: str) -> AIOKafkaProducer:
+def client_security(settings: KafkaClientSettings) -> dict[str, Any]:
+    """The arguments every aiokafka client (producer, consumer, admin) takes to reach the brokers
+    as the principal ``settings`` names: ``bootstrap_servers`` and the security ones. The one
+    place that maps the ``KAFKA_*`` settings, so that no client of the project can forget one."""
+    kwargs: dict[str, Any] = {"bootstrap_servers": settings.kafka_bootstrap_servers,
+                              "security_protocol": settings.kafka_security_protocol}
+    if settings.kafka_security_protocol.startswith("SASL_"):
+        password = settings.kafka_sasl_password
+        kwargs |= {"sasl_mechanism": settings.kafka_sasl_mechanism,
+                   "sasl_plain_username": settings.kafka_sasl_username,
+                   "sasl_plain_password": password.get_secret_value() if password else None}
+    if settings.kafka_security_protocol.endswith("SSL"):
+        kwargs["ssl_context"] = create_ssl_context(cafile=settings.kafka_ssl_cafile)
+    return kwargs
+
+
+def durable_producer(settings: KafkaClientSettings, client_id: str) -> AIOKafkaProducer:
     """acks=all plus idempotence: a retried send is written once, in order, per partition."""
     return AIOKafkaProducer(
-        bootstrap_servers=bootstrap,
+        **client_security(settings),
         client_id=client_id,
         acks="all",
         enable_idempotence=True,
@@ -25,14 +46,14 @@ def durable_producer(bootstrap: str, client_id: str) -> AIOKafkaProducer:
     )
 
 
-def manual_commit_consumer(bootstrap: str, group_id: str, topics: list[str],
+def manual_commit_consumer(settings: KafkaClientSettings, group_id: str, topics: list[str],
                            client_id: str, fetch_max_wait_ms: int,
                            listener: ConsumerRebalanceListener | None = None
                            ) -> AIOKafkaConsumer:
     """Offsets are committed by the consumer loop, only after the local transaction;
     ``listener`` hears of rebalances before and after they happen."""
     consumer = AIOKafkaConsumer(
-        bootstrap_servers=bootstrap,
+        **client_security(settings),
         group_id=group_id,
         client_id=client_id,
         enable_auto_commit=False,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from typing import Self, TypeVar
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from saga_contracts.replay_signature import OperatorKeys
@@ -30,7 +30,59 @@ class InvalidConfiguration(SystemExit):
     pass
 
 
-class MessagingSettings(BaseSettings):
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SASL_PLAINTEXT", "SASL_SSL", "SSL")
+SASL_MECHANISMS = ("SCRAM-SHA-512", "SCRAM-SHA-256", "PLAIN")
+
+
+class KafkaClientSettings(BaseSettings):
+    """Where Kafka is and who a client is to it: read by every Kafka client of the project (the
+    services' relay and consumer, the tests, sagactl, the benchmark, the local stack), turned
+    into client arguments by ``sagakit.kafka.client_security``."""
+
+    model_config = SettingsConfigDict(extra="ignore")
+
+    kafka_bootstrap_servers: str = Field(
+        "127.0.0.1:9092", validation_alias="KAFKA_BOOTSTRAP_SERVERS",
+        description="Kafka brokers the client connects to first (host:port, comma-separated).")
+    kafka_security_protocol: str = Field(
+        "PLAINTEXT", validation_alias="KAFKA_SECURITY_PROTOCOL", description=(
+        "How the client talks to Kafka: `PLAINTEXT` (no authentication), `SASL_PLAINTEXT` "
+        "(SASL, no TLS), `SASL_SSL` (SASL over TLS) or `SSL`."))
+    kafka_sasl_mechanism: str = Field(
+        "SCRAM-SHA-512", validation_alias="KAFKA_SASL_MECHANISM", description=(
+        "SASL mechanism with a `SASL_*` protocol: `SCRAM-SHA-512`, `SCRAM-SHA-256` or "
+        "`PLAIN`."))
+    kafka_sasl_username: str | None = Field(
+        None, validation_alias="KAFKA_SASL_USERNAME", description=(
+        "The client's Kafka principal (its user name) with a `SASL_*` protocol."))
+    kafka_sasl_password: SecretStr | None = Field(
+        None, validation_alias="KAFKA_SASL_PASSWORD", description=(
+        "Password of `KAFKA_SASL_USERNAME`; never logged."))
+    kafka_ssl_cafile: str | None = Field(
+        None, validation_alias="KAFKA_SSL_CAFILE", description=(
+        "PEM file of the CA that signed the broker's certificate, with `SASL_SSL` or `SSL`; "
+        "unset: the system's CAs."))
+
+    @field_validator("kafka_security_protocol", "kafka_sasl_mechanism", mode="before")
+    @classmethod
+    def _upper(cls, v: object) -> object:
+        return v.strip().upper() if isinstance(v, str) else v
+
+    @model_validator(mode="after")
+    def _check_security(self) -> Self:
+        if self.kafka_security_protocol not in SECURITY_PROTOCOLS:
+            raise ValueError(f"KAFKA_SECURITY_PROTOCOL must be one of {', '.join(SECURITY_PROTOCOLS)}")
+        if self.kafka_security_protocol.startswith("SASL_"):
+            if self.kafka_sasl_mechanism not in SASL_MECHANISMS:
+                raise ValueError(
+                    f"KAFKA_SASL_MECHANISM must be one of {', '.join(SASL_MECHANISMS)}")
+            if not self.kafka_sasl_username or self.kafka_sasl_password is None:
+                raise ValueError(f"KAFKA_SECURITY_PROTOCOL={self.kafka_security_protocol} needs "
+                                 "KAFKA_SASL_USERNAME and KAFKA_SASL_PASSWORD")
+        return self
+
+
+class MessagingSettings(KafkaClientSettings):
     """Everything the outbox relay, the inbox and the consumer loop need."""
 
     model_config = SettingsConfigDict(env_prefix="SAGA_", extra="ignore")
@@ -120,10 +172,6 @@ class MessagingSettings(BaseSettings):
     consumer_offset_commit_interval_ms: int = Field(1000, ge=10, le=5000, description=(
         "How often a consumer sends the offsets of the records it handled to Kafka; a crash "
         "redelivers what was handled since, which the inbox absorbs."))
-    kafka_bootstrap_servers: str = Field(
-        "127.0.0.1:9092", validation_alias="KAFKA_BOOTSTRAP_SERVERS",
-        description="Kafka brokers the relay and the consumer connect to (host:port, comma-separated).")
-
     # Who may address a replay to one service (sagakit.consumer.replays): parsed here too, so
     # that a key that cannot be read stops the service at its start, naming the variable.
     operator_public_keys: str | None = Field(None, description=(

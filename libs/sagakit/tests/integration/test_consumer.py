@@ -57,7 +57,7 @@ async def _consuming(scratch: tuple[AsyncEngine, MessagingTables], handler: Hand
         started.append(consumer)
     stop = asyncio.Event()
     task = asyncio.create_task(consumer.run(stop))
-    producer = AIOKafkaProducer(bootstrap_servers=config.KAFKA, acks="all")
+    producer = AIOKafkaProducer(**config.kafka_client(), acks="all")
     await producer.start()
 
     async def send(saga_id: str, partition: int) -> None:
@@ -91,7 +91,7 @@ async def test_a_retrying_partition_does_not_hold_up_the_others(scratch) -> None
         done[event.saga_id] = time.monotonic()
         await uow.commit()
 
-    settings = MessagingSettings(kafka_bootstrap_servers=config.KAFKA,
+    settings = MessagingSettings(**config.kafka_fields(),
                                  retry_initial_backoff_s=0.4, retry_max_attempts=5)
     async with _consuming(scratch, handler, settings) as send:
         started = time.monotonic()
@@ -138,7 +138,7 @@ async def test_a_handler_past_its_timeout_is_abandoned_retried_and_dead_lettered
         await uow.connection.execute(text("SELECT pg_sleep(5)"))  # a query that answers in seconds
         await uow.commit()
 
-    settings = MessagingSettings(kafka_bootstrap_servers=config.KAFKA, handler_timeout_s=0.5,
+    settings = MessagingSettings(**config.kafka_fields(), handler_timeout_s=0.5,
                                  retry_initial_backoff_s=0.1, retry_max_attempts=3)
     async with _consuming(scratch, handler, settings) as send:
         await send(stuck, 0)
@@ -176,7 +176,7 @@ async def test_a_slow_partition_does_not_hold_up_the_others(scratch) -> None:  #
         done[event.saga_id] = time.monotonic()
         await uow.commit()
 
-    settings = MessagingSettings(kafka_bootstrap_servers=config.KAFKA)
+    settings = MessagingSettings(**config.kafka_fields())
     async with _consuming(scratch, handler, settings) as send:
         try:
             await send(slow, 0)
@@ -213,7 +213,7 @@ async def test_a_busy_partition_stays_in_the_fetch(scratch) -> None:  # type: ig
         done[event.saga_id] = time.monotonic()
         await uow.commit()
 
-    settings = MessagingSettings(kafka_bootstrap_servers=config.KAFKA,
+    settings = MessagingSettings(**config.kafka_fields(),
                                  consumer_fetch_max_wait_ms=4000)
     async with _consuming(scratch, handler, settings) as send:
         try:
@@ -249,7 +249,7 @@ async def test_a_consumer_whose_fetch_task_died_is_replaced(scratch) -> None:  #
         return set(done)
 
     started: list[EventConsumer] = []
-    settings = MessagingSettings(kafka_bootstrap_servers=config.KAFKA)
+    settings = MessagingSettings(**config.kafka_fields())
     async with _consuming(scratch, handler, settings, started) as send:
         kafka_consumer = started[0].kafka
         assert kafka_consumer is not None
@@ -281,7 +281,7 @@ async def test_a_rebalance_hands_over_the_offsets_handled_so_far(scratch) -> Non
     async def handled() -> set[str]:
         return set(handled_by["a"]) | set(handled_by["b"])
 
-    settings = MessagingSettings(kafka_bootstrap_servers=config.KAFKA,
+    settings = MessagingSettings(**config.kafka_fields(),
                                  consumer_offset_commit_interval_ms=5000)
     started: list[EventConsumer] = []
     async with _consuming(scratch, handler_of("a"), settings, started) as send:
@@ -321,9 +321,9 @@ async def test_a_record_with_a_nul_byte_is_parked_as_bytes_and_its_partition_goe
     key = b"key-\x00"
     headers = [("X-Message-ID", b"id-\x00"), ("X-Event-Type", b"OrdenCompletada"),
                ("X-Trace\x00", b"t")]
-    settings = MessagingSettings(kafka_bootstrap_servers=config.KAFKA)
+    settings = MessagingSettings(**config.kafka_fields())
     async with _consuming(scratch, handler, settings) as send:
-        producer = AIOKafkaProducer(bootstrap_servers=config.KAFKA, acks="all")
+        producer = AIOKafkaProducer(**config.kafka_client(), acks="all")
         await producer.start()
         try:
             await producer.send_and_wait(TOPIC, poison, key=key, headers=headers, partition=0)

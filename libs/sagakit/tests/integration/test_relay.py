@@ -43,7 +43,7 @@ async def scratch(running_stack: None) -> AsyncIterator[tuple[AsyncEngine, Messa
 
 
 def _settings() -> MessagingSettings:
-    return MessagingSettings(kafka_bootstrap_servers=config.KAFKA, relay_poll_interval_s=0.1,
+    return MessagingSettings(**config.kafka_fields(), relay_poll_interval_s=0.1,
                              relay_batch_size=50)
 
 

@@ -37,7 +37,7 @@ from sagactl import replay
 from sagakit import jsonio
 from sagakit.consumer import EventConsumer, Origin, RawRecord, Subscription
 from sagakit.message import Message
-from sagakit.settings import MessagingSettings
+from sagakit.settings import KafkaClientSettings, MessagingSettings
 from sagakit.store.tables import MessagingTables
 from sagakit.store.unit_of_work import UnitOfWork
 
@@ -68,7 +68,7 @@ class _Gateway:
 
 @pytest.fixture
 async def scratch(running_stack: None) -> AsyncIterator[tuple[AsyncEngine, MessagingTables]]:
-    admin = AIOKafkaAdminClient(bootstrap_servers=config.KAFKA)
+    admin = AIOKafkaAdminClient(**config.kafka_client())
     await admin.start()
     try:
         if TOPIC not in await admin.list_topics():
@@ -135,7 +135,8 @@ async def _through_kafka(plan: replay.Replay) -> RawRecord:
     """The replay published as ``sagactl replay`` publishes it (to the scratch topic), and the
     record as pagos' consumer would fetch it."""
     async with TopicReader(TOPIC) as reader:
-        await replay.publish(replace(plan, topic=TOPIC), config.KAFKA)
+        await replay.publish(replace(plan, topic=TOPIC),
+                             KafkaClientSettings(**config.kafka_fields()))
         record = await reader.wait_for(
             lambda r: dict(r.headers or []).get("X-Message-ID") ==
             plan.value["message_id"].encode())
@@ -152,7 +153,7 @@ def _consumer(engine: AsyncEngine, tables: MessagingTables,
                          subscriptions=[Subscription(StockVerificado,
                                                      make_on_stock_verificado(worker))],
                          uow_factory=lambda **kw: UnitOfWork(engine, tables, "pagos", **kw),
-                         settings=MessagingSettings(kafka_bootstrap_servers=config.KAFKA),
+                         settings=MessagingSettings(**config.kafka_fields()),
                          origins={"StockVerificado": Origin(TOPIC, "inventario")})
 
 

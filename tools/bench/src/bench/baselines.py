@@ -111,7 +111,7 @@ async def pg_step(single: int = 500, clients: int = 16, seconds: float = 5.0) ->
 
 
 async def ensure_topic(name: str, partitions: int = 6) -> None:
-    admin = AIOKafkaAdminClient(bootstrap_servers=config.KAFKA)
+    admin = AIOKafkaAdminClient(**config.kafka_client())
     await admin.start()
     try:
         if name not in await admin.list_topics():
@@ -125,9 +125,9 @@ async def kafka_hop(n: int = 500) -> dict[str, Any]:
     """Produce (acks=all) → consume round trip of one small message at a time."""
     topic = "bench-hop"
     await ensure_topic(topic, 1)
-    producer = AIOKafkaProducer(bootstrap_servers=config.KAFKA, acks="all",
+    producer = AIOKafkaProducer(**config.kafka_client(), acks="all",
                                 enable_idempotence=True, linger_ms=0)
-    consumer = AIOKafkaConsumer(bootstrap_servers=config.KAFKA, enable_auto_commit=False,
+    consumer = AIOKafkaConsumer(**config.kafka_client(), enable_auto_commit=False,
                                 fetch_max_wait_ms=10)
     await producer.start()
     await consumer.start()

@@ -37,7 +37,7 @@ async def relay_vs_raw(n: int = 5000, paced_rate: int = 200, paced_s: float = 5.
         await conn.execute(text(f"DROP SCHEMA IF EXISTS {SCHEMA} CASCADE"))
         await conn.execute(text(f"CREATE SCHEMA {SCHEMA}"))
         await conn.run_sync(metadata.create_all)
-    settings = MessagingSettings(kafka_bootstrap_servers=config.KAFKA,
+    settings = MessagingSettings(**config.kafka_fields(),
                                  relay_poll_interval_s=poll_interval_s, relay_batch_size=500)
 
     # The relay wakes as in a service: from the units of work of its own process.
@@ -92,7 +92,7 @@ async def relay_vs_raw(n: int = 5000, paced_rate: int = 200, paced_s: float = 5.
     await engine.dispose()
 
     # The same payloads through a raw producer (acks=all, idempotent), no database.
-    producer = AIOKafkaProducer(bootstrap_servers=config.KAFKA, acks="all",
+    producer = AIOKafkaProducer(**config.kafka_client(), acks="all",
                                 enable_idempotence=True, linger_ms=1)
     await producer.start()
     value = json.dumps(PAYLOAD).encode()

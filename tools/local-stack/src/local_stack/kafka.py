@@ -11,6 +11,7 @@ import subprocess
 import time
 from pathlib import Path
 
+from local_stack import kafka_auth
 from local_stack.console import log
 from local_stack.ports import refuse_taken_port
 from local_stack.probes import port_open
@@ -54,10 +55,18 @@ def kafka_config() -> Path:
                  "${KAFKA_DATA}": str(data),
                  "${PROXIED_LISTENERS}": "".join(f",{n}://127.0.0.1:{p}" for n, p, _ in proxied),
                  "${PROXIED_ADVERTISED}": "".join(f",{n}://127.0.0.1:{a}" for n, _, a in proxied),
-                 "${PROXIED_PROTOCOLS}": "".join(f",{n}:PLAINTEXT" for n, _, _ in proxied)}.items():
+                 "${PROXIED_PROTOCOLS}": "".join(f",{n}:{kafka_auth.client_protocol()}"
+                                                 for n, _, _ in proxied),
+                 "${CLIENT_PROTOCOL}": kafka_auth.client_protocol(),
+                 "${CONTROLLER_PROTOCOL}": kafka_auth.client_protocol(),
+                 "${AUTHENTICATION}": kafka_auth.broker_properties([n for n, _, _ in proxied])}.items():
         text = text.replace(k, v)
     conf = KAFKA_DIR / "server.properties"
-    conf.write_text(text)
+    # 0600: with SAGA_KAFKA_AUTH=1 it holds the admin's and the controller's passwords.
+    fd = os.open(conf, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(text)
+    os.chmod(conf, 0o600)
     return conf
 
 
@@ -77,15 +86,23 @@ def start_kafka() -> None:
     refuse_taken_port(KAFKA_PORT, "kafka")
     libs = kafka_libs()
     conf = kafka_config()
-    if not (KAFKA_DIR / "data" / "meta.properties").exists():
+    data = KAFKA_DIR / "data"
+    if not (data / "meta.properties").exists():
         cluster_id = "c2FnYS1sb2NhbC1zdGFjaw"  # fixed: one local cluster per state dir
-        subprocess.run(java_cmd(libs, "kafka.tools.StorageTool", "format", "-t", cluster_id,
-                                "-c", str(conf), "--ignore-formatted"),
-                       check=True, capture_output=True)
+        formatting = subprocess.run(
+            java_cmd(libs, "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c",
+                     str(conf), "--ignore-formatted", *kafka_auth.format_arguments()),
+            capture_output=True, text=True)
+        if formatting.returncode != 0:  # its command line holds the SCRAM passwords: not shown
+            raise SystemExit(f"[stack] could not format Kafka's storage in {data}:\n"
+                             f"{formatting.stdout[-2000:]}{formatting.stderr[-2000:]}")
+        kafka_auth.formatted(data)
+    kafka_auth.check_formatted_with_users(data)
     log(f"starting Kafka on {KAFKA_BOOTSTRAP}")
     spawn("kafka", java_cmd(libs, "kafka.Kafka", str(conf)), dict(os.environ))
     wait_for("Kafka", lambda: port_open(KAFKA_PORT), 90, "kafka")
     asyncio.run(create_topics())
+    kafka_auth.apply_acls(java_cmd(libs, str(kafka_auth.ACL_TOOL), heap="-Xmx256m"))
 
 
 async def create_topics() -> None:
@@ -93,10 +110,12 @@ async def create_topics() -> None:
     from aiokafka.errors import KafkaError
 
     from saga_contracts.topics import ALL_TOPICS
+    from sagakit.kafka import client_security
 
     deadline = time.monotonic() + 60
     while True:
-        admin = AIOKafkaAdminClient(bootstrap_servers=KAFKA_BOOTSTRAP, request_timeout_ms=5000)
+        admin = AIOKafkaAdminClient(**client_security(kafka_auth.admin_client_settings()),
+                                    request_timeout_ms=5000)
         try:
             await admin.start()
             existing = set(await admin.list_topics())

@@ -7,7 +7,7 @@ import os
 import sys
 from dataclasses import dataclass, field
 
-from local_stack import operator_signing
+from local_stack import kafka_auth, operator_signing
 from local_stack.ports import refuse_taken_port
 from local_stack.postgres.database import migrate
 from local_stack.probes import http_ok
@@ -46,6 +46,7 @@ def service_env(service: str) -> dict[str, str]:
         "KAFKA_BOOTSTRAP_SERVERS": KAFKA_BOOTSTRAP,
         "GATEWAY_URL": f"http://127.0.0.1:{GATEWAY_PORT}",
         "SAGA_OPERATOR_PUBLIC_KEYS": operator_signing.public_keys(),
+        **kafka_auth.service_env(service),
     }
     if NETPROXY:
         env["DATABASE_URL"] = dsn(f"{service}_app", service_role_password(service, "app"),

@@ -34,6 +34,9 @@ KAFKA_BOOTSTRAP = f"127.0.0.1:{KAFKA_PORT}"
 # SAGA_NETPROXY=1: every service reaches PostgreSQL, Kafka and the gateway through the TCP proxy
 # of tools/netproxy, which the chaos suite drives to add latency, black holes and resets.
 NETPROXY = os.environ.get("SAGA_NETPROXY") == "1"
+# SAGA_KAFKA_AUTH=1: Kafka authenticates every client with SASL/SCRAM and authorizes it by ACLs
+# (local_stack.kafka_auth); off by default until every suite has run against it.
+KAFKA_AUTH = os.environ.get("SAGA_KAFKA_AUTH") == "1"
 TOPIC_PARTITIONS = int(os.environ.get("KAFKA_TOPIC_PARTITIONS", "6"))
 UP_DEADLINE_S = float(os.environ.get("STACK_UP_TIMEOUT", "120"))
 # How long ``up`` waits for what a crashed PostgreSQL left behind (its orphaned backends, the

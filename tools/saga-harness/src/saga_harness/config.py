@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
+
+from sagakit.kafka import client_security
+from sagakit.settings import KafkaClientSettings
 
 # The checkout: the workspace installs this package from its source (tools/saga-harness/src).
 ROOT = Path(__file__).resolve().parents[4]
@@ -12,6 +16,10 @@ INVENTARIO = f"http://127.0.0.1:{os.environ.get('INVENTARIO_PORT', '8002')}"
 PAGOS = f"http://127.0.0.1:{os.environ.get('PAGOS_PORT', '8003')}"
 GATEWAY = f"http://127.0.0.1:{os.environ.get('GATEWAY_PORT', '8010')}"
 KAFKA = f"127.0.0.1:{os.environ.get('KAFKA_PORT', '9092')}"
+# SAGA_KAFKA_AUTH=1: the stack's Kafka authenticates every client (SASL/SCRAM) and authorizes it
+# by ACLs; the tests then speak as the stack's admin principal unless KAFKA_SASL_* say otherwise.
+KAFKA_AUTH = os.environ.get("SAGA_KAFKA_AUTH") == "1"
+STATE = Path(os.environ.get("SAGA_STATE_DIR", ROOT / ".local"))
 PG_PORT = int(os.environ.get("PG_PORT", "25432"))
 PG_DATABASE = os.environ.get("PG_DATABASE", "saga")
 PG_ADMIN_USER = os.environ.get("PG_ADMIN_USER", "saga_admin")
@@ -25,3 +33,32 @@ def admin_dsn() -> str:
 def role_dsn(service: str, kind: str = "app") -> str:
     password = os.environ.get(f"{service.upper()}_{kind.upper()}_PASSWORD", f"{service}_{kind}")
     return f"postgresql://{service}_{kind}:{password}@127.0.0.1:{PG_PORT}/{PG_DATABASE}"
+
+
+def stack_secret(name: str) -> str:
+    """A secret the local stack generated for itself (``local_stack.secrets``)."""
+    path = STATE / "secrets" / name
+    try:
+        return path.read_text()
+    except FileNotFoundError:
+        raise AssertionError(f"the local stack has no secret {name} ({path}): is it up?") from None
+
+
+def kafka_fields(principal: str | None = None) -> dict[str, Any]:
+    """``KafkaClientSettings`` fields (``MessagingSettings`` takes them too) for a client of the
+    stack under test: as ``principal`` (``admin``, ``pedidos``...) with its password from the
+    stack's secrets; without one, as the ``KAFKA_*`` environment says, or as the admin on a stack
+    with SAGA_KAFKA_AUTH=1 when it says nothing."""
+    if principal is None:
+        if not KAFKA_AUTH or os.environ.get("KAFKA_SASL_USERNAME"):
+            return {**KafkaClientSettings().model_dump(exclude={"kafka_bootstrap_servers"}),
+                    "kafka_bootstrap_servers": KAFKA}
+        principal = "admin"
+    return {"kafka_bootstrap_servers": KAFKA, "kafka_security_protocol": "SASL_PLAINTEXT",
+            "kafka_sasl_mechanism": "SCRAM-SHA-512", "kafka_sasl_username": principal,
+            "kafka_sasl_password": stack_secret(f"kafka-{principal}")}
+
+
+def kafka_client(principal: str | None = None) -> dict[str, Any]:
+    """aiokafka arguments (``bootstrap_servers`` and security) for ``kafka_fields(principal)``."""
+    return client_security(KafkaClientSettings(**kafka_fields(principal)))

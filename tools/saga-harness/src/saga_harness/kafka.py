@@ -34,7 +34,7 @@ def envelope(event_type: str, payload: dict[str, Any], *, saga_id: str | None = 
 
 async def produce(topic: str, value: bytes | dict[str, Any], *, key: str | None = None,
                   headers: dict[str, str] | None = None, times: int = 1) -> None:
-    producer = AIOKafkaProducer(bootstrap_servers=config.KAFKA, acks="all")
+    producer = AIOKafkaProducer(**config.kafka_client(), acks="all")
     await producer.start()
     try:
         data = value if isinstance(value, bytes) else json.dumps(value).encode()
@@ -49,7 +49,7 @@ async def produce(topic: str, value: bytes | dict[str, Any], *, key: str | None 
 
 
 async def partitions_of(topic: str) -> list[int]:
-    admin = AIOKafkaAdminClient(bootstrap_servers=config.KAFKA)
+    admin = AIOKafkaAdminClient(**config.kafka_client())
     await admin.start()
     try:
         described = await admin.describe_topics([topic])
@@ -63,7 +63,7 @@ class TopicReader:
 
     def __init__(self, topic: str) -> None:
         self.topic = topic
-        self.consumer = AIOKafkaConsumer(bootstrap_servers=config.KAFKA, enable_auto_commit=False,
+        self.consumer = AIOKafkaConsumer(**config.kafka_client(), enable_auto_commit=False,
                                          group_id=None)
         self.records: list[Any] = []
 

@@ -36,7 +36,7 @@ async def scratch_outbox(schema: str, topic: str, partitions: int, *, fresh_topi
         await conn.execute(text(f"CREATE SCHEMA {schema}"))
         # The services' own migrations, so the scratch tables have their indexes too.
         await conn.run_sync(_create_messaging_tables, schema)
-    admin = AIOKafkaAdminClient(bootstrap_servers=config.KAFKA)
+    admin = AIOKafkaAdminClient(**config.kafka_client())
     await admin.start()
     try:
         if fresh_topic and topic in await admin.list_topics():

@@ -8,9 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from saga_harness.config import ROOT
-
-STATE = Path(os.environ.get("SAGA_STATE_DIR", ROOT / ".local"))
+from saga_harness.config import ROOT, STATE
 
 
 def stack(*args: str, env: dict[str, str] | None = None, check: bool = True

@@ -8,9 +8,11 @@ replay one safely.
     sagactl signing-key
 
 Connects with SAGACTL_DATABASE_URL (default: the local stack's admin role) and
-KAFKA_BOOTSTRAP_SERVERS (default 127.0.0.1:9092). Signs replays with the operator's key in
-SAGACTL_SIGNING_KEY_FILE (default: the local stack's, in the checkout sagactl runs from);
-``signing-key`` prints its public key as the services' SAGA_OPERATOR_PUBLIC_KEYS names it.
+KAFKA_BOOTSTRAP_SERVERS (default 127.0.0.1:9092) as the principal the other KAFKA_* variables
+name (sagakit.settings.KafkaClientSettings: the operator's, on a stack that authenticates).
+Signs replays with the operator's key in SAGACTL_SIGNING_KEY_FILE (default: the local
+stack's, in the checkout sagactl runs from); ``signing-key`` prints its public key as the
+services' SAGA_OPERATOR_PUBLIC_KEYS names it.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from saga_contracts import replay_signature
 from sagactl import queries, replay
+from sagakit import settings
+from sagakit.settings import KafkaClientSettings
 
 # The checkout, when sagactl runs from one (the workspace installs it from its source,
 # tools/sagactl/src): the local stack generates the operator's key in its state directory.
@@ -134,8 +138,7 @@ async def run(args: argparse.Namespace) -> int:
             if args.dry_run:
                 print("dry run: nothing sent")
             else:
-                await replay.publish(plan, os.environ.get("KAFKA_BOOTSTRAP_SERVERS",
-                                                          "127.0.0.1:9092"))
+                await replay.publish(plan, settings.load(KafkaClientSettings))
                 print(f"replayed as {plan.value['message_id']} for {args.service}")
         return 0
     finally:

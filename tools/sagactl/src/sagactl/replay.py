@@ -27,6 +27,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from saga_contracts import headers as h
 from saga_contracts import registry
 from saga_contracts.replay_signature import Signed, sign
+from sagakit.kafka import client_security
+from sagakit.settings import KafkaClientSettings
 
 
 class CannotReplay(Exception):
@@ -96,8 +98,8 @@ def build(record: dict[str, Any], service: str, dead_letter_id: str,
                   envelope, headers)
 
 
-async def publish(replay: Replay, bootstrap: str) -> None:
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", enable_idempotence=True)
+async def publish(replay: Replay, kafka: KafkaClientSettings) -> None:
+    producer = AIOKafkaProducer(**client_security(kafka), acks="all", enable_idempotence=True)
     await producer.start()
     try:
         await producer.send_and_wait(replay.topic, replay.record_value(),

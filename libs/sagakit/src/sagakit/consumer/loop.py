@@ -100,8 +100,7 @@ class EventConsumer:
 
     async def run(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
-            consumer = manual_commit_consumer(self.settings.kafka_bootstrap_servers,
-                                              self.service, self.topics,
+            consumer = manual_commit_consumer(self.settings, self.service, self.topics,
                                               f"{self.service}-consumer",
                                               self.settings.consumer_fetch_max_wait_ms,
                                               _BeforeRebalance(self._commit_before_rebalance))

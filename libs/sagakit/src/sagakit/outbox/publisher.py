@@ -67,8 +67,7 @@ class Publisher:
 
     async def start(self) -> Any:
         if self.producer is None:
-            producer = durable_producer(self.settings.kafka_bootstrap_servers,
-                                        f"{self.service}-relay")
+            producer = durable_producer(self.settings, f"{self.service}-relay")
             try:
                 await asyncio.wait_for(producer.start(), self.settings.relay_publish_timeout_s)
             except BaseException:
