@@ -160,10 +160,18 @@ LOCAL_STACK = (
         "starts."),
 )
 
+CREDENTIALS = (
+    env("KAFKA_SECURITY_PROTOCOL", "str", "`PLAINTEXT`",
+        "The `kafka.security_protocol` that `make credentials` prints."),
+    env("KAFKA_SASL_MECHANISM", "str", UNSET,
+        "The `kafka.sasl_mechanism` that `make credentials` prints (null when unset)."),
+)
+
 SAGACTL = (
     env("SAGACTL_DATABASE_URL", "URL",
-        "`postgresql://saga_admin:saga_admin@127.0.0.1:25432/saga`",
-        "PostgreSQL URL sagactl connects with: a role that can read every service's schema."),
+        "in a checkout, the local stack's admin role (`make credentials`)",
+        "PostgreSQL URL sagactl connects with: a role that can read every service's schema. "
+        "Installed outside a checkout, sagactl needs it."),
     env("KAFKA_BOOTSTRAP_SERVERS", "str", "`127.0.0.1:9092`",
         "Kafka brokers `sagactl replay` publishes to."),
 )
@@ -229,7 +237,9 @@ COMPONENTS = (
         "the stack.",
         (Table("Stack", environment=LOCAL_STACK,
                read_in=("tools/local-stack/src/local_stack/settings.py",
-                        "tools/local-stack/src/local_stack/passwords.py")),)),
+                        "tools/local-stack/src/local_stack/passwords.py")),
+         Table("`make credentials`", environment=CREDENTIALS,
+               read_in=("tools/local-stack/src/local_stack/credentials.py",)))),
     Component("sagactl", "Read by `sagactl`, the operator's command line.",
               (Table("sagactl", environment=SAGACTL,
                      read_in=("tools/sagactl/src/sagactl/cli.py",)),)),

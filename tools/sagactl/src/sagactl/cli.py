@@ -6,8 +6,8 @@ replay one safely.
     sagactl dlq [--service S] [--limit N] [--errors]
     sagactl replay DEAD_LETTER_ID --service S [--payload FILE] [--dry-run]
 
-Connects with SAGACTL_DATABASE_URL (default: the local stack's admin role) and
-KAFKA_BOOTSTRAP_SERVERS (default 127.0.0.1:9092).
+Connects with SAGACTL_DATABASE_URL (in a checkout, default: the admin role of the local stack,
+with the password it generated) and KAFKA_BOOTSTRAP_SERVERS (default 127.0.0.1:9092).
 """
 
 from __future__ import annotations
@@ -25,8 +25,23 @@ from sagactl import queries, replay
 
 
 def _dsn() -> str:
-    return os.environ.get("SAGACTL_DATABASE_URL",
-                          "postgresql://saga_admin:saga_admin@127.0.0.1:25432/saga")
+    given = os.environ.get("SAGACTL_DATABASE_URL")
+    if given:
+        return given
+    try:
+        # Run in a checkout, beside the local stack: its admin role. Installed on its own,
+        # sagactl knows no database and no password but the one it is given.
+        from local_stack.credentials import credentials
+    except ModuleNotFoundError as missing:
+        if missing.name != "local_stack":
+            raise
+        raise SystemExit("sagactl: set SAGACTL_DATABASE_URL (postgresql://user:password@host:"
+                         "port/database)") from None
+    admin: str | None = credentials()["postgres"]["admin_dsn"]
+    if admin is None:
+        raise SystemExit("sagactl: the local stack has not generated its credentials yet "
+                         "(`make up`); or set SAGACTL_DATABASE_URL")
+    return admin
 
 
 def _table(rows: list[dict[str, Any]], columns: list[str]) -> str:
