@@ -7,7 +7,7 @@ What counts as a password literal, by kind of file:
   ``<...>``, the word ``password``, ``...``);
 - in configuration (compose, env files, shell, Makefile, ini, toml): a ``*PASSWORD*`` key given a
   value that is not taken from the environment (``${...}``, ``$VAR``);
-- in SQL anywhere: ``PASSWORD '...'`` (but ``PASSWORD '{password}'``, an f-string's);
+- in SQL anywhere: ``PASSWORD '...'`` (but not an f-string's ``'{password}'`` or a pattern's);
 - in code: an environment variable of a password read with a default;
 - a role whose password is its own name (what every default used to be: ``saga_admin``,
   ``<service>_owner``, ``<service>_app``).
@@ -29,7 +29,8 @@ PLACEHOLDER = re.compile(r"^(?:[{$<].*|password|\.\.\.|…)$", re.I)
 # A key at the start of a line or after a blank (not the NAME of a ``${NAME:?...}``).
 CONFIG_ASSIGNMENT = re.compile(
     r"(?:^|[\s;])(?:export\s+)?\w*PASSWORD\w*\s*[:=]\s*(?P<value>\S.*?)\s*$", re.I)
-SQL_LITERAL = re.compile(r"\bPASSWORD\s+E?'(?!\{)", re.I)
+# Not an f-string's ``'{password}'`` nor a regular expression's ``'([^']+)'``.
+SQL_LITERAL = re.compile(r"\bPASSWORD\s+E?'(?![{(])", re.I)
 DEFAULTED = re.compile(r"""(?:environ\.get|getenv)\(\s*f?["'][^"']*PASSWORD[^"']*["']\s*,""", re.I)
 OWN_NAME = re.compile(r"\b(saga_admin|\w+_(?:owner|app))\b\W{1,4}\1\b")
 CONFIG_SUFFIXES = {".yml", ".yaml", ".env", ".example", ".sh", ".ini", ".toml", ".cfg", ".conf"}
@@ -95,6 +96,7 @@ def test_no_file_of_the_repository_holds_a_password() -> None:
     (".env.example", "PG_ADMIN_PASSWORD=change-me"),
     ("deploy/postgres/init.sql", "CREATE ROLE pedidos_app LOGIN PASSWORD 'pedidos_app';"),
     ("deploy/postgres/init.sql", "ALTER ROLE x PASSWORD 'hunter2'"),
+    ("deploy/postgres/init.sql", "ALTER ROLE x PASSWORD 'SCRAM-SHA-256$4096:c2FsdA==$a:b'"),
     ("docs/operations.md", "psql postgresql://saga_admin:hunter2@127.0.0.1:25432/saga"),
 ])
 def test_the_check_finds_a_password_written_out(path: str, line: str) -> None:
@@ -107,6 +109,8 @@ def test_the_check_finds_a_password_written_out(path: str, line: str) -> None:
                            "${PAGOS_APP_PASSWORD:?set PAGOS_APP_PASSWORD in .env}@postgres:5432/saga"),
     ("tools/local-stack/tests/test_admin_socket_login.py",
      "    assert sql.startswith(f\"ALTER ROLE {admin} PASSWORD '{password}'\")"),
+    ("tools/local-stack/tests/test_admin_socket_login.py",
+     "    verifier = re.search(rf\"ROLE {role} LOGIN PASSWORD '([^']+)'\", sent)"),
     (".env.example", "PG_ADMIN_PASSWORD="),
     (".env.example", "# a comment about PG_ADMIN_PASSWORD: fill it"),
     ("deploy/local/run.sh", 'PGPASSWORD="$(cat .local/secrets/postgres-admin)" psql'),

@@ -4,6 +4,8 @@ cluster had before (postgres/cluster.py, database.keep_admin_password)."""
 
 from __future__ import annotations
 
+import base64
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -11,7 +13,7 @@ from typing import Any
 import pytest
 
 from local_stack import secrets
-from local_stack.postgres import cluster, database
+from local_stack.postgres import cluster, database, scram
 
 
 def _cluster_files(data: Path) -> None:
@@ -64,7 +66,17 @@ def psql(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> _Psql:
     return fake
 
 
-def test_the_admin_password_is_set_over_the_socket_and_never_on_a_command_line(
+def _verifies(verifier: str, password: str) -> bool:
+    """Whether ``verifier`` (SCRAM-SHA-256$<iterations>:<salt>$<stored>:<server>) is
+    ``password``'s."""
+    head, keys = verifier.split("$")[1:]
+    iterations, salt = head.split(":")
+    stored = keys.split(":")[0]
+    derived = scram.keys(password, base64.b64decode(salt), int(iterations))[1]
+    return base64.b64encode(derived).decode() == stored
+
+
+def test_the_admin_password_is_set_over_the_socket_and_never_sent_in_the_clear(
         psql: _Psql, tmp_path: Path) -> None:
     data = tmp_path / "pg"
     database.keep_admin_password(data)
@@ -73,17 +85,20 @@ def test_the_admin_password_is_set_over_the_socket_and_never_on_a_command_line(
     assert password is not None
     assert argv[argv.index("-h") + 1] == str(data)  # the socket's directory, not TCP
     assert argv[argv.index("-U") + 1] == cluster.PG_ADMIN
-    assert sql.startswith(f"ALTER ROLE {cluster.PG_ADMIN} PASSWORD '{password}'")
-    assert not any(password in arg for arg in argv)
+    verifier = re.fullmatch(rf"ALTER ROLE {cluster.PG_ADMIN} PASSWORD '([^']+)';\n", sql)
+    assert verifier and _verifies(verifier[1], password)
+    assert not any(password in arg for arg in [*argv, sql])
     assert env is None or "PGPASSWORD" not in env  # peer authentication: no password needed
 
 
-def test_the_roles_passwords_travel_on_standard_input_only(psql: _Psql) -> None:
+def test_the_roles_get_verifiers_of_their_passwords_on_standard_input(psql: _Psql) -> None:
     database.bootstrap_database()
-    role_passwords = [secrets.existing(f"{s}-{k}") for s in ("pedidos", "inventario", "pagos")
-                      for k in ("owner", "app")]
-    assert all(role_passwords)
     sent = "".join(sql for _, sql, _ in psql.calls)
-    assert all(f"PASSWORD '{p}'" in sent for p in role_passwords)
-    for argv, _, _ in psql.calls:
-        assert not any(p and p in arg for p in role_passwords for arg in argv)
+    for service in ("pedidos", "inventario", "pagos"):
+        for kind in ("owner", "app"):
+            password = secrets.existing(f"{service}-{kind}")
+            assert password is not None
+            verifier = re.search(rf"ROLE {service}_{kind} LOGIN PASSWORD '([^']+)'", sent)
+            assert verifier and _verifies(verifier[1], password), f"{service}_{kind}"
+            assert not any(password in part for argv, sql, _ in psql.calls
+                           for part in [*argv, sql])

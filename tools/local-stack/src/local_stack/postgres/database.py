@@ -9,12 +9,20 @@ import sys
 from pathlib import Path
 
 from local_stack.passwords import admin_password, role_password
+from local_stack.postgres import scram
 from local_stack.postgres.programs import as_pg_user, pg_bin
 from local_stack.settings import PG_ADMIN, PG_DB, PG_PORT, ROOT, SERVICE_PORTS, dsn
 
 
 def _literal(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
+
+
+def _password(password: str) -> str:
+    """The ``PASSWORD`` of ``ALTER``/``CREATE ROLE``: the password's SCRAM verifier, so that the
+    password itself is in no statement text the server could log. (A non-ASCII password, which
+    only a person can have set, goes as it is: PostgreSQL normalizes those first.)"""
+    return _literal(scram.verifier(password) if password.isascii() else password)
 
 
 def _psql(options: list[str], sql: str, env: dict[str, str] | None = None,
@@ -42,7 +50,7 @@ def keep_admin_password(data: Path) -> None:
     generated), logged in over the cluster's Unix socket as the OS user that runs it
     (cluster.admit_os_user_as_admin), so that no earlier password has to be known."""
     res = _psql(["-h", str(data), "-d", "postgres"],
-                f"ALTER ROLE {PG_ADMIN} PASSWORD {_literal(admin_password())}",
+                f"ALTER ROLE {PG_ADMIN} PASSWORD {_password(admin_password())}",
                 as_cluster_user=True)
     if res.returncode != 0:
         raise SystemExit(f"[stack] could not set the password of PostgreSQL's admin role over "
@@ -68,7 +76,7 @@ def bootstrap_database() -> None:
         for role, kind in ((owner, "owner"), (app, "app")):
             # Set again on every start: the password of a role made earlier (with another
             # password, or the old committed default) becomes the one the stack keeps.
-            pw = _literal(role_password(svc, kind))
+            pw = _password(role_password(svc, kind))
             statements.append(
                 f"DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '{role}') "
                 f"THEN CREATE ROLE {role} LOGIN PASSWORD {pw}; "
