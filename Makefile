@@ -1,9 +1,10 @@
-# The black-box contract (../shared/CONTRACT.md): run, up, down, test, bench; plus status, logs.
+# The black-box contract (../shared/CONTRACT.md): run, up, down, test, bench, credentials; plus
+# status, logs.
 SHELL := /bin/bash
 PY := uv run --frozen --no-sync python
 STACK := $(PY) deploy/local/stack.py
 
-.PHONY: bootstrap run up down status logs test test-unit lint typecheck docs bench chaos
+.PHONY: bootstrap run up down status logs credentials test test-unit lint typecheck docs bench chaos
 
 bootstrap:
 	@bash deploy/local/bootstrap.sh
@@ -22,6 +23,10 @@ status:
 
 logs:
 	@$(STACK) logs $(PART)
+
+# The credentials the local stack generated for itself (.local/secrets), as one JSON object.
+credentials:
+	@$(STACK) credentials
 
 # The whole suite: starts the stack it needs, runs every test, stops the stack.
 test: bootstrap

@@ -88,6 +88,9 @@ def env(name: str, type_: str, default: str, description: str) -> Variable:
 
 
 UNSET = "unset"
+# The passwords nobody sets: the local stack generates each at its first start (0600, under
+# .local/secrets/, git-ignored); `make credentials` prints them.
+GENERATED = "generated, kept in `.local/secrets/{secret}`"
 
 TRACING = (
     env("OTEL_EXPORTER_OTLP_ENDPOINT", "URL", UNSET,
@@ -126,11 +129,14 @@ LOCAL_STACK = (
     env("PG_DATABASE", "str", "`saga`", "The database that holds every service's schema."),
     env("PG_ADMIN_USER", "str", "`saga_admin`",
         "PostgreSQL's administrator role: creates the services' roles and schemas."),
-    env("PG_ADMIN_PASSWORD", "str", "`saga_admin`", "Password of `PG_ADMIN_USER`."),
-    env("<SERVICE>_OWNER_PASSWORD", "str", "`<service>_owner`",
-        "Password of a service's schema owner role, which runs its migrations; `<SERVICE>` is "
-        "`PEDIDOS`, `INVENTARIO` or `PAGOS`."),
-    env("<SERVICE>_APP_PASSWORD", "str", "`<service>_app`",
+    env("PG_ADMIN_PASSWORD", "str", GENERATED.format(secret="postgres-admin"),
+        "Password of `PG_ADMIN_USER`, given to the cluster each time the stack starts "
+        "PostgreSQL; never passed to a service."),
+    env("<SERVICE>_OWNER_PASSWORD", "str", GENERATED.format(secret="<service>-owner"),
+        "Password of a service's schema owner role, which runs its migrations (a step before "
+        "the service starts, which never gets it); `<SERVICE>` is `PEDIDOS`, `INVENTARIO` or "
+        "`PAGOS`."),
+    env("<SERVICE>_APP_PASSWORD", "str", GENERATED.format(secret="<service>-app"),
         "Password of a service's application role, in the `DATABASE_URL` the service gets."),
     env("KAFKA_PORT", "int", "`9092`", "Port of Kafka's client listener."),
     env("KAFKA_CONTROLLER_PORT", "int", "`9093`", "Port of Kafka's KRaft controller listener."),
@@ -162,10 +168,18 @@ LOCAL_STACK = (
         "starts."),
 )
 
+CREDENTIALS = (
+    env("KAFKA_SECURITY_PROTOCOL", "str", "`PLAINTEXT`",
+        "The `kafka.security_protocol` that `make credentials` prints."),
+    env("KAFKA_SASL_MECHANISM", "str", UNSET,
+        "The `kafka.sasl_mechanism` that `make credentials` prints (null when unset)."),
+)
+
 SAGACTL = (
     env("SAGACTL_DATABASE_URL", "URL",
-        "`postgresql://saga_admin:saga_admin@127.0.0.1:25432/saga`",
-        "PostgreSQL URL sagactl connects with: a role that can read every service's schema."),
+        "in a checkout, the local stack's admin role (`make credentials`)",
+        "PostgreSQL URL sagactl connects with: a role that can read every service's schema. "
+        "Installed outside a checkout, sagactl needs it."),
     env("SAGACTL_SIGNING_KEY_FILE", "path",
         "`$SAGA_STATE_DIR/secrets/operator-signing.key` of the checkout sagactl runs from",
         "The operator's Ed25519 private key (PKCS#8 PEM) `sagactl replay` signs replays with; "
@@ -229,11 +243,15 @@ COMPONENTS = (
         "each service `SERVICE_NAME`, `HTTP_HOST`, `HTTP_PORT`, `DATABASE_URL`, "
         "`KAFKA_BOOTSTRAP_SERVERS`, `GATEWAY_URL` and `SAGA_OPERATOR_PUBLIC_KEYS` (the public "
         "half of the operator key it makes at its first start) from these; every other "
-        "variable in its environment reaches the services as it is (`deploy/local/test.env` holds the test "
-        "suite's). The tests, the benchmark and the chaos suite read the same ports to find the "
-        "stack.",
+        "variable in its environment but the database passwords reaches the services as it is "
+        "(`deploy/local/test.env` holds the test suite's). The tests, the benchmark, the chaos "
+        "suite and sagactl read the same ports, and the passwords the stack generated, to find "
+        "the stack.",
         (Table("Stack", environment=LOCAL_STACK,
-               read_in=("tools/local-stack/src/local_stack/settings.py",)),)),
+               read_in=("tools/local-stack/src/local_stack/settings.py",
+                        "tools/local-stack/src/local_stack/passwords.py")),
+         Table("`make credentials`", environment=CREDENTIALS,
+               read_in=("tools/local-stack/src/local_stack/credentials.py",)))),
     Component(
         "Every Kafka client",
         "Read by the services, `sagactl`, the benchmark, the chaos suite and the tests: where "

@@ -9,5 +9,8 @@ COPY libs ./libs
 COPY services ./services
 RUN uv sync --frozen --no-dev --package ${SERVICE}
 EXPOSE 8000
-# Migrations are a start step, under the schema owner's credentials (MIGRATION_DATABASE_URL).
-CMD ["sh", "-c", "if [ -d services/$SERVICE/migrations ]; then DATABASE_URL=$MIGRATION_DATABASE_URL alembic -c services/$SERVICE/alembic.ini upgrade head; fi && exec python -m $(echo $SERVICE | tr - _)"]
+# The service alone, under its app role (DATABASE_URL). Its migrations are a step of their own,
+# the same image run once before it with `alembic -c services/$SERVICE/alembic.ini upgrade head`
+# and the schema owner's DATABASE_URL (docker-compose.yml's <service>-migrations): the owner's
+# password never reaches the running service.
+CMD ["sh", "-c", "exec python -m $(echo $SERVICE | tr - _)"]

@@ -1,6 +1,7 @@
 """The local stack without Docker: PostgreSQL, Kafka (KRaft), the fake gateway and the services.
 
     python deploy/local/stack.py up|down|status|logs|run|start|stop|restart|kill [PART]
+    python deploy/local/stack.py credentials
 
 The code is the ``local_stack`` package (tools/local-stack), which ``uv sync`` installs in the
 workspace's environment; this file is the command the Makefile, the docs and the tests run.

@@ -4,6 +4,7 @@ the local stack's topology, ports, topics and roles."""
 from __future__ import annotations
 
 import re
+import subprocess
 from pathlib import Path
 
 import yaml
@@ -42,14 +43,80 @@ def test_compose_creates_every_topic_and_uses_official_images() -> None:
     assert created == set(ALL_TOPICS)
 
 
+SERVICES = ("pedidos", "inventario", "pagos")
+# ${NAME:?message}: compose refuses to start while NAME is unset or empty.
+REQUIRED = re.compile(r"\$\{(\w+):\?[^}]*\}")
+
+
 def test_each_service_connects_with_its_own_role_and_migrates_as_owner() -> None:
     services = compose()["services"]
-    for name in ("pedidos", "inventario", "pagos"):
+    for name in SERVICES:
         env = services[name]["environment"]
-        assert f"//{name}_app:" in env["DATABASE_URL"]
-        assert f"//{name}_owner:" in env["MIGRATION_DATABASE_URL"]
+        assert env["DATABASE_URL"].startswith(f"postgresql+asyncpg://{name}_app:${{")
         assert services[name]["build"]["args"]["SERVICE"] == name
+        migrations = services[f"{name}-migrations"]
+        assert migrations["build"] == services[name]["build"]
+        assert migrations["command"] == ["alembic", "-c", f"services/{name}/alembic.ini",
+                                         "upgrade", "head"]
+        assert migrations["environment"]["DATABASE_URL"].startswith(
+            f"postgresql+asyncpg://{name}_owner:${{")
+        assert migrations["restart"] == "no"
+        assert services[name]["depends_on"][f"{name}-migrations"] == {
+            "condition": "service_completed_successfully"}
     init = (ROOT / "deploy/postgres/init.sql").read_text()
     assert "ALTER DEFAULT PRIVILEGES" in init and "_owner" in init and "_app" in init
     for dockerfile in {s["build"]["dockerfile"] for s in services.values() if "build" in s}:
         assert (ROOT / dockerfile).exists()
+
+
+def test_no_service_container_gets_the_owners_or_the_admins_password() -> None:
+    services = compose()["services"]
+    for name in (*SERVICES, "gateway"):
+        env = services[name]["environment"]
+        said = " ".join(f"{k}={v}" for k, v in env.items())
+        assert "_owner:" not in said and "OWNER_PASSWORD" not in said, name
+        assert "ADMIN_PASSWORD" not in said and "saga_admin" not in said, name
+        assert "MIGRATION_DATABASE_URL" not in env, name
+        others = [s for s in SERVICES if s != name]
+        assert not any(f"{other.upper()}_" in said for other in others), name
+    # The image's own command starts the service only: migrating is the one-shot container's.
+    dockerfile = (ROOT / "deploy/docker/service.Dockerfile").read_text()
+    cmd = next(line for line in dockerfile.splitlines() if line.startswith("CMD"))
+    assert "alembic" not in cmd and "MIGRATION" not in cmd
+
+
+def test_every_password_comes_from_the_uncommitted_env_file() -> None:
+    text = (ROOT / "docker-compose.yml").read_text()
+    services = compose()["services"]
+    secret_like = {f"{where}.{k}": str(v) for where, s in services.items()
+                   for k, v in (s.get("environment") or {}).items()
+                   if "PASSWORD" in k or ("_URL" in k and "postgres" in str(v))}
+    for key, value in secret_like.items():
+        assert REQUIRED.search(value), f"{key} does not come from .env: {value}"
+    required = set(REQUIRED.findall(text))
+    example = (ROOT / ".env.example").read_text()
+    assigned = {name: value for name, _, value in (
+        line.partition("=") for line in example.splitlines() if line and not line.startswith("#"))}
+    assert required == set(assigned), "docker-compose.yml and .env.example name other variables"
+    assert all(value == "" for value in assigned.values()), ".env.example holds a value"
+    ignored = subprocess.run(["git", "check-ignore", "-q", ".env"], cwd=ROOT)
+    assert ignored.returncode == 0, ".env is not git-ignored"
+    assert subprocess.run(["git", "check-ignore", "-q", ".env.example"],
+                          cwd=ROOT).returncode == 1
+
+
+def test_init_sql_takes_the_passwords_from_the_environment_and_closes_the_database() -> None:
+    init = (ROOT / "deploy/postgres/init.sql").read_text()
+    postgres_env = compose()["services"]["postgres"]["environment"]
+    for service in SERVICES:
+        for kind in ("owner", "app"):
+            variable = f"{service.upper()}_{kind.upper()}_PASSWORD"
+            assert re.search(rf"^\\getenv {service}_{kind}_password {variable}$", init, re.M)
+            assert f"('{service}_{kind}', :'{service}_{kind}_password')" in init
+            assert REQUIRED.fullmatch(postgres_env[variable])
+    assert not re.search(r"PASSWORD\s+'", init, re.I), "a password literal in init.sql"
+    assert "REVOKE ALL ON DATABASE %I FROM PUBLIC" in init
+    assert "REVOKE ALL ON SCHEMA public FROM PUBLIC" in init
+    # Mounted where the image's entrypoint runs it (with psql, in the container's environment).
+    assert "./deploy/postgres/init.sql:/docker-entrypoint-initdb.d/10-roles.sql:ro" in \
+        compose()["services"]["postgres"]["volumes"]

@@ -14,7 +14,11 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from saga_harness import config, db
 from sagakit.store.database import build_engine
 
-URL = config.admin_dsn().replace("postgresql://", "postgresql+asyncpg://")
+
+def _url() -> str:
+    # Read when a test runs: the stack generates the password at its start, which may be
+    # after this module is collected.
+    return config.admin_dsn().replace("postgresql://", "postgresql+asyncpg://")
 
 
 async def _backend_pid(engine: AsyncEngine) -> int:
@@ -23,7 +27,7 @@ async def _backend_pid(engine: AsyncEngine) -> int:
 
 
 async def test_an_idle_connection_killed_under_the_pool_is_replaced(running_stack: None) -> None:
-    engine = build_engine(URL, "pool-test", 1, ping_if_idle_for_s=0.0)  # every checkout idle
+    engine = build_engine(_url(), "pool-test", 1, ping_if_idle_for_s=0.0)  # every checkout idle
     try:
         dead = await _backend_pid(engine)
         # A live connection passes the test and is kept (no reconnect on every checkout).
@@ -40,7 +44,7 @@ async def test_a_connection_seen_closing_is_replaced_even_if_used_a_moment_ago(
     request) used to hand that connection out untested: a 503 for the first request after
     the restart (as in test_order_api's database-down test). Without the check the caller gets the
     connection failure (the services answer 503 "nothing was done")."""
-    engine = build_engine(URL, "pool-test", 1, ping_if_idle_for_s=3600)  # never tested
+    engine = build_engine(_url(), "pool-test", 1, ping_if_idle_for_s=3600)  # never tested
     try:
         dead = await _backend_pid(engine)
         await db.kill_backend(dead)  # the server says goodbye and closes the socket
@@ -52,7 +56,7 @@ async def test_a_connection_seen_closing_is_replaced_even_if_used_a_moment_ago(
 async def test_a_failed_statements_error_names_its_sql_not_its_values(running_stack: None) -> None:
     """Errors go to the log: a customer's address or a payment token bound to a statement
     that failed must not go with them."""
-    engine = build_engine(URL, "pool-test", 1)
+    engine = build_engine(_url(), "pool-test", 1)
     secret = "tok_live_4242424242424242"
     try:
         async with engine.connect() as conn:
@@ -70,7 +74,7 @@ async def test_more_units_of_work_than_connections_wait_instead_of_opening_new_o
     """A connection opened past the pool's size is closed when handed back: under load that
     is a connection opened and closed over and over (a backend forked each time). The pool
     has no overflow; the busiest moment waits for a connection instead."""
-    engine = build_engine(URL, "pool-test", 2)
+    engine = build_engine(_url(), "pool-test", 2)
     pids: set[int] = set()
 
     async def unit_of_work() -> None:

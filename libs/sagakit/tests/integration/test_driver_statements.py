@@ -19,7 +19,11 @@ from sagakit.errors import is_connection_failure
 from sagakit.store import driver
 from sagakit.store.database import build_engine
 
-URL = config.admin_dsn().replace("postgresql://", "postgresql+asyncpg://")
+
+def _url() -> str:
+    # Read when a test runs: the stack generates the password at its start, which may be
+    # after this module is collected.
+    return config.admin_dsn().replace("postgresql://", "postgresql+asyncpg://")
 SCHEMA = "drivertest"
 items = Table("items", MetaData(schema=SCHEMA), Column("name", Text, primary_key=True),
               Column("n", Integer, nullable=False))
@@ -29,7 +33,7 @@ _READ = select(items.c.n, literal(7).label("seven")).where(items.c.name == bindp
 
 @pytest.fixture
 async def engine(running_stack: None) -> AsyncIterator[AsyncEngine]:
-    engine = build_engine(URL, "driver-test", 2)
+    engine = build_engine(_url(), "driver-test", 2)
     async with engine.begin() as conn:
         await conn.execute(text(f"DROP SCHEMA IF EXISTS {SCHEMA} CASCADE"))
         await conn.execute(text(f"CREATE SCHEMA {SCHEMA}"))

@@ -1,6 +1,6 @@
 """The local stack without Docker: PostgreSQL, Kafka (KRaft), the fake gateway and the services.
 
-    python deploy/local/stack.py up|down|status|logs|run|restart PART|kill PART
+    python deploy/local/stack.py up|down|status|logs|run|restart PART|kill PART|credentials
 
 Every part runs as a process of its own, in its own process group, with its log under
 ``$SAGA_STATE_DIR/logs`` and its pid under ``$SAGA_STATE_DIR/run``. ``up`` is idempotent:
@@ -11,9 +11,11 @@ then checks that none of their processes is left.
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import sys
 
-from local_stack import commands
+from local_stack import commands, credentials
 from local_stack.postgres.data_dir import pg_data_dir
 from local_stack.settings import ROOT, prometheus_requested
 
@@ -23,7 +25,8 @@ def main() -> None:
     os.environ["SAGA_STACK_ROOT"] = str(ROOT)
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("command", choices=["up", "down", "status", "logs", "run", "restart",
-                                            "start", "stop", "kill", "pg-data-dir"])
+                                            "start", "stop", "kill", "pg-data-dir",
+                                            "credentials"])
     parser.add_argument("part", nargs="?")
     parser.add_argument("--no-wait", action="store_true",
                         help="start: do not wait for health (chaos restarts)")
@@ -38,6 +41,12 @@ def main() -> None:
         commands.status()
     elif args.command == "pg-data-dir":
         print(pg_data_dir())
+    elif args.command == "credentials":
+        made = credentials.credentials()
+        print(json.dumps(made, indent=2))
+        if made["postgres"]["admin_dsn"] is None:
+            print("[stack] the stack has not made its credentials yet: `make up` makes them",
+                  file=sys.stderr)
     elif args.command == "logs":
         commands.follow_logs([args.part] if args.part else [*commands.PART_ORDER, "prometheus"])
     elif args.command == "restart":

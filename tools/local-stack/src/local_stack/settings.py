@@ -20,7 +20,7 @@ KAFKA_DIR = Path(os.environ.get("SAGA_KAFKA_HOME", STATE / "kafka"))
 PG_PORT = int(os.environ.get("PG_PORT", "25432"))
 PG_DB = os.environ.get("PG_DATABASE", "saga")
 PG_ADMIN = os.environ.get("PG_ADMIN_USER", "saga_admin")
-PG_ADMIN_PASSWORD = os.environ.get("PG_ADMIN_PASSWORD", "saga_admin")
+# The passwords are not settings with a default: the stack generates them (passwords.py).
 KAFKA_PORT = int(os.environ.get("KAFKA_PORT", "9092"))
 KAFKA_CONTROLLER_PORT = int(os.environ.get("KAFKA_CONTROLLER_PORT", "9093"))
 GATEWAY_PORT = int(os.environ.get("GATEWAY_PORT", "8010"))
@@ -50,10 +50,6 @@ LOG_ROTATE_BYTES = int(os.environ.get("STACK_LOG_ROTATE_MB", "200")) * 2**20
 def prometheus_requested() -> bool:
     """WITH_PROMETHEUS=1 asks ``up`` and ``run`` for Prometheus, as ``--prometheus`` does."""
     return os.environ.get("WITH_PROMETHEUS") == "1"
-
-
-def service_role_password(service: str, kind: str) -> str:
-    return os.environ.get(f"{service.upper()}_{kind.upper()}_PASSWORD", f"{service}_{kind}")
 
 
 def dsn(user: str, password: str, driver: str = "postgresql+asyncpg", port: int = PG_PORT) -> str:

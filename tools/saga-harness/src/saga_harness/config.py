@@ -1,4 +1,6 @@
-"""Where the stack under test listens (the same variables as deploy/local/stack.py)."""
+"""Where the stack under test listens (the same variables as deploy/local/stack.py), and the
+credentials it generated for itself (local_stack.passwords: a password set in the environment,
+or else the one under ``.local/secrets/``)."""
 
 from __future__ import annotations
 
@@ -6,6 +8,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from local_stack.passwords import known_admin_password, known_role_password
 from sagakit.kafka import client_security
 from sagakit.settings import KafkaClientSettings
 
@@ -23,17 +26,25 @@ STATE = Path(os.environ.get("SAGA_STATE_DIR", ROOT / ".local"))
 PG_PORT = int(os.environ.get("PG_PORT", "25432"))
 PG_DATABASE = os.environ.get("PG_DATABASE", "saga")
 PG_ADMIN_USER = os.environ.get("PG_ADMIN_USER", "saga_admin")
-PG_ADMIN_PASSWORD = os.environ.get("PG_ADMIN_PASSWORD", "saga_admin")
+
+
+def _made(password: str | None, role: str) -> str:
+    if password is None:
+        raise RuntimeError(f"no password for the role {role}: the local stack generates it "
+                           "when it starts PostgreSQL (`make up`; for a stack started before it "
+                           "generated its passwords, `make down` first)")
+    return password
 
 
 def admin_dsn() -> str:
-    return f"postgresql://{PG_ADMIN_USER}:{PG_ADMIN_PASSWORD}@127.0.0.1:{PG_PORT}/{PG_DATABASE}"
+    password = _made(known_admin_password(), PG_ADMIN_USER)
+    return f"postgresql://{PG_ADMIN_USER}:{password}@127.0.0.1:{PG_PORT}/{PG_DATABASE}"
 
 
 def role_dsn(service: str, kind: str = "app") -> str:
-    password = os.environ.get(f"{service.upper()}_{kind.upper()}_PASSWORD", f"{service}_{kind}")
-    return f"postgresql://{service}_{kind}:{password}@127.0.0.1:{PG_PORT}/{PG_DATABASE}"
-
+    role = f"{service}_{kind}"
+    password = _made(known_role_password(service, kind), role)
+    return f"postgresql://{role}:{password}@127.0.0.1:{PG_PORT}/{PG_DATABASE}"
 
 def stack_secret(name: str) -> str:
     """A secret the local stack generated for itself (``local_stack.secrets``)."""

@@ -7,12 +7,12 @@ replay one safely.
     sagactl replay DEAD_LETTER_ID --service S [--payload FILE] [--dry-run]
     sagactl signing-key
 
-Connects with SAGACTL_DATABASE_URL (default: the local stack's admin role) and
-KAFKA_BOOTSTRAP_SERVERS (default 127.0.0.1:9092) as the principal the other KAFKA_* variables
-name (sagakit.settings.KafkaClientSettings: the operator's, on a stack that authenticates).
-Signs replays with the operator's key in SAGACTL_SIGNING_KEY_FILE (default: the local
-stack's, in the checkout sagactl runs from); ``signing-key`` prints its public key as the
-services' SAGA_OPERATOR_PUBLIC_KEYS names it.
+Connects with SAGACTL_DATABASE_URL (in a checkout, default: the admin role of the local stack,
+with the password it generated) and KAFKA_BOOTSTRAP_SERVERS (default 127.0.0.1:9092) as the
+principal the other KAFKA_* variables name (sagakit.settings.KafkaClientSettings: the
+operator's, on a stack that authenticates). Signs replays with the operator's key in
+SAGACTL_SIGNING_KEY_FILE (default: the local stack's, in the checkout sagactl runs from);
+``signing-key`` prints its public key as the services' SAGA_OPERATOR_PUBLIC_KEYS names it.
 """
 
 from __future__ import annotations
@@ -63,8 +63,23 @@ def _signing_key() -> Ed25519PrivateKey:
 
 
 def _dsn() -> str:
-    return os.environ.get("SAGACTL_DATABASE_URL",
-                          "postgresql://saga_admin:saga_admin@127.0.0.1:25432/saga")
+    given = os.environ.get("SAGACTL_DATABASE_URL")
+    if given:
+        return given
+    try:
+        # Run in a checkout, beside the local stack: its admin role. Installed on its own,
+        # sagactl knows no database and no password but the one it is given.
+        from local_stack.credentials import credentials
+    except ModuleNotFoundError as missing:
+        if missing.name != "local_stack":
+            raise
+        raise SystemExit("sagactl: set SAGACTL_DATABASE_URL (postgresql://user:password@host:"
+                         "port/database)") from None
+    admin: str | None = credentials()["postgres"]["admin_dsn"]
+    if admin is None:
+        raise SystemExit("sagactl: the local stack has not generated its credentials yet "
+                         "(`make up`); or set SAGACTL_DATABASE_URL")
+    return admin
 
 
 def _table(rows: list[dict[str, Any]], columns: list[str]) -> str:

@@ -10,13 +10,17 @@ import subprocess
 from pathlib import Path
 
 from local_stack.console import log
+from local_stack.passwords import admin_password
 from local_stack.ports import wait_port_free
 from local_stack.postgres.crash import clear_crashed_cluster, lock_file_line, running_postmaster
 from local_stack.postgres.data_dir import pg_data_dir
-from local_stack.postgres.database import bootstrap_database
+from local_stack.postgres.database import bootstrap_database, keep_admin_password
 from local_stack.postgres.programs import as_pg_user, pg_bin, pg_os_user, pg_ready
 from local_stack.processes import wait_for
-from local_stack.settings import LOGS, PG_ADMIN, PG_ADMIN_PASSWORD, PG_CRASH_WAIT_S, PG_PORT, RUN
+from local_stack.settings import LOGS, PG_ADMIN, PG_CRASH_WAIT_S, PG_PORT, RUN
+
+# pg_ident.conf's name for "the OS user that runs the cluster may log in as the admin role".
+PEER_MAP = "saga_stack"
 
 
 def start_postgres() -> None:
@@ -33,6 +37,7 @@ def start_postgres() -> None:
         # Started by someone else a moment ago, or still replaying WAL after a crash.
         log(f"PostgreSQL (pid {postmaster}) is starting; waiting for it")
         wait_for("PostgreSQL", pg_ready, PG_CRASH_WAIT_S, "postgres")
+        keep_admin_password(data)
         bootstrap_database()
         return
     clear_crashed_cluster(data)
@@ -40,6 +45,7 @@ def start_postgres() -> None:
     data.parent.mkdir(parents=True, exist_ok=True)
     if not (data / "PG_VERSION").exists():
         init_cluster(data)
+    admit_os_user_as_admin(data, _os_user())
     LOGS.mkdir(parents=True, exist_ok=True)
     pg_log = data.parent / "postgres.log"
     log(f"starting PostgreSQL on 127.0.0.1:{PG_PORT}")
@@ -70,6 +76,7 @@ def start_postgres() -> None:
     (RUN / "postgres.datadir").parent.mkdir(parents=True, exist_ok=True)
     (RUN / "postgres.datadir").write_text(str(data))
     wait_for("PostgreSQL", pg_ready, 30, "postgres")
+    keep_admin_password(data)
     bootstrap_database()
 
 
@@ -79,7 +86,10 @@ def init_cluster(data: Path) -> None:
     user = pg_os_user()
     data.mkdir(parents=True, exist_ok=True)
     pwfile = data.parent / "pwfile"
-    pwfile.write_text(PG_ADMIN_PASSWORD + "\n")
+    pwfile.unlink(missing_ok=True)  # left by an initdb that failed: made anew, private
+    fd = os.open(pwfile, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(admin_password() + "\n")
     if user:
         uid = pwd.getpwnam(user)
         for p in (data.parent, data, pwfile):
@@ -99,6 +109,33 @@ def init_cluster(data: Path) -> None:
             "max_connections = 200\nshared_buffers = 256MB\n"
             "lock_timeout = 0\nlog_min_duration_statement = 1000\n"
         )
+
+
+def _os_user() -> str:
+    return pg_os_user() or pwd.getpwuid(os.geteuid()).pw_name
+
+
+def admit_os_user_as_admin(data: Path, os_user: str) -> None:
+    """Lets ``os_user``, the OS user the cluster runs as, log in as the admin role over the
+    cluster's Unix socket (peer authentication through a pg_ident map), before PostgreSQL
+    starts and reads these files.
+
+    That way in is what makes the admin password the stack's to choose on every start
+    (database.keep_admin_password): a cluster made before the stack generated its passwords
+    still has the old committed default, and one whose ``.local/secrets`` was removed has a
+    password nobody kept. The socket lives in the data directory (0700), so only who can read
+    the data anyway can use it. Added to a cluster made earlier too; harmless when present.
+    """
+    rule = f"local all {PG_ADMIN} peer map={PEER_MAP}"
+    hba = data / "pg_hba.conf"
+    text = hba.read_text()
+    if rule not in text.splitlines():
+        hba.write_text(f"# saga local stack: the admin over the socket (cluster.py)\n{rule}\n{text}")
+    mapping = f"{PEER_MAP} {os_user} {PG_ADMIN}"
+    ident = data / "pg_ident.conf"
+    text = ident.read_text() if ident.exists() else ""
+    if mapping not in text.splitlines():
+        ident.write_text(f"{text.rstrip()}\n{mapping}\n".lstrip())
 
 
 def stop_postgres(mode: str = "fast") -> None:

@@ -1,0 +1,52 @@
+"""What ``make credentials`` prints: the credentials the local stack generated for itself, as one
+JSON object in the shape the black-box contract gives (docs/operations.md, "Credentials").
+
+Nothing is generated here, only read: a value the stack has not made (it never started) or
+does not use (a part it does not run) is null. A password set in the environment wins over the
+generated one, as it does for the stack itself.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from local_stack import kafka_auth, secrets
+from local_stack.passwords import known_admin_password
+from local_stack.settings import KAFKA_BOOTSTRAP, PG_ADMIN, PG_PORT, SERVICE_PORTS, dsn
+
+# Kafka's principals: the operator's and one per service, each with the password the stack
+# made for it under ``kafka-<name>`` when the broker authenticates its clients.
+KAFKA_PRINCIPALS = ("admin", *SERVICE_PORTS)
+
+
+def _principal(name: str) -> dict[str, str] | None:
+    password = secrets.existing(f"kafka-{name}")
+    return None if password is None else {"username": name, "password": password}
+
+
+def _kafka() -> dict[str, Any]:
+    return {
+        "bootstrap": KAFKA_BOOTSTRAP,
+        # What the stack's own clients use (SAGA_KAFKA_AUTH=1: SASL/SCRAM), unless the
+        # environment names another.
+        "security_protocol": (os.environ.get("KAFKA_SECURITY_PROTOCOL")
+                              or kafka_auth.client_protocol()),
+        "sasl_mechanism": (os.environ.get("KAFKA_SASL_MECHANISM")
+                           or (kafka_auth.MECHANISM if kafka_auth.KAFKA_AUTH else None)),
+        "principals": {name: _principal(name) for name in KAFKA_PRINCIPALS},
+    }
+
+
+def credentials() -> dict[str, Any]:
+    admin = known_admin_password()
+    return {
+        "postgres": {
+            "admin_dsn": None if admin is None else dsn(PG_ADMIN, admin, driver="postgresql",
+                                                        port=PG_PORT),
+        },
+        "kafka": _kafka(),
+        "gateway": {"secret_key": secrets.existing("gateway-secret-key")},
+        # The local identity provider is not part of this stack yet.
+        "identity": {"token_url": None},
+    }
