@@ -27,6 +27,7 @@ from saga_contracts import registry
 from saga_contracts.events.base import Event
 from saga_contracts.events.inventory import FalloAsignacion, StockVerificado
 from saga_contracts.events.orders import OrdenCancelada
+from saga_harness import sealing
 from sagakit.consumer import Handler
 from sagakit.envelope import Envelope
 from sagakit.message import Message
@@ -118,7 +119,7 @@ def worker(engine: AsyncEngine, tables: MessagingTables, gateway: PaymentGateway
            pagos_settings: PagosSettings | None = None) -> GatewayWorker:
     return GatewayWorker(
         payment_units(lambda **options: UnitOfWork(engine, tables, "pagos", **options)),
-        gateway, pagos_settings or settings())
+        gateway, pagos_settings or settings(), sealing.opening_keys())
 
 
 E = TypeVar("E", bound=Event)
@@ -136,11 +137,14 @@ def _event(model: type[E], saga_id: str, source: str, payload: dict[str, Any],
 def stock_verificado(saga_id: str, order_id: str | None = None, amount: str = "19.98", *,
                      token: str = "tok_visa", replay_of: str | None = None
                      ) -> Message[StockVerificado]:
-    """``replay_of``: the message id of the original, as ``sagactl replay`` marks a replay."""
+    """``token`` in the clear, sealed for the order with this process's test key (the
+    worker's keys open it); ``replay_of``: the message id of the original, as ``sagactl
+    replay`` marks a replay."""
+    order_id = order_id or str(uuid.uuid4())
     return _event(StockVerificado, saga_id, "inventario", {
-        "order_id": order_id or str(uuid.uuid4()), "total_amount": amount, "currency": "USD",
+        "order_id": order_id, "total_amount": amount, "currency": "USD",
         "items": [{"sku": "SKU-1", "quantity": 2}],
-        "payment_method": {"type": "credit_card", "token": token}},
+        "payment_method": {"type": "credit_card", "token": sealing.sealed(token, order_id)}},
         metadata={"replay_of": replay_of} if replay_of is not None else None)
 
 
