@@ -53,3 +53,17 @@ def test_each_service_connects_with_its_own_role_and_migrates_as_owner() -> None
     assert "ALTER DEFAULT PRIVILEGES" in init and "_owner" in init and "_app" in init
     for dockerfile in {s["build"]["dockerfile"] for s in services.values() if "build" in s}:
         assert (ROOT / dockerfile).exists()
+
+
+def test_only_pedidos_and_pagos_get_the_payment_token_keys_and_from_outside_the_file() -> None:
+    """pedidos seals with the public key, pagos opens with the private one, inventario only
+    passes the sealed token on; no key is written in the committed file."""
+    services = compose()["services"]
+    assert services["pedidos"]["environment"]["PEDIDOS_PAYMENT_TOKEN_SEAL_KEY"].startswith(
+        "${PEDIDOS_PAYMENT_TOKEN_SEAL_KEY:?")
+    assert services["pagos"]["environment"]["PAGOS_PAYMENT_TOKEN_OPEN_KEYS"].startswith(
+        "${PAGOS_PAYMENT_TOKEN_OPEN_KEYS:?")
+    for name in ("pedidos", "inventario", "pagos"):
+        keys = {k for k in services[name]["environment"] if "PAYMENT_TOKEN" in k}
+        assert keys == {"pedidos": {"PEDIDOS_PAYMENT_TOKEN_SEAL_KEY"}, "inventario": set(),
+                        "pagos": {"PAGOS_PAYMENT_TOKEN_OPEN_KEYS"}}[name]

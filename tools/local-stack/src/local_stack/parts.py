@@ -7,6 +7,7 @@ import os
 import sys
 from dataclasses import dataclass, field
 
+from local_stack import payment_token_keys
 from local_stack.ports import refuse_taken_port
 from local_stack.postgres.database import migrate
 from local_stack.probes import http_ok
@@ -44,6 +45,7 @@ def service_env(service: str) -> dict[str, str]:
         "DATABASE_URL": dsn(f"{service}_app", service_role_password(service, "app")),
         "KAFKA_BOOTSTRAP_SERVERS": KAFKA_BOOTSTRAP,
         "GATEWAY_URL": f"http://127.0.0.1:{GATEWAY_PORT}",
+        **payment_token_keys.service_env(service),
     }
     if NETPROXY:
         env["DATABASE_URL"] = dsn(f"{service}_app", service_role_password(service, "app"),
