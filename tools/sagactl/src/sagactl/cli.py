@@ -8,6 +8,11 @@ replay one safely.
 
 Connects with SAGACTL_DATABASE_URL (default: the local stack's admin role) and
 KAFKA_BOOTSTRAP_SERVERS (default 127.0.0.1:9092).
+
+Nothing it prints shows a payment token, in the clear or sealed: the fields the schemas declare
+sensitive are masked (or left out) and token-shaped text is masked wherever it appears (an
+error's text quotes what it refused). What ``replay`` sends is the letter as it was, token
+included, sealed.
 """
 
 from __future__ import annotations
@@ -21,12 +26,18 @@ from typing import Any
 
 import asyncpg
 
+from saga_contracts.redaction import redact, scrub
 from sagactl import queries, replay
 
 
 def _dsn() -> str:
     return os.environ.get("SAGACTL_DATABASE_URL",
                           "postgresql://saga_admin:saga_admin@127.0.0.1:25432/saga")
+
+
+def _say(text: str, *, error: bool = False) -> None:
+    """Prints ``text`` with anything token-shaped masked."""
+    print(scrub(text), file=sys.stderr if error else sys.stdout)
 
 
 def _table(rows: list[dict[str, Any]], columns: list[str]) -> str:
@@ -50,45 +61,45 @@ async def run(args: argparse.Namespace) -> int:
                 r["age"] = f"{r['age_s']:.0f}s"
                 r["idle"] = f"{r['idle_s']:.0f}s"
                 r["flag"] = "STUCK" if r["stuck"] else ""
-            print(_table(rows, ["saga_id", "status", "current_step", "age", "idle",
-                                "step_deadline_at", "flag"]))
+            _say(_table(rows, ["saga_id", "status", "current_step", "age", "idle",
+                               "step_deadline_at", "flag"]))
         elif args.command == "timeline":
             entries = await queries.timeline(conn, args.saga_id)
             if not entries:
-                print(f"no saga {args.saga_id}", file=sys.stderr)
+                _say(f"no saga {args.saga_id}", error=True)
                 return 1
-            print(_table(entries, ["at", "where", "what", "detail"]))
+            _say(_table(entries, ["at", "where", "what", "detail"]))
         elif args.command == "dlq":
             rows = await queries.dead_letters(conn, args.service, args.limit)
             for r in rows:
                 r["tries"] = len(r["attempts"])
                 r["last_error"] = (r["attempts"][-1]["error"][:80] if r["attempts"] else "")
-            print(_table(rows, ["id", "service", "at", "event_type", "saga_id", "reason",
-                                "tries", "last_error"]))
+            _say(_table(rows, ["id", "service", "at", "event_type", "saga_id", "reason",
+                               "tries", "last_error"]))
             if args.errors:
                 for r in rows:
-                    print(f"\n{r['id']} ({r['service']}, {r['event_type']})")
+                    _say(f"\n{r['id']} ({r['service']}, {r['event_type']})")
                     for a in r["attempts"]:
-                        print(f"  #{a['attempt']} {a['at']}: {a['error']}")
+                        _say(f"  #{a['attempt']} {a['at']}: {a['error']}")
         elif args.command == "replay":
             record = await queries.dead_letter(conn, args.service, args.dead_letter_id)
             if record is None:
-                print(f"no dead letter {args.dead_letter_id} in {args.service}", file=sys.stderr)
+                _say(f"no dead letter {args.dead_letter_id} in {args.service}", error=True)
                 return 1
             fixed = args.fixed_payload
             try:
                 plan = replay.build(record, args.service, args.dead_letter_id, fixed)
             except replay.CannotReplay as exc:
-                print(f"cannot replay: {exc}", file=sys.stderr)
+                _say(f"cannot replay: {exc}", error=True)
                 return 2
-            print(json.dumps({"topic": plan.topic, "key": plan.key, "headers": plan.headers,
-                              "value": plan.value}, indent=2))
+            _say(json.dumps({"topic": plan.topic, "key": plan.key, "headers": plan.headers,
+                             "value": redact(plan.value)}, indent=2))
             if args.dry_run:
-                print("dry run: nothing sent")
+                _say("dry run: nothing sent")
             else:
                 await replay.publish(plan, os.environ.get("KAFKA_BOOTSTRAP_SERVERS",
                                                           "127.0.0.1:9092"))
-                print(f"replayed as {plan.value['message_id']} for {args.service}")
+                _say(f"replayed as {plan.value['message_id']} for {args.service}")
         return 0
     finally:
         await conn.close()
