@@ -52,7 +52,7 @@ def test_the_opening_keys_are_read_from_the_variable_or_its_file(
 
 @pytest.mark.parametrize(("value", "named"), [
     (None, "PAGOS_PAYMENT_TOKEN_OPEN_KEYS (or PAGOS_PAYMENT_TOKEN_OPEN_KEYS_FILE) is not set"),
-    ("k1:c2VjcmV0LWJ1dC1ub3QtYS1rZXk=", "PAGOS_PAYMENT_TOKEN_OPEN_KEYS:"),
+    ("k1:" + "Q" * 20, "PAGOS_PAYMENT_TOKEN_OPEN_KEYS:"),
 ])
 def test_without_usable_opening_keys_pagos_does_not_start(
         monkeypatch: pytest.MonkeyPatch, value: str | None, named: str) -> None:
@@ -60,4 +60,4 @@ def test_without_usable_opening_keys_pagos_does_not_start(
         monkeypatch.setenv("PAGOS_PAYMENT_TOKEN_OPEN_KEYS", value)
     with pytest.raises(InvalidConfiguration, match=re.escape(named)) as err:
         load(PaymentTokenKeys).opening_keys()
-    assert "c2VjcmV0" not in str(err.value), "a key is never quoted"
+    assert "Q" * 20 not in str(err.value), "a key is never quoted"
