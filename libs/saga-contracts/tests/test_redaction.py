@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -51,8 +52,10 @@ def test_the_schemas_declare_the_token_and_the_address() -> None:
 
 
 def test_declared_fields_are_masked_or_omitted_at_any_depth() -> None:
-    value = {"payload": {"payment_method": {"type": "credit_card", "token": SEALED},
-                         "shipping_address": {"street": "s"}, "items": [{"sku": "A"}]}}
+    value: dict[str, Any] = {"payload": {"payment_method": {"type": "credit_card",
+                                                           "token": SEALED},
+                                         "shipping_address": {"street": "s"},
+                                         "items": [{"sku": "A"}]}}
     assert redact(value) == {"payload": {"payment_method": {"type": "credit_card", "token": MASK},
                                          "items": [{"sku": "A"}]}}
     assert value["payload"]["payment_method"]["token"] == SEALED, "the input is not changed"
