@@ -21,6 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from pagos.adapters.payment_repository import PaymentRepository
 from pagos.domain.payment import Payment
 from pagos.usecases.gateway_worker import GatewayWorker
+from saga_contracts.sealing import is_sealed
 from saga_harness import db, sealing
 from saga_harness import payments as pay
 from saga_harness.waiting import current, wait_for
@@ -135,6 +136,8 @@ async def test_a_charge_whose_reply_was_lost_then_cancelled_is_resolved_by_repla
     row = await pay.settle(gw, engine, SCHEMA, saga_id)
     assert row.status == "CHARGE_FAILED" and gateway.net_charged(saga_id) == 1
     assert row.payment_token is not None, "kept: the outcome may still have to be replayed"
+    assert is_sealed(row.payment_token), "kept sealed, as pedidos sealed it"
+    assert gateway.tokens[saga_id] == "tok_visa", "the gateway got it opened"
     gateway.lose_replies.clear()  # the network is back
     await pay.deliver(engine, tables, gw, pay.orden_cancelada(saga_id, order_id))
     row = await pay.settle(gw, engine, SCHEMA, saga_id)

@@ -46,6 +46,8 @@ class LedgerGateway:
     refunds: dict[str, str] = field(default_factory=dict)
     """Charge id → id of its refund."""
     calls: list[tuple[str, str]] = field(default_factory=list)
+    tokens: dict[str, str] = field(default_factory=dict)
+    """Saga id → the payment token its last charge call came with (pagos opens it first)."""
     unreachable: set[str] = field(default_factory=set)
     """Sagas whose requests never arrive: nothing is made, the caller times out."""
     lose_replies: set[str] = field(default_factory=set)
@@ -65,6 +67,7 @@ class LedgerGateway:
     async def charge(self, *, amount_minor: int, currency: str, token: str,
                      idempotency_key: str, saga_id: str) -> ChargeResult:
         self.calls.append(("charge", saga_id))
+        self.tokens[saga_id] = token
         if saga_id in self.unreachable:
             return ChargeResult(Outcome.UNAVAILABLE, detail="timed out (never arrived)")
         if saga_id in self.declined and idempotency_key not in self.charges:
