@@ -32,8 +32,8 @@ from pydantic_core import PydanticUndefined
 from pydantic_settings import BaseSettings
 
 from inventario.config import InventarioSettings
-from pagos.config import PagosSettings
-from pedidos.config import PedidosSettings
+from pagos.config import PagosSettings, PaymentTokenKeys
+from pedidos.config import PaymentTokenSealing, PedidosSettings
 from sagakit.runtime import ServiceSettings
 from sagakit.settings import KafkaClientSettings, MessagingSettings
 
@@ -228,11 +228,14 @@ COMPONENTS = (
               "The saga's deadlines, judged by the database clock (Part II §5.4). A timeout below "
               "its minimum stops pedidos unless `SAGA_ALLOW_UNSAFE_LIMITS` is set; why the "
               "allocation step may take 15 s: [ADR 0001](adr/0001-allocation-step-timeout.md).",
-              (Table("Saga deadlines", PedidosSettings),)),
+              (Table("Saga deadlines", PedidosSettings),
+               Table("Payment token sealing", PaymentTokenSealing))),
     Component("inventario", "Limits of inventario's database work (Part II §5.4).",
               (Table("Database limits", InventarioSettings),)),
-    Component("pagos", "How pagos calls the payment gateway (Part II §5.4).",
-              (Table("Payment gateway", PagosSettings),)),
+    Component("pagos", "How pagos calls the payment gateway (Part II §5.4), and the keys it "
+              "opens the payment tokens pedidos sealed with.",
+              (Table("Payment gateway", PagosSettings),
+               Table("Payment token keys", PaymentTokenKeys))),
     Component("Fake payment gateway", "Read by `python -m fake_gateway`.",
               (Table("Gateway", environment=FAKE_GATEWAY,
                      read_in=("services/fake-gateway/src/fake_gateway/__main__.py",
@@ -242,11 +245,13 @@ COMPONENTS = (
         "Read by `python deploy/local/stack.py` (`make up`, `make run`, `make test`). It gives "
         "each service `SERVICE_NAME`, `HTTP_HOST`, `HTTP_PORT`, `DATABASE_URL`, "
         "`KAFKA_BOOTSTRAP_SERVERS`, `GATEWAY_URL` and `SAGA_OPERATOR_PUBLIC_KEYS` (the public "
-        "half of the operator key it makes at its first start) from these; every other "
-        "variable in its environment but the database passwords reaches the services as it is "
-        "(`deploy/local/test.env` holds the test suite's). The tests, the benchmark, the chaos "
-        "suite and sagactl read the same ports, and the passwords the stack generated, to find "
-        "the stack.",
+        "half of the operator key it makes at its first start) from these, and pedidos and "
+        "pagos the files of the payment token key pair it makes at its first start "
+        "(`PEDIDOS_PAYMENT_TOKEN_SEAL_KEY_FILE`, `PAGOS_PAYMENT_TOKEN_OPEN_KEYS_FILE`, under "
+        "`$SAGA_STATE_DIR/secrets`); every other variable in its environment but the database "
+        "passwords reaches the services as it is (`deploy/local/test.env` holds the test "
+        "suite's). The tests, the benchmark, the chaos suite and sagactl read the same ports, "
+        "and the passwords the stack generated, to find the stack.",
         (Table("Stack", environment=LOCAL_STACK,
                read_in=("tools/local-stack/src/local_stack/settings.py",
                         "tools/local-stack/src/local_stack/passwords.py")),

@@ -120,3 +120,17 @@ def test_init_sql_takes_the_passwords_from_the_environment_and_closes_the_databa
     # Mounted where the image's entrypoint runs it (with psql, in the container's environment).
     assert "./deploy/postgres/init.sql:/docker-entrypoint-initdb.d/10-roles.sql:ro" in \
         compose()["services"]["postgres"]["volumes"]
+
+
+def test_only_pedidos_and_pagos_get_the_payment_token_keys_and_from_outside_the_file() -> None:
+    """pedidos seals with the public key, pagos opens with the private one, inventario only
+    passes the sealed token on; no key is written in the committed file."""
+    services = compose()["services"]
+    assert services["pedidos"]["environment"]["PEDIDOS_PAYMENT_TOKEN_SEAL_KEY"].startswith(
+        "${PEDIDOS_PAYMENT_TOKEN_SEAL_KEY:?")
+    assert services["pagos"]["environment"]["PAGOS_PAYMENT_TOKEN_OPEN_KEYS"].startswith(
+        "${PAGOS_PAYMENT_TOKEN_OPEN_KEYS:?")
+    for name in ("pedidos", "inventario", "pagos"):
+        keys = {k for k in services[name]["environment"] if "PAYMENT_TOKEN" in k}
+        assert keys == {"pedidos": {"PEDIDOS_PAYMENT_TOKEN_SEAL_KEY"}, "inventario": set(),
+                        "pagos": {"PAGOS_PAYMENT_TOKEN_OPEN_KEYS"}}[name]

@@ -10,6 +10,7 @@ import uuid
 from saga_harness import db
 from saga_harness.clients import Saga, new_sku
 from saga_harness.kafka import TopicReader, envelope, headers_of, produce
+from saga_harness.sealing import stack_sealed
 from saga_harness.waiting import wait_for
 
 
@@ -19,7 +20,7 @@ def _order(saga_id: str, order_id: str, sku: str, qty: int) -> dict:
         "items": [{"sku": sku, "quantity": qty, "price": "1.00"}], "total_amount": f"{qty}.00",
         "currency": "USD",
         "shipping_address": {"street": "s", "city": "c", "country": "PE", "postal_code": "1"},
-        "payment_method": {"type": "credit_card", "token": "tok_visa"}},
+        "payment_method": {"type": "credit_card", "token": stack_sealed("tok_visa", order_id)}},
         saga_id=saga_id, source="pedidos")
 
 

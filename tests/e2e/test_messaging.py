@@ -11,16 +11,19 @@ import uuid
 from saga_harness import db
 from saga_harness.clients import Saga, new_sku
 from saga_harness.kafka import TopicReader, envelope, headers_of, produce
+from saga_harness.sealing import stack_sealed
 from saga_harness.waiting import wait_for
 
 
 def _orden_solicitada(sku: str, qty: int) -> dict:
+    order_id = str(uuid.uuid4())
     return envelope("OrdenSolicitada", {
-        "order_id": str(uuid.uuid4()), "customer_id": "c-dup",
+        "order_id": order_id, "customer_id": "c-dup",
         "items": [{"sku": sku, "quantity": qty, "price": "1.00"}], "total_amount": f"{qty}.00",
         "currency": "USD",
         "shipping_address": {"street": "s", "city": "c", "country": "PE", "postal_code": "1"},
-        "payment_method": {"type": "credit_card", "token": "tok_visa"}}, source="pedidos")
+        "payment_method": {"type": "credit_card",
+                           "token": stack_sealed("tok_visa", order_id)}}, source="pedidos")
 
 
 async def _effects(saga_id: str, message_id: str) -> tuple[int, int, int]:

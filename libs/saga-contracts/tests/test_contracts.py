@@ -12,7 +12,7 @@ import fastjsonschema
 import pytest
 from jsonschema import Draft202012Validator, FormatChecker
 
-from saga_contracts import registry
+from saga_contracts import registry, sealing
 from saga_contracts.catalog import render
 from saga_contracts.events import EVENT_MODELS, parse
 from saga_contracts.registry import EventSchema, check_evolution
@@ -39,6 +39,20 @@ def test_the_committed_schemas_evolve_compatibly() -> None:
         assert check_evolution(versions) == []
 
 
+@pytest.mark.parametrize("event_type", ["OrdenSolicitada", "StockVerificado"])
+def test_the_payment_token_is_sealed_from_version_2(event_type: str) -> None:
+    """1.x carried the token in the clear; 2.0.0 carries it sealed, a breaking change for every
+    consumer (pagos would send the sealed text to the gateway), hence the MAJOR bump. An event
+    of 1.x still validates against its own schema, and its model then refuses it."""
+    def token(version: str) -> dict:
+        doc = registry.schema_for(event_type, version).document
+        return doc["properties"]["payment_method"]["properties"]["token"]
+    assert "pattern" not in token("1.0.0")
+    assert token("2.0.0")["pattern"] == sealing.PATTERN
+    assert registry.latest(event_type).version == "2.0.0"
+    assert check_evolution(registry.all_schemas()[event_type]) == []
+
+
 def _next(schema: EventSchema, version: str, mutate) -> EventSchema:  # type: ignore[no-untyped-def]
     doc = copy.deepcopy(schema.document)
     mutate(doc)
@@ -54,13 +68,18 @@ def _add_optional(doc: dict) -> None:
     doc["properties"]["gift_wrap"] = {"type": "boolean"}
 
 
+def _token_pattern(doc: dict) -> None:
+    doc["properties"]["payment_method"]["properties"]["token"]["pattern"] = "^tok_.+$"
+
+
 @pytest.mark.parametrize(("mutate", "version", "breaks"), [
-    (_remove_required, "1.1.0", True),     # removing a field needs a MAJOR bump
-    (_remove_required, "2.0.0", False),
-    (lambda d: d["properties"]["total_amount"].update(type="number"), "1.0.1", True),
-    (lambda d: d["required"].append("gift_wrap") or _add_optional(d), "1.1.0", True),
-    (_add_optional, "1.1.0", False),       # an optional field is a MINOR change
-    (lambda d: d["properties"]["currency"]["enum"].remove("EUR"), "1.2.0", True),
+    (_remove_required, "2.1.0", True),     # removing a field needs a MAJOR bump
+    (_remove_required, "3.0.0", False),
+    (lambda d: d["properties"]["total_amount"].update(type="number"), "2.0.1", True),
+    (lambda d: d["required"].append("gift_wrap") or _add_optional(d), "2.1.0", True),
+    (_add_optional, "2.1.0", False),       # an optional field is a MINOR change
+    (lambda d: d["properties"]["currency"]["enum"].remove("EUR"), "2.2.0", True),
+    (_token_pattern, "2.1.0", True),       # what a field holds, nested or not
 ])
 def test_breaking_changes_need_a_major_bump(mutate, version: str, breaks: bool) -> None:  # type: ignore[no-untyped-def]
     current = registry.latest("OrdenSolicitada")
@@ -89,9 +108,13 @@ def test_the_event_catalog_is_generated_from_the_schemas() -> None:
 
 # ------------------------------------------------------------------ the compiled validator
 
-# A value for each pattern the schemas use (a new pattern needs one here).
-PATTERN_SAMPLES = {"^(0|[1-9][0-9]{0,11})\\.[0-9]{2}$": "12.50"}
 A_UUID = "9b1f4c1e-8f57-4a43-9d6a-0b1b8c9f3e11"
+# A value for each pattern the schemas use (a new pattern needs one here).
+PATTERN_SAMPLES = {
+    "^(0|[1-9][0-9]{0,11})\\.[0-9]{2}$": "12.50",
+    sealing.PATTERN: sealing.parse_sealing_key(sealing.new_key_pair("k1")[1]).seal("tok_visa",
+                                                                                  A_UUID),
+}
 
 
 def _valid(schema: dict[str, Any]) -> Any:

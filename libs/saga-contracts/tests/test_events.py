@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel, StringConstraints, ValidationError
 
-from saga_contracts import registry
+from saga_contracts import registry, sealing
 from saga_contracts.events import EVENT_MODELS, inventory, orders, parse, payments
 from saga_contracts.events.base import Event
 from saga_contracts.events.fields import Uuid
@@ -23,6 +23,8 @@ from saga_contracts.events.orders import OrdenSolicitada, OrderLine, PaymentMeth
 from saga_contracts.events.payments import PagoExitoso
 
 A_UUID = "9b1f4c1e-8f57-4a43-9d6a-0b1b8c9f3e11"
+_, _PUBLIC = sealing.new_key_pair("test")
+SEALED = sealing.parse_sealing_key(_PUBLIC).seal("tok_visa_4242", A_UUID)
 ORDER: dict[str, Any] = {
     "order_id": A_UUID, "customer_id": "c-1",
     "items": [{"sku": "A", "quantity": 1, "price": "10.00"},
@@ -31,7 +33,7 @@ ORDER: dict[str, Any] = {
     "total_amount": "23.97", "currency": "USD",
     "shipping_address": {"street": "Calle 1", "city": "Lima", "country": "PE",
                          "postal_code": "15001"},
-    "payment_method": {"type": "credit_card", "token": "tok_visa_4242"},
+    "payment_method": {"type": "credit_card", "token": SEALED},
 }
 
 
@@ -163,7 +165,18 @@ def test_sensitive_fields_stay_out_of_repr(event_type: str) -> None:
 
 def test_repr_hides_the_token_and_the_address() -> None:
     text = repr(parse("OrdenSolicitada", ORDER))
-    assert "tok_visa_4242" not in text and "Calle 1" not in text and "sku='A'" in text
+    assert SEALED not in text and "Calle 1" not in text and "sku='A'" in text
+
+
+@pytest.mark.parametrize("token", ["tok_visa_4242", "sealed:v1:test:short", SEALED + "\n",
+                                   SEALED.replace("sealed:v1:", "sealed:v2:")])
+def test_a_payment_token_that_is_not_sealed_is_refused(token: str) -> None:
+    """The wire never carries a token in the clear: the models refuse one, as the schema does."""
+    with pytest.raises(registry.SchemaViolation):
+        parse("OrdenSolicitada", {**ORDER, "payment_method": {"type": "credit_card",
+                                                               "token": token}})
+    with pytest.raises(ValidationError):
+        PaymentMethod(type="credit_card", token=token)
 
 
 def _optional(doc: dict[str, Any]) -> None:
@@ -296,7 +309,7 @@ def _order(**changes: Any) -> OrdenSolicitada:
         "items": (OrderLine(sku="A", quantity=2, price=Decimal("5")),),
         "total_amount": Decimal("10"), "currency": "EUR",
         "shipping_address": ShippingAddress(street="s", city="c", country="PE", postal_code="1"),
-        "payment_method": PaymentMethod(type="credit_card", token="tok"),
+        "payment_method": PaymentMethod(type="credit_card", token=SEALED),
     }
     return OrdenSolicitada(**{**fields, **changes})
 
@@ -309,7 +322,7 @@ def _order(**changes: Any) -> OrdenSolicitada:
 def test_an_amount_is_written_with_two_places(amount: Any, written: str) -> None:
     payload = _order(total_amount=amount).to_payload()
     assert payload["total_amount"] == written
-    registry.validate("OrdenSolicitada", "1.0.0", payload)
+    registry.validate("OrdenSolicitada", registry.latest("OrdenSolicitada").version, payload)
 
 
 @pytest.mark.parametrize("amount", [
@@ -382,7 +395,7 @@ def test_nested_objects_refuse_unknown_fields_as_their_schemas_do() -> None:
 def test_parse_names_what_is_wrong() -> None:
     with pytest.raises(registry.SchemaViolation) as err:
         parse("OrdenSolicitada", {**ORDER, "total_amount": 23.97, "items": [{"sku": "A"}]})
-    assert err.value.event_type == "OrdenSolicitada" and err.value.version == "1.0.0"
+    assert err.value.event_type == "OrdenSolicitada" and err.value.version == "2.0.0"
     message = str(err.value)
     assert "total_amount" in message and "items/0/quantity" in message and "items/0/price" in message
 

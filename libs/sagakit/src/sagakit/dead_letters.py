@@ -19,7 +19,8 @@ text columns refuse it too. So the original is kept as text only where it is UTF
 NUL; otherwise as bytes: a value in base64 (``value.encoding``), and a key or headers that are
 not such text in ``original.raw`` (base64, every header with its name) besides what of them is.
 The other texts of the letter (errors, trace) have any NUL or lone surrogate written out as
-its escape. A letter
+its escape, and whatever in them looks like a payment token masked (an error may quote what it
+refused; the original keeps its token sealed, as it came, which is all a replay needs). A letter
 built with ``as_bytes`` keeps the whole original as bytes: what is left when even a letter
 built from text could not be written.
 """
@@ -32,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from saga_contracts import headers as h
+from saga_contracts.redaction import scrub
 from saga_contracts.topics import dead_letter_topic
 from sagakit.envelope import utc_now_iso
 
@@ -159,9 +161,9 @@ def build(*, service: str, reason: str, error_class: str, attempts: Sequence[Att
         "reason": reason,
         "error_class": scrubbed(error_class),
         "attempt_count": len(attempts),
-        "attempts": [{"attempt": a.number, "at": a.at, "error": scrubbed(a.error)}
+        "attempts": [{"attempt": a.number, "at": a.at, "error": scrubbed(scrub(a.error))}
                      for a in attempts],
-        "last_traceback": scrubbed(last_traceback[-TRACEBACK_CHARS:]),
+        "last_traceback": scrubbed(scrub(last_traceback[-TRACEBACK_CHARS:])),
         "original": parked,
     }
     headers = {**text_headers,

@@ -7,6 +7,7 @@ benchmark may go below the minimums only with SAGA_ALLOW_UNSAFE_LIMITS=1, which 
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import Self, TypeVar
 
 from pydantic import Field, SecretStr, field_validator, model_validator
@@ -247,3 +248,23 @@ def load(cls: type[S]) -> S:
             name = f"{prefix}{loc}".upper() if loc else "(settings)"
             lines.append(f"  {name}: {err['msg']}")
         raise InvalidConfiguration("invalid configuration:\n" + "\n".join(lines)) from exc
+
+
+def value_or_file(value: str | None, path: Path | None, variable: str) -> str:
+    """A setting given either as ``variable`` itself or as ``<variable>_FILE``, the path of a
+    file that holds it (a key or a secret kept out of the environment, where any process of
+    the same user may read it): exactly one of the two. Stops the process with a message that
+    names the variables, and never quotes the value."""
+    if value is not None and path is not None:
+        raise InvalidConfiguration(f"invalid configuration: {variable} and {variable}_FILE are "
+                                   "both set; give one")
+    if path is not None:
+        try:
+            return path.read_text().strip()
+        except OSError as exc:
+            raise InvalidConfiguration(f"invalid configuration: {variable}_FILE: cannot read "
+                                       f"{path} ({exc.strerror})") from exc
+    if value is None or not value.strip():
+        raise InvalidConfiguration(f"invalid configuration: {variable} (or {variable}_FILE) "
+                                   "is not set")
+    return value.strip()

@@ -78,3 +78,19 @@ async def test_a_payload_its_schema_admits_and_its_model_refuses_is_a_dead_lette
     outcome = await consumer.processor.process(_record("OrdenCompletada", payload))
     assert outcome.status == "dead_lettered"
     assert reasons == ["schema_invalid"]
+
+
+async def test_an_order_of_1_0_0_with_its_token_in_the_clear_is_a_dead_letter() -> None:
+    """Valid against the 1.0.0 schema it names, refused by the model of 2.0.0, which carries
+    the token sealed: no handler ever gets a token in the clear."""
+    payload = {"order_id": str(uuid.uuid4()), "customer_id": "c-1",
+               "items": [{"sku": "A", "quantity": 1, "price": "1.00"}], "total_amount": "1.00",
+               "currency": "USD",
+               "shipping_address": {"street": "s", "city": "c", "country": "PE",
+                                    "postal_code": "1"},
+               "payment_method": {"type": "credit_card", "token": "tok_visa"}}
+    registry.validate("OrdenSolicitada", "1.0.0", payload)
+    consumer, reasons = _consumer(["OrdenSolicitada"])
+    outcome = await consumer.processor.process(_record("OrdenSolicitada", payload))
+    assert outcome.status == "dead_lettered"
+    assert reasons == ["schema_invalid"]

@@ -38,6 +38,20 @@ def test_a_record_that_is_text_is_kept_as_text() -> None:
     assert letter.headers["X-Saga-ID"] == "s-1"
 
 
+def test_errors_and_trace_mask_tokens_and_the_original_keeps_its_sealed_token() -> None:
+    """An error may quote what it refused; the original stays as it came, to be replayed."""
+    original_value = b'{"payment_method": {"token": "sealed:v1:k1:AAAA"}}'
+    letter = dead_letters.build(
+        service="s", reason="permanent", error_class="ValueError",
+        attempts=[Attempt(1, "t", "refused 'tok_visa_1'"), Attempt(2, "t", "sealed:v1:k1:BBBB")],
+        last_traceback="Traceback\nValueError: source tok_visa_2",
+        original=Original("order-events", original_value, "m-1", "OrdenSolicitada", key=b"k"),
+        saga_id="s-1")
+    assert [a["error"] for a in letter.value["attempts"]] == ["refused '[MASKED]'", "[MASKED]"]
+    assert letter.value["last_traceback"] == "Traceback\nValueError: source [MASKED]"
+    assert letter.value["original"]["value"]["data"] == original_value.decode()
+
+
 def test_a_record_with_a_nul_byte_is_parked_as_bytes_with_its_headers() -> None:
     headers = [("X-Saga-ID", b"s-\x00"), ("X-Ok", b"fine"), ("X-\x00", b"v"), ("X-Bin", b"\xff")]
     letter = dead_letters.build(

@@ -134,6 +134,32 @@ def test_structured_logs_never_show_a_token(capsys: pytest.CaptureFixture[str],
         assert field in doc
 
 
+def test_token_shaped_text_is_masked_in_messages_exceptions_and_values(
+        capsys: pytest.CaptureFixture[str], restore_logging: None) -> None:
+    """No declaration reaches a token quoted in a message, an exception's text or a value of
+    any name: its shape does, in the clear (``tok_…``) or sealed (``sealed:v1:…``)."""
+    from saga_contracts import sealing
+    from sagakit.observability.structured_logging import configure
+
+    sealed = sealing.parse_sealing_key(sealing.new_key_pair("k1")[1]).seal(
+        "tok_in_the_clear", "9b1f4c1e-8f57-4a43-9d6a-0b1b8c9f3e11")
+    configure("test")
+    try:
+        raise ValueError("gateway refused source tok_in_an_exception")
+    except ValueError:
+        logging.getLogger("t").exception("charge with %s failed", "tok_in_the_message",
+                                         extra={"saga_id": "s-1", "detail": sealed,
+                                                "attempts": [{"note": "tok_nested_deep"}]})
+    line = capsys.readouterr().out.strip().splitlines()[-1]
+    doc = json.loads(line)
+    for secret in ("tok_in_the_message", "tok_in_an_exception", "tok_nested_deep", sealed,
+                   sealed.rsplit(":", 1)[1], "tok_"):
+        assert secret not in line, secret
+    assert doc["event"] == f"charge with {MASK} failed"
+    assert doc["detail"] == MASK and doc["attempts"] == [{"note": MASK}]
+    assert doc["exception"].endswith(f"ValueError: gateway refused source {MASK}")
+
+
 def test_a_log_line_is_one_json_object_with_its_exception_and_no_saga_keys_when_unsagaed(
         capsys: pytest.CaptureFixture[str], restore_logging: None) -> None:
     from sagakit.observability.structured_logging import configure

@@ -29,7 +29,7 @@ from saga_contracts import registry
 from saga_contracts.events.base import Event
 from saga_contracts.events.orders import OrdenSolicitada
 from saga_contracts.events.payments import PagoExitoso
-from saga_harness import db
+from saga_harness import db, sealing
 from saga_harness.clients import new_sku
 from saga_harness.faults import row_locked
 from sagakit.consumer import Handler
@@ -313,7 +313,8 @@ async def test_a_validation_and_an_allocation_run_whole_on_a_copy_of_the_tables(
                 "total_amount": "10.00", "currency": "USD",
                 "shipping_address": {"street": "Av. Siempre Viva 742", "city": "Lima",
                                      "country": "PE", "postal_code": "15001"},
-                "payment_method": {"type": "credit_card", "token": "tok_visa"}}))
+                "payment_method": {"type": "credit_card",
+                                   "token": sealing.sealed("tok_visa", order_id)}}))
         assert await _deliver(engine, tables, make_on_pago_exitoso(InventarioSettings()), _event(
             PagoExitoso, saga_id, "pagos", {
                 "order_id": order_id, "payment_id": str(uuid.uuid4()), "charge_id": "ch_1",
@@ -352,7 +353,8 @@ async def test_a_payment_the_check_did_not_ask_for_records_only_its_message(
                 "total_amount": "10.00", "currency": "USD",
                 "shipping_address": {"street": "Av. Siempre Viva 742", "city": "Lima",
                                      "country": "PE", "postal_code": "15001"},
-                "payment_method": {"type": "credit_card", "token": "tok_visa"}}))
+                "payment_method": {"type": "credit_card",
+                                   "token": sealing.sealed("tok_visa", order_id)}}))
         foreign = _event(PagoExitoso, saga_id, "pagos", {
             "order_id": order_id, "payment_id": str(uuid.uuid4()), "charge_id": "ch_1",
             "amount": "9.99", "currency": "USD"})

@@ -13,13 +13,17 @@ from saga_contracts import registry
 from saga_contracts.events.base import Event
 from saga_contracts.events.orders import OrdenCancelada, OrdenSolicitada
 from saga_contracts.events.payments import PagoExitoso
+from saga_harness import sealing
 from sagakit.context import current_message
 from sagakit.envelope import Envelope
 from sagakit.message import Message
 
 E = TypeVar("E", bound=Event)
 
-PAYMENT_METHOD = {"type": "credit_card", "token": "tok_visa"}
+# Sealed for pagos as pedidos seals it; inventario never opens it, only passes it on as it came,
+# so one sealed token serves every order here.
+PAYMENT_METHOD = {"type": "credit_card",
+                  "token": sealing.sealed("tok_visa", "00000000-0000-0000-0000-000000000001")}
 
 
 def _event(model: type[E], source: str, payload: dict[str, Any],

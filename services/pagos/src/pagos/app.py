@@ -10,10 +10,11 @@ from fastapi import FastAPI
 from pagos.adapters.gateway_client import GatewayClient
 from pagos.adapters.payment_repository import payment_units
 from pagos.adapters.tables import messaging
-from pagos.config import PagosSettings
+from pagos.config import PagosSettings, PaymentTokenKeys
 from pagos.entrypoints.http import router
 from pagos.entrypoints.messages import make_compensation_handlers, make_on_stock_verificado
 from pagos.usecases.gateway_worker import GatewayWorker
+from pagos.usecases.ports import PaymentTokenOpener
 from saga_contracts.events.inventory import FalloAsignacion, StockVerificado
 from saga_contracts.events.orders import OrdenCancelada
 from sagakit.consumer import Subscription
@@ -27,7 +28,8 @@ class GatewayWorkerRun:
     """The instance's gateway worker: built once with the runtime (the handlers hand it new
     work), run while the instance runs if the instance runs jobs, and stopped with it."""
 
-    def __init__(self) -> None:
+    def __init__(self, tokens: PaymentTokenOpener) -> None:
+        self._tokens = tokens
         self._worker: GatewayWorker | None = None
         self._gateway: GatewayClient | None = None
         self._stop: asyncio.Event | None = None
@@ -38,7 +40,8 @@ class GatewayWorkerRun:
             settings = load(PagosSettings)
             self._gateway = GatewayClient(settings.gateway_url, settings.gateway_timeout_s,
                                           settings.gateway_keep_alive_s)
-            self._worker = GatewayWorker(payment_units(rt.uow), self._gateway, settings)
+            self._worker = GatewayWorker(payment_units(rt.uow), self._gateway, settings,
+                                         self._tokens)
         return self._worker
 
     async def start(self, rt: Runtime) -> None:
@@ -66,7 +69,8 @@ def subscriptions(worker: GatewayWorker) -> list[Subscription[Any]]:
 
 
 def create() -> FastAPI:
-    gateway_worker = GatewayWorkerRun()
+    # Read at start: a pagos without its keys could open no payment token.
+    gateway_worker = GatewayWorkerRun(load(PaymentTokenKeys).opening_keys())
     return create_app(ServiceDefinition(
         name=SERVICE,
         tables=messaging,

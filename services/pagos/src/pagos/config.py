@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
-from pydantic import Field, field_validator
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from saga_contracts.sealing import InvalidKey, OpeningKeys, parse_opening_keys
+from sagakit.settings import InvalidConfiguration, value_or_file
 
 
 def _floats(value: object) -> tuple[float, ...]:
@@ -62,3 +66,33 @@ class PagosSettings(BaseSettings):
     def lease_s(self) -> float:
         """How long a gateway call owns its payment row; past it, another worker may retry."""
         return self.gateway_timeout_s + 15
+
+
+class PaymentTokenKeys(BaseSettings):
+    """The private keys pagos opens sealed payment tokens with (``saga_contracts.sealing``),
+    by key id: the one pedidos seals with now, and during a rotation the one it sealed with
+    before."""
+
+    model_config = SettingsConfigDict(env_prefix="PAGOS_", extra="ignore")
+
+    payment_token_open_keys: SecretStr | None = Field(None, description=(
+        "The private keys that open sealed payment tokens, each `<key id>:<base64 of the "
+        "32-byte X25519 private key>`, separated by commas or new lines; a token sealed with "
+        "a key id not listed fails its charge into a dead letter (key rotation: "
+        "docs/operations.md). Required, here or in PAGOS_PAYMENT_TOKEN_OPEN_KEYS_FILE; never "
+        "logged."))
+    payment_token_open_keys_file: Path | None = Field(None, description=(
+        "A file holding PAGOS_PAYMENT_TOKEN_OPEN_KEYS (one key a line), read at start, instead "
+        "of the variable: the way to keep private keys out of the environment (the local "
+        "stack passes its generated key this way)."))
+
+    def opening_keys(self) -> OpeningKeys:
+        """The keys, or the process stops with a message naming the variable (never a key)."""
+        secret = self.payment_token_open_keys
+        text = value_or_file(None if secret is None else secret.get_secret_value(),
+                             self.payment_token_open_keys_file, "PAGOS_PAYMENT_TOKEN_OPEN_KEYS")
+        try:
+            return parse_opening_keys(text)
+        except InvalidKey as exc:
+            raise InvalidConfiguration(
+                f"invalid configuration: PAGOS_PAYMENT_TOKEN_OPEN_KEYS: {exc}") from exc

@@ -21,7 +21,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from pagos.adapters.payment_repository import PaymentRepository
 from pagos.domain.payment import Payment
 from pagos.usecases.gateway_worker import GatewayWorker
-from saga_harness import db
+from saga_contracts.sealing import is_sealed
+from saga_harness import db, sealing
 from saga_harness import payments as pay
 from saga_harness.waiting import current, wait_for
 from sagakit.store.tables import MessagingTables
@@ -135,6 +136,8 @@ async def test_a_charge_whose_reply_was_lost_then_cancelled_is_resolved_by_repla
     row = await pay.settle(gw, engine, SCHEMA, saga_id)
     assert row.status == "CHARGE_FAILED" and gateway.net_charged(saga_id) == 1
     assert row.payment_token is not None, "kept: the outcome may still have to be replayed"
+    assert is_sealed(row.payment_token), "kept sealed, as pedidos sealed it"
+    assert gateway.tokens[saga_id] == "tok_visa", "the gateway got it opened"
     gateway.lose_replies.clear()  # the network is back
     await pay.deliver(engine, tables, gw, pay.orden_cancelada(saga_id, order_id))
     row = await pay.settle(gw, engine, SCHEMA, saga_id)
@@ -297,4 +300,6 @@ async def test_a_replayed_charge_keeps_the_token_its_idempotency_key_was_first_u
                                   replay_of="an-earlier-message-id")
     await pay.deliver(engine, tables, gw, replay)
     row = await pay.payment(engine, SCHEMA, saga_id)
-    assert row.status == "CHARGING" and row.payment_token == "tok_visa", row
+    assert row.status == "CHARGING", row
+    assert sealing.opening_keys().open(row.payment_token, order_id) == "tok_visa", \
+        "the first token, sealed as it came"

@@ -28,6 +28,7 @@ from saga_contracts import registry
 from saga_contracts.events.base import Event
 from saga_contracts.events.inventory import FalloAsignacion, StockVerificado
 from saga_contracts.events.orders import OrdenCancelada
+from saga_harness import sealing
 from sagakit.dead_letters import DeadLetter
 from sagakit.envelope import Envelope
 from sagakit.fakes import FakeUnitOfWork
@@ -422,10 +423,12 @@ def _event(model: type[E], saga_id: str, source: str, payload: dict[str, Any],
 
 def stock_verificado(saga_id: str, order_id: str, token: str = "tok_visa",
                      replay_of: str | None = None) -> Message[StockVerificado]:
+    """``token`` in the clear, sealed for the order as pedidos seals it, with the test key
+    (``saga_harness.sealing``)."""
     return _event(StockVerificado, saga_id, "inventario", {
         "order_id": order_id, "total_amount": "19.98", "currency": "USD",
         "items": [{"sku": "SKU-1", "quantity": 2}],
-        "payment_method": {"type": "credit_card", "token": token}},
+        "payment_method": {"type": "credit_card", "token": sealing.sealed(token, order_id)}},
         metadata={"replay_of": replay_of} if replay_of is not None else None)
 
 

@@ -1,6 +1,8 @@
 """charge_payment: a leased payment's charge call and its outcome, decided on the payment as it
 was leased and written guarded by that; decided again on the payment read back when something
-moved it during the call; and never sent once a cancellation got there first."""
+moved it during the call; and never sent once a cancellation got there first. The payment keeps
+its token sealed; the gateway gets it opened, and a token that does not open fails the charge
+without a call."""
 
 from __future__ import annotations
 
@@ -14,6 +16,9 @@ from pagos.domain.payment import Outcome, Payment, PaymentStatus
 from pagos.usecases import call_outcome, charge_request
 from pagos.usecases.charge_payment import charge_key, charge_payment
 from pagos.usecases.ports import ChargeResult
+from saga_contracts.sealing import new_key_pair, parse_opening_keys, parse_sealing_key
+from saga_harness import sealing
+from sagakit import jsonio
 from sagakit.observability import metrics
 
 from .fakes import FakeCalls, FakeGateway, FakeUnits, PaymentTable, Row, stock_verificado
@@ -23,15 +28,17 @@ SETTINGS = PagosSettings(charge_retry_schedule_s=(2.0, 8.0), resolve_attempts=3)
 APPROVED = ChargeResult(Outcome.APPROVED, charge_id="ch_1")
 DECLINED = ChargeResult(Outcome.DECLINED, decline_code="card_declined", detail="do not honor")
 UNAVAILABLE = ChargeResult(Outcome.UNAVAILABLE, detail="gateway timeout")
+ORDER_ID = "00000000-0000-0000-0000-0000000000bb"  # the fake rows' order
+SEALED = sealing.sealed("tok_visa", ORDER_ID)
 
 
 def _leased(table: PaymentTable, status: PaymentStatus = S.CHARGING, **columns: Any
             ) -> tuple[Row, Payment]:
     """A payment leased to the call about to be made, as ``claim_due`` hands it over."""
     saga_id = str(uuid.uuid4())
-    event = stock_verificado(saga_id, "00000000-0000-0000-0000-0000000000bb")
+    event = stock_verificado(saga_id, ORDER_ID)
     values: dict[str, Any] = {
-        "token": "tok_visa", "lease_until": table.in_(45), "next_attempt_at": table.now,
+        "token": SEALED, "lease_until": table.in_(45), "next_attempt_at": table.now,
         "trigger": {"span_id": "span-1", "traceparent": None,
                     "event": charge_request.kept(event.envelope)}}
     values.update(columns)
@@ -39,10 +46,11 @@ def _leased(table: PaymentTable, status: PaymentStatus = S.CHARGING, **columns: 
     return row, row.payment(table.now)
 
 
-async def _charge(table: PaymentTable, payment: Payment, gateway: FakeGateway
-                  ) -> tuple[FakeUnits, FakeCalls]:
+async def _charge(table: PaymentTable, payment: Payment, gateway: FakeGateway,
+                  tokens: Any = None) -> tuple[FakeUnits, FakeCalls]:
     units, calls = FakeUnits(table), FakeCalls()
-    await charge_payment(units, gateway, SETTINGS, payment, calls.kick)
+    await charge_payment(units, gateway, SETTINGS, payment, calls.kick,
+                         tokens=tokens or sealing.opening_keys())
     return units, calls
 
 
@@ -61,7 +69,8 @@ async def test_an_approved_charge_is_captured_and_announced() -> None:
     units, calls = await _charge(table, payment, gateway)
     assert gateway.calls == [("charge", {
         "amount_minor": 1998, "currency": "usd", "token": "tok_visa",
-        "idempotency_key": charge_key(row.saga_id), "saga_id": row.saga_id})]
+        "idempotency_key": charge_key(row.saga_id), "saga_id": row.saga_id})], \
+        "the gateway gets the token opened"
     assert row.status is S.CAPTURED and row.charge_id == "ch_1" and row.charge_attempts == 1
     assert row.token is None, "no call needs the token any more"
     assert row.charge_sent, "marked as maybe charged before the call left"
@@ -93,7 +102,7 @@ async def test_an_unknown_outcome_is_retried_on_the_schedule_with_jitter() -> No
     row, payment = _leased(table)
     units, calls = await _charge(table, payment, FakeGateway([UNAVAILABLE]))
     assert row.status is S.CHARGING and row.charge_attempts == 1
-    assert row.token == "tok_visa", "kept: the charge is made again under its key"
+    assert row.token == SEALED, "kept: the charge is made again under its key"
     assert row.next_attempt_at is not None
     assert table.in_(1.6) <= row.next_attempt_at <= table.in_(2.4), "2 s ± 20 %"
     assert row.lease_until is None, "the call's lease ends with its outcome"
@@ -112,7 +121,7 @@ async def test_a_charge_given_up_on_is_dead_lettered_with_an_alert(
     alerts = _alerts("charge_failed")
     units, calls = await _charge(table, payment, FakeGateway([result]))
     assert row.status is S.CHARGE_FAILED and row.charge_attempts == attempts_before + 1
-    assert row.token == "tok_visa" and row.next_attempt_at is None
+    assert row.token == SEALED and row.next_attempt_at is None
     assert _emitted(units) == []
     [letter] = table.dead_letters
     assert letter.topic == "pagos-dlq" and letter.key == row.saga_id
@@ -146,7 +155,7 @@ async def test_a_cancelled_charge_that_stays_unknown_is_left_for_a_manual_refund
     row, payment = _leased(table, S.CANCEL_REQUESTED, charge_sent=True, charge_attempts=1)
     await _charge(table, payment, FakeGateway([UNAVAILABLE]))
     assert row.status is S.CANCEL_REQUESTED and row.charge_attempts == 2
-    assert row.next_attempt_at is not None and row.token == "tok_visa"
+    assert row.next_attempt_at is not None and row.token == SEALED
     alerts = _alerts("cancelled_charge_unresolved")
     row.lease_until = table.in_(45)  # leased again for its next try
     payment = row.payment(table.now)
@@ -270,3 +279,61 @@ async def test_an_outcome_whose_payment_keeps_changing_is_left_to_the_lease() ->
 def test_the_retry_jitter_stays_within_a_fifth() -> None:
     waits = [call_outcome.jittered(10.0) for _ in range(200)]
     assert all(8.0 <= w <= 12.0 for w in waits) and len(set(waits)) > 1
+
+
+def _unopenable(kind: str) -> str:
+    if kind == "unknown_key_id":
+        return parse_sealing_key(new_key_pair("retired")[1]).seal("tok_visa", ORDER_ID)
+    if kind == "another_orders":
+        return sealing.sealed("tok_visa", str(uuid.uuid4()))
+    prefix, body = SEALED.rsplit(":", 1)
+    changed = "A" if body[-10] != "A" else "B"
+    return f"{prefix}:{body[:-10]}{changed}{body[-9:]}"
+
+
+@pytest.mark.parametrize("kind", ["unknown_key_id", "another_orders", "changed"])
+async def test_a_token_that_does_not_open_fails_the_charge_without_a_call(kind: str) -> None:
+    """Final for that payment, never a crash: no call, not marked as maybe charged, the charge
+    failed into a dead letter with an alert; the sealed token is kept, for a replay once pagos
+    holds the key. Nothing written names the token."""
+    table = PaymentTable()
+    token = _unopenable(kind)
+    row, payment = _leased(table, token=token)
+    alerts = _alerts("charge_failed")
+    gateway = FakeGateway([APPROVED])
+    await _charge(table, payment, gateway)
+    assert gateway.calls == [] and not row.charge_sent
+    assert row.status is S.CHARGE_FAILED and row.token == token and row.lease_until is None
+    [attempt] = row.attempt_log
+    assert attempt["outcome"] == "not_asked"
+    assert attempt["detail"].startswith("payment token does not open")
+    if kind == "unknown_key_id":
+        assert "'retired'" in attempt["detail"]
+    [letter] = table.dead_letters
+    assert letter.value["reason"] == "gateway_retries_exhausted"
+    assert "tok_visa" not in jsonio.dumps([row.attempt_log, letter.value["attempts"],
+                                           letter.value["last_traceback"]])
+    assert _alerts("charge_failed") == alerts + 1
+
+
+async def test_a_charge_failed_on_its_token_is_cancelled_without_a_refund() -> None:
+    """No call was ever sent: a cancellation has nothing to resolve or refund."""
+    from pagos.domain.payment import on_order_cancelled
+
+    table = PaymentTable()
+    row, payment = _leased(table, token=_unopenable("unknown_key_id"))
+    await _charge(table, payment, FakeGateway())
+    assert on_order_cancelled(row.status, row.charge_sent).status is S.CANCELLED
+
+
+async def test_tokens_sealed_with_either_key_open_while_keys_rotate() -> None:
+    old_private, old_public = new_key_pair("2026-01")
+    new_private, new_public = new_key_pair("2026-07")
+    both = parse_opening_keys(f"{old_private}\n{new_private}")
+    for public in (old_public, new_public):
+        table = PaymentTable()
+        row, payment = _leased(table, token=parse_sealing_key(public).seal("tok_visa", ORDER_ID))
+        gateway = FakeGateway([APPROVED])
+        await _charge(table, payment, gateway, tokens=both)
+        assert gateway.calls[0][1]["token"] == "tok_visa"
+        assert row.status is S.CAPTURED and row.token is None

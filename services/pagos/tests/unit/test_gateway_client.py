@@ -84,6 +84,22 @@ async def test_each_answer_maps_to_its_outcome(gateway: tuple[_Gateway, str], st
         "amount": 1998, "currency": "usd", "source": "tok_visa", "metadata": {"saga_id": "s1"}})]
 
 
+async def test_a_refusal_that_quotes_the_request_is_kept_without_the_token(
+        gateway: tuple[_Gateway, str]) -> None:
+    """The detail goes to the payment's attempt log and maybe a dead letter: a validation error
+    quoting the request must not carry the token there."""
+    fake, url = gateway
+    fake.answer = (422, {"detail": [{"loc": ["body", "currency"], "msg": "bad",
+                                     "input": {"source": "tok_visa", "currency": "usd"}}]})
+    client = GatewayClient(url, timeout_s=5)
+    try:
+        result = await _charge(client)
+    finally:
+        await client.close()
+    assert result.outcome is Outcome.REJECTED and result.detail.startswith("HTTP 422: ")
+    assert "tok_visa" not in result.detail and "[MASKED]" in result.detail
+
+
 async def test_a_gateway_that_does_not_answer_in_time_is_unavailable(
         gateway: tuple[_Gateway, str]) -> None:
     fake, url = gateway

@@ -13,10 +13,12 @@ from typing import Any
 from pagos.config import PagosSettings
 from pagos.domain.payment import PaymentStatus
 from pagos.usecases.gateway_worker import GatewayWorker
+from saga_harness import sealing
 
 from .fakes import FakeGateway, FakeUnits, PaymentTable, Row
 
 S = PaymentStatus
+ORDER_ID = Row("", S.CHARGING).order_id or ""  # the fake rows' order
 
 
 def _worker(table: PaymentTable, gateway: FakeGateway | None = None, concurrency: int = 2,
@@ -24,7 +26,8 @@ def _worker(table: PaymentTable, gateway: FakeGateway | None = None, concurrency
     units = FakeUnits(table)
     settings = PagosSettings(worker_concurrency=concurrency, worker_poll_interval_s=poll_s,
                              gateway_timeout_s=5)
-    return GatewayWorker(units, gateway or FakeGateway(), settings), units
+    return GatewayWorker(units, gateway or FakeGateway(), settings,
+                         sealing.opening_keys()), units
 
 
 async def _until(condition: Callable[[], bool], timeout: float, what: str) -> None:
@@ -36,7 +39,8 @@ async def _until(condition: Callable[[], bool], timeout: float, what: str) -> No
 
 def _due(table: PaymentTable, status: PaymentStatus = S.CHARGING, in_s: float = -1,
          **columns: Any) -> Row:
-    values: dict[str, Any] = {"token": "tok_visa", "next_attempt_at": table.in_(in_s)}
+    values: dict[str, Any] = {"token": sealing.sealed("tok_visa", ORDER_ID),
+                              "next_attempt_at": table.in_(in_s)}
     values.update(columns)
     return table.add(str(uuid.uuid4()), status, **values)
 

@@ -48,6 +48,7 @@ def test_refund_gives_up_after_five_attempts() -> None:
     (P.CHARGING, True, P.CANCEL_REQUESTED),
     (P.CAPTURED, False, P.REFUNDING),
     (P.CHARGE_FAILED, True, P.CANCEL_REQUESTED),
+    (P.CHARGE_FAILED, False, P.CANCELLED),  # failed without a call: its token did not open
 ])
 def test_cancellation(status: P | None, charge_sent: bool, to: P) -> None:
     assert d.on_order_cancelled(status, charge_sent).status is to

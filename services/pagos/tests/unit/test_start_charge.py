@@ -12,6 +12,7 @@ import pytest
 from pagos.domain.payment import PaymentStatus
 from pagos.usecases.start_charge import start_charge
 from saga_contracts.events.inventory import StockVerificado
+from saga_harness import sealing
 from sagakit.message import Message
 from sagakit.store.unit_of_work import AlreadyProcessed
 
@@ -37,7 +38,9 @@ async def test_with_no_free_slot_the_charge_is_created_due_now_and_unleased() ->
     row = table.rows[saga_id]
     assert row.status is PaymentStatus.CHARGING
     assert (row.order_id, row.amount, row.currency, row.token) == (
-        order_id, Decimal("19.98"), "USD", "tok_visa")
+        order_id, Decimal("19.98"), "USD", event.payload.payment_method.token), \
+        "the token kept sealed, as it came"
+    assert sealing.opening_keys().open(row.token, order_id) == "tok_visa"
     assert row.next_attempt_at == table.now and row.lease_until is None
     assert row.trigger is not None and row.trigger["message_id"] == event.message_id
     assert row.trigger["event"]["payload"]["payment_method"] == {"type": "credit_card"}, \
@@ -50,13 +53,15 @@ async def test_with_a_free_slot_the_charge_is_leased_and_its_call_started_after_
         ) -> None:
     table, calls = PaymentTable(), FakeCalls(free=1)
     saga_id, order_id = _ids()
-    uow = await _start(table, calls, stock_verificado(saga_id, order_id))
+    event = stock_verificado(saga_id, order_id)
+    uow = await _start(table, calls, event)
     row = table.rows[saga_id]
     assert row.lease_until == table.in_(calls.lease_s)
     assert [p.saga_id for p in calls.started] == [saga_id]
     started = calls.started[0]
     assert started.leased and started.lease_until == row.lease_until
-    assert started.status is PaymentStatus.CHARGING and started.token == "tok_visa"
+    assert started.status is PaymentStatus.CHARGING
+    assert started.token == event.payload.payment_method.token
     assert calls.free == 0 and calls.released == 0, "the slot is the call's now"
     assert calls.kicks == 0 and uow.commits == 1
 
@@ -92,12 +97,13 @@ async def test_a_replay_makes_a_given_up_charge_due_again_with_its_first_token()
     another would be refused and prove nothing."""
     table, calls = PaymentTable(), FakeCalls(free=1)
     saga_id, order_id = _ids()
-    table.add(saga_id, PaymentStatus.CHARGE_FAILED, token="tok_visa", charge_attempts=3,
+    first = sealing.sealed("tok_visa", order_id)
+    table.add(saga_id, PaymentStatus.CHARGE_FAILED, token=first, charge_attempts=3,
               lease_until=table.in_(-5), next_attempt_at=None)
     uow = await _start(table, calls, stock_verificado(saga_id, order_id, token="tok_other",
                                                       replay_of="m-1"))
     row = table.rows[saga_id]
-    assert row.status is PaymentStatus.CHARGING and row.token == "tok_visa"
+    assert row.status is PaymentStatus.CHARGING and row.token == first
     assert row.charge_attempts == 0, "a fresh retry schedule"
     assert row.lease_until is None and row.next_attempt_at == table.now
     assert uow.commits == 1 and uow.emitted == []
@@ -112,7 +118,8 @@ async def test_a_replay_for_a_payment_that_kept_no_token_brings_its_own() -> Non
     await _start(table, calls, stock_verificado(saga_id, order_id, token="tok_replay",
                                                 replay_of="m-1"))
     row = table.rows[saga_id]
-    assert row.status is PaymentStatus.CHARGING and row.token == "tok_replay"
+    assert row.status is PaymentStatus.CHARGING and row.token is not None
+    assert sealing.opening_keys().open(row.token, order_id) == "tok_replay"
 
 
 @pytest.mark.parametrize("status", [s for s in PaymentStatus

@@ -6,7 +6,7 @@ from fastapi import FastAPI
 
 from pedidos.adapters.order_queries import OrderQueries
 from pedidos.adapters.tables import messaging
-from pedidos.config import PedidosSettings
+from pedidos.config import PaymentTokenSealing, PedidosSettings
 from pedidos.domain.order import SAGA_TYPE, CancelReason, PaymentMismatch
 from pedidos.entrypoints.http import routes
 from pedidos.entrypoints.jobs import deadline_job
@@ -41,13 +41,15 @@ def subscriptions(settings: PedidosSettings, known: KnownSagas) -> list[Subscrip
 def create() -> FastAPI:
     declare_model(OrderRequest)
     settings = load(PedidosSettings)
+    # Read at start: a pedidos without its key would take orders it cannot pass on.
+    sealer = load(PaymentTokenSealing).sealing_key()
     # The sagas this instance wrote last, shared by its consumer, its API and its deadlines.
     known = KnownSagas()
     return create_app(ServiceDefinition(
         name=SERVICE,
         tables=messaging,
         subscriptions=lambda rt: subscriptions(settings, known),
-        routers=[routes(settings, known)],
+        routers=[routes(settings, known, sealer)],
         compensation_reasons=[r.value for r in CancelReason],
         payment_mismatch_reasons=[r.value for r in PaymentMismatch],
         jobs=[PeriodicJob("deadlines", settings.deadline_scan_interval_s,

@@ -8,10 +8,14 @@ the allocation step, which is one local transaction in inventario (lock timeout 
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import Self
 
 from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from saga_contracts.sealing import InvalidKey, SealingKey, parse_sealing_key
+from sagakit.settings import InvalidConfiguration, value_or_file
 
 log = logging.getLogger("pedidos.config")
 
@@ -65,3 +69,29 @@ class PedidosSettings(BaseSettings):
     def step_timeout_s(self, step: str) -> float | None:
         return {"validacion": self.validation_timeout_s, "pago": self.payment_timeout_s,
                 "asignacion": self.allocation_timeout_s}.get(step)
+
+
+class PaymentTokenSealing(BaseSettings):
+    """The key pedidos seals each order's payment token with, for pagos alone to open
+    (``saga_contracts.sealing``). It is a public key: the private half is pagos'."""
+
+    model_config = SettingsConfigDict(env_prefix="PEDIDOS_", extra="ignore")
+
+    payment_token_seal_key: str | None = Field(None, description=(
+        "The public key payment tokens are sealed with for pagos, as `<key id>:<base64 of the "
+        "32-byte X25519 public key>`; its key id goes into every sealed token, and pagos must "
+        "hold the private key of that id (key rotation: docs/operations.md). Required, here or "
+        "in PEDIDOS_PAYMENT_TOKEN_SEAL_KEY_FILE."))
+    payment_token_seal_key_file: Path | None = Field(None, description=(
+        "A file holding PEDIDOS_PAYMENT_TOKEN_SEAL_KEY, read at start, instead of the variable "
+        "(the local stack passes its generated key this way)."))
+
+    def sealing_key(self) -> SealingKey:
+        """The key, or the process stops with a message naming the variable."""
+        text = value_or_file(self.payment_token_seal_key, self.payment_token_seal_key_file,
+                             "PEDIDOS_PAYMENT_TOKEN_SEAL_KEY")
+        try:
+            return parse_sealing_key(text)
+        except InvalidKey as exc:
+            raise InvalidConfiguration(
+                f"invalid configuration: PEDIDOS_PAYMENT_TOKEN_SEAL_KEY: {exc}") from exc

@@ -22,7 +22,7 @@ from pedidos.usecases.cancel_saga import cancel_saga
 from pedidos.usecases.known_sagas import KnownSagas
 from pedidos.usecases.place_order import place_order
 from pedidos.usecases.ports import SagaState
-from saga_harness import db
+from saga_harness import db, sealing
 from saga_harness.clients import new_sku, order_body
 from saga_harness.events import message, payload_of
 from sagakit.store.tables import MessagingTables
@@ -59,7 +59,8 @@ def _uow(engine: AsyncEngine, tables: MessagingTables, **options: Any) -> UnitOf
 async def _place(engine: AsyncEngine, tables: MessagingTables, known: KnownSagas) -> str:
     async with _uow(engine, tables) as uow:
         placed = await place_order(uow, OrderRepository(uow), order_body([(new_sku(), 2)]),
-                                   Decimal("10.00"), None, PedidosSettings(), known)
+                                   Decimal("10.00"), None, PedidosSettings(), known,
+                                   sealer=sealing.sealing_key())
     return placed.saga_id
 
 

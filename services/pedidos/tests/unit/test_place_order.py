@@ -1,7 +1,8 @@
 """place_order on in-memory storage: the order, its saga, its first history entry and
 OrdenSolicitada in one commit; the same Idempotency-Key with the same body returns the first
 order and writes nothing, with another body it is refused; the saga's first event names the
-request's span as its parent (Part I §7.1), and the saga's row keeps that span."""
+request's span as its parent (Part I §7.1), and the saga's row keeps that span; the payment
+token is sealed for pagos before anything is written, and only the sealed token is."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ from pedidos.config import PedidosSettings
 from pedidos.domain.order import SAGA_TYPE, OrderStatus
 from pedidos.usecases.known_sagas import KnownSagas
 from pedidos.usecases.place_order import IdempotencyKeyReused, PlacedOrder, place_order
+from saga_contracts import sealing as contract_sealing
+from saga_harness import sealing
 from sagakit.envelope import new_span_id
 
 from .fakes import ORDER_BODY, OrderTables, unit
@@ -26,7 +29,7 @@ async def _place(tables: OrderTables, known: KnownSagas, body: dict = ORDER_BODY
                  key: str | None = None, span: str | None = None) -> PlacedOrder:
     uow, orders = unit(tables)
     placed = await place_order(uow, orders, body, Decimal("10.00"), key, PedidosSettings(),
-                               known, request_span_id=span)
+                               known, sealer=sealing.sealing_key(), request_span_id=span)
     assert uow.commits == 1
     return placed
 
@@ -39,7 +42,8 @@ async def test_an_order_is_placed_with_its_saga_history_and_event_in_one_commit(
     tables, known, settings = OrderTables(), KnownSagas(), PedidosSettings()
     started = _sagas_started()
     uow, orders = unit(tables)
-    placed = await place_order(uow, orders, ORDER_BODY, Decimal("10.00"), None, settings, known)
+    placed = await place_order(uow, orders, ORDER_BODY, Decimal("10.00"), None, settings, known,
+                               sealer=sealing.sealing_key())
 
     assert placed.created and placed.status == "PENDIENTE_VALIDACION"
     assert uow.commits == 1 and uow.committed
@@ -56,11 +60,12 @@ async def test_an_order_is_placed_with_its_saga_history_and_event_in_one_commit(
 
     [event] = uow.emitted
     assert (event.event_type, event.saga_id) == ("OrdenSolicitada", placed.saga_id)
+    sealed = event.payload["payment_method"]["token"]
     assert event.payload == {
         "order_id": placed.order_id, "customer_id": "c-1", "items": ORDER_BODY["items"],
         "total_amount": "10.00", "currency": "USD",
         "shipping_address": ORDER_BODY["shipping_address"],
-        "payment_method": ORDER_BODY["payment_method"]}
+        "payment_method": {"type": "credit_card", "token": sealed}}
     assert event.metadata == {"correlation_id": placed.order_id, "user_id": "c-1",
                               "channel": "api"}
     context = tables.contexts[placed.saga_id]
@@ -79,7 +84,8 @@ async def test_orden_solicitada_names_the_request_span_as_its_parent() -> None:
     tables, request_span = OrderTables(), new_span_id()
     uow, orders = unit(tables)
     placed = await place_order(uow, orders, ORDER_BODY, Decimal("10.00"), None,
-                               PedidosSettings(), KnownSagas(), request_span_id=request_span)
+                               PedidosSettings(), KnownSagas(), sealer=sealing.sealing_key(),
+                               request_span_id=request_span)
     [event] = uow.emitted
     assert event.event_type == "OrdenSolicitada"
     assert event.parent_span_id == request_span != event.span_id
@@ -93,7 +99,7 @@ async def test_an_order_placed_outside_a_request_still_has_a_parent_span() -> No
     tables = OrderTables()
     uow, orders = unit(tables)
     placed = await place_order(uow, orders, ORDER_BODY, Decimal("10.00"), None,
-                               PedidosSettings(), KnownSagas())
+                               PedidosSettings(), KnownSagas(), sealer=sealing.sealing_key())
     [event] = uow.emitted
     assert event.parent_span_id and uuid.UUID(event.parent_span_id)
     assert event.parent_span_id != event.span_id
@@ -107,7 +113,7 @@ async def test_the_same_key_and_body_return_the_first_order_and_write_nothing() 
 
     uow, orders = unit(tables)
     again = await place_order(uow, orders, copy.deepcopy(ORDER_BODY), Decimal("10.00"), "k-1",
-                              PedidosSettings(), known)
+                              PedidosSettings(), known, sealer=sealing.sealing_key())
     assert again == PlacedOrder(first.order_id, first.saga_id, "PENDIENTE_VALIDACION",
                                 created=False)
     assert uow.commits == 1 and not uow.committed
@@ -132,7 +138,8 @@ async def test_the_same_key_with_another_body_is_refused_and_writes_nothing() ->
     other = {**ORDER_BODY, "customer_id": "c-2"}
     uow, orders = unit(tables)
     with pytest.raises(IdempotencyKeyReused):
-        await place_order(uow, orders, other, Decimal("10.00"), "k-1", PedidosSettings(), known)
+        await place_order(uow, orders, other, Decimal("10.00"), "k-1", PedidosSettings(), known,
+                          sealer=sealing.sealing_key())
     assert uow.emitted == []
     assert (len(tables.orders), len(tables.history)) == (1, 1)
 
@@ -144,3 +151,36 @@ async def test_orders_without_a_key_are_each_a_new_order() -> None:
     assert first.created and second.created
     assert first.order_id != second.order_id and first.saga_id != second.saga_id
     assert len(tables.orders) == len(tables.sagas) == 2
+
+
+async def test_the_payment_token_is_sealed_for_pagos_and_stored_only_sealed() -> None:
+    """What pedidos writes (the order, its saga, its history, OrdenSolicitada in the outbox)
+    holds the token sealed for pagos, bound to the order; the request itself is left as it
+    came."""
+    tables, known = OrderTables(), KnownSagas()
+    body = {**ORDER_BODY, "payment_method": {"type": "credit_card", "token": "tok_visa_7f3c"}}
+    uow, orders = unit(tables)
+    placed = await place_order(uow, orders, body, Decimal("10.00"), None, PedidosSettings(),
+                               known, sealer=sealing.sealing_key())
+
+    [event] = uow.emitted
+    sealed = event.payload["payment_method"]["token"]
+    assert contract_sealing.is_sealed(sealed)
+    assert contract_sealing.key_id_of(sealed) == sealing.TEST_KEY_ID
+    assert sealing.opening_keys().open(sealed, placed.order_id) == "tok_visa_7f3c"
+    assert tables.orders[placed.order_id].body["payment_method"]["token"] == sealed
+    written = repr([event.to_dict(), [vars(o) for o in tables.orders.values()],
+                    [vars(h) for h in tables.history], tables.contexts])
+    assert "tok_visa_7f3c" not in written
+    assert body["payment_method"]["token"] == "tok_visa_7f3c", "the request is not changed"
+
+
+async def test_a_request_sent_again_is_the_same_request_though_each_seal_differs() -> None:
+    """The idempotency check compares the request, not its sealed form (which a second sealing
+    changes)."""
+    tables, known = OrderTables(), KnownSagas()
+    first = await _place(tables, known, key="k-1")
+    again = await _place(tables, known, key="k-1")
+    assert again.order_id == first.order_id and not again.created
+    assert sealing.sealed("tok_visa", first.order_id) != sealing.sealed("tok_visa",
+                                                                        first.order_id)

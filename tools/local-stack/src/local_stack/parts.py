@@ -8,7 +8,7 @@ import re
 import sys
 from dataclasses import dataclass, field
 
-from local_stack import kafka_auth, operator_signing
+from local_stack import kafka_auth, operator_signing, payment_token_keys
 from local_stack.passwords import role_password
 from local_stack.ports import refuse_taken_port
 from local_stack.postgres.database import migrate
@@ -48,6 +48,7 @@ def service_env(service: str) -> dict[str, str]:
         "GATEWAY_URL": f"http://127.0.0.1:{GATEWAY_PORT}",
         "SAGA_OPERATOR_PUBLIC_KEYS": operator_signing.public_keys(),
         **kafka_auth.service_env(service),
+        **payment_token_keys.service_env(service),
     }
     if NETPROXY:
         env["DATABASE_URL"] = dsn(f"{service}_app", role_password(service, "app"),

@@ -8,6 +8,7 @@ from typing import Any
 
 from saga_contracts import registry
 from saga_contracts.events import EVENT_MODELS
+from saga_harness import sealing
 from sagakit.envelope import Envelope
 from sagakit.message import Message
 
@@ -17,11 +18,13 @@ _SHORT = [{"sku": "SKU-1", "requested": 1, "available": 0}]
 
 def payload_of(event_type: str, order_id: str, **fields: Any) -> dict[str, Any]:
     """A payload of ``event_type`` (one that pagos or inventario emits) for ``order_id``,
-    ``fields`` replacing its defaults."""
+    ``fields`` replacing its defaults; a payment token is sealed with the test key
+    (``saga_harness.sealing``)."""
     payment_id = str(uuid.uuid4())
+    payment_method = {"type": "credit_card", "token": sealing.sealed("tok_visa", order_id)}
     defaults: dict[str, dict[str, Any]] = {
         "StockVerificado": {"items": _ITEMS, "total_amount": "10.00", "currency": "USD",
-                            "payment_method": {"type": "credit_card", "token": "tok_visa"}},
+                            "payment_method": payment_method},
         "StockNoDisponible": {"reason": "stock insuficiente", "unavailable": _SHORT},
         "StockAsignado": {"items": _ITEMS},
         "FalloAsignacion": {"reason": "stock consumed after validation",

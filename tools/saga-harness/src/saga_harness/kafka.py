@@ -12,12 +12,20 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
+from saga_contracts import registry
 from saga_harness import config
 
 
 def envelope(event_type: str, payload: dict[str, Any], *, saga_id: str | None = None,
              message_id: str | None = None, source: str = "test",
-             schema_version: str = "1.0.0") -> dict[str, Any]:
+             schema_version: str | None = None) -> dict[str, Any]:
+    """An event as a producer writes it; ``schema_version`` by default its type's latest
+    (``1.0.0`` for a type the contract does not know)."""
+    if schema_version is None:
+        try:
+            schema_version = registry.latest(event_type).version
+        except registry.UnknownEventType:
+            schema_version = "1.0.0"
     return {
         "message_id": message_id or str(uuid.uuid4()),
         "saga_id": saga_id or str(uuid.uuid4()),

@@ -27,6 +27,7 @@ from saga_contracts import registry
 from saga_contracts.events.base import Event
 from saga_contracts.events.inventory import FalloAsignacion, StockVerificado
 from saga_contracts.events.orders import OrdenCancelada
+from saga_harness import sealing
 from sagakit.consumer import Handler
 from sagakit.envelope import Envelope
 from sagakit.message import Message
@@ -45,6 +46,8 @@ class LedgerGateway:
     refunds: dict[str, str] = field(default_factory=dict)
     """Charge id → id of its refund."""
     calls: list[tuple[str, str]] = field(default_factory=list)
+    tokens: dict[str, str] = field(default_factory=dict)
+    """Saga id → the payment token its last charge call came with (pagos opens it first)."""
     unreachable: set[str] = field(default_factory=set)
     """Sagas whose requests never arrive: nothing is made, the caller times out."""
     lose_replies: set[str] = field(default_factory=set)
@@ -64,6 +67,7 @@ class LedgerGateway:
     async def charge(self, *, amount_minor: int, currency: str, token: str,
                      idempotency_key: str, saga_id: str) -> ChargeResult:
         self.calls.append(("charge", saga_id))
+        self.tokens[saga_id] = token
         if saga_id in self.unreachable:
             return ChargeResult(Outcome.UNAVAILABLE, detail="timed out (never arrived)")
         if saga_id in self.declined and idempotency_key not in self.charges:
@@ -118,7 +122,7 @@ def worker(engine: AsyncEngine, tables: MessagingTables, gateway: PaymentGateway
            pagos_settings: PagosSettings | None = None) -> GatewayWorker:
     return GatewayWorker(
         payment_units(lambda **options: UnitOfWork(engine, tables, "pagos", **options)),
-        gateway, pagos_settings or settings())
+        gateway, pagos_settings or settings(), sealing.opening_keys())
 
 
 E = TypeVar("E", bound=Event)
@@ -136,11 +140,14 @@ def _event(model: type[E], saga_id: str, source: str, payload: dict[str, Any],
 def stock_verificado(saga_id: str, order_id: str | None = None, amount: str = "19.98", *,
                      token: str = "tok_visa", replay_of: str | None = None
                      ) -> Message[StockVerificado]:
-    """``replay_of``: the message id of the original, as ``sagactl replay`` marks a replay."""
+    """``token`` in the clear, sealed for the order with this process's test key (the
+    worker's keys open it); ``replay_of``: the message id of the original, as ``sagactl
+    replay`` marks a replay."""
+    order_id = order_id or str(uuid.uuid4())
     return _event(StockVerificado, saga_id, "inventario", {
-        "order_id": order_id or str(uuid.uuid4()), "total_amount": amount, "currency": "USD",
+        "order_id": order_id, "total_amount": amount, "currency": "USD",
         "items": [{"sku": "SKU-1", "quantity": 2}],
-        "payment_method": {"type": "credit_card", "token": token}},
+        "payment_method": {"type": "credit_card", "token": sealing.sealed(token, order_id)}},
         metadata={"replay_of": replay_of} if replay_of is not None else None)
 
 

@@ -13,6 +13,11 @@ principal the other KAFKA_* variables name (sagakit.settings.KafkaClientSettings
 operator's, on a stack that authenticates). Signs replays with the operator's key in
 SAGACTL_SIGNING_KEY_FILE (default: the local stack's, in the checkout sagactl runs from);
 ``signing-key`` prints its public key as the services' SAGA_OPERATOR_PUBLIC_KEYS names it.
+
+Nothing it prints shows a payment token, in the clear or sealed: the fields the schemas declare
+sensitive are masked (or left out) and token-shaped text is masked wherever it appears (an
+error's text quotes what it refused). What ``replay`` sends is the letter as it was, token
+included, sealed.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ import asyncpg
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from saga_contracts import replay_signature
+from saga_contracts.redaction import redact, scrub
 from sagactl import queries, replay
 from sagakit import settings
 from sagakit.settings import KafkaClientSettings
@@ -82,6 +88,11 @@ def _dsn() -> str:
     return admin
 
 
+def _say(text: str, *, error: bool = False) -> None:
+    """Prints ``text`` with anything token-shaped masked."""
+    print(scrub(text), file=sys.stderr if error else sys.stdout)
+
+
 def _table(rows: list[dict[str, Any]], columns: list[str]) -> str:
     if not rows:
         return "(none)"
@@ -115,30 +126,30 @@ async def run(args: argparse.Namespace) -> int:
                 r["age"] = f"{r['age_s']:.0f}s"
                 r["idle"] = f"{r['idle_s']:.0f}s"
                 r["flag"] = "STUCK" if r["stuck"] else ""
-            print(_table(rows, ["saga_id", "status", "current_step", "age", "idle",
-                                "step_deadline_at", "flag"]))
+            _say(_table(rows, ["saga_id", "status", "current_step", "age", "idle",
+                               "step_deadline_at", "flag"]))
         elif args.command == "timeline":
             entries = await queries.timeline(conn, args.saga_id)
             if not entries:
-                print(f"no saga {args.saga_id}", file=sys.stderr)
+                _say(f"no saga {args.saga_id}", error=True)
                 return 1
-            print(_table(entries, ["at", "where", "what", "detail"]))
+            _say(_table(entries, ["at", "where", "what", "detail"]))
         elif args.command == "dlq":
             rows = await queries.dead_letters(conn, args.service, args.limit)
             for r in rows:
                 r["tries"] = len(r["attempts"])
                 r["last_error"] = (r["attempts"][-1]["error"][:80] if r["attempts"] else "")
-            print(_table(rows, ["id", "service", "at", "event_type", "saga_id", "reason",
-                                "tries", "last_error"]))
+            _say(_table(rows, ["id", "service", "at", "event_type", "saga_id", "reason",
+                               "tries", "last_error"]))
             if args.errors:
                 for r in rows:
-                    print(f"\n{r['id']} ({r['service']}, {r['event_type']})")
+                    _say(f"\n{r['id']} ({r['service']}, {r['event_type']})")
                     for a in r["attempts"]:
-                        print(f"  #{a['attempt']} {a['at']}: {a['error']}")
+                        _say(f"  #{a['attempt']} {a['at']}: {a['error']}")
         elif args.command == "replay":
             record = await queries.dead_letter(conn, args.service, args.dead_letter_id)
             if record is None:
-                print(f"no dead letter {args.dead_letter_id} in {args.service}", file=sys.stderr)
+                _say(f"no dead letter {args.dead_letter_id} in {args.service}", error=True)
                 return 1
             fixed = args.fixed_payload
             try:
@@ -146,15 +157,15 @@ async def run(args: argparse.Namespace) -> int:
                     replay.build(record, args.service, args.dead_letter_id, fixed),
                     _signing_key())
             except (replay.CannotReplay, CannotSign) as exc:
-                print(f"cannot replay: {exc}", file=sys.stderr)
+                _say(f"cannot replay: {exc}", error=True)
                 return 2
-            print(json.dumps({"topic": plan.topic, "key": plan.key, "headers": plan.headers,
-                              "value": plan.value}, indent=2))
+            _say(json.dumps({"topic": plan.topic, "key": plan.key, "headers": plan.headers,
+                             "value": redact(plan.value)}, indent=2))
             if args.dry_run:
-                print("dry run: nothing sent")
+                _say("dry run: nothing sent")
             else:
                 await replay.publish(plan, settings.load(KafkaClientSettings))
-                print(f"replayed as {plan.value['message_id']} for {args.service}")
+                _say(f"replayed as {plan.value['message_id']} for {args.service}")
         return 0
     finally:
         await conn.close()

@@ -18,6 +18,8 @@ from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema
 from pydantic_core import core_schema as cs
 
+from saga_contracts import sealing
+
 # The string form of RFC 4122 that JSON Schema's "uuid" format names, in either case. Ids stay
 # strings: they reach SQL parameters and other events unchanged, character for character.
 UUID_PATTERN = r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
@@ -99,3 +101,7 @@ class JsonInteger:
 Sku = Annotated[str, StringConstraints(min_length=1, max_length=64)]
 Quantity = Annotated[int, JsonInteger(minimum=1, maximum=1000)]
 Currency = Literal["USD", "EUR", "MXN", "COP", "ARS", "CLP", "PEN", "GBP"]
+
+# The payment token as pedidos sealed it for pagos (``saga_contracts.sealing``): on the wire it
+# is never in the clear, and a model refuses a token that is not sealed.
+SealedToken = Annotated[str, StringConstraints(pattern=sealing.PATTERN)]

@@ -26,7 +26,7 @@ class Shortage(EventPart):
 
 class StockVerificado(Event):
     """Every item had enough stock when read, without locks; nothing was reserved. Carries what
-    pagos needs to charge."""
+    pagos needs to charge, the payment token as pedidos sealed it."""
 
     event_type: ClassVar[str] = "StockVerificado"
 

@@ -7,7 +7,15 @@ from typing import Annotated, ClassVar, Literal
 from pydantic import Field, StringConstraints
 
 from saga_contracts.events.base import Event, EventPart
-from saga_contracts.events.fields import Amount, Currency, JsonInteger, Quantity, Sku, Uuid
+from saga_contracts.events.fields import (
+    Amount,
+    Currency,
+    JsonInteger,
+    Quantity,
+    SealedToken,
+    Sku,
+    Uuid,
+)
 
 Text200 = Annotated[str, StringConstraints(min_length=1, max_length=200)]
 CancellationReason = Literal["stock_insuficiente", "pago_rechazado", "fallo_asignacion",
@@ -30,10 +38,11 @@ class ShippingAddress(EventPart):
 
 
 class PaymentMethod(EventPart):
+    """How the order is paid: the payment token sealed for pagos, which alone can open it."""
+
     type: Literal["credit_card"]
-    # Kept out of repr(): a model that reaches a log line must not carry the token.
-    token: Annotated[str, StringConstraints(min_length=1, max_length=255),
-                     Field(repr=False)]
+    # Kept out of repr() although sealed: a model that reaches a log line carries no token.
+    token: Annotated[SealedToken, Field(repr=False)]
 
 
 class OrdenSolicitada(Event):

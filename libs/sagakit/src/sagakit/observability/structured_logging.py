@@ -2,8 +2,9 @@
 
 Every line carries service, ISO-8601 UTC timestamp, level and logger; saga fields (saga_id,
 event_type, schema_version, span_id, parent_span_id, status, duration_ms, attempt) come from the
-``extra`` of the call. Declared sensitive fields are masked or dropped
-(``sagakit.observability.privacy``).
+``extra`` of the call. Declared sensitive fields are masked or dropped, and whatever looks like
+a payment token, in the clear or sealed, is masked wherever it is in the line: the message, an
+exception's text, any value (``sagakit.observability.privacy``).
 
 One formatter builds the line straight from the record. structlog's ``ProcessorFormatter`` did
 the same through eight processors and a copy of every record: 53 µs of CPU a line against 31,
@@ -18,7 +19,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from sagakit import jsonio
-from sagakit.observability.privacy import redact
+from sagakit.observability.privacy import redact, scrub
 
 _SAGA_FIELDS = ("saga_id", "event_type", "schema_version", "span_id", "parent_span_id",
                 "status", "duration_ms", "attempt")
@@ -50,7 +51,9 @@ class JsonLineFormatter(logging.Formatter):
             line["exception"] = self.formatException(record.exc_info)
         if record.stack_info:
             line["stack"] = self.formatStack(record.stack_info)
-        return jsonio.dumps_for_log(redact(line))
+        # The line is scrubbed as written: one pass over its text reaches every string at any
+        # depth, and a line without a token-shaped part costs two substring searches.
+        return scrub(jsonio.dumps_for_log(redact(line)))
 
 
 def _skip_what_no_line_carries() -> None:

@@ -18,6 +18,7 @@ import aiohttp
 from pagos.domain.payment import Outcome
 from pagos.usecases.ports import ChargeResult, RefundResult
 from sagakit.observability import metrics
+from sagakit.observability.privacy import scrub
 
 # What says "the gateway could not be asked, or did not answer": the call may or may not have
 # reached it, so a charge is retried under the same idempotency key.
@@ -87,7 +88,10 @@ class GatewayClient:
         if resp.status >= 500 or resp.status in (409, 429):
             # 409: a request with this key is still being processed; its outcome is unknown.
             return ChargeResult(Outcome.UNAVAILABLE, detail=f"HTTP {resp.status}")
-        return ChargeResult(Outcome.REJECTED, detail=f"HTTP {resp.status}: {resp.text[:300]}")
+        # The answer is kept in the payment's attempt log and may end in a dead letter: an
+        # error that quotes the request (a validation error does) would quote the token.
+        return ChargeResult(Outcome.REJECTED,
+                            detail=f"HTTP {resp.status}: {scrub(resp.text[:300])}")
 
     async def refund(self, *, charge_id: str, amount_minor: int, idempotency_key: str
                      ) -> RefundResult:

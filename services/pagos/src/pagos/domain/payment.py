@@ -5,7 +5,7 @@
     CHARGING ──declined──▶ DECLINED
     CHARGING ──unavailable × N──▶ CHARGE_FAILED (dead letter + alert; outcome unknown)
     CHARGE_FAILED ──a late approval──▶ CAPTURED
-    CHARGING ──cancel, no charge call sent yet──▶ CANCELLED
+    CHARGING / CHARGE_FAILED ──cancel, no charge call ever sent──▶ CANCELLED
     CHARGING / CHARGE_FAILED ──cancel once a call may have been sent──▶ CANCEL_REQUESTED
     CANCEL_REQUESTED ──replayed charge approved──▶ REFUNDING   (the charge happened: undo it)
     CANCEL_REQUESTED ──replayed charge declined──▶ CANCELLED (any other answer is not a proof)
@@ -65,6 +65,7 @@ class Payment:
     amount: Decimal | None
     currency: str | None
     token: str | None
+    """The payment token as pedidos sealed it: opened only for a charge call, in memory."""
     charge_id: str | None
     charge_attempts: int
     refund_attempts: int
@@ -106,9 +107,10 @@ NOTHING = Change()
 
 def _undo_charge(status: PaymentStatus | None, charge_sent: bool) -> Change:
     """The charge must not stand: drop it, resolve it, or refund it."""
-    if status is PaymentStatus.CHARGING and not charge_sent:
+    if status in (PaymentStatus.CHARGING, PaymentStatus.CHARGE_FAILED) and not charge_sent:
         # No worker ever leased it for a call, and none will now (a lease is only taken on a
-        # payment still CHARGING, under the row lock this decision holds): nothing to undo.
+        # payment still CHARGING, under the row lock this decision holds): nothing to undo. A
+        # charge that failed without a call (its token could not be opened) is such a payment.
         return Change(PaymentStatus.CANCELLED)
     if status in (PaymentStatus.CHARGING, PaymentStatus.CHARGE_FAILED):
         # A call may be in flight or may have gone through: resolve it before deciding.
@@ -138,7 +140,7 @@ class Outcome(StrEnum):
     DECLINED = "declined"
     UNAVAILABLE = "unavailable"  # timeout, connection error, 5xx: the result is unknown
     REJECTED = "rejected"        # 4xx other than a decline: retrying will not help
-    NOT_ASKED = "not_asked"      # no token to call with: the gateway could not be asked
+    NOT_ASKED = "not_asked"      # no token to call with, or none that opens: not asked
 
 
 def after_charge(status: PaymentStatus, outcome: Outcome, attempts_made: int,

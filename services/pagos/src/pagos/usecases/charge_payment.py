@@ -5,6 +5,12 @@ The call is re-checked right before it leaves (``PaymentWork.mark_charge_sent``)
 cancellation that landed after the lease drops it unsent. Every call of a payment carries the
 same idempotency key, derived from the saga id, so a call made again (a retry, a resolution, a
 worker that died mid-call) answers what the first one did at the gateway.
+
+The payment keeps its token sealed, as pedidos sealed it; it is opened right before the call and
+held in memory for that call only. A token that does not open (sealed with a key pagos does not
+hold, changed, or another order's) fails the charge without a call, as a payment without a
+token does: CHARGE_FAILED and a dead letter, which an operator replays once pagos holds the key
+(docs/operations.md).
 """
 
 from __future__ import annotations
@@ -16,7 +22,8 @@ from pagos.config import PagosSettings
 from pagos.domain import payment as domain
 from pagos.domain.payment import Payment
 from pagos.usecases import call_outcome, charge_request, payment_events
-from pagos.usecases.ports import PaymentGateway, PaymentUnits, PaymentWork
+from pagos.usecases.ports import PaymentGateway, PaymentTokenOpener, PaymentUnits, PaymentWork
+from saga_contracts.sealing import SealingError
 from sagakit.envelope import utc_now_iso
 from sagakit.ports import UnitOfWorkPort
 
@@ -27,16 +34,32 @@ def charge_key(saga_id: str) -> str:
     return f"charge-{saga_id}"
 
 
-async def charge_payment(units: PaymentUnits, gateway: PaymentGateway, settings: PagosSettings,
-                         payment: Payment, kick: Callable[[], None]) -> None:
-    """Makes ``payment``'s charge call (it is leased to this call) and records its outcome;
-    ``kick`` wakes the worker when the outcome schedules more work."""
-    assert payment.amount is not None and payment.currency is not None
+def _opened(tokens: PaymentTokenOpener, payment: Payment) -> tuple[str | None, str]:
+    """``payment``'s token in the clear, or None and why the gateway cannot be asked."""
     if payment.token is None:
+        return None, "no payment token"
+    try:
+        return tokens.open(payment.token, payment.order_id or ""), ""
+    except SealingError as exc:
+        # Final for this token: no retry opens it. Its text names the key id, never the token.
+        log.error("payment token does not open: %s", exc,
+                  extra={"saga_id": payment.saga_id, "status": "FAILED"})
+        return None, f"payment token does not open: {exc}"
+
+
+async def charge_payment(units: PaymentUnits, gateway: PaymentGateway, settings: PagosSettings,
+                         payment: Payment, kick: Callable[[], None], *,
+                         tokens: PaymentTokenOpener) -> None:
+    """Makes ``payment``'s charge call (it is leased to this call) with its token opened by
+    ``tokens``, and records its outcome; ``kick`` wakes the worker when the outcome schedules
+    more work."""
+    assert payment.amount is not None and payment.currency is not None
+    token, unopened = _opened(tokens, payment)
+    if token is None:
         # Nothing to call (or replay) the charge with: the gateway is not asked, and an
         # outcome that was unknown stays unknown (domain.after_charge: manual refund).
         result_outcome, charge_id, decline, detail = domain.Outcome.NOT_ASKED, None, None, \
-            "no payment token"
+            unopened
     else:
         marked = await _mark_sent(units, payment)
         if marked is None:
@@ -45,7 +68,7 @@ async def charge_payment(units: PaymentUnits, gateway: PaymentGateway, settings:
             return
         result = await gateway.charge(
             amount_minor=domain.to_minor_units(payment.amount),
-            currency=payment.currency.lower(), token=payment.token,
+            currency=payment.currency.lower(), token=token,
             idempotency_key=charge_key(payment.saga_id), saga_id=payment.saga_id)
         payment = marked  # a cancellation may have turned it into a resolution
         result_outcome, charge_id, decline, detail = (result.outcome, result.charge_id,

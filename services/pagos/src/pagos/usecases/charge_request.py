@@ -1,11 +1,11 @@
 """The StockVerificado that asked for a charge: kept with the payment, and parked whole in a
 dead letter when the charge is given up on.
 
-The payment keeps the event without its payment token (``trigger.event``): the token is the
-payment's own column, cleared once no call needs it, and kept nowhere else. A dead letter of the
-charge gives the event back as it came, token included, in the dead-letter format of every
-service (``sagakit.dead_letters``): ``sagactl replay`` sends it to pagos again under a new
-message id, and the charge is made due again (``start_charge``).
+The payment keeps the event without its payment token (``trigger.event``): the token, sealed as
+pedidos sealed it, is the payment's own column, cleared once no call needs it, and kept nowhere
+else. A dead letter of the charge gives the event back as it came, its token still sealed, in
+the dead-letter format of every service (``sagakit.dead_letters``): ``sagactl replay`` sends it
+to pagos again under a new message id, and the charge is made due again (``start_charge``).
 """
 
 from __future__ import annotations

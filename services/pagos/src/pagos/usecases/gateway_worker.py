@@ -24,7 +24,7 @@ from pagos.config import PagosSettings
 from pagos.domain import payment as domain
 from pagos.domain.payment import Payment
 from pagos.usecases.charge_payment import charge_payment
-from pagos.usecases.ports import PaymentGateway, PaymentUnits, Slot
+from pagos.usecases.ports import PaymentGateway, PaymentTokenOpener, PaymentUnits, Slot
 from pagos.usecases.refund_payment import refund_payment
 from sagakit.observability import tracing
 
@@ -35,11 +35,12 @@ _MARGIN_S = 0.02
 
 
 class GatewayWorker:
-    def __init__(self, units: PaymentUnits, gateway: PaymentGateway,
-                 settings: PagosSettings) -> None:
+    def __init__(self, units: PaymentUnits, gateway: PaymentGateway, settings: PagosSettings,
+                 tokens: PaymentTokenOpener) -> None:
         self.units = units
         self.gateway = gateway
         self.settings = settings
+        self.tokens = tokens
         self._wake = asyncio.Event()
         self._running: set[asyncio.Task[None]] = set()
         self._reserved = 0
@@ -164,4 +165,5 @@ class GatewayWorker:
             if refund:
                 await refund_payment(self.units, self.gateway, self.settings, payment, self.kick)
             else:
-                await charge_payment(self.units, self.gateway, self.settings, payment, self.kick)
+                await charge_payment(self.units, self.gateway, self.settings, payment, self.kick,
+                                     tokens=self.tokens)

@@ -5,6 +5,7 @@
 - ``PaymentWork`` and ``PaymentUnits``: the payments as the gateway worker leases them, marks
   their calls sent and records the calls' outcomes, each in a unit of work of its own.
 - ``PaymentGateway``: the gateway's charge and refund calls.
+- ``PaymentTokenOpener``: the private keys that open the payment token pedidos sealed.
 - ``ChargeCalls``: the gateway worker as the StockVerificado handler sees it, a slot for a
   call started right after the handler's commit.
 
@@ -26,6 +27,16 @@ from typing import Any, Protocol
 from pagos.domain.payment import Outcome, Payment, PaymentStatus
 from sagakit.dead_letters import DeadLetter
 from sagakit.ports import UnitOfWorkPort
+
+
+class PaymentTokenOpener(Protocol):
+    """Opens a payment token sealed for pagos (``saga_contracts.sealing.OpeningKeys``)."""
+
+    def open(self, sealed: str, order_id: str) -> str:
+        """The token in the clear. Raises ``saga_contracts.sealing.SealingError`` when it does
+        not open (a key id pagos does not hold, a changed ciphertext, another order's token):
+        final for that token."""
+        ...
 
 
 class PaymentStore(Protocol):

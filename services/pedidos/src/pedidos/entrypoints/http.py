@@ -25,6 +25,8 @@ from pedidos.entrypoints.schemas import (
 from pedidos.usecases.cancel_saga import SagaNotFound, cancel_saga
 from pedidos.usecases.known_sagas import KnownSagas
 from pedidos.usecases.place_order import IdempotencyKeyReused, PlacedOrder, place_order
+from pedidos.usecases.ports import PaymentTokenSealer
+from saga_contracts import registry
 from sagakit.envelope import new_span_id
 from sagakit.observability import tracing
 from sagakit.runtime import runtime_of
@@ -33,8 +35,10 @@ from sagakit.store.conflicts import retry_on_conflict
 log = logging.getLogger("pedidos.http")
 
 
-def routes(settings: PedidosSettings, known: KnownSagas) -> APIRouter:
-    """The API, its commands deciding with ``settings`` and the instance's ``known`` sagas."""
+def routes(settings: PedidosSettings, known: KnownSagas, sealer: PaymentTokenSealer
+           ) -> APIRouter:
+    """The API, its commands deciding with ``settings`` and the instance's ``known`` sagas; an
+    order's payment token is sealed for pagos with ``sealer``."""
     router = APIRouter()
 
     @router.post("/orders", status_code=202, response_model=OrderAccepted, tags=["orders"],
@@ -56,7 +60,7 @@ def routes(settings: PedidosSettings, known: KnownSagas) -> APIRouter:
         async def attempt() -> PlacedOrder:
             async with rt.uow() as uow:
                 return await place_order(uow, OrderRepository(uow), wire, body.computed_total,
-                                         idempotency_key, settings, known,
+                                         idempotency_key, settings, known, sealer=sealer,
                                          request_span_id=span_id)
 
         try:
@@ -69,7 +73,8 @@ def routes(settings: PedidosSettings, known: KnownSagas) -> APIRouter:
         # or dropped by the log pipeline, not by this call.
         log.info("order %s", "accepted" if placed.created else "replayed by Idempotency-Key",
                  extra={"saga_id": placed.saga_id, "event_type": "OrdenSolicitada",
-                        "schema_version": "1.0.0", "status": "SUCCESS",
+                        "schema_version": registry.latest("OrdenSolicitada").version,
+                        "status": "SUCCESS",
                         "order_id": placed.order_id, "span_id": span_id,
                         "parent_span_id": None, "order": wire})
         response.headers["Location"] = f"/orders/{placed.order_id}"

@@ -1,6 +1,10 @@
 """POST /orders: the order, its saga row, the first audit entry and OrdenSolicitada, in one
 statement (its own transaction). The same Idempotency-Key with the same body returns the first
-order."""
+order.
+
+The payment token is sealed for pagos before anything is written: the order and its event (and
+so the outbox, the topics, inventario's StockVerificado and every dead letter and trace of them)
+hold the sealed token only, which pagos alone can open (``saga_contracts.sealing``)."""
 
 from __future__ import annotations
 
@@ -14,7 +18,7 @@ from typing import Any
 from pedidos.config import PedidosSettings
 from pedidos.domain.order import SAGA_TYPE, OrderStatus, owner_of
 from pedidos.usecases.known_sagas import KnownSagas
-from pedidos.usecases.ports import AuditEntry, OrderStore
+from pedidos.usecases.ports import AuditEntry, OrderStore, PaymentTokenSealer
 from saga_contracts.events.orders import (
     OrdenSolicitada,
     OrderLine,
@@ -39,6 +43,13 @@ class PlacedOrder:
     created: bool
 
 
+def sealed(body: dict[str, Any], sealer: PaymentTokenSealer, order_id: str) -> dict[str, Any]:
+    """``body`` with its payment token sealed for pagos, for the order ``order_id``."""
+    method = body["payment_method"]
+    return {**body, "payment_method": {**method,
+                                       "token": sealer.seal(method["token"], order_id)}}
+
+
 def request_hash(body: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
                           ).hexdigest()
@@ -46,17 +57,22 @@ def request_hash(body: dict[str, Any]) -> str:
 
 async def place_order(uow: UnitOfWorkPort, orders: OrderStore, body: dict[str, Any],
                       total: Decimal, idempotency_key: str | None, settings: PedidosSettings,
-                      known: KnownSagas, *, request_span_id: str | None = None) -> PlacedOrder:
-    """``body`` is the validated request in JSON form (money as two-decimal strings). The saga
-    it starts is remembered in ``known``, for its first event.
+                      known: KnownSagas, *, sealer: PaymentTokenSealer,
+                      request_span_id: str | None = None) -> PlacedOrder:
+    """``body`` is the validated request in JSON form (money as two-decimal strings), its
+    payment token in the clear; ``sealer`` seals it for pagos. The saga it starts is remembered
+    in ``known``, for its first event.
 
     ``request_span_id`` is the span of the request that places the order, OrdenSolicitada's
     parent (Part I §7.1); without one the order is placed under a span of its own. The saga's
     row keeps it, with the trace context."""
     request_span_id = request_span_id or new_span_id()
+    # Of the request as it came: the same request sent again has the same hash, while each
+    # sealing of its token gives another ciphertext.
     fingerprint = request_hash(body)
     # The saga id is random, as the standard asks (Part I §7.1); the order id is a key only.
     order_id, saga_id = time_ordered_id(), uuid.uuid4()
+    body = sealed(body, sealer, str(order_id))
     orders.add(
         order_id=order_id, saga_id=saga_id, body=body, total=total,
         idempotency_key=idempotency_key, request_hash=fingerprint,

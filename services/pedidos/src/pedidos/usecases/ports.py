@@ -1,4 +1,5 @@
-"""What pedidos' use cases ask of storage, in the saga's terms.
+"""What pedidos' use cases ask of storage, in the saga's terms, and of the key that seals the
+payment token (``PaymentTokenSealer``).
 
 The use cases depend on these protocols and on ``sagakit.ports.UnitOfWorkPort``, never on SQL:
 ``pedidos.adapters`` implements them on PostgreSQL, ``services/pedidos/tests/unit/fakes.py`` in
@@ -19,6 +20,14 @@ from typing import Any, Protocol
 
 from pedidos.domain.order import OrderStatus
 from sagakit.ports import UnitOfWorkPort
+
+
+class PaymentTokenSealer(Protocol):
+    """Seals an order's payment token for pagos (``saga_contracts.sealing.SealingKey``)."""
+
+    def seal(self, token: str, order_id: str) -> str:
+        """``token`` sealed for pagos, bound to ``order_id``: ciphertext only pagos opens."""
+        ...
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,116 @@
+"""sagactl never prints a payment token, in the clear or sealed: not in a replay's plan, not in a
+dead letter's errors, not in a saga's timeline, not in why it refused a replay. Its database is
+played by the queries it would run; what a replay would send keeps the sealed token."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+import pytest
+
+from saga_contracts import registry
+from saga_harness.events import payload_of
+from sagactl import cli, replay
+
+CLEAR = "tok_visa_sagactl_4242"
+
+
+class _Connection:
+    async def close(self) -> None:
+        return None
+
+
+def _letter(payload: dict[str, Any]) -> dict[str, Any]:
+    saga_id = str(uuid.uuid4())
+    envelope = {"message_id": str(uuid.uuid4()), "saga_id": saga_id, "span_id": str(uuid.uuid4()),
+                "parent_span_id": None,
+                "schema_version": registry.latest("StockVerificado").version,
+                "timestamp": "2026-12-04T10:00:00.000000Z", "source_service": "inventario",
+                "event_type": "StockVerificado", "payload": payload, "metadata": {}}
+    return {"reason": "retries_exhausted",
+            "attempts": [{"attempt": 1, "at": "t1", "error": f"gateway refused {CLEAR}"},
+                         {"attempt": 2, "at": "t2",
+                          "error": f"bad token {payload['payment_method']['token']}"}],
+            "original": {"topic": "inventory-events", "key": saga_id, "headers": {},
+                         "value": {"encoding": "utf-8", "data": json.dumps(envelope)}}}
+
+
+def _run(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], argv: list[str],
+         **queries: Any) -> tuple[int, str]:
+    async def connect(dsn: str) -> _Connection:
+        return _Connection()
+
+    monkeypatch.setattr(cli.asyncpg, "connect", connect)
+    for name, fake in queries.items():
+        monkeypatch.setattr(cli.queries, name, fake)
+    with pytest.raises(SystemExit) as done:
+        cli.main(argv)
+    out = capsys.readouterr()
+    return int(done.value.code or 0), out.out + out.err
+
+
+def _assert_no_token(text: str, *tokens: str) -> None:
+    assert "tok_" not in text and "sealed:" not in text, text
+    for token in tokens:
+        assert token not in text
+
+
+def test_a_dry_run_shows_no_token_and_the_replay_keeps_it_sealed(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    payload = payload_of("StockVerificado", str(uuid.uuid4()))
+    sealed = payload["payment_method"]["token"]
+    letter = _letter(payload)
+
+    async def dead_letter(conn: Any, service: str, dead_letter_id: str) -> dict[str, Any]:
+        return letter
+
+    code, out = _run(monkeypatch, capsys, ["replay", "dl-1", "--service", "pagos", "--dry-run"],
+                     dead_letter=dead_letter)
+    assert code == 0, out
+    _assert_no_token(out, sealed, sealed.rsplit(":", 1)[1])
+    plan = json.loads(out[:out.rindex("}") + 1])
+    assert plan["value"]["payload"]["payment_method"] == {"type": "credit_card",
+                                                          "token": "[MASKED]"}
+    assert plan["headers"]["X-Replay-For"] == "pagos"
+    sent = replay.build(letter, "pagos", "dl-1")
+    assert sent.value["payload"]["payment_method"]["token"] == sealed, "replayed as it came"
+
+
+def test_a_replay_refused_does_not_quote_the_token_it_refused(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    payload = payload_of("StockVerificado", str(uuid.uuid4()),
+                         payment_method={"type": "credit_card", "token": CLEAR})
+
+    async def dead_letter(conn: Any, service: str, dead_letter_id: str) -> dict[str, Any]:
+        return _letter(payload)
+
+    code, out = _run(monkeypatch, capsys, ["replay", "dl-1", "--service", "pagos", "--dry-run"],
+                     dead_letter=dead_letter)
+    assert code == 2 and "cannot replay" in out
+    _assert_no_token(out, CLEAR)
+
+
+def test_dead_letter_errors_show_no_token(monkeypatch: pytest.MonkeyPatch,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    letter = _letter(payload_of("StockVerificado", str(uuid.uuid4())))
+
+    async def dead_letters(conn: Any, service: str | None, limit: int) -> list[dict[str, Any]]:
+        return [{"id": "dl-1", "service": "pagos", "at": "t2", "saga_id": "s-1",
+                 "event_type": "StockVerificado", **letter}]
+
+    code, out = _run(monkeypatch, capsys, ["dlq", "--errors"], dead_letters=dead_letters)
+    assert code == 0 and "dl-1" in out and "gateway refused [MASKED]" in out
+    _assert_no_token(out, CLEAR)
+
+
+def test_a_timeline_shows_no_token(monkeypatch: pytest.MonkeyPatch,
+                                   capsys: pytest.CaptureFixture[str]) -> None:
+    async def timeline(conn: Any, saga_id: str) -> list[dict[str, Any]]:
+        return [{"at": "t1", "where": "pagos", "what": "gateway charge",
+                 "detail": f"attempt 1: rejected HTTP 422: source {CLEAR}"}]
+
+    code, out = _run(monkeypatch, capsys, ["timeline", "s-1"], timeline=timeline)
+    assert code == 0 and "gateway charge" in out
+    _assert_no_token(out, CLEAR)
