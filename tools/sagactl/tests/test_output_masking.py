@@ -5,10 +5,14 @@ played by the queries it would run; what a replay would send keeps the sealed to
 from __future__ import annotations
 
 import json
+import tempfile
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from saga_contracts import registry
 from saga_harness.events import payload_of
@@ -42,6 +46,9 @@ def _run(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], ar
     async def connect(dsn: str) -> _Connection:
         return _Connection()
 
+    # The database is played by the queries below; a replay is signed with a key of the test's.
+    monkeypatch.setenv("SAGACTL_DATABASE_URL", "postgresql://nobody@127.0.0.1:1/none")
+    monkeypatch.setenv("SAGACTL_SIGNING_KEY_FILE", str(_signing_key_file(tmp_path_factory())))
     monkeypatch.setattr(cli.asyncpg, "connect", connect)
     for name, fake in queries.items():
         monkeypatch.setattr(cli.queries, name, fake)
@@ -49,6 +56,18 @@ def _run(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], ar
         cli.main(argv)
     out = capsys.readouterr()
     return int(done.value.code or 0), out.out + out.err
+
+
+def tmp_path_factory() -> Path:
+    return Path(tempfile.mkdtemp(prefix="sagactl-masking-"))
+
+
+def _signing_key_file(directory: Path) -> Path:
+    path = directory / "operator-signing.key"
+    path.write_bytes(Ed25519PrivateKey.generate().private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption()))
+    return path
 
 
 def _assert_no_token(text: str, *tokens: str) -> None:
