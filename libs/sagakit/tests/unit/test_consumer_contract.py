@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import uuid
-from types import TracebackType
 from typing import Any
 
 import pytest
@@ -23,26 +22,9 @@ from sagakit.envelope import Envelope
 from sagakit.message import Message
 from sagakit.settings import MessagingSettings
 
+from .consumer_fakes import CommittingUnitOfWork
+
 SERVICE = "inventario"
-
-
-class _UnitOfWork:
-    def __init__(self) -> None:
-        self.committed = self.ended = False
-
-    async def __aenter__(self) -> _UnitOfWork:
-        return self
-
-    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                        tb: TracebackType | None) -> None:
-        return None
-
-    def claim(self, *_: Any, **__: Any) -> None:
-        return None
-
-    async def commit(self) -> bool:
-        self.committed = self.ended = True
-        return True
 
 
 class _DeadLetters:
@@ -68,7 +50,7 @@ def _consumer(origins: dict[str, Origin] | None = None
     letters = _DeadLetters()
     consumer = EventConsumer(service=SERVICE, topics=["payment-events"],
                              subscriptions=[Subscription(PagoExitoso, allocate)],
-                             uow_factory=lambda **_: _UnitOfWork(),
+                             uow_factory=lambda **_: CommittingUnitOfWork(),
                              settings=MessagingSettings(), dead_letters=letters,
                              origins=origins)
     return consumer, handled, letters.letters

@@ -9,7 +9,6 @@ import json
 import logging
 import uuid
 from dataclasses import replace
-from types import TracebackType
 from typing import Any
 
 import pytest
@@ -28,28 +27,11 @@ from sagakit.message import Message
 from sagakit.observability import metrics
 from sagakit.settings import InvalidConfiguration, MessagingSettings, load
 
+from .consumer_fakes import CommittingUnitOfWork
+
 SERVICE = "inventario"
 OPERATOR = Ed25519PrivateKey.generate()
 OPERATOR_KEYS = replay_signature.public_entry(OPERATOR)
-
-
-class _UnitOfWork:
-    def __init__(self) -> None:
-        self.committed = self.ended = False
-
-    async def __aenter__(self) -> _UnitOfWork:
-        return self
-
-    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                        tb: TracebackType | None) -> None:
-        return None
-
-    def claim(self, *_: Any, **__: Any) -> None:
-        return None
-
-    async def commit(self) -> bool:
-        self.committed = self.ended = True
-        return True
 
 
 class _NoLetters:
@@ -68,7 +50,7 @@ def _consumer(keys: str | None = OPERATOR_KEYS) -> tuple[EventConsumer, list[str
 
     consumer = EventConsumer(service=SERVICE, topics=["payment-events"],
                              subscriptions=[Subscription(PagoExitoso, allocate)],
-                             uow_factory=lambda **_: _UnitOfWork(),
+                             uow_factory=lambda **_: CommittingUnitOfWork(),
                              settings=MessagingSettings(operator_public_keys=keys),
                              dead_letters=_NoLetters())
     return consumer, handled

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import uuid
 from decimal import Decimal
-from types import TracebackType
 from typing import Any
 
 import pytest
@@ -19,6 +18,8 @@ from sagakit.consumer import EventConsumer, RawRecord, Subscription, topics_of
 from sagakit.envelope import Envelope
 from sagakit.message import Message
 from sagakit.settings import MessagingSettings
+
+from .consumer_fakes import CommittingUnitOfWork
 
 
 async def _noop(uow: Any, event: Message[Any]) -> None:
@@ -49,28 +50,6 @@ def test_the_topics_are_those_the_subscribed_events_are_published_on_in_order() 
     assert topics_of(subscriptions) == ["order-events", "payment-events"]
 
 
-class _UnitOfWork:
-    """Commits whatever it is given; remembers what it was opened with."""
-
-    def __init__(self, opened: list[dict[str, Any]], **options: Any) -> None:
-        opened.append(options)
-        self.committed = self.ended = False
-
-    async def __aenter__(self) -> _UnitOfWork:
-        return self
-
-    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                        tb: TracebackType | None) -> None:
-        return None
-
-    def claim(self, *_: Any, **__: Any) -> None:
-        return None
-
-    async def commit(self) -> bool:
-        self.committed = self.ended = True
-        return True
-
-
 def _record(event_type: str, payload: dict[str, Any]) -> RawRecord:
     envelope = Envelope.new(saga_id=str(uuid.uuid4()), event_type=event_type,
                             schema_version="1.0.0", source_service="pedidos", payload=payload)
@@ -88,7 +67,7 @@ async def test_the_unit_of_work_is_opened_with_what_the_subscription_states(
     opened: list[dict[str, Any]] = []
     consumer = EventConsumer(service="s", topics=["order-events"],
                              subscriptions=[Subscription(OrdenCompletada, _noop, **options)],
-                             uow_factory=lambda **kw: _UnitOfWork(opened, **kw),
+                             uow_factory=lambda **kw: CommittingUnitOfWork(opened, **kw),
                              settings=MessagingSettings())
     record = _record("OrdenCompletada", {"order_id": str(uuid.uuid4()),
                                          "total_amount": "10.00", "currency": "EUR"})
@@ -104,7 +83,7 @@ async def test_the_handler_gets_the_payload_as_its_model_and_the_envelope_as_it_
 
     consumer = EventConsumer(service="s", topics=["order-events"],
                              subscriptions=[Subscription(OrdenCompletada, handler)],
-                             uow_factory=lambda **kw: _UnitOfWork([], **kw),
+                             uow_factory=lambda **kw: CommittingUnitOfWork([], **kw),
                              settings=MessagingSettings())
     payload = {"order_id": str(uuid.uuid4()), "total_amount": "10.50", "currency": "EUR",
                "added_by_a_newer_minor": True}
