@@ -19,10 +19,8 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from saga_contracts import sealing
@@ -31,22 +29,6 @@ from saga_harness import config, db, stack
 from saga_harness.clients import Saga, new_sku, order_body
 from saga_harness.kafka import partitions_of
 from saga_harness.waiting import wait_for
-
-SERVICES = ("pedidos", "inventario", "pagos")
-
-
-@pytest.fixture
-def traced(running_stack: None) -> Iterator[Path]:
-    """The services export their spans to files under .local/traces for this test."""
-    folder = stack.STATE / "traces" / f"token-{uuid.uuid4().hex[:8]}"
-    folder.mkdir(parents=True)
-    try:
-        for svc in SERVICES:
-            stack.restart(svc, {"SAGA_TRACE_FILE": str(folder / f"{svc}.jsonl")})
-        yield folder
-    finally:
-        for svc in SERVICES:
-            stack.restart(svc)
 
 
 async def _tables_holding(text: str) -> list[str]:
@@ -73,7 +55,7 @@ async def _records_holding(text: str) -> tuple[list[str], int]:
     needle = text.encode()
     found: set[str] = set()
     read = 0
-    consumer = AIOKafkaConsumer(bootstrap_servers=config.KAFKA, enable_auto_commit=False,
+    consumer = AIOKafkaConsumer(**config.kafka_client(), enable_auto_commit=False,
                                 group_id=None, auto_offset_reset="earliest")
     await consumer.start()
     try:

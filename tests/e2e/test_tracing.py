@@ -8,30 +8,12 @@ from __future__ import annotations
 
 import contextlib
 import json
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
-from saga_harness import stack
 from saga_harness.clients import Saga, new_sku, order_body
 from saga_harness.waiting import wait_for
 
 SERVICES = ("pedidos", "inventario", "pagos")
-
-
-@pytest.fixture
-def traced(running_stack: None) -> Iterator[Path]:
-    folder = stack.STATE / "traces" / uuid.uuid4().hex[:8]
-    folder.mkdir(parents=True)
-    try:
-        for svc in SERVICES:
-            stack.restart(svc, {"SAGA_TRACE_FILE": str(folder / f"{svc}.jsonl")})
-        yield folder
-    finally:
-        for svc in SERVICES:
-            stack.restart(svc)
 
 
 def _spans(folder: Path) -> list[dict]:

@@ -5,7 +5,9 @@ marker on every test that needs the stack."""
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -15,6 +17,8 @@ from saga_harness.clients import Saga
 
 # The tests' own Kafka clients report every broker outage a test provokes on purpose.
 logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
+
+SERVICES = ("pedidos", "inventario", "pagos")
 
 
 @pytest.fixture(scope="session")
@@ -27,6 +31,21 @@ def running_stack() -> None:
 async def saga(running_stack: None) -> AsyncIterator[Saga]:
     async with httpx.AsyncClient(timeout=30) as client:
         yield Saga(client)
+
+
+@pytest.fixture
+def traced(running_stack: None) -> Iterator[Path]:
+    """The services export their spans to files under .local/traces for this test (one
+    ``<service>.jsonl`` each, in the folder it yields), and stop once it ends."""
+    folder = stack.STATE / "traces" / uuid.uuid4().hex[:8]
+    folder.mkdir(parents=True)
+    try:
+        for svc in SERVICES:
+            stack.restart(svc, {"SAGA_TRACE_FILE": str(folder / f"{svc}.jsonl")})
+        yield folder
+    finally:
+        for svc in SERVICES:
+            stack.restart(svc)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
