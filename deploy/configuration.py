@@ -140,10 +140,19 @@ LOCAL_STACK = (
         "Password of a service's application role, in the `DATABASE_URL` the service gets."),
     env("KAFKA_PORT", "int", "`9092`", "Port of Kafka's client listener."),
     env("KAFKA_CONTROLLER_PORT", "int", "`9093`", "Port of Kafka's KRaft controller listener."),
-    env("SAGA_KAFKA_AUTH", "flag", UNSET,
-        "`1`: Kafka authenticates every client (SASL/SCRAM-SHA-512, passwords generated into "
+    env("KAFKA_TLS_PORT", "int", "`9097`",
+        "Port of Kafka's TLS listener (SASL/SCRAM over TLS, `SASL_SSL`), signed by the stack's "
+        "own CA (`$SAGA_STATE_DIR/secrets/kafka-ca.pem`, for `KAFKA_SSL_CAFILE`); only when "
+        "Kafka authenticates."),
+    env("SAGA_KAFKA_TLS", "flag", UNSET,
+        "`1`: the services reach Kafka on its TLS listener instead of the SASL_PLAINTEXT one "
+        "(not with `SAGA_NETPROXY=1`, whose proxied listeners are SASL_PLAINTEXT)."),
+    env("SAGA_KAFKA_AUTH", "flag", "`1`",
+        "Kafka authenticates every client (SASL/SCRAM-SHA-512, passwords generated into "
         "`$SAGA_STATE_DIR/secrets/kafka-*`) and authorizes it by ACLs; each service gets its "
-        "own principal, the tests and tools the admin. Unset: no authentication."),
+        "own principal, the tests and tools the admin. `0`: PLAINTEXT with no ACLs, for "
+        "debugging with clients that cannot authenticate (the data directory must then be "
+        "formatted anew to turn it back on)."),
     env("KAFKA_TOPIC_PARTITIONS", "int", "`6`",
         "Partitions of each topic the stack creates (a topic that exists is left as it is)."),
     env("GATEWAY_PORT", "int", "`8010`", "Port of the fake gateway."),
@@ -261,8 +270,8 @@ COMPONENTS = (
         "Every Kafka client",
         "Read by the services, `sagactl`, the benchmark, the chaos suite and the tests: where "
         "Kafka is and which principal the client is. The local stack sets them for each service "
-        "(its own principal with `SAGA_KAFKA_AUTH=1`); the tests on such a stack speak as its "
-        "admin principal unless `KAFKA_SASL_USERNAME` is set.",
+        "(its own principal); the tests and `sagactl` speak as the stack's admin principal "
+        "unless `KAFKA_SECURITY_PROTOCOL` or `KAFKA_SASL_USERNAME` is set.",
         (Table("Kafka client", KafkaClientSettings),)),
     Component("sagactl", "Read by `sagactl`, the operator's command line, with the Kafka "
               "client's variables above for `sagactl replay`.",

@@ -23,9 +23,9 @@ if ! $PY deploy/local/stack.py up; then
   exit 1
 fi
 
-# The Kafka authentication tests need a stack started with SAGA_KAFKA_AUTH=1; on any other they
-# would fail, as they must when the protection is missing.
-if [ "${SAGA_KAFKA_AUTH:-}" = 1 ]; then
+# The Kafka authentication tests need a stack with authentication (the default); one started
+# with SAGA_KAFKA_AUTH=0 would fail them, as they must when the protection is missing.
+if [ "${SAGA_KAFKA_AUTH:-1}" != 0 ]; then
   $PYTEST -m "not after_down" "$@"
 else
   $PYTEST -m "not after_down and not kafka_auth" "$@"

@@ -1,9 +1,10 @@
-"""Kafka authenticates every client and authorizes it per topic and group (SAGA_KAFKA_AUTH=1).
+"""Kafka authenticates every client and authorizes it per topic and group.
 
-Run only against a stack started with SAGA_KAFKA_AUTH=1 (marker ``kafka_auth``; run-tests.sh
-deselects them otherwise). On a stack without authentication every one of them fails: the
-refused operations succeed there. Each refusal is paired with what the same principal may do,
-so that a refusal cannot come from a client that simply could not connect."""
+Run against a stack whose Kafka authenticates, the default (marker ``kafka_auth``; run-tests.sh
+deselects them on a stack started with SAGA_KAFKA_AUTH=0). On a stack without authentication
+every one of them fails: the refused operations succeed there. Each refusal is paired with what
+the same principal may do, so that a refusal cannot come from a client that simply could not
+connect."""
 
 from __future__ import annotations
 

@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from local_stack import credentials, passwords, secrets
+from local_stack import credentials, kafka_auth, passwords, secrets
 
 ROOT = Path(__file__).resolve().parents[3]
 PRINCIPALS = {"admin", "pedidos", "inventario", "pagos"}
@@ -51,7 +51,9 @@ def test_a_stack_that_never_started_has_nothing_to_show(_scratch: Path) -> None:
     assert not _scratch.exists() or not any(_scratch.iterdir()), "asking made a secret"
 
 
-def test_it_shows_what_the_stack_generated(_scratch: Path) -> None:
+def test_it_shows_what_the_stack_generated(_scratch: Path,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(kafka_auth, "KAFKA_AUTH", True)
     admin = passwords.admin_password()
     kafka_pagos = secrets.password("kafka-pagos")
     gateway_key = secrets.password("gateway-secret-key")
@@ -63,8 +65,15 @@ def test_it_shows_what_the_stack_generated(_scratch: Path) -> None:
     assert made["kafka"]["principals"]["pagos"] == {"username": "pagos", "password": kafka_pagos}
     assert made["kafka"]["principals"]["pedidos"] is None
     assert (made["kafka"]["security_protocol"], made["kafka"]["sasl_mechanism"]) == \
-        ("PLAINTEXT", None)
+        ("SASL_PLAINTEXT", "SCRAM-SHA-512")
     assert made["gateway"]["secret_key"] == gateway_key
+
+
+def test_a_stack_without_kafka_authentication_names_plaintext(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(kafka_auth, "KAFKA_AUTH", False)
+    kafka = credentials.credentials()["kafka"]
+    assert (kafka["security_protocol"], kafka["sasl_mechanism"]) == ("PLAINTEXT", None)
 
 
 def test_kafkas_protocol_follows_the_clients_settings(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 
 import pytest
 
-from local_stack import kafka_auth, secrets
+from local_stack import kafka_auth, kafka_tls, secrets, settings
 
 
 @pytest.fixture(autouse=True)
@@ -20,8 +21,27 @@ def auth(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(kafka_auth, "KAFKA_AUTH", True)
 
 
+@pytest.fixture
+def no_auth(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(kafka_auth, "KAFKA_AUTH", False)
+
+
+def test_authentication_is_on_unless_turned_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    try:
+        monkeypatch.delenv("SAGA_KAFKA_AUTH", raising=False)
+        assert importlib.reload(settings).KAFKA_AUTH is True
+        monkeypatch.setenv("SAGA_KAFKA_AUTH", "0")
+        assert importlib.reload(settings).KAFKA_AUTH is False
+    finally:
+        monkeypatch.undo()
+        importlib.reload(settings)
+
+
+@pytest.mark.usefixtures("no_auth")
 def test_without_auth_everything_stays_plaintext_and_no_secret_is_made(_scratch: Path) -> None:
-    assert kafka_auth.service_env("pedidos") == {"KAFKA_SECURITY_PROTOCOL": "PLAINTEXT"}
+    assert kafka_auth.service_env("pedidos") == {"KAFKA_BOOTSTRAP_SERVERS": "127.0.0.1:9092",
+                                                 "KAFKA_SECURITY_PROTOCOL": "PLAINTEXT"}
+    assert kafka_auth.listeners() == []
     assert kafka_auth.admin_client_settings().kafka_security_protocol == "PLAINTEXT"
     assert kafka_auth.format_arguments() == []
     assert "authorizer" not in kafka_auth.broker_properties(["PROXIED_PEDIDOS"])
@@ -45,7 +65,7 @@ def test_the_broker_authenticates_every_listener_and_denies_by_default() -> None
     assert "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer" in props
     assert "allow.everyone.if.no.acl.found=false" in props
     assert "super.users=User:admin;User:controller" in props
-    for listener in ("client", "proxied_pedidos", "proxied_pagos"):
+    for listener in ("client", "proxied_pedidos", "proxied_pagos", "tls"):
         assert f"listener.name.{listener}.scram-sha-512.sasl.jaas.config=" in props
     assert "listener.name.controller.plain.sasl.jaas.config=" in props
 
@@ -76,17 +96,28 @@ def test_no_service_may_write_another_services_topic() -> None:
     assert all(acl.line().startswith("User:") for acl in kafka_auth.acls())
 
 
-def test_credentials_without_auth_name_no_principal() -> None:
-    creds = kafka_auth.credentials()
-    assert creds["security_protocol"] == "PLAINTEXT"
-    assert creds["sasl_mechanism"] is None and creds["principals"] is None
+@pytest.mark.usefixtures("auth")
+def test_the_tls_listener_serves_the_stacks_certificate_from_a_pem_keystore() -> None:
+    props = kafka_auth.broker_properties([])
+    _, keystore = kafka_tls.files()
+    assert kafka_auth.listeners() == [("TLS", "SASL_SSL")]
+    assert "listener.name.tls.ssl.keystore.type=PEM" in props
+    assert f"listener.name.tls.ssl.keystore.location={keystore}" in props
 
 
 @pytest.mark.usefixtures("auth")
-def test_credentials_give_every_principal_its_password() -> None:
-    creds = kafka_auth.credentials()
-    assert creds["security_protocol"] == "SASL_PLAINTEXT"
-    assert creds["sasl_mechanism"] == "SCRAM-SHA-512"
-    assert set(creds["principals"]) == {"admin", "pedidos", "inventario", "pagos"}
-    assert creds["principals"]["pagos"] == {"username": "pagos",
-                                            "password": secrets.existing("kafka-pagos")}
+def test_with_tls_a_service_reaches_kafka_over_tls_trusting_the_stacks_ca(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(kafka_auth, "KAFKA_TLS", True)
+    env = kafka_auth.service_env("pagos")
+    assert env["KAFKA_SECURITY_PROTOCOL"] == "SASL_SSL"
+    assert env["KAFKA_BOOTSTRAP_SERVERS"] == "127.0.0.1:9097"
+    assert env["KAFKA_SSL_CAFILE"] == str(kafka_tls.ca_file())
+    assert env["KAFKA_SASL_USERNAME"] == "pagos"
+
+
+@pytest.mark.usefixtures("no_auth")
+def test_tls_without_authentication_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(kafka_auth, "KAFKA_TLS", True)
+    with pytest.raises(SystemExit, match="SAGA_KAFKA_TLS=1 needs"):
+        kafka_auth.service_env("pagos")

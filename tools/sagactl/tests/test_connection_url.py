@@ -1,5 +1,6 @@
-"""Where sagactl connects: the URL it is given, or else, in a checkout, the local stack's admin
-role with the password the stack generated; never a password of its own."""
+"""Where sagactl connects: the URL and the Kafka principal it is given, or else, in a checkout,
+the local stack's admin role and admin principal with the passwords the stack generated; never a
+password of its own."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from local_stack import secrets
+from local_stack import kafka_auth, secrets
 from local_stack.settings import PG_ADMIN
 from sagactl import cli
 
@@ -18,6 +19,9 @@ def _scratch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setattr(secrets, "SECRETS", tmp_path / "secrets")
     monkeypatch.delenv("SAGACTL_DATABASE_URL", raising=False)
     monkeypatch.delenv("PG_ADMIN_PASSWORD", raising=False)
+    for name in ("KAFKA_SECURITY_PROTOCOL", "KAFKA_SASL_MECHANISM", "KAFKA_SASL_USERNAME",
+                 "KAFKA_SASL_PASSWORD", "KAFKA_BOOTSTRAP_SERVERS"):
+        monkeypatch.delenv(name, raising=False)
     return tmp_path / "secrets"
 
 
@@ -37,3 +41,33 @@ def test_without_a_url_or_a_generated_password_it_stops_and_says_why(_scratch: P
     with pytest.raises(SystemExit, match="SAGACTL_DATABASE_URL"):
         cli._dsn()
     assert not _scratch.exists() or not any(_scratch.iterdir())
+
+
+def test_in_a_checkout_it_speaks_to_kafka_as_the_stacks_admin(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(kafka_auth, "KAFKA_AUTH", True)
+    generated = secrets.password("kafka-admin")
+    kafka = cli._kafka()
+    assert (kafka.kafka_security_protocol, kafka.kafka_sasl_mechanism) == \
+        ("SASL_PLAINTEXT", "SCRAM-SHA-512")
+    assert kafka.kafka_sasl_username == "admin"
+    assert kafka.kafka_sasl_password is not None
+    assert kafka.kafka_sasl_password.get_secret_value() == generated
+
+
+def test_the_kafka_principal_it_is_given_wins(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(kafka_auth, "KAFKA_AUTH", True)
+    secrets.password("kafka-admin")
+    monkeypatch.setenv("KAFKA_SECURITY_PROTOCOL", "SASL_SSL")
+    monkeypatch.setenv("KAFKA_SASL_USERNAME", "operator")
+    monkeypatch.setenv("KAFKA_SASL_PASSWORD", "given")
+    kafka = cli._kafka()
+    assert (kafka.kafka_security_protocol, kafka.kafka_sasl_username) == ("SASL_SSL", "operator")
+
+
+def test_a_stack_without_kafka_authentication_gets_a_plaintext_client(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(kafka_auth, "KAFKA_AUTH", False)
+    secrets.password("kafka-admin")  # left by a stack that once authenticated
+    kafka = cli._kafka()
+    assert (kafka.kafka_security_protocol, kafka.kafka_sasl_username) == ("PLAINTEXT", None)

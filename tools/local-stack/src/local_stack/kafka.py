@@ -21,6 +21,7 @@ from local_stack.settings import (
     KAFKA_CONTROLLER_PORT,
     KAFKA_DIR,
     KAFKA_PORT,
+    KAFKA_TLS_PORT,
     ROOT,
     TOPIC_PARTITIONS,
 )
@@ -51,12 +52,15 @@ def kafka_config() -> Path:
     # bootstraps through the proxy keeps using it for the broker connections that follow.
     proxied = [(proxy_ports.kafka_listener_name(svc), proxy_ports.kafka_listener_port(svc),
                 proxy_ports.route_port(svc, "kafka")) for svc in proxy_ports.SERVICES]
+    extra = [(n, p, a, kafka_auth.client_protocol()) for n, p, a in proxied]
+    # The TLS listener is advertised as itself: a client that bootstraps on it stays on TLS.
+    extra += [(name, KAFKA_TLS_PORT, KAFKA_TLS_PORT, protocol)
+              for name, protocol in kafka_auth.listeners()]
     for k, v in {"${KAFKA_PORT}": str(KAFKA_PORT), "${CONTROLLER_PORT}": str(KAFKA_CONTROLLER_PORT),
                  "${KAFKA_DATA}": str(data),
-                 "${PROXIED_LISTENERS}": "".join(f",{n}://127.0.0.1:{p}" for n, p, _ in proxied),
-                 "${PROXIED_ADVERTISED}": "".join(f",{n}://127.0.0.1:{a}" for n, _, a in proxied),
-                 "${PROXIED_PROTOCOLS}": "".join(f",{n}:{kafka_auth.client_protocol()}"
-                                                 for n, _, _ in proxied),
+                 "${EXTRA_LISTENERS}": "".join(f",{n}://127.0.0.1:{p}" for n, p, _, _ in extra),
+                 "${EXTRA_ADVERTISED}": "".join(f",{n}://127.0.0.1:{a}" for n, _, a, _ in extra),
+                 "${EXTRA_PROTOCOLS}": "".join(f",{n}:{protocol}" for n, _, _, protocol in extra),
                  "${CLIENT_PROTOCOL}": kafka_auth.client_protocol(),
                  "${CONTROLLER_PROTOCOL}": kafka_auth.client_protocol(),
                  "${AUTHENTICATION}": kafka_auth.broker_properties([n for n, _, _ in proxied])}.items():
@@ -84,6 +88,8 @@ def start_kafka() -> None:
         return
     stop_group("kafka", grace_s=30)
     refuse_taken_port(KAFKA_PORT, "kafka")
+    if kafka_auth.listeners():
+        refuse_taken_port(KAFKA_TLS_PORT, "kafka (TLS listener)")
     libs = kafka_libs()
     conf = kafka_config()
     data = KAFKA_DIR / "data"

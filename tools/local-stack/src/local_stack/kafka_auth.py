@@ -1,8 +1,8 @@
-"""Who is who to the local stack's Kafka. With SAGA_KAFKA_AUTH=1 every client authenticates with
-SASL/SCRAM-SHA-512 as a principal of its own (a service, or ``admin`` for the stack itself, the
-tests and the tools) and may do only what the ACLs below let it: a service writes its own topic
-and its dead-letter topic, reads the topics it consumes and uses only its own consumer group.
-Without it, Kafka stays PLAINTEXT with no ACLs, as before.
+"""Who is who to the local stack's Kafka. Every client authenticates with SASL/SCRAM-SHA-512 as a
+principal of its own (a service, or ``admin`` for the stack itself, the tests and the tools) and
+may do only what the ACLs below let it: a service writes its own topic and its dead-letter topic,
+reads the topics it consumes and uses only its own consumer group. With SAGA_KAFKA_AUTH=0 Kafka
+runs PLAINTEXT with no ACLs (a debugging aid).
 
 The passwords are generated once into ``$SAGA_STATE_DIR/secrets/kafka-<principal>``
 (``local_stack.secrets``) and the SCRAM credentials are written into the metadata log when the
@@ -18,15 +18,24 @@ import os
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from local_stack import secrets
-from local_stack.settings import KAFKA_AUTH, KAFKA_BOOTSTRAP, KAFKA_DIR, ROOT, SERVICE_PORTS
+from local_stack import kafka_tls, secrets
+from local_stack.settings import (
+    KAFKA_AUTH,
+    KAFKA_BOOTSTRAP,
+    KAFKA_DIR,
+    KAFKA_TLS,
+    KAFKA_TLS_BOOTSTRAP,
+    NETPROXY,
+    ROOT,
+    SERVICE_PORTS,
+)
 from saga_contracts import topics
 from sagakit.settings import KafkaClientSettings
 
 ADMIN = "admin"
 CONTROLLER = "controller"
+TLS_LISTENER = "TLS"  # SASL_SSL, on KAFKA_TLS_PORT (local_stack.kafka_tls)
 MECHANISM = "SCRAM-SHA-512"
 SERVICES = tuple(SERVICE_PORTS)
 
@@ -71,13 +80,23 @@ def password(principal: str) -> str:
     return secrets.password(f"kafka-{principal}")
 
 
-def client_settings(principal: str, bootstrap: str = KAFKA_BOOTSTRAP) -> KafkaClientSettings:
+def client_settings(principal: str, bootstrap: str = KAFKA_BOOTSTRAP, *,
+                    tls: bool = False) -> KafkaClientSettings:
+    """How ``principal`` reaches the stack's Kafka: SASL/SCRAM on ``bootstrap`` or, with
+    ``tls``, over TLS on the TLS listener, trusting the stack's CA."""
     if not KAFKA_AUTH:
         return KafkaClientSettings(kafka_bootstrap_servers=bootstrap)
+    password_ = password(principal)
+    if tls:
+        return KafkaClientSettings(kafka_bootstrap_servers=KAFKA_TLS_BOOTSTRAP,
+                                   kafka_security_protocol="SASL_SSL",
+                                   kafka_sasl_mechanism=MECHANISM, kafka_sasl_username=principal,
+                                   kafka_sasl_password=password_,
+                                   kafka_ssl_cafile=str(kafka_tls.ca_file()))
     return KafkaClientSettings(kafka_bootstrap_servers=bootstrap,
                                kafka_security_protocol="SASL_PLAINTEXT",
                                kafka_sasl_mechanism=MECHANISM, kafka_sasl_username=principal,
-                               kafka_sasl_password=password(principal))
+                               kafka_sasl_password=password_)
 
 
 def admin_client_settings() -> KafkaClientSettings:
@@ -87,27 +106,33 @@ def admin_client_settings() -> KafkaClientSettings:
 
 def service_env(service: str) -> dict[str, str]:
     """The ``KAFKA_*`` a service starts with: its own principal, whatever the shell that
-    started the stack had set."""
-    settings = client_settings(service)
-    env = {"KAFKA_SECURITY_PROTOCOL": settings.kafka_security_protocol}
+    started the stack had set; with SAGA_KAFKA_TLS=1, on the TLS listener."""
+    if KAFKA_TLS and not KAFKA_AUTH:
+        raise SystemExit("[stack] SAGA_KAFKA_TLS=1 needs Kafka's authentication "
+                         "(SAGA_KAFKA_AUTH=0 turns both off)")
+    if KAFKA_TLS and NETPROXY:
+        raise SystemExit("[stack] SAGA_KAFKA_TLS=1 and SAGA_NETPROXY=1 do not go together: the "
+                         "chaos suite's proxy listeners are SASL_PLAINTEXT")
+    settings = client_settings(service, tls=KAFKA_TLS)
+    env = {"KAFKA_BOOTSTRAP_SERVERS": settings.kafka_bootstrap_servers,
+           "KAFKA_SECURITY_PROTOCOL": settings.kafka_security_protocol}
     if settings.kafka_sasl_password is not None:
         env |= {"KAFKA_SASL_MECHANISM": settings.kafka_sasl_mechanism,
                 "KAFKA_SASL_USERNAME": service,
                 "KAFKA_SASL_PASSWORD": settings.kafka_sasl_password.get_secret_value()}
+    if settings.kafka_ssl_cafile is not None:
+        env["KAFKA_SSL_CAFILE"] = settings.kafka_ssl_cafile
     return env
-
-
-def credentials() -> dict[str, Any]:
-    """The ``kafka`` part of ``make credentials`` (shared/CONTRACT.md): how to reach Kafka and,
-    with SAGA_KAFKA_AUTH=1, every principal's name and password (null without it)."""
-    return {"bootstrap": KAFKA_BOOTSTRAP, "security_protocol": client_protocol(),
-            "sasl_mechanism": MECHANISM if KAFKA_AUTH else None,
-            "principals": {p: {"username": p, "password": password(p)} for p in (ADMIN, *SERVICES)}
-            if KAFKA_AUTH else None}
 
 
 def client_protocol() -> str:
     return "SASL_PLAINTEXT" if KAFKA_AUTH else "PLAINTEXT"
+
+
+def listeners() -> list[tuple[str, str]]:
+    """(name, security protocol) of the client listeners beyond ``CLIENT`` (and the chaos
+    suite's proxied ones): the TLS one, when clients authenticate."""
+    return [(TLS_LISTENER, "SASL_SSL")] if KAFKA_AUTH else []
 
 
 def broker_properties(proxied_listeners: list[str]) -> str:
@@ -115,19 +140,20 @@ def broker_properties(proxied_listeners: list[str]) -> str:
     they go into is 0600). Every SASL listener needs a JAAS entry, even one that only checks
     SCRAM credentials; the client listener's also names the broker's own principal."""
     if not KAFKA_AUTH:
-        return "# No authentication: SAGA_KAFKA_AUTH is not set (local_stack/kafka_auth.py).\n"
+        return "# No authentication: SAGA_KAFKA_AUTH=0 (local_stack/kafka_auth.py).\n"
     plain = (f'org.apache.kafka.common.security.plain.PlainLoginModule required '
              f'username="{CONTROLLER}" password="{password(CONTROLLER)}" '
              f'user_{CONTROLLER}="{password(CONTROLLER)}";')
     scram = (f'org.apache.kafka.common.security.scram.ScramLoginModule required '
              f'username="{ADMIN}" password="{password(ADMIN)}";')
     return "\n".join([
-        "# SAGA_KAFKA_AUTH=1: SASL/SCRAM on every client listener, ACLs (local_stack/kafka_auth.py).",
+        "# SASL/SCRAM on every client listener, ACLs (local_stack/kafka_auth.py).",
         f"sasl.enabled.mechanisms={MECHANISM}",
         f"sasl.mechanism.inter.broker.protocol={MECHANISM}",
         f"listener.name.client.{MECHANISM.lower()}.sasl.jaas.config={scram}",
         *(f"listener.name.{name.lower()}.{MECHANISM.lower()}.sasl.jaas.config={scram}"
-          for name in proxied_listeners),
+          for name in [*proxied_listeners, TLS_LISTENER]),
+        *kafka_tls.listener_properties(TLS_LISTENER),
         "sasl.mechanism.controller.protocol=PLAIN",
         "listener.name.controller.sasl.enabled.mechanisms=PLAIN",
         f"listener.name.controller.plain.sasl.jaas.config={plain}",
@@ -155,10 +181,11 @@ def formatted(data: Path) -> None:
 def check_formatted_with_users(data: Path) -> None:
     if KAFKA_AUTH and not (data / USERS_MARKER).exists():
         raise SystemExit(
-            f"[stack] Kafka's data in {data} was formatted without SASL users, and "
-            "SAGA_KAFKA_AUTH=1 needs them: stop the stack (make down) and remove that "
-            "directory (the stack creates it again, with the topics; their records are lost), "
-            "or start without SAGA_KAFKA_AUTH")
+            f"[stack] Kafka's data in {data} was formatted without SASL users (by a stack "
+            "started with SAGA_KAFKA_AUTH=0 or older than Kafka authentication), and the "
+            "broker needs them: stop the stack (make down) and remove that directory (the "
+            "stack creates it again, with the topics; their records are lost), or start with "
+            "SAGA_KAFKA_AUTH=0")
 
 
 def apply_acls(acl_tool: list[str]) -> None:

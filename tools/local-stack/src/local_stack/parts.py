@@ -16,7 +16,6 @@ from local_stack.probes import http_ok
 from local_stack.processes import alive, read_pid, spawn, stop_group, wait_for
 from local_stack.settings import (
     GATEWAY_PORT,
-    KAFKA_BOOTSTRAP,
     NETPROXY,
     PG_PORT,
     SERVICE_PORTS,
@@ -44,7 +43,6 @@ def service_env(service: str) -> dict[str, str]:
         "HTTP_HOST": "127.0.0.1",
         "HTTP_PORT": str(SERVICE_PORTS[service]),
         "DATABASE_URL": dsn(f"{service}_app", role_password(service, "app")),
-        "KAFKA_BOOTSTRAP_SERVERS": KAFKA_BOOTSTRAP,
         "GATEWAY_URL": f"http://127.0.0.1:{GATEWAY_PORT}",
         "SAGA_OPERATOR_PUBLIC_KEYS": operator_signing.public_keys(),
         **kafka_auth.service_env(service),

@@ -23,6 +23,8 @@ PG_ADMIN = os.environ.get("PG_ADMIN_USER", "saga_admin")
 # The passwords are not settings with a default: the stack generates them (passwords.py).
 KAFKA_PORT = int(os.environ.get("KAFKA_PORT", "9092"))
 KAFKA_CONTROLLER_PORT = int(os.environ.get("KAFKA_CONTROLLER_PORT", "9093"))
+# SASL/SCRAM over TLS (local_stack.kafka_tls), beside the SASL_PLAINTEXT listener of KAFKA_PORT.
+KAFKA_TLS_PORT = int(os.environ.get("KAFKA_TLS_PORT", "9097"))
 GATEWAY_PORT = int(os.environ.get("GATEWAY_PORT", "8010"))
 SERVICE_PORTS = {
     "pedidos": int(os.environ.get("PEDIDOS_PORT", "8001")),
@@ -31,12 +33,16 @@ SERVICE_PORTS = {
 }
 PROMETHEUS_PORT = int(os.environ.get("PROMETHEUS_PORT", "9090"))
 KAFKA_BOOTSTRAP = f"127.0.0.1:{KAFKA_PORT}"
+KAFKA_TLS_BOOTSTRAP = f"127.0.0.1:{KAFKA_TLS_PORT}"
 # SAGA_NETPROXY=1: every service reaches PostgreSQL, Kafka and the gateway through the TCP proxy
 # of tools/netproxy, which the chaos suite drives to add latency, black holes and resets.
 NETPROXY = os.environ.get("SAGA_NETPROXY") == "1"
-# SAGA_KAFKA_AUTH=1: Kafka authenticates every client with SASL/SCRAM and authorizes it by ACLs
-# (local_stack.kafka_auth); off by default until every suite has run against it.
-KAFKA_AUTH = os.environ.get("SAGA_KAFKA_AUTH") == "1"
+# Kafka authenticates every client with SASL/SCRAM and authorizes it by ACLs
+# (local_stack.kafka_auth); SAGA_KAFKA_AUTH=0 runs it PLAINTEXT with no ACLs, to debug with
+# clients that cannot authenticate.
+KAFKA_AUTH = os.environ.get("SAGA_KAFKA_AUTH", "1") != "0"
+# SAGA_KAFKA_TLS=1: the services reach Kafka on its TLS listener (SASL_SSL) instead.
+KAFKA_TLS = os.environ.get("SAGA_KAFKA_TLS") == "1"
 TOPIC_PARTITIONS = int(os.environ.get("KAFKA_TOPIC_PARTITIONS", "6"))
 UP_DEADLINE_S = float(os.environ.get("STACK_UP_TIMEOUT", "120"))
 # How long ``up`` waits for what a crashed PostgreSQL left behind (its orphaned backends, the

@@ -19,9 +19,11 @@ INVENTARIO = f"http://127.0.0.1:{os.environ.get('INVENTARIO_PORT', '8002')}"
 PAGOS = f"http://127.0.0.1:{os.environ.get('PAGOS_PORT', '8003')}"
 GATEWAY = f"http://127.0.0.1:{os.environ.get('GATEWAY_PORT', '8010')}"
 KAFKA = f"127.0.0.1:{os.environ.get('KAFKA_PORT', '9092')}"
-# SAGA_KAFKA_AUTH=1: the stack's Kafka authenticates every client (SASL/SCRAM) and authorizes it
-# by ACLs; the tests then speak as the stack's admin principal unless KAFKA_SASL_* say otherwise.
-KAFKA_AUTH = os.environ.get("SAGA_KAFKA_AUTH") == "1"
+KAFKA_TLS = f"127.0.0.1:{os.environ.get('KAFKA_TLS_PORT', '9097')}"  # SASL_SSL
+# The stack's Kafka authenticates every client (SASL/SCRAM) and authorizes it by ACLs, unless it
+# was started with SAGA_KAFKA_AUTH=0; the tests speak as the stack's admin principal unless
+# KAFKA_SASL_* say otherwise.
+KAFKA_AUTH = os.environ.get("SAGA_KAFKA_AUTH", "1") != "0"
 STATE = Path(os.environ.get("SAGA_STATE_DIR", ROOT / ".local"))
 PG_PORT = int(os.environ.get("PG_PORT", "25432"))
 PG_DATABASE = os.environ.get("PG_DATABASE", "saga")
@@ -59,7 +61,7 @@ def kafka_fields(principal: str | None = None) -> dict[str, Any]:
     """``KafkaClientSettings`` fields (``MessagingSettings`` takes them too) for a client of the
     stack under test: as ``principal`` (``admin``, ``pedidos``...) with its password from the
     stack's secrets; without one, as the ``KAFKA_*`` environment says, or as the admin on a stack
-    with SAGA_KAFKA_AUTH=1 when it says nothing."""
+    with authentication when it says nothing."""
     if principal is None:
         if not KAFKA_AUTH or os.environ.get("KAFKA_SASL_USERNAME"):
             return {**KafkaClientSettings().model_dump(exclude={"kafka_bootstrap_servers"}),

@@ -10,8 +10,8 @@ replay one safely.
 Connects with SAGACTL_DATABASE_URL (in a checkout, default: the admin role of the local stack,
 with the password it generated) and KAFKA_BOOTSTRAP_SERVERS (default 127.0.0.1:9092) as the
 principal the other KAFKA_* variables name (sagakit.settings.KafkaClientSettings: the
-operator's, on a stack that authenticates). Signs replays with the operator's key in
-SAGACTL_SIGNING_KEY_FILE (default: the local stack's, in the checkout sagactl runs from);
+operator's; in a checkout, default: the local stack's admin principal). Signs replays with the
+operator's key in SAGACTL_SIGNING_KEY_FILE (default: the local stack's, in the checkout sagactl runs from);
 ``signing-key`` prints its public key as the services' SAGA_OPERATOR_PUBLIC_KEYS names it.
 
 Nothing it prints shows a payment token, in the clear or sealed: the fields the schemas declare
@@ -68,24 +68,49 @@ def _signing_key() -> Ed25519PrivateKey:
         raise CannotSign(f"{path}: {exc}") from None
 
 
-def _dsn() -> str:
-    given = os.environ.get("SAGACTL_DATABASE_URL")
-    if given:
-        return given
+def _local_stack_credentials() -> dict[str, Any] | None:
+    """``make credentials`` of the local stack when sagactl runs in a checkout beside it;
+    installed on its own, sagactl knows no database, broker or password but those it is given."""
     try:
-        # Run in a checkout, beside the local stack: its admin role. Installed on its own,
-        # sagactl knows no database and no password but the one it is given.
         from local_stack.credentials import credentials
     except ModuleNotFoundError as missing:
         if missing.name != "local_stack":
             raise
+        return None
+    made: dict[str, Any] = credentials()
+    return made
+
+
+def _dsn() -> str:
+    given = os.environ.get("SAGACTL_DATABASE_URL")
+    if given:
+        return given
+    stack = _local_stack_credentials()
+    if stack is None:
         raise SystemExit("sagactl: set SAGACTL_DATABASE_URL (postgresql://user:password@host:"
-                         "port/database)") from None
-    admin: str | None = credentials()["postgres"]["admin_dsn"]
+                         "port/database)")
+    admin: str | None = stack["postgres"]["admin_dsn"]
     if admin is None:
         raise SystemExit("sagactl: the local stack has not generated its credentials yet "
                          "(`make up`); or set SAGACTL_DATABASE_URL")
     return admin
+
+
+def _kafka() -> KafkaClientSettings:
+    """The KAFKA_* of the environment when they name a protocol or a principal; otherwise, in a
+    checkout beside a local stack whose Kafka authenticates, its admin principal (the operator's)."""
+    if os.environ.get("KAFKA_SECURITY_PROTOCOL") or os.environ.get("KAFKA_SASL_USERNAME"):
+        return settings.load(KafkaClientSettings)
+    stack = _local_stack_credentials()
+    kafka = stack["kafka"] if stack is not None else None
+    if kafka is None or kafka["sasl_mechanism"] is None or kafka["principals"]["admin"] is None:
+        return settings.load(KafkaClientSettings)
+    admin = kafka["principals"]["admin"]
+    return KafkaClientSettings(
+        kafka_bootstrap_servers=os.environ.get("KAFKA_BOOTSTRAP_SERVERS", kafka["bootstrap"]),
+        kafka_security_protocol=kafka["security_protocol"],
+        kafka_sasl_mechanism=kafka["sasl_mechanism"], kafka_sasl_username=admin["username"],
+        kafka_sasl_password=admin["password"])
 
 
 def _say(text: str, *, error: bool = False) -> None:
@@ -164,7 +189,7 @@ async def run(args: argparse.Namespace) -> int:
             if args.dry_run:
                 _say("dry run: nothing sent")
             else:
-                await replay.publish(plan, settings.load(KafkaClientSettings))
+                await replay.publish(plan, _kafka())
                 _say(f"replayed as {plan.value['message_id']} for {args.service}")
         return 0
     finally:
