@@ -59,7 +59,11 @@ def start_postgres() -> None:
     res = subprocess.run(as_pg_user([pg_bin("pg_ctl"), "-D", str(data), "-l", str(pg_log), "-w",
                                      "-t", "60", "-o", f"-c port={PG_PORT} "
                                      "-c track_commit_timestamp=on "
-                                     "-c shared_preload_libraries=pg_stat_statements", "start"]),
+                                     "-c shared_preload_libraries=pg_stat_statements "
+                                     # A slow statement is logged without the values bound to
+                                     # it: they can be a payment token or a customer's address.
+                                     f"-c log_parameter_max_length={LOGGED_PARAMETER_LENGTH}",
+                                     "start"]),
                          capture_output=True, text=True)
     if res.returncode != 0:
         with pg_log.open("rb") as f:
@@ -109,6 +113,10 @@ def init_cluster(data: Path) -> None:
             "max_connections = 200\nshared_buffers = 256MB\n"
             "lock_timeout = 0\nlog_min_duration_statement = 1000\n"
         )
+
+
+# Bind parameters in the statements PostgreSQL logs (log_min_duration_statement): none.
+LOGGED_PARAMETER_LENGTH = 0
 
 
 def _os_user() -> str:
