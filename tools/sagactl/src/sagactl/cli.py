@@ -8,7 +8,8 @@ replay one safely.
     sagactl signing-key
 
 Connects with SAGACTL_DATABASE_URL (in a checkout, default: the admin role of the local stack,
-with the password it generated) and KAFKA_BOOTSTRAP_SERVERS (default 127.0.0.1:9092) as the
+with the password it generated; libpq's ``sslmode`` and ``sslrootcert`` in it are honoured as
+by the services, ``sagakit.store.postgres_url``) and KAFKA_BOOTSTRAP_SERVERS (default 127.0.0.1:9092) as the
 principal the other KAFKA_* variables name (sagakit.settings.KafkaClientSettings: the
 operator's, on a stack that authenticates). Signs replays with the operator's key in
 SAGACTL_SIGNING_KEY_FILE (default: the local stack's, in the checkout sagactl runs from);
@@ -38,6 +39,7 @@ from saga_contracts.redaction import redact, scrub
 from sagactl import queries, replay
 from sagakit import settings
 from sagakit.settings import KafkaClientSettings
+from sagakit.store.postgres_url import postgres_target
 
 # The checkout, when sagactl runs from one (the workspace installs it from its source,
 # tools/sagactl/src): the local stack generates the operator's key in its state directory.
@@ -116,7 +118,9 @@ def _print_signing_key() -> int:
 async def run(args: argparse.Namespace) -> int:
     if args.command == "signing-key":
         return _print_signing_key()
-    conn = await asyncpg.connect(_dsn())
+    # libpq's TLS parameters in the URL (sslmode, sslrootcert...) as the services read them.
+    target = postgres_target(_dsn())
+    conn = await asyncpg.connect(target.dsn(), **target.connect_args())
     try:
         if args.command == "sagas":
             rows = await queries.sagas(conn, statuses=args.status or None,
