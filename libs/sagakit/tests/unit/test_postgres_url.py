@@ -96,7 +96,7 @@ async def fake_postgres(server_for_ip: TlsFiles) -> AsyncIterator[FakePostgres]:
 
 
 def _url(port: int, query: str, driver: str = "postgresql+asyncpg") -> str:
-    return f"{driver}://saga:secret@127.0.0.1:{port}/saga?{query}"
+    return f"{driver}://saga@127.0.0.1:{port}/saga?{query}"
 
 
 async def _connect(url: str) -> None:
@@ -133,7 +133,7 @@ def test_the_translated_parameters_never_reach_the_driver_as_keywords(
         server_for_ip: TlsFiles) -> None:
     target = postgres_target(_url(5432, f"sslmode=verify-full&sslrootcert={server_for_ip.ca_cert}"
                                         "&application_name=sagactl"))
-    assert target.dsn() == "postgresql://saga:secret@127.0.0.1:5432/saga"
+    assert target.dsn() == "postgresql://saga@127.0.0.1:5432/saga"
     args = target.connect_args({"statement_timeout": "5s"})
     assert isinstance(args["ssl"], ssl.SSLContext)
     assert args["server_settings"] == {"application_name": "sagactl", "statement_timeout": "5s"}
