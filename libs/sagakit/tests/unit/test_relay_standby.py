@@ -141,3 +141,4 @@ async def test_a_standby_that_takes_the_lead_is_woken_by_its_processes_commits()
     assert relay._wake.is_set()
     assert conn.notified == []
     await engine.dispose()
+

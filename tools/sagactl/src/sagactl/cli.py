@@ -111,8 +111,7 @@ async def _topics(*, create: bool) -> int:
     the KAFKA_* variables reach: ``create`` makes those missing; either way each is listed
     with its state. 1 when one is missing (check) or differs from the settings."""
     from saga_contracts.topics import ALL_TOPICS
-    from sagakit.kafka_topics import TopicSettings, TopicState, admin_client, compare, \
-        provision_topics
+    from sagakit.kafka_topics import TopicSettings, TopicState, admin_client, compare, provision_topics
 
     wanted = settings.load(TopicSettings)
     admin = admin_client(settings.load(KafkaClientSettings))
