@@ -106,3 +106,15 @@ def test_down_finds_the_instances_an_up_with_more_replicas_started(
     for name in ("pedidos", "pedidos-2", "pagos-3", "kafka", "kafka-3", "gateway"):
         (tmp_path / f"{name}.pid").write_text("1")
     assert commands.extra_instances_running() == ["kafka-3", "pagos-3", "pedidos-2"]
+
+
+def test_a_data_directory_of_another_cluster_size_is_refused(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    kafka.check_cluster_size(data, 3)  # not formatted yet: anything goes
+    (data / "meta.properties").write_text("node.id=1\n")
+    kafka.check_cluster_size(data, 1)  # formatted before the size was kept: one broker
+    with pytest.raises(SystemExit, match="a cluster of 1 broker"):
+        kafka.check_cluster_size(data, 3)
+    (data / kafka.CLUSTER_SIZE).write_text("3\n")
+    kafka.check_cluster_size(data, 3)

@@ -92,7 +92,9 @@ def start_kafka() -> None:
         stop_group(broker.part, grace_s=30)
         refuse_taken_port(broker.port, broker.part)
         conf = kafka_config(broker, cluster)
+        check_cluster_size(broker.data, len(cluster))
         _format(libs, conf, broker.data)
+        (broker.data / CLUSTER_SIZE).write_text(f"{len(cluster)}\n")
         log(f"starting Kafka broker {broker.node_id} on 127.0.0.1:{broker.port}")
         spawn(broker.part, java_cmd(libs, "kafka.Kafka", str(conf)), dict(os.environ))
     for broker in cluster:
@@ -100,6 +102,24 @@ def start_kafka() -> None:
                  broker.part)
     asyncio.run(create_topics(len(cluster)))
     kafka_auth.apply_acls(java_cmd(libs, str(kafka_auth.ACL_TOOL), heap="-Xmx256m"))
+
+
+# The number of brokers a data directory was formatted for: its controller quorum's voters are
+# in its metadata, and a KRaft node cannot be moved to another static quorum.
+CLUSTER_SIZE = "cluster-size"
+
+
+def check_cluster_size(data: Path, brokers_now: int) -> None:
+    if not (data / "meta.properties").exists():
+        return
+    marker = data / CLUSTER_SIZE
+    formatted_for = int(marker.read_text()) if marker.exists() else 1
+    if formatted_for != brokers_now:
+        raise SystemExit(
+            f"[stack] Kafka's data in {data} belongs to a cluster of {formatted_for} broker(s), "
+            f"and SAGA_KAFKA_BROKERS={brokers_now}: stop the stack (make down) and remove "
+            f"{data.parent}/data* (the stack creates them again, with the topics; their records "
+            f"are lost), or start with SAGA_KAFKA_BROKERS={formatted_for}")
 
 
 def _format(libs: Path, conf: Path, data: Path) -> None:
