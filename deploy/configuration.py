@@ -34,6 +34,7 @@ from pydantic_settings import BaseSettings
 from inventario.config import InventarioSettings
 from pagos.config import PagosSettings, PaymentTokenKeys
 from pedidos.config import PaymentTokenSealing, PedidosSettings
+from sagakit.kafka_topics import TopicSettings
 from sagakit.runtime import ServiceSettings
 from sagakit.settings import KafkaClientSettings, MessagingSettings
 
@@ -138,23 +139,39 @@ LOCAL_STACK = (
         "`PAGOS`."),
     env("<SERVICE>_APP_PASSWORD", "str", GENERATED.format(secret="<service>-app"),
         "Password of a service's application role, in the `DATABASE_URL` the service gets."),
-    env("KAFKA_PORT", "int", "`9092`", "Port of Kafka's client listener."),
-    env("KAFKA_CONTROLLER_PORT", "int", "`9093`", "Port of Kafka's KRaft controller listener."),
+    env("KAFKA_PORT", "int", "`9092`",
+        "Port of Kafka's client listener (of its first broker; broker k listens on this + "
+        "100·(k−1))."),
+    env("KAFKA_CONTROLLER_PORT", "int", "`9093`",
+        "Port of Kafka's KRaft controller listener (of its first broker; broker k: this + "
+        "100·(k−1))."),
     env("KAFKA_TLS_PORT", "int", "`9097`",
-        "Port of Kafka's TLS listener (SASL/SCRAM over TLS, `SASL_SSL`), signed by the stack's "
-        "own CA (`$SAGA_STATE_DIR/secrets/kafka-ca.pem`, for `KAFKA_SSL_CAFILE`); only when "
-        "Kafka authenticates."),
-    env("SAGA_KAFKA_TLS", "flag", UNSET,
-        "`1`: the services reach Kafka on its TLS listener instead of the SASL_PLAINTEXT one "
-        "(not with `SAGA_NETPROXY=1`, whose proxied listeners are SASL_PLAINTEXT)."),
+        "Port of Kafka's TLS listener (SASL/SCRAM over TLS, `SASL_SSL`; broker k: this + "
+        "100·(k−1)), signed by the stack's own CA (`$SAGA_STATE_DIR/secrets/kafka-ca.pem`, for "
+        "`KAFKA_SSL_CAFILE`); only when Kafka authenticates."),
     env("SAGA_KAFKA_AUTH", "flag", "`1`",
         "Kafka authenticates every client (SASL/SCRAM-SHA-512, passwords generated into "
         "`$SAGA_STATE_DIR/secrets/kafka-*`) and authorizes it by ACLs; each service gets its "
         "own principal, the tests and tools the admin. `0`: PLAINTEXT with no ACLs, for "
         "debugging with clients that cannot authenticate (the data directory must then be "
         "formatted anew to turn it back on)."),
-    env("KAFKA_TOPIC_PARTITIONS", "int", "`6`",
-        "Partitions of each topic the stack creates (a topic that exists is left as it is)."),
+    env("SAGA_KAFKA_TLS", "flag", UNSET,
+        "`1`: the services reach Kafka on its TLS listener instead of the SASL_PLAINTEXT one "
+        "(not with `SAGA_NETPROXY=1`, whose proxied listeners are SASL_PLAINTEXT)."),
+    env("SAGA_KAFKA_BROKERS", "int", "`1`",
+        "Kafka brokers the stack runs, each also a voter of the controller quorum (3: one "
+        "may be lost); with 3 or more its topics default to a replication factor of 3 and "
+        "`min.insync.replicas` 2 (see Kafka topics), Kafka's internal topics too."),
+    env("SAGA_REPLICAS", "int", "`1`",
+        "Instances of each service; instance k listens on the service's port + 100·(k−1) "
+        "(pedidos 8001, 8101, 8201…), each a full member (HTTP, consumer, relay candidate, "
+        "periodic jobs). More than `KAFKA_TOPIC_PARTITIONS` leaves consumers without a "
+        "partition."),
+    env("SAGA_PG_TLS", "flag", UNSET,
+        "`1`: PostgreSQL speaks TLS with a certificate of a CA the stack makes (beside the "
+        "cluster's data, `tls/ca.crt`), and the services and migrations connect with "
+        "`sslmode=verify-full` and that CA. Takes effect when PostgreSQL starts (`make down` "
+        "first)."),
     env("GATEWAY_PORT", "int", "`8010`", "Port of the fake gateway."),
     env("PEDIDOS_PORT", "int", "`8001`", "HTTP port of pedidos."),
     env("INVENTARIO_PORT", "int", "`8002`", "HTTP port of inventario."),
@@ -273,8 +290,14 @@ COMPONENTS = (
         "(its own principal); the tests and `sagactl` speak as the stack's admin principal "
         "unless `KAFKA_SECURITY_PROTOCOL` or `KAFKA_SASL_USERNAME` is set.",
         (Table("Kafka client", KafkaClientSettings),)),
+    Component(
+        "Kafka topics",
+        "Read by `sagactl topics` and the local stack, which make the saga's topics with them "
+        "(a topic that exists is left as it is; `sagactl topics` says where it differs). The "
+        "local stack's defaults follow `SAGA_KAFKA_BROKERS`: 3 and 2 on three brokers.",
+        (Table("Topics", TopicSettings),)),
     Component("sagactl", "Read by `sagactl`, the operator's command line, with the Kafka "
-              "client's variables above for `sagactl replay`.",
+              "client's variables above for `sagactl replay` and `sagactl topics`.",
               (Table("sagactl", environment=SAGACTL,
                      read_in=("tools/sagactl/src/sagactl/cli.py",)),)),
     Component("Benchmark", "Read by `make bench` (`python -m bench.run`).",

@@ -25,11 +25,11 @@ fi
 
 # The Kafka authentication tests need a stack with authentication (the default); one started
 # with SAGA_KAFKA_AUTH=0 would fail them, as they must when the protection is missing.
-if [ "${SAGA_KAFKA_AUTH:-1}" != 0 ]; then
-  $PYTEST -m "not after_down" "$@"
-else
-  $PYTEST -m "not after_down and not kafka_auth" "$@"
-fi
+# Likewise the PostgreSQL TLS tests need a stack started with SAGA_PG_TLS=1.
+markers="not after_down"
+[ "${SAGA_KAFKA_AUTH:-1}" != 0 ] || markers="$markers and not kafka_auth"
+[ "${SAGA_PG_TLS:-}" = 1 ] || markers="$markers and not pg_tls"
+$PYTEST -m "$markers" "$@"
 rc=$?
 
 if [ $rc -ne 0 ]; then

@@ -59,3 +59,21 @@ def test_the_scrape_configuration_is_valid() -> None:
                           str(ROOT / "deploy/prometheus/prometheus.yml")],
                          capture_output=True, text=True)
     assert res.returncode == 0, res.stdout + res.stderr
+
+
+# Alerts on gauges of the database's state, which every replica of a service reports alike.
+PER_DATABASE = ("DeadLetterQueueGrowing", "OutboxMessagesStuck")
+
+
+def test_database_state_alerts_are_tested_with_two_replicas() -> None:
+    """Each has a promtool case whose series come from two instances of a service, firing and
+    quiet at the same evaluation times as its one-replica case: the threshold is the same
+    whatever the number of replicas (promtool checks the cases; this, that they exist)."""
+    tests = yaml.safe_load((RULES.parent / "alerts.test.yml").read_text())["tests"]
+    for alert in PER_DATABASE:
+        def times(replicated: bool, alert: str = alert) -> set[tuple[str, bool]]:
+            return {(c["eval_time"], bool(c["exp_alerts"])) for t in tests
+                    for c in t["alert_rule_test"] if c["alertname"] == alert
+                    and any("instance=" in s["series"] for s in t["input_series"]) == replicated}
+        assert times(True), f"{alert}: no case with two replicas"
+        assert times(True) == times(False), f"{alert}: two replicas fire at other times than one"

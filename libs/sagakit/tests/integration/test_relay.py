@@ -187,6 +187,52 @@ async def test_a_commit_in_the_leading_relays_process_wakes_it_without_a_notify(
         await relay.close()
 
 
+async def test_commits_in_a_standbys_process_reach_the_leader_without_a_notify_of_their_own(
+        scratch) -> None:  # type: ignore[no-untyped-def]
+    """Two replicas: units of work that share the standby relay's signal commit without a
+    NOTIFY (every notification heard comes from the standby relay's own connection, none from
+    a business transaction), and the leader, its poll an hour away, still publishes each row
+    at once, in order (ADR 0010)."""
+    engine, tables = scratch
+    settings = _settings()
+    settings.relay_poll_interval_s = 3600
+    leader, standby = (OutboxRelay(engine, tables, "relaytest", settings, instance=str(k))
+                       for k in (1, 2))
+    senders: list[int] = []
+    listener = await asyncpg.connect(config.admin_dsn())
+    await listener.add_listener(tables.notify_channel, lambda conn, pid, *_: senders.append(pid))
+    stops = [asyncio.Event(), asyncio.Event()]
+    saga = str(uuid.uuid4())
+    try:
+        async with TopicReader(TOPIC) as topic:
+            first = asyncio.create_task(leader.run(stops[0]))
+            await wait_for(lambda: current(leader.is_leader), bool, timeout=10,
+                           what="the first relay's lead")
+            second = asyncio.create_task(standby.run(stops[1]))
+            await wait_for(lambda: current(standby._listen_conn is not None
+                                           and not standby.signal.notify_needed), bool,
+                           timeout=10, what="the standby connected")
+            assert not standby.is_leader
+            for seq in range(20):
+                await _write(engine, tables, saga, seq, signal=standby.signal)
+            await topic.wait_until(lambda records: len(_seqs(records, saga)) >= 20, timeout=30)
+            seqs = _seqs(topic.records, saga)
+            assert [s for i, s in enumerate(seqs) if s not in seqs[:i]] == list(range(20)), seqs
+            assert standby._listen_conn is not None
+            assert senders and set(senders) == {standby._listen_conn.get_server_pid()}, \
+                "a business transaction notified"
+            assert len(senders) <= 20
+            for stop in stops:
+                stop.set()
+            await asyncio.gather(first, second)
+    finally:
+        for stop in stops:
+            stop.set()
+        await listener.close()
+        await leader.close()
+        await standby.close()
+
+
 def _seqs(records: Any, saga_id: str) -> list[int]:
     return [json.loads(r.value)["seq"] for r in records
             if json.loads(r.value)["saga_id"] == saga_id]

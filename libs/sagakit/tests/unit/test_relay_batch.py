@@ -151,10 +151,11 @@ async def test_rows_committed_while_it_runs_are_published_in_commit_order_by_sel
     await engine.dispose()
 
 
-async def test_a_commit_notifies_only_while_no_relay_of_its_process_leads() -> None:
+async def test_a_commit_notifies_only_while_no_relay_of_its_process_is_connected() -> None:
     """The unit of work reads ``notify_needed`` when it builds its commit statement: a relay
     that leads here is woken in the process (no NOTIFY, whose lock serialises commits); one
-    that stands by, or lost its connection, leaves the NOTIFY to wake the leader elsewhere."""
+    that lost its connection leaves the NOTIFY to wake the leader elsewhere (a standby's
+    part: test_relay_standby.py)."""
     conn = FakeConnection(rows=0)
     relay, engine = _relay_on(conn, poll_s=3600)
     assert relay.signal.notify_needed is False
@@ -163,7 +164,7 @@ async def test_a_commit_notifies_only_while_no_relay_of_its_process_leads() -> N
     relay.signal.committed()
     assert woken.is_set(), "the leading relay is woken in the process"
     await relay._drop_connection()
-    assert relay.signal.notify_needed is True, "without the lead, commits notify"
+    assert relay.signal.notify_needed is True, "without a connected relay, commits notify"
     woken.clear()
     relay.signal.committed()
     assert not woken.is_set(), "a standby is not woken by its own process"

@@ -18,7 +18,7 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.admin import AIOKafkaAdminClient
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -72,7 +72,7 @@ async def scratch(running_stack: None) -> AsyncIterator[tuple[AsyncEngine, Messa
     await admin.start()
     try:
         if TOPIC not in await admin.list_topics():
-            await admin.create_topics([NewTopic(TOPIC, num_partitions=1, replication_factor=1)])
+            await admin.create_topics([config.scratch_topic(TOPIC, 1)])
     finally:
         await admin.close()
     async with db.scratch_copy(SCHEMA, "pagos", ("payments", "outbox", "processed_messages")) as copy:

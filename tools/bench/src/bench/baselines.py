@@ -11,7 +11,7 @@ from typing import Any
 
 import asyncpg
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.admin import AIOKafkaAdminClient
 
 from bench.common import admin_dsn, config, cpu_seconds_between, sample_cpu, summary_ms
 
@@ -115,8 +115,7 @@ async def ensure_topic(name: str, partitions: int = 6) -> None:
     await admin.start()
     try:
         if name not in await admin.list_topics():
-            await admin.create_topics([NewTopic(name, num_partitions=partitions,
-                                                replication_factor=1)])
+            await admin.create_topics([config.scratch_topic(name, partitions)])
     finally:
         await admin.close()
 

@@ -48,7 +48,7 @@ def main() -> None:
             print("[stack] the stack has not made its credentials yet: `make up` makes them",
                   file=sys.stderr)
     elif args.command == "logs":
-        commands.follow_logs([args.part] if args.part else [*commands.PART_ORDER, "prometheus"])
+        commands.follow_logs([args.part] if args.part else [*commands.part_order(), "prometheus"])
     elif args.command == "restart":
         commands.restart(args.part)
     elif args.command == "start":

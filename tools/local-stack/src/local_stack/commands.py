@@ -5,32 +5,45 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import time
 from pathlib import Path
 
 from local_stack.console import log
 from local_stack.kafka import start_kafka
+from local_stack.kafka_cluster import broker_named, brokers
 from local_stack.parts import NETPROXY_PART, py_parts, python_part, start_py
 from local_stack.postgres.cluster import start_postgres, stop_postgres
 from local_stack.postgres.crash import is_cluster_process
 from local_stack.postgres.data_dir import pg_data_dir
 from local_stack.postgres.programs import pg_ready
-from local_stack.probes import http_ok, port_open
+from local_stack.probes import http_json, http_ok, port_open
 from local_stack.processes import alive, read_pid, stop_group
 from local_stack.prometheus import start_prometheus
 from local_stack.settings import (
-    KAFKA_BOOTSTRAP,
     KAFKA_DIR,
-    KAFKA_PORT,
     LOGS,
     PG_DB,
     PG_PORT,
     PROMETHEUS_PORT,
     ROOT,
+    RUN,
 )
 
-PART_ORDER = ["postgres", "kafka", "gateway", "pedidos", "inventario", "pagos"]
+# Parts beyond the first instance or broker: SAGA_REPLICAS and SAGA_KAFKA_BROKERS.
+EXTRA_INSTANCE = re.compile(r"(kafka|pedidos|inventario|pagos)-\d+")
+
+
+def part_order() -> list[str]:
+    """Every part of this stack, as ``logs`` follows them."""
+    return ["postgres", *(b.part for b in brokers()), *(p.name for p in py_parts())]
+
+
+def extra_instances_running() -> list[str]:
+    """Instances and brokers beyond the first that have a pid file, whatever SAGA_REPLICAS and
+    SAGA_KAFKA_BROKERS say now: ``down`` stops what an ``up`` with more of them started."""
+    return sorted(p.stem for p in RUN.glob("*.pid") if EXTRA_INSTANCE.fullmatch(p.stem))
 
 
 def up(with_prometheus: bool) -> None:
@@ -47,11 +60,16 @@ def up(with_prometheus: bool) -> None:
 
 
 def down() -> None:
+    extra = extra_instances_running()
     for part in reversed(py_parts()):
         stop_group(part.name)
+    for name in extra:
+        if not name.startswith("kafka"):
+            stop_group(name)
     stop_group(NETPROXY_PART.name)  # whether or not this shell asked for it
     stop_group("prometheus")
-    stop_group("kafka", grace_s=30)
+    for name in sorted({b.part for b in brokers()} | {n for n in extra if n.startswith("kafka")}):
+        stop_group(name, grace_s=30)
     stop_postgres()
     leftovers = stack_processes()
     if leftovers:
@@ -88,14 +106,23 @@ def stack_processes() -> list[tuple[int, str]]:
 
 
 def status() -> None:
-    rows = [("postgres", f"postgresql://127.0.0.1:{PG_PORT}/{PG_DB}", pg_ready()),
-            ("kafka", KAFKA_BOOTSTRAP, port_open(KAFKA_PORT))]
-    rows += [(p.name, f"http://127.0.0.1:{p.port}", http_ok(p.health_url())) for p in py_parts()]
+    """Each part, up or down; for each instance of a service, whether its relay is the one
+    that publishes the service's outbox (its /ready says: ``leader`` or ``standby``)."""
+    rows = [("postgres", f"postgresql://127.0.0.1:{PG_PORT}/{PG_DB}", pg_ready(), "")]
+    rows += [(b.part, f"127.0.0.1:{b.port}", port_open(b.port), "") for b in brokers()]
+    for p in py_parts():
+        if p.service is None:
+            rows.append((p.name, f"http://127.0.0.1:{p.port}", http_ok(p.health_url()), ""))
+            continue
+        ready = http_json(p.health_url())
+        relay = ready.get("relay") if ready else None
+        rows.append((p.name, f"http://127.0.0.1:{p.port}", ready is not None and
+                     ready.get("status") == "ready", f"relay {relay}" if relay else ""))
     if read_pid("prometheus"):
         rows.append(("prometheus", f"http://127.0.0.1:{PROMETHEUS_PORT}",
-                     http_ok(f"http://127.0.0.1:{PROMETHEUS_PORT}/-/ready")))
-    for name, where, ok in rows:
-        print(f"  {name:<11} {'up  ' if ok else 'DOWN'}  {where}")
+                     http_ok(f"http://127.0.0.1:{PROMETHEUS_PORT}/-/ready"), ""))
+    for name, where, ok, note in rows:
+        print(f"  {name:<13} {'up  ' if ok else 'DOWN'}  {where:<24} {note}".rstrip())
 
 
 def follow_logs(parts: list[str]) -> None:
@@ -134,7 +161,7 @@ def run(with_prometheus: bool) -> None:
     try:
         up(with_prometheus)
         log("following logs; Ctrl-C stops the whole stack")
-        follow_logs([*PART_ORDER, "prometheus"])
+        follow_logs([*part_order(), "prometheus"])
     except KeyboardInterrupt:
         log("stopping the stack")
     finally:
@@ -149,9 +176,10 @@ def stop(part: str) -> None:
 
 
 def start(part: str, wait: bool = True) -> None:
+    """A broker (``kafka``, ``kafka-2``...): every broker not running is started."""
     if part == "postgres":
         start_postgres()
-    elif part == "kafka":
+    elif broker_named(part) is not None:
         start_kafka()
     else:
         start_py(python_part(part), wait)
@@ -161,8 +189,8 @@ def restart(part: str) -> None:
     if part == "postgres":
         stop_postgres()
         start_postgres()
-    elif part == "kafka":
-        stop_group("kafka", grace_s=30)
+    elif broker_named(part) is not None:
+        stop_group(part, grace_s=30)
         start_kafka()
     else:
         target = python_part(part)

@@ -1,5 +1,7 @@
-"""Kafka in KRaft mode, one broker that is its own controller: its jars fetched from Maven Central
-once, its configuration filled in from the stack's ports, and the saga's topics created."""
+"""Kafka in KRaft mode, SAGA_KAFKA_BROKERS nodes that are brokers and controllers in one
+(local_stack.kafka_cluster): its jars fetched from Maven Central once, each node's configuration
+filled in from the stack's ports, and the saga's topics provisioned as the topic settings say
+(``sagakit.kafka_topics``, the same command as ``sagactl topics``)."""
 
 from __future__ import annotations
 
@@ -9,22 +11,16 @@ import os
 import shutil
 import subprocess
 import time
+from functools import partial
 from pathlib import Path
 
 from local_stack import kafka_auth
 from local_stack.console import log
+from local_stack.kafka_cluster import Broker, brokers, node_placeholders
 from local_stack.ports import refuse_taken_port
 from local_stack.probes import port_open
 from local_stack.processes import alive, read_pid, spawn, stop_group, wait_for
-from local_stack.settings import (
-    KAFKA_BOOTSTRAP,
-    KAFKA_CONTROLLER_PORT,
-    KAFKA_DIR,
-    KAFKA_PORT,
-    KAFKA_TLS_PORT,
-    ROOT,
-    TOPIC_PARTITIONS,
-)
+from local_stack.settings import KAFKA_DIR, NETPROXY, ROOT, topic_settings
 from netproxy import layout as proxy_ports  # the TCP proxy's ports, shared with the chaos suite
 
 
@@ -44,20 +40,20 @@ def kafka_libs() -> Path:
     return libs
 
 
-def kafka_config() -> Path:
-    data = KAFKA_DIR / "data"
-    data.mkdir(parents=True, exist_ok=True)
+def kafka_config(broker: Broker, cluster: list[Broker]) -> Path:
+    broker.data.mkdir(parents=True, exist_ok=True)
     text = (ROOT / "deploy/local/kafka/server.properties").read_text()
     # One extra listener per service, advertised at that service's proxy port: a client that
-    # bootstraps through the proxy keeps using it for the broker connections that follow.
+    # bootstraps through the proxy keeps using it for the broker connections that follow. The
+    # proxy has one Kafka route per service: only a one-broker stack has them.
     proxied = [(proxy_ports.kafka_listener_name(svc), proxy_ports.kafka_listener_port(svc),
-                proxy_ports.route_port(svc, "kafka")) for svc in proxy_ports.SERVICES]
+                proxy_ports.route_port(svc, "kafka")) for svc in proxy_ports.SERVICES
+                if len(cluster) == 1]
     extra = [(n, p, a, kafka_auth.client_protocol()) for n, p, a in proxied]
     # The TLS listener is advertised as itself: a client that bootstraps on it stays on TLS.
-    extra += [(name, KAFKA_TLS_PORT, KAFKA_TLS_PORT, protocol)
+    extra += [(name, broker.tls_port, broker.tls_port, protocol)
               for name, protocol in kafka_auth.listeners()]
-    for k, v in {"${KAFKA_PORT}": str(KAFKA_PORT), "${CONTROLLER_PORT}": str(KAFKA_CONTROLLER_PORT),
-                 "${KAFKA_DATA}": str(data),
+    for k, v in {**node_placeholders(broker, cluster, topic_settings()),
                  "${EXTRA_LISTENERS}": "".join(f",{n}://127.0.0.1:{p}" for n, p, _, _ in extra),
                  "${EXTRA_ADVERTISED}": "".join(f",{n}://127.0.0.1:{a}" for n, _, a, _ in extra),
                  "${EXTRA_PROTOCOLS}": "".join(f",{n}:{protocol}" for n, _, _, protocol in extra),
@@ -65,7 +61,7 @@ def kafka_config() -> Path:
                  "${CONTROLLER_PROTOCOL}": kafka_auth.client_protocol(),
                  "${AUTHENTICATION}": kafka_auth.broker_properties([n for n, _, _ in proxied])}.items():
         text = text.replace(k, v)
-    conf = KAFKA_DIR / "server.properties"
+    conf = broker.config
     # 0600: with SAGA_KAFKA_AUTH=1 it holds the admin's and the controller's passwords.
     fd = os.open(conf, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as out:
@@ -84,15 +80,54 @@ def java_cmd(libs: Path, main: str, *args: str, heap: str = "-Xmx512m") -> list[
 
 
 def start_kafka() -> None:
-    if port_open(KAFKA_PORT) and alive(read_pid("kafka")):
+    """Starts the brokers that are not running (all of them before waiting for any: a node
+    answers clients only once the controller quorum has formed), then provisions the topics."""
+    cluster = brokers()
+    if all(port_open(b.port) and alive(read_pid(b.part)) for b in cluster):
         return
-    stop_group("kafka", grace_s=30)
-    refuse_taken_port(KAFKA_PORT, "kafka")
-    if kafka_auth.listeners():
-        refuse_taken_port(KAFKA_TLS_PORT, "kafka (TLS listener)")
+    if NETPROXY and len(cluster) > 1:
+        raise SystemExit("[stack] SAGA_NETPROXY=1 routes one Kafka broker per service: "
+                         "run it with SAGA_KAFKA_BROKERS=1")
     libs = kafka_libs()
-    conf = kafka_config()
-    data = KAFKA_DIR / "data"
+    for broker in cluster:
+        if port_open(broker.port) and alive(read_pid(broker.part)):
+            continue
+        stop_group(broker.part, grace_s=30)
+        refuse_taken_port(broker.port, broker.part)
+        if kafka_auth.listeners():
+            refuse_taken_port(broker.tls_port, f"{broker.part} (TLS listener)")
+        conf = kafka_config(broker, cluster)
+        check_cluster_size(broker.data, len(cluster))
+        _format(libs, conf, broker.data)
+        (broker.data / CLUSTER_SIZE).write_text(f"{len(cluster)}\n")
+        log(f"starting Kafka broker {broker.node_id} on 127.0.0.1:{broker.port}")
+        spawn(broker.part, java_cmd(libs, "kafka.Kafka", str(conf)), dict(os.environ))
+    for broker in cluster:
+        wait_for(f"Kafka broker {broker.node_id}", partial(port_open, broker.port), 90,
+                 broker.part)
+    asyncio.run(create_topics(len(cluster)))
+    kafka_auth.apply_acls(java_cmd(libs, str(kafka_auth.ACL_TOOL), heap="-Xmx256m"))
+
+
+# The number of brokers a data directory was formatted for: its controller quorum's voters are
+# in its metadata, and a KRaft node cannot be moved to another static quorum.
+CLUSTER_SIZE = "cluster-size"
+
+
+def check_cluster_size(data: Path, brokers_now: int) -> None:
+    if not (data / "meta.properties").exists():
+        return
+    marker = data / CLUSTER_SIZE
+    formatted_for = int(marker.read_text()) if marker.exists() else 1
+    if formatted_for != brokers_now:
+        raise SystemExit(
+            f"[stack] Kafka's data in {data} belongs to a cluster of {formatted_for} broker(s), "
+            f"and SAGA_KAFKA_BROKERS={brokers_now}: stop the stack (make down) and remove "
+            f"{data.parent}/data* (the stack creates them again, with the topics; their records "
+            f"are lost), or start with SAGA_KAFKA_BROKERS={formatted_for}")
+
+
+def _format(libs: Path, conf: Path, data: Path) -> None:
     if not (data / "meta.properties").exists():
         cluster_id = "c2FnYS1sb2NhbC1zdGFjaw"  # fixed: one local cluster per state dir
         formatting = subprocess.run(
@@ -104,36 +139,31 @@ def start_kafka() -> None:
                              f"{formatting.stdout[-2000:]}{formatting.stderr[-2000:]}")
         kafka_auth.formatted(data)
     kafka_auth.check_formatted_with_users(data)
-    log(f"starting Kafka on {KAFKA_BOOTSTRAP}")
-    spawn("kafka", java_cmd(libs, "kafka.Kafka", str(conf)), dict(os.environ))
-    wait_for("Kafka", lambda: port_open(KAFKA_PORT), 90, "kafka")
-    asyncio.run(create_topics())
-    kafka_auth.apply_acls(java_cmd(libs, str(kafka_auth.ACL_TOOL), heap="-Xmx256m"))
 
 
-async def create_topics() -> None:
-    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+async def create_topics(broker_count: int = 1) -> None:
+    """The saga's topics, as ``sagactl topics`` makes them; retried until every broker has
+    joined (a replication factor of 3 cannot be placed on fewer)."""
     from aiokafka.errors import KafkaError
 
     from saga_contracts.topics import ALL_TOPICS
-    from sagakit.kafka import client_security
+    from sagakit.kafka_topics import admin_client, provision_topics
 
     deadline = time.monotonic() + 60
     while True:
-        admin = AIOKafkaAdminClient(**client_security(kafka_auth.admin_client_settings()),
-                                    request_timeout_ms=5000)
+        admin = admin_client(kafka_auth.admin_client_settings())
         try:
             await admin.start()
-            existing = set(await admin.list_topics())
-            missing = [t for t in ALL_TOPICS if t not in existing]
-            if missing:
-                await admin.create_topics([
-                    NewTopic(t, num_partitions=TOPIC_PARTITIONS, replication_factor=1,
-                             topic_configs={"min.insync.replicas": "1",
-                                            "unclean.leader.election.enable": "false"})
-                    for t in missing
-                ])
-                log(f"created topics {', '.join(missing)}")
+            joined = len((await admin.describe_cluster())["brokers"])
+            if joined < broker_count:
+                raise KafkaError(f"{joined} of {broker_count} brokers have joined")
+            states = await provision_topics(admin, topic_settings(), ALL_TOPICS)
+            created = [s.name for s in states if s.state == "created"]
+            if created:
+                log(f"created topics {', '.join(created)}")
+            for s in states:
+                if s.state == "differs":
+                    log(f"topic {s.name} differs from the topic settings: {s.detail}")
             return
         except KafkaError as exc:
             if time.monotonic() > deadline:

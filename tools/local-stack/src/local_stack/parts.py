@@ -1,5 +1,10 @@
 """The Python parts: the fake gateway, the services (migrated before they start) and, with
-SAGA_NETPROXY=1, the TCP proxy the services then reach PostgreSQL, Kafka and the gateway through."""
+SAGA_NETPROXY=1, the TCP proxy the services then reach PostgreSQL, Kafka and the gateway through.
+
+With SAGA_REPLICAS=N each service runs N instances, each a full member: its HTTP server, a
+consumer in the service's group, a relay candidate and the periodic jobs, against the same
+schema. Instance k (1-based) is the part ``<service>`` (k = 1) or ``<service>-k`` and listens
+on the service's port + 100·(k−1) (shared/CONTRACT.md)."""
 
 from __future__ import annotations
 
@@ -12,15 +17,18 @@ from local_stack import kafka_auth, operator_signing, payment_token_keys
 from local_stack.passwords import role_password
 from local_stack.ports import refuse_taken_port
 from local_stack.postgres.database import migrate
+from local_stack.postgres.tls import with_stack_tls
 from local_stack.probes import http_ok
 from local_stack.processes import alive, read_pid, spawn, stop_group, wait_for
 from local_stack.settings import (
     GATEWAY_PORT,
     NETPROXY,
     PG_PORT,
+    REPLICAS,
     SERVICE_PORTS,
     STATE,
     dsn,
+    instance_port,
 )
 from netproxy import layout as proxy_ports  # the TCP proxy's ports, shared with the chaos suite
 
@@ -31,26 +39,35 @@ class PyPart:
     module: str
     port: int
     env: dict[str, str] = field(default_factory=dict)
+    service: str | None = None
+    """The service this part is an instance of; None for the gateway and the proxy."""
+    instance: int = 1
 
     def health_url(self) -> str:
-        path = "/ready" if self.name in SERVICE_PORTS else "/health"
+        path = "/ready" if self.service else "/health"
         return f"http://127.0.0.1:{self.port}{path}"
 
 
-def service_env(service: str) -> dict[str, str]:
+def instance_part_name(service: str, k: int) -> str:
+    return service if k == 1 else f"{service}-{k}"
+
+
+def service_env(service: str, k: int = 1) -> dict[str, str]:
     env = {
         "SERVICE_NAME": service,
         "HTTP_HOST": "127.0.0.1",
-        "HTTP_PORT": str(SERVICE_PORTS[service]),
-        "DATABASE_URL": dsn(f"{service}_app", role_password(service, "app")),
+        "HTTP_PORT": str(instance_port(SERVICE_PORTS[service], k)),
+        # Names its relay's connection (<service>-relay@<k>): who leads shows in pg_stat_activity.
+        "SAGA_INSTANCE": str(k),
+        "DATABASE_URL": with_stack_tls(dsn(f"{service}_app", role_password(service, "app"))),
         "GATEWAY_URL": f"http://127.0.0.1:{GATEWAY_PORT}",
         "SAGA_OPERATOR_PUBLIC_KEYS": operator_signing.public_keys(),
         **kafka_auth.service_env(service),
         **payment_token_keys.service_env(service),
     }
     if NETPROXY:
-        env["DATABASE_URL"] = dsn(f"{service}_app", role_password(service, "app"),
-                                  port=proxy_ports.route_port(service, "postgres"))
+        env["DATABASE_URL"] = with_stack_tls(dsn(f"{service}_app", role_password(service, "app"),
+                                                 port=proxy_ports.route_port(service, "postgres")))
         env["KAFKA_BOOTSTRAP_SERVERS"] = f"127.0.0.1:{proxy_ports.route_port(service, 'kafka')}"
         if service == "pagos":
             env["GATEWAY_URL"] = f"http://127.0.0.1:{proxy_ports.route_port(service, 'gateway')}"
@@ -62,8 +79,14 @@ def py_parts() -> list[PyPart]:
         "GATEWAY_PORT": str(GATEWAY_PORT),
         "GATEWAY_LEDGER_PATH": str(STATE / "gateway" / "ledger.sqlite3"),
     })
-    services = [PyPart(s, s, p, service_env(s)) for s, p in SERVICE_PORTS.items()]
-    return [gateway, *([NETPROXY_PART] if NETPROXY else []), *services]
+    return [gateway, *([NETPROXY_PART] if NETPROXY else []), *service_parts()]
+
+
+def service_parts(replicas: int = REPLICAS) -> list[PyPart]:
+    """Every instance of every service, instance by instance (the first of each service
+    first: ``up`` starts them in this order)."""
+    return [PyPart(instance_part_name(s, k), s, instance_port(p, k), service_env(s, k), s, k)
+            for k in range(1, replicas + 1) for s, p in SERVICE_PORTS.items()]
 
 
 NETPROXY_PART = PyPart("netproxy", "netproxy", proxy_ports.CONTROL_PORT,
@@ -89,8 +112,9 @@ def start_py(part: PyPart, wait: bool = True) -> None:
         return
     stop_group(part.name)
     refuse_taken_port(part.port, part.name)
-    if wait and part.name in SERVICE_PORTS:
-        migrate(part.name)
+    if wait and part.service:
+        # Serialised with any instance migrating at the same moment (sagakit.store.alembic_env).
+        migrate(part.service)
     env = {**inherited_env(), **part.env, "PYTHONUNBUFFERED": "1"}
     spawn(part.name, [sys.executable, "-m", part.module], env)
     if wait:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import socket
+import urllib.error
 import urllib.request
+from typing import Any
 
 
 def port_open(port: int, host: str = "127.0.0.1") -> bool:
@@ -18,3 +21,20 @@ def http_ok(url: str) -> bool:
             return bool(200 <= resp.status < 300)
     except Exception:
         return False
+
+
+def http_json(url: str) -> dict[str, Any] | None:
+    """The JSON object a health check answers, whatever its status (a 503 says why); None when
+    nothing answers."""
+    try:
+        with urllib.request.urlopen(url, timeout=1.0) as resp:
+            body = resp.read()
+    except urllib.error.HTTPError as refused:
+        body = refused.read()
+    except Exception:
+        return None
+    try:
+        found = json.loads(body)
+    except ValueError:
+        return None
+    return found if isinstance(found, dict) else None

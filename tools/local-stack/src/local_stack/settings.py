@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from sagakit.kafka_topics import TopicSettings
+
 # The checkout: the workspace installs this package from its source (tools/local-stack/src).
 ROOT = Path(__file__).resolve().parents[4]
 
@@ -32,8 +34,29 @@ SERVICE_PORTS = {
     "pagos": int(os.environ.get("PAGOS_PORT", "8003")),
 }
 PROMETHEUS_PORT = int(os.environ.get("PROMETHEUS_PORT", "9090"))
-KAFKA_BOOTSTRAP = f"127.0.0.1:{KAFKA_PORT}"
-KAFKA_TLS_BOOTSTRAP = f"127.0.0.1:{KAFKA_TLS_PORT}"
+# SAGA_REPLICAS=N: N instances of each service; instance k (1-based) listens on its base port
+# + 100·(k−1) (shared/CONTRACT.md). SAGA_KAFKA_BROKERS=N: N KRaft brokers, each also a voter
+# of the controller quorum; broker k on KAFKA_PORT + 100·(k−1), its controller listener on
+# KAFKA_CONTROLLER_PORT + 100·(k−1), its TLS listener on KAFKA_TLS_PORT + 100·(k−1)
+# (local_stack.kafka_cluster).
+INSTANCE_PORT_STEP = 100
+REPLICAS = int(os.environ.get("SAGA_REPLICAS", "1"))
+KAFKA_BROKERS = int(os.environ.get("SAGA_KAFKA_BROKERS", "1"))
+if REPLICAS < 1 or KAFKA_BROKERS < 1:
+    raise SystemExit("[stack] SAGA_REPLICAS and SAGA_KAFKA_BROKERS must be 1 or more")
+
+
+def instance_port(base: int, k: int) -> int:
+    """The port of instance (or broker) ``k``, 1-based, of a part whose first listens on
+    ``base``."""
+    return base + INSTANCE_PORT_STEP * (k - 1)
+
+
+# Every broker: a client that bootstraps from them all still finds the cluster with one down.
+KAFKA_BOOTSTRAP = ",".join(f"127.0.0.1:{instance_port(KAFKA_PORT, k)}"
+                           for k in range(1, KAFKA_BROKERS + 1))
+KAFKA_TLS_BOOTSTRAP = ",".join(f"127.0.0.1:{instance_port(KAFKA_TLS_PORT, k)}"
+                               for k in range(1, KAFKA_BROKERS + 1))
 # SAGA_NETPROXY=1: every service reaches PostgreSQL, Kafka and the gateway through the TCP proxy
 # of tools/netproxy, which the chaos suite drives to add latency, black holes and resets.
 NETPROXY = os.environ.get("SAGA_NETPROXY") == "1"
@@ -43,7 +66,9 @@ NETPROXY = os.environ.get("SAGA_NETPROXY") == "1"
 KAFKA_AUTH = os.environ.get("SAGA_KAFKA_AUTH", "1") != "0"
 # SAGA_KAFKA_TLS=1: the services reach Kafka on its TLS listener (SASL_SSL) instead.
 KAFKA_TLS = os.environ.get("SAGA_KAFKA_TLS") == "1"
-TOPIC_PARTITIONS = int(os.environ.get("KAFKA_TOPIC_PARTITIONS", "6"))
+# SAGA_PG_TLS=1: PostgreSQL speaks TLS with a certificate of the stack's own CA, and the
+# services connect with sslmode=verify-full (local_stack.postgres.tls).
+PG_TLS = os.environ.get("SAGA_PG_TLS") == "1"
 UP_DEADLINE_S = float(os.environ.get("STACK_UP_TIMEOUT", "120"))
 # How long ``up`` waits for what a crashed PostgreSQL left behind (its orphaned backends, the
 # port) before it gives up.
@@ -60,3 +85,14 @@ def prometheus_requested() -> bool:
 
 def dsn(user: str, password: str, driver: str = "postgresql+asyncpg", port: int = PG_PORT) -> str:
     return f"{driver}://{user}:{password}@127.0.0.1:{port}/{PG_DB}"
+
+
+def topic_settings() -> TopicSettings:
+    """How the stack makes its topics (``sagakit.kafka_topics``): the ``KAFKA_*`` topic
+    settings, their defaults following the brokers it runs: on three or more, a replication
+    factor of 3 and a minimum of 2 in sync; on one, 1 and 1."""
+    replicas = min(3, KAFKA_BROKERS)
+    return TopicSettings.model_validate({
+        "KAFKA_REPLICATION_FACTOR": os.environ.get("KAFKA_REPLICATION_FACTOR", str(replicas)),
+        "KAFKA_MIN_INSYNC_REPLICAS": os.environ.get("KAFKA_MIN_INSYNC_REPLICAS",
+                                                    str(min(2, max(1, replicas - 1))))})

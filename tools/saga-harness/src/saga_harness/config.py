@@ -18,8 +18,13 @@ PEDIDOS = f"http://127.0.0.1:{os.environ.get('PEDIDOS_PORT', '8001')}"
 INVENTARIO = f"http://127.0.0.1:{os.environ.get('INVENTARIO_PORT', '8002')}"
 PAGOS = f"http://127.0.0.1:{os.environ.get('PAGOS_PORT', '8003')}"
 GATEWAY = f"http://127.0.0.1:{os.environ.get('GATEWAY_PORT', '8010')}"
-KAFKA = f"127.0.0.1:{os.environ.get('KAFKA_PORT', '9092')}"
-KAFKA_TLS = f"127.0.0.1:{os.environ.get('KAFKA_TLS_PORT', '9097')}"  # SASL_SSL
+# Every broker of the stack (SAGA_KAFKA_BROKERS; broker k on KAFKA_PORT + 100·(k−1)), so that a
+# test's client bootstraps with one of them down; KAFKA_TLS, their SASL_SSL listeners.
+_BROKERS = range(int(os.environ.get("SAGA_KAFKA_BROKERS", "1")))
+KAFKA = ",".join(f"127.0.0.1:{int(os.environ.get('KAFKA_PORT', '9092')) + 100 * k}"
+                 for k in _BROKERS)
+KAFKA_TLS = ",".join(f"127.0.0.1:{int(os.environ.get('KAFKA_TLS_PORT', '9097')) + 100 * k}"
+                     for k in _BROKERS)
 # The stack's Kafka authenticates every client (SASL/SCRAM) and authorizes it by ACLs, unless it
 # was started with SAGA_KAFKA_AUTH=0; the tests speak as the stack's admin principal unless
 # KAFKA_SASL_* say otherwise.
@@ -75,3 +80,11 @@ def kafka_fields(principal: str | None = None) -> dict[str, Any]:
 def kafka_client(principal: str | None = None) -> dict[str, Any]:
     """aiokafka arguments (``bootstrap_servers`` and security) for ``kafka_fields(principal)``."""
     return client_security(KafkaClientSettings(**kafka_fields(principal)))
+
+
+def scratch_topic(name: str, partitions: int) -> Any:
+    """A test's own topic, with the copies the stack's topics have (``min.insync.replicas`` of
+    a cluster of three would refuse every write to a topic of one copy)."""
+    from local_stack.settings import topic_settings
+
+    return topic_settings().new_topic(name, partitions)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator
 
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.admin import AIOKafkaAdminClient
 from alembic.migration import MigrationContext
 from alembic.operations import Operations
 from sqlalchemy import Connection, text
@@ -45,8 +45,7 @@ async def scratch_outbox(schema: str, topic: str, partitions: int, *, fresh_topi
             await wait_for(admin.list_topics, lambda names: topic not in names, timeout=30,
                            what=f"topic {topic} deleted", interval=0.2)
         if topic not in await admin.list_topics():
-            await admin.create_topics([NewTopic(topic, num_partitions=partitions,
-                                                replication_factor=1)])
+            await admin.create_topics([config.scratch_topic(topic, partitions)])
     finally:
         await admin.close()
     try:

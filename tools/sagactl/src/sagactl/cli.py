@@ -6,9 +6,11 @@ replay one safely.
     sagactl dlq [--service S] [--limit N] [--errors]
     sagactl replay DEAD_LETTER_ID --service S [--payload FILE] [--dry-run]
     sagactl signing-key
+    sagactl topics create|check
 
 Connects with SAGACTL_DATABASE_URL (in a checkout, default: the admin role of the local stack,
-with the password it generated) and KAFKA_BOOTSTRAP_SERVERS (default 127.0.0.1:9092) as the
+with the password it generated; libpq's ``sslmode`` and ``sslrootcert`` in it are honoured as
+by the services, ``sagakit.store.postgres_url``) and KAFKA_BOOTSTRAP_SERVERS (default 127.0.0.1:9092) as the
 principal the other KAFKA_* variables name (sagakit.settings.KafkaClientSettings: the
 operator's; in a checkout, default: the local stack's admin principal). Signs replays with the
 operator's key in SAGACTL_SIGNING_KEY_FILE (default: the local stack's, in the checkout sagactl runs from);
@@ -38,6 +40,7 @@ from saga_contracts.redaction import redact, scrub
 from sagactl import queries, replay
 from sagakit import settings
 from sagakit.settings import KafkaClientSettings
+from sagakit.store.postgres_url import postgres_target
 
 # The checkout, when sagactl runs from one (the workspace installs it from its source,
 # tools/sagactl/src): the local stack generates the operator's key in its state directory.
@@ -128,6 +131,35 @@ def _table(rows: list[dict[str, Any]], columns: list[str]) -> str:
     return "\n".join(lines)
 
 
+async def _topics(*, create: bool) -> int:
+    """The saga's topics as the topic settings say (``sagakit.kafka_topics``), on the cluster
+    the KAFKA_* variables reach: ``create`` makes those missing; either way each is listed
+    with its state. 1 when one is missing (check) or differs from the settings."""
+    from saga_contracts.topics import ALL_TOPICS
+    from sagakit.kafka_topics import TopicSettings, TopicState, admin_client, compare, provision_topics
+
+    wanted = settings.load(TopicSettings)
+    admin = admin_client(settings.load(KafkaClientSettings))
+    await admin.start()
+    try:
+        if create:
+            states = await provision_topics(admin, wanted, ALL_TOPICS)
+        else:
+            listed = set(await admin.list_topics())
+            described = await admin.describe_topics([t for t in ALL_TOPICS if t in listed])
+            missing, states = compare({t["topic"]: (len(t["partitions"]),
+                                                    len(t["partitions"][0]["replicas"]))
+                                       for t in described if t["partitions"]}, wanted, ALL_TOPICS)
+            states += [TopicState(t, "missing") for t in missing]
+    finally:
+        await admin.close()
+    _say(f"partitions {wanted.topic_partitions}, replication factor {wanted.replication_factor}, "
+         f"min.insync.replicas {wanted.min_insync_replicas}")
+    _say(_table([{"topic": s.name, "state": s.state, "detail": s.detail} for s in states],
+                ["topic", "state", "detail"]))
+    return 1 if any(s.state in ("missing", "differs") for s in states) else 0
+
+
 def _print_signing_key() -> int:
     try:
         key = _signing_key()
@@ -141,7 +173,11 @@ def _print_signing_key() -> int:
 async def run(args: argparse.Namespace) -> int:
     if args.command == "signing-key":
         return _print_signing_key()
-    conn = await asyncpg.connect(_dsn())
+    if args.command == "topics":
+        return await _topics(create=args.action == "create")
+    # libpq's TLS parameters in the URL (sslmode, sslrootcert...) as the services read them.
+    target = postgres_target(_dsn())
+    conn = await asyncpg.connect(target.dsn(), **target.connect_args())
     try:
         if args.command == "sagas":
             rows = await queries.sagas(conn, statuses=args.status or None,
@@ -217,6 +253,10 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--dry-run", action="store_true")
     sub.add_parser("signing-key", help="the public key replays are signed with, as "
                    "SAGA_OPERATOR_PUBLIC_KEYS lists it")
+    p = sub.add_parser("topics", help="the saga's topics on the cluster KAFKA_* names: create "
+                       "those missing (partitions, replication factor, min ISR from KAFKA_TOPIC_"
+                       "PARTITIONS, KAFKA_REPLICATION_FACTOR, KAFKA_MIN_INSYNC_REPLICAS), or check")
+    p.add_argument("action", choices=["create", "check"])
     args = parser.parse_args(argv)
     if getattr(args, "payload", None):
         with open(args.payload) as f:

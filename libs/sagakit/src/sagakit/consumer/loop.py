@@ -40,16 +40,20 @@ log = logging.getLogger("sagakit.consumer")
 
 
 class _BeforeRebalance(ConsumerRebalanceListener):
-    """Runs ``then`` before partitions are shared out again (aiokafka awaits it)."""
+    """Runs ``then`` before partitions are shared out again (aiokafka awaits it), and ``joined``
+    once they are, whatever this member got: a replica beyond the partition count gets none
+    and is still a member of its group, ready to take partitions over."""
 
-    def __init__(self, then: Callable[[], Awaitable[None]]) -> None:
+    def __init__(self, then: Callable[[], Awaitable[None]],
+                 joined: Callable[[], None] = lambda: None) -> None:
         self._then = then
+        self._joined = joined
 
     async def on_partitions_revoked(self, revoked: list[TopicPartition]) -> None:
         await self._then()
 
     async def on_partitions_assigned(self, assigned: list[TopicPartition]) -> None:
-        return None
+        self._joined()
 
 
 def _check_fetcher_alive(consumer: AIOKafkaConsumer) -> None:
@@ -97,13 +101,16 @@ class EventConsumer:
         """The Kafka consumer of the current session; None between sessions."""
         self._restarts = 0
         self.assigned = asyncio.Event()
+        """Set once the consumer has joined its group (with partitions or, a replica beyond
+        the partition count, none): /ready's Kafka check."""
 
     async def run(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
             consumer = manual_commit_consumer(self.settings, self.service, self.topics,
                                               f"{self.service}-consumer",
                                               self.settings.consumer_fetch_max_wait_ms,
-                                              _BeforeRebalance(self._commit_before_rebalance))
+                                              _BeforeRebalance(self._commit_before_rebalance,
+                                                               self.assigned.set))
             try:
                 await consumer.start()
                 self.kafka = consumer

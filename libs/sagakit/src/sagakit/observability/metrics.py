@@ -46,6 +46,14 @@ RELAY_PUBLISHED = Counter(
 RELAY_PUBLISH_ERRORS = Counter(
     "outbox_publish_errors_total", "Failed publish attempts of the relay", ["service", "error_type"],
 )
+RELAY_LEADER = Gauge(
+    "outbox_relay_leader", "1 on the instance whose relay publishes the service's outbox",
+    ["service"],
+)
+RELAY_WAKEUPS_FORWARDED = Counter(
+    "outbox_relay_wakeups_forwarded_total",
+    "NOTIFYs a standby relay sent to wake the leader for commits of its process", ["service"],
+)
 RELAY_COMMIT_TO_ACK = Histogram(
     "outbox_commit_to_ack_seconds", "From the outbox row's creation to Kafka's acknowledgement",
     ["service"], buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5, 30),

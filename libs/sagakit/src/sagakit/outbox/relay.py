@@ -1,11 +1,13 @@
 """Polling outbox relay (Part I §4.3 option A), woken when rows are committed.
 
-How it learns of rows: the unit of work that commits outbox rows tells the relay through its
-``OutboxSignal`` — in the process, when this relay leads and runs there; by a ``NOTIFY`` on
-the relay's channel otherwise (a relay listens on its own connection). Either way the relay
-then selects the pending rows, and it selects at least every poll interval anyway. (A NOTIFY
-with every commit serialised the commits of all three services, and the notifications that
-carried the rows with it are gone: ADR 0007, which replaces ADR 0004.)
+How it learns of rows: the unit of work that commits outbox rows tells the relay of its
+process through its ``OutboxSignal``, after the commit. A leading relay then selects. A
+standby relay (another replica leads) passes the news on to the leader with a ``NOTIFY`` of its
+own, on its own connection, one at a time: commits that come while one is on its way share the
+next (ADR 0010). Only a process with no relay connected sends the ``NOTIFY`` with its commit.
+The leader listens on its own connection, and selects at least every poll interval anyway. (A
+NOTIFY with every commit serialised the commits of all three services, and the notifications
+that carried the rows with it are gone: ADR 0007, which replaces ADR 0004.)
 
 Guarantees:
 - A row is marked published only after Kafka acknowledged it (acks=all, idempotent producer).
@@ -17,7 +19,9 @@ Guarantees:
   commit order (a later row of a saga is never visible before an earlier one). A row waits
   behind an earlier row of its saga that was given up on (failed).
 - Only one relay instance of a service publishes at a time (a session advisory lock held on
-  the relay's own connection); the others stand by and take over when it dies.
+  the relay's own connection, named ``leadership_key``); the others stand by and take over when
+  it dies. Who leads shows as ``outbox_relay_leader`` (1 on the leader's instance), in each
+  instance's ``/ready`` and as the holder of that lock in ``pg_locks`` (``RELAY_LEADERS``).
 - A row committed late is never skipped: the relay selects by status, not "after the last id".
 - Broker unavailable: the relay backs off (capped) and retries the same rows for as long as it
   takes; the backlog shows in ``outbox_pending_messages``. A row whose send timed out is not
@@ -51,8 +55,16 @@ from sagakit.backoff import Backoff
 from sagakit.observability import metrics
 from sagakit.outbox.publisher import BROKER_UNAVAILABLE, Publisher
 from sagakit.outbox.signal import OutboxSignal
-from sagakit.outbox.statements import MARK, MARK_AND_SELECT, RELAY_SESSION, OutboxRow, asyncpg_dsn
+from sagakit.outbox.statements import (
+    MARK,
+    MARK_AND_SELECT,
+    NOTIFY_LEADER,
+    RELAY_SESSION,
+    OutboxRow,
+    leadership_key,
+)
 from sagakit.settings import MessagingSettings
+from sagakit.store.postgres_url import postgres_target
 from sagakit.store.tables import OUTBOX_FAILED, OUTBOX_PENDING, OUTBOX_PUBLISHED, MessagingTables
 
 log = logging.getLogger("sagakit.relay")
@@ -63,8 +75,12 @@ MARK_WITHIN_S = 0.5
 
 class OutboxRelay:
     def __init__(self, engine: AsyncEngine, tables: MessagingTables, service: str,
-                 settings: MessagingSettings, signal: OutboxSignal | None = None) -> None:
+                 settings: MessagingSettings, signal: OutboxSignal | None = None,
+                 instance: str = "") -> None:
         self.engine = engine
+        self.application_name = (f"{service}-relay@{instance}" if instance
+                                 else f"{service}-relay")[:63]
+        """Its connection's, in ``pg_stat_activity``: names the instance that holds the lead."""
         self.signal = signal or OutboxSignal()
         """Hand it to the units of work of this process (``UnitOfWork(signal=...)``)."""
         self.tables = tables
@@ -95,7 +111,7 @@ class OutboxRelay:
                 if not self._leader:
                     await self._try_lead()
                 if not self._leader:
-                    await self._wait(stop, self.settings.relay_poll_interval_s)
+                    await self._stand_by(stop)
                     continue
                 published = await self.publish_batch()
                 if published < self.settings.relay_batch_size:
@@ -182,41 +198,70 @@ class OutboxRelay:
     # ------------------------------------------------------------------ leadership
 
     def _lead(self, leading: bool) -> None:
+        """Leading or not; either way commits of this process signal this relay as long as it
+        has a connection (to select, or to pass them on), and notify by themselves otherwise."""
         self._leader = leading
+        metrics.RELAY_LEADER.labels(self.service).set(1 if leading else 0)
         if leading:
             self.signal.leading(self._wake.set)
+        elif self._listen_conn is not None and not self._listen_conn.is_closed():
+            self.signal.standing_by(self._wake.set)
         else:
             self.signal.standing_down()
+
+    async def _stand_by(self, stop: asyncio.Event) -> None:
+        """Until its next try for the lead, a poll interval from now: passes the commits of
+        this process on to the leader, one ``NOTIFY`` at a time (ADR 0010)."""
+        deadline = time.monotonic() + self.settings.relay_poll_interval_s
+        while (left := deadline - time.monotonic()) > 0:
+            if not await self._wait(stop, left) or stop.is_set():
+                return
+            await self._forward_commits()
+
+    async def _forward_commits(self) -> None:
+        """Wakes the leader for every commit signalled so far. Its own transaction, on the
+        relay's session (asynchronous commit): it takes PostgreSQL's notification lock for
+        a moment, and no business commit waits for it."""
+        assert self._listen_conn is not None
+        await self._listen_conn.execute(NOTIFY_LEADER, self.tables.notify_channel)
+        metrics.RELAY_WAKEUPS_FORWARDED.labels(self.service).inc()
 
     async def _ensure_connection(self) -> None:
         if self._listen_conn is not None and not self._listen_conn.is_closed():
             return
         self._lead(False)
+        # The pool's URL, TLS parameters included (sagakit.store.postgres_url).
+        target = postgres_target(self.engine.url)
         self._listen_conn = await asyncpg.connect(
-            asyncpg_dsn(self.engine.url), timeout=10,
-            server_settings={**RELAY_SESSION, "application_name": f"{self.service}-relay"})
+            target.dsn(), timeout=10, **target.connect_args(
+                {**RELAY_SESSION, "application_name": self.application_name}))
         await self._listen_conn.add_listener(self.tables.notify_channel, self._on_notify)
 
     def _on_notify(self, *args: Any) -> None:
         """asyncpg's listener callback (connection, pid, channel, payload): rows were
-        committed by a process whose own relay does not lead."""
+        committed by a process whose own relay does not lead (passed on by its standby relay,
+        or sent with the commit where no relay runs)."""
         if self._leader:  # a standby tries for the lead at its poll, not on every commit
             self._wake.set()
 
     async def _try_lead(self) -> None:
         assert self._listen_conn is not None
-        key = f"outbox-relay:{self.tables.schema}"
         self._lead(bool(await self._listen_conn.fetchval(
-            "SELECT pg_try_advisory_lock(hashtextextended($1, 0))", key)))
+            "SELECT pg_try_advisory_lock(hashtextextended($1, 0))", self.leadership_key)))
         if self._leader:
             log.info("relay is the active publisher", extra={"service": self.service})
 
+    @property
+    def leadership_key(self) -> str:
+        """The advisory lock the leader holds (``hashtextextended(key, 0)``)."""
+        return leadership_key(self.tables.schema)
+
     async def _drop_connection(self) -> None:
+        conn, self._listen_conn = self._listen_conn, None
         self._lead(False)  # the leadership lock goes with the connection
-        if self._listen_conn is not None:
+        if conn is not None:
             with contextlib.suppress(Exception):
-                await self._listen_conn.close(timeout=2)
-        self._listen_conn = None
+                await conn.close(timeout=2)
 
     # ------------------------------------------------------------------ publishing
 

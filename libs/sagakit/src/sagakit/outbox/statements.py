@@ -10,8 +10,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy.engine import URL, make_url
-
 # Marks the rows acknowledged since the last statement (message ids $1, acknowledged at $2) and
 # selects the next batch. The select sees the snapshot from before the mark, so it leaves those
 # rows out by message id. A row waits behind an earlier row of its saga that was given up on
@@ -40,6 +38,26 @@ UPDATE {outbox} o SET status = '{published}', published_at = a.acked_at,
                       attempts = o.attempts + 1
 FROM unnest($1::uuid[], $2::timestamptz[]) AS a(message_id, acked_at)
 WHERE o.message_id = a.message_id"""
+# A standby relay wakes the leader for the commits of its process (ADR 0010).
+NOTIFY_LEADER = "SELECT pg_notify($1, '')"
+
+
+def leadership_key(schema: str) -> str:
+    """The text whose ``hashtextextended(key, 0)`` is the advisory lock of the outbox's leader."""
+    return f"outbox-relay:{schema}"
+
+
+# Which connection holds each outbox's leadership lock, by its application name
+# (``<service>-relay@<instance>``); $1 is the leadership keys. A bigint advisory lock shows in
+# pg_locks as two 32-bit halves (classid high, objid low) with objsubid 1.
+RELAY_LEADERS = """
+SELECT k.key, a.application_name, a.pid
+FROM unnest($1::text[]) AS k(key)
+JOIN pg_locks l ON l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
+    AND ((l.classid::bigint << 32) | l.objid::bigint) = hashtextextended(k.key, 0)
+JOIN pg_stat_activity a ON a.pid = l.pid
+ORDER BY k.key"""
+
 # The relay's own connection. Its statements are the same few, thousands of times an hour, and
 # with PostgreSQL's default (a plan per execution while the generic plan looks costlier, which
 # the unknown length of the id arrays makes it) planning cost more than running them: 0.3 ms
@@ -51,11 +69,6 @@ WHERE o.message_id = a.message_id"""
 # (asynchronous commit), which takes a disk flush off every relay cycle. The business
 # transactions that write the outbox keep synchronous commit.
 RELAY_SESSION = {"synchronous_commit": "off", "plan_cache_mode": "force_generic_plan"}
-
-
-def asyncpg_dsn(url: URL | str) -> str:
-    u = make_url(url) if isinstance(url, str) else url
-    return u.set(drivername="postgresql").render_as_string(hide_password=False)
 
 
 @dataclass(frozen=True)

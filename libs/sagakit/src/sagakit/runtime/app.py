@@ -41,7 +41,8 @@ def create_app(definition: ServiceDefinition) -> FastAPI:
         msg = load(MessagingSettings)
         engine = build_engine(svc.database_url, definition.name, svc.db_pool_size,
                               server_settings=definition.database_settings())
-        relay = OutboxRelay(engine, definition.tables, definition.name, msg)
+        relay = OutboxRelay(engine, definition.tables, definition.name, msg,
+                            instance=svc.instance())
         rt = Runtime(definition.name, engine, definition.tables, msg, svc, relay)
         subscriptions = definition.subscriptions(rt)
         topics = topics_of(subscriptions)

@@ -32,7 +32,11 @@ def operational_router() -> APIRouter:
         if rt.consumer is not None and rt.service_settings.run_consumer:
             checks["kafka"] = "ok" if rt.consumer.assigned.is_set() else "not connected"
         ok = all(v == "ok" for v in checks.values())
-        return JSONResponse({"status": "ready" if ok else "not ready", "checks": checks},
+        # Not a check: which replica publishes the outbox (make status shows it).
+        relay = ("off" if not rt.service_settings.run_relay
+                 else "leader" if rt.relay.is_leader else "standby")
+        return JSONResponse({"status": "ready" if ok else "not ready", "checks": checks,
+                             "instance": rt.service_settings.instance(), "relay": relay},
                             status_code=200 if ok else 503)
 
     @router.get("/metrics")

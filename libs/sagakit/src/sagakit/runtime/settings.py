@@ -3,6 +3,8 @@ its parts this instance runs. The messaging limits are ``sagakit.settings.Messag
 
 from __future__ import annotations
 
+import socket
+
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -20,6 +22,10 @@ class ServiceSettings(BaseSettings):
         "SQLAlchemy URL of the service's PostgreSQL database "
         "(postgresql+asyncpg://user:password@host:port/database), as the service's application "
         "role; its migrations read the same variable, as the schema's owner role."))
+    instance_name: str = Field("", validation_alias="SAGA_INSTANCE", description=(
+        "Which replica of the service this process is, for people: its relay's connection is "
+        "named `<service>-relay@<instance>` in `pg_stat_activity` (who holds the relay's lead) "
+        "and `/ready` says it. Unset: `<host name>:<HTTP_PORT>`."))
     db_pool_size: int = Field(20, ge=1, validation_alias="DB_POOL_SIZE", description=(
         "Connections in the service's pool, with no overflow: past this many units of work at "
         "once, the next waits for a connection."))
@@ -47,3 +53,6 @@ class ServiceSettings(BaseSettings):
     gc_gen0_threshold: int = Field(10_000, ge=0, validation_alias="GC_GEN0_THRESHOLD", description=(
         "Allocations between two collections of CPython's youngest generation once the service "
         "has started; 0 leaves CPython's default."))
+
+    def instance(self) -> str:
+        return self.instance_name or f"{socket.gethostname()}:{self.http_port}"

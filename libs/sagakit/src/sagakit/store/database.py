@@ -9,6 +9,9 @@ out, at no cost: a database restarted within that moment left such connections b
 the first request after it got a 503 (tests/integration/test_database_pool.py). A database lost while
 connections are busy fails the statements in flight; SQLAlchemy then sees a disconnect and
 throws the whole pool away, so the next checkout connects afresh.
+
+The URL may carry libpq's TLS parameters (``?sslmode=verify-full&sslrootcert=...``): they are
+translated for asyncpg at each connect (``sagakit.store.postgres_url``).
 """
 
 from __future__ import annotations
@@ -20,10 +23,11 @@ from typing import Any
 import asyncpg
 from sqlalchemy import event
 from sqlalchemy.exc import DisconnectionError
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.util import await_only
 
 from sagakit import jsonio
+from sagakit.store.postgres_url import create_engine_for
 
 # What a dead connection raises: the socket is gone, or the server said it is shutting it down
 # (class 57, e.g. pg_terminate_backend) before it went. When that farewell arrived while the
@@ -41,8 +45,9 @@ PING_IF_IDLE_FOR_S = 1.0
 def build_engine(url: str, name: str, pool_size: int,
                  ping_if_idle_for_s: float = PING_IF_IDLE_FOR_S,
                  server_settings: dict[str, str] | None = None) -> AsyncEngine:
-    engine = create_async_engine(
+    engine = create_engine_for(
         url,
+        server_settings={**(server_settings or {}), "application_name": name},
         # No overflow: SQLAlchemy closes an overflow connection as soon as it is handed back,
         # and under load that was a new connection every half second per service (a backend
         # forked, a TLS attempt, type introspection each time). Past ``pool_size``
@@ -59,9 +64,7 @@ def build_engine(url: str, name: str, pool_size: int,
         # JSON columns, read and written on every message (sagakit.jsonio).
         json_serializer=jsonio.dumps,
         json_deserializer=jsonio.loads,
-        connect_args={"server_settings": {**(server_settings or {}), "application_name": name},
-                      "command_timeout": 30,
-                      "timeout": 10},
+        connect_args={"command_timeout": 30, "timeout": 10},
     )
     ping_idle_connections(engine, ping_if_idle_for_s)
     return engine

@@ -16,8 +16,9 @@ before: the inbox row's primary key refuses it, and the whole statement with it.
 delivered while the first is still in flight waits at that key for the first to commit.
 
 Nothing else commits and nothing publishes to Kafka: the relay does, from the outbox. It hears
-of the commit from the unit of work's ``OutboxSignal``: in the process when it runs here and
-leads, else by a ``NOTIFY`` sent with the commit statement (``sagakit.outbox.signal``).
+of the commit from the unit of work's ``OutboxSignal``: in the process when a relay is connected
+here (it selects, or wakes the leader elsewhere), else by a ``NOTIFY`` sent with the commit
+statement (``sagakit.outbox.signal``).
 """
 
 from __future__ import annotations

@@ -16,8 +16,9 @@ from local_stack.postgres.crash import clear_crashed_cluster, lock_file_line, ru
 from local_stack.postgres.data_dir import pg_data_dir
 from local_stack.postgres.database import bootstrap_database, keep_admin_password
 from local_stack.postgres.programs import as_pg_user, pg_bin, pg_os_user, pg_ready
+from local_stack.postgres.tls import make_certificates, server_options, stack_tls_files
 from local_stack.processes import wait_for
-from local_stack.settings import LOGS, PG_ADMIN, PG_CRASH_WAIT_S, PG_PORT, RUN
+from local_stack.settings import LOGS, PG_ADMIN, PG_CRASH_WAIT_S, PG_PORT, PG_TLS, RUN
 
 # pg_ident.conf's name for "the OS user that runs the cluster may log in as the admin role".
 PEER_MAP = "saga_stack"
@@ -62,8 +63,8 @@ def start_postgres() -> None:
                                      "-c shared_preload_libraries=pg_stat_statements "
                                      # A slow statement is logged without the values bound to
                                      # it: they can be a payment token or a customer's address.
-                                     f"-c log_parameter_max_length={LOGGED_PARAMETER_LENGTH}",
-                                     "start"]),
+                                     f"-c log_parameter_max_length={LOGGED_PARAMETER_LENGTH}"
+                                     f"{_tls_options()}", "start"]),
                          capture_output=True, text=True)
     if res.returncode != 0:
         with pg_log.open("rb") as f:
@@ -82,6 +83,18 @@ def start_postgres() -> None:
     wait_for("PostgreSQL", pg_ready, 30, "postgres")
     keep_admin_password(data)
     bootstrap_database()
+
+
+def _tls_options() -> str:
+    """With SAGA_PG_TLS=1, the options that turn TLS on (its CA and certificate made on first
+    use, the server's key the cluster user's own); nothing otherwise."""
+    if not PG_TLS:
+        return ""
+    user = pg_os_user()
+    owner = (pwd.getpwnam(user).pw_uid, pwd.getpwnam(user).pw_gid) if user else None
+    files = make_certificates(stack_tls_files().ca_cert.parent, owner=owner)
+    log(f"PostgreSQL speaks TLS (SAGA_PG_TLS=1); its CA: {files.ca_cert}")
+    return " " + server_options(files)
 
 
 def init_cluster(data: Path) -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 from local_stack.passwords import admin_password, role_password
 from local_stack.postgres import scram
 from local_stack.postgres.programs import as_pg_user, pg_bin
+from local_stack.postgres.tls import with_stack_tls
 from local_stack.settings import PG_ADMIN, PG_DB, PG_PORT, ROOT, SERVICE_PORTS, dsn
 
 
@@ -98,7 +99,8 @@ def bootstrap_database() -> None:
 def migrate(service: str) -> None:
     """The service's migrations, as a step of their own under its owner role: the service's
     process is then started with its app role only, and never sees the owner's password."""
-    env = {**os.environ, "DATABASE_URL": dsn(f"{service}_owner", role_password(service, "owner"))}
+    env = {**os.environ, "DATABASE_URL": with_stack_tls(
+        dsn(f"{service}_owner", role_password(service, "owner")))}
     res = subprocess.run([sys.executable, "-m", "alembic", "-c",
                           str(ROOT / "services" / service / "alembic.ini"), "upgrade", "head"],
                          cwd=ROOT / "services" / service, env=env, capture_output=True, text=True)

@@ -1,0 +1,105 @@
+"""Replicas of a service that start together each run its migrations: two upgrades of a fresh
+schema at once must both succeed, one after the other, and leave the schema at head once.
+
+The first upgrade is held inside its migration by a lock the test holds, until the second has
+reached its own wait: serialised (``sagakit.store.alembic_env``), the second waits for the
+first's whole upgrade and then finds the schema at head; not serialised, it creates the version
+table and the tables beside the first's, and fails when the first commits."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import textwrap
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import asyncpg
+import pytest
+
+from saga_harness import config
+from saga_harness.waiting import wait_for
+
+
+@pytest.fixture
+async def fresh_schema(running_stack: None) -> AsyncIterator[str]:
+    schema = f"migrate_{uuid.uuid4().hex[:8]}"
+    conn = await asyncpg.connect(config.admin_dsn())
+    try:
+        await conn.execute(f"CREATE SCHEMA {schema}")
+        yield schema
+    finally:
+        await conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+        await conn.close()
+
+
+def _migrations(folder: Path, schema: str) -> Path:
+    """A service's migrations in miniature: the shared env.py body and one revision that
+    waits at the gate before it creates the messaging tables."""
+    (folder / "migrations" / "versions").mkdir(parents=True)
+    (folder / "alembic.ini").write_text("[alembic]\nscript_location = %(here)s/migrations\n")
+    (folder / "migrations" / "env.py").write_text(
+        "from sagakit.store.alembic_env import run_migrations\n\n"
+        f"run_migrations(schema={schema!r})\n")
+    (folder / "migrations" / "versions" / "0001_messaging.py").write_text(textwrap.dedent(f"""
+        from alembic import op
+
+        from sagakit.store.migrations import create_messaging_tables_v1, drop_messaging_tables_v1
+
+        revision = "0001"
+        down_revision = None
+        branch_labels = None
+        depends_on = None
+
+
+        def upgrade() -> None:
+            op.execute("SELECT pg_advisory_xact_lock(hashtextextended('gate:{schema}', 0))")
+            create_messaging_tables_v1(op, {schema!r})
+
+
+        def downgrade() -> None:
+            drop_messaging_tables_v1(op, {schema!r})
+        """))
+    return folder / "alembic.ini"
+
+
+async def test_two_upgrades_started_at_once_on_a_fresh_schema_both_succeed(
+        fresh_schema: str, tmp_path: Path) -> None:
+    schema = fresh_schema
+    ini = _migrations(tmp_path, schema)
+    url = config.admin_dsn().replace("postgresql://", "postgresql+asyncpg://")
+    gate = await asyncpg.connect(config.admin_dsn())
+    upgrades: list[asyncio.subprocess.Process] = []
+    try:
+        await gate.execute("SELECT pg_advisory_lock(hashtextextended($1, 0))", f"gate:{schema}")
+        for n in (1, 2):
+            upgrades.append(await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "alembic", "-c", str(ini), "upgrade", "head",
+                cwd=tmp_path, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+                env={"PATH": "/usr/bin:/bin",
+                     "DATABASE_URL": f"{url}?application_name=migrate-{schema}-{n}"}))
+
+        async def waiting() -> int:
+            if any(p.returncode is not None for p in upgrades):
+                return -1
+            return int(await gate.fetchval(
+                "SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE $1 "
+                "AND wait_event_type = 'Lock'", f"migrate-{schema}-%"))
+
+        # Both have got as far as they can: one at the gate, the other behind it.
+        await wait_for(waiting, lambda n: n in (2, -1), timeout=60,
+                       what="both upgrades waiting for a lock")
+        await gate.execute("SELECT pg_advisory_unlock(hashtextextended($1, 0))", f"gate:{schema}")
+        outputs = [(await asyncio.wait_for(p.communicate(), 60))[0].decode() for p in upgrades]
+        for p, out in zip(upgrades, outputs, strict=True):
+            assert p.returncode == 0, out
+        versions = await gate.fetch(f"SELECT version_num FROM {schema}.alembic_version")
+        assert [r["version_num"] for r in versions] == ["0001"]
+        assert await gate.fetchval(f"SELECT count(*) FROM {schema}.outbox") == 0
+    finally:
+        for p in upgrades:
+            if p.returncode is None:
+                p.kill()
+                await p.wait()
+        await gate.close()

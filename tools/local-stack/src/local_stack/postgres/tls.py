@@ -1,0 +1,116 @@
+"""SAGA_PG_TLS=1: the stack's PostgreSQL speaks TLS, with a certificate signed by a CA the stack
+makes for itself, and the services connect with ``sslmode=verify-full`` and that CA, as they
+would to a managed PostgreSQL (``sagakit.store.postgres_url``).
+
+The CA and the server's key pair are made once, under the cluster's folder (the server's key
+readable by the cluster's OS user only, as PostgreSQL demands); the CA's certificate, which is
+no secret, is what clients are given as ``sslrootcert``. The certificate names 127.0.0.1 and
+localhost, the addresses the stack's clients connect to.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import ipaddress
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+
+HOSTS = ("127.0.0.1", "localhost")
+VALID_FOR = dt.timedelta(days=825)
+
+
+@dataclass(frozen=True)
+class TlsFiles:
+    ca_cert: Path
+    server_cert: Path
+    server_key: Path
+
+
+def tls_files(folder: Path) -> TlsFiles:
+    return TlsFiles(folder / "ca.crt", folder / "server.crt", folder / "server.key")
+
+
+def make_certificates(folder: Path, hosts: tuple[str, ...] = HOSTS,
+                      owner: tuple[int, int] | None = None) -> TlsFiles:
+    """The CA and the server's certificate for ``hosts`` in ``folder``, made if missing (a CA
+    made before is kept, so that clients given it keep trusting the server); ``owner`` (uid,
+    gid): who the server's key belongs to, the cluster's OS user."""
+    files = tls_files(folder)
+    if all(p.exists() for p in (files.ca_cert, files.server_cert, files.server_key)):
+        return files
+    folder.mkdir(parents=True, exist_ok=True)
+    now = dt.datetime.now(dt.UTC)
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "saga local stack CA")])
+    ca = (x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name)
+          .public_key(ca_key.public_key()).serial_number(x509.random_serial_number())
+          .not_valid_before(now - dt.timedelta(minutes=5)).not_valid_after(now + VALID_FOR)
+          .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+          .add_extension(x509.KeyUsage(digital_signature=False, content_commitment=False,
+                                       key_encipherment=False, data_encipherment=False,
+                                       key_agreement=False, key_cert_sign=True, crl_sign=True,
+                                       encipher_only=False, decipher_only=False), critical=True)
+          .sign(ca_key, hashes.SHA256()))
+    key = ec.generate_private_key(ec.SECP256R1())
+    names: list[x509.GeneralName] = []
+    for host in hosts:
+        try:
+            names.append(x509.IPAddress(ipaddress.ip_address(host)))
+        except ValueError:
+            names.append(x509.DNSName(host))
+    server = (x509.CertificateBuilder()
+              .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, hosts[0])]))
+              .issuer_name(ca_name).public_key(key.public_key())
+              .serial_number(x509.random_serial_number())
+              .not_valid_before(now - dt.timedelta(minutes=5)).not_valid_after(now + VALID_FOR)
+              .add_extension(x509.SubjectAlternativeName(names), critical=False)
+              .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+              .add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]),
+                             critical=False)
+              .sign(ca_key, hashes.SHA256()))
+    fd = os.open(files.server_key, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as out:
+        out.write(key.private_bytes(serialization.Encoding.PEM,
+                                    serialization.PrivateFormat.PKCS8,
+                                    serialization.NoEncryption()))
+    files.server_cert.write_bytes(server.public_bytes(serialization.Encoding.PEM))
+    files.ca_cert.write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    if owner is not None:
+        for p in (folder, files.server_key, files.server_cert, files.ca_cert):
+            os.chown(p, *owner)
+    return files
+
+
+def server_options(files: TlsFiles) -> str:
+    """``postgres -c`` options that turn TLS on with these files (plain connections are still
+    accepted: the stack's own tools connect either way)."""
+    return (f"-c ssl=on -c ssl_cert_file={files.server_cert} "
+            f"-c ssl_key_file={files.server_key} -c ssl_min_protocol_version=TLSv1.2")
+
+
+def client_query(files: TlsFiles) -> str:
+    """What a client's URL adds to reach the stack's PostgreSQL over verified TLS."""
+    return f"sslmode=verify-full&sslrootcert={files.ca_cert}"
+
+
+def stack_tls_files() -> TlsFiles:
+    """Where the stack keeps its PostgreSQL's CA and certificate: beside the cluster's data."""
+    from local_stack.postgres.data_dir import pg_data_dir
+
+    return tls_files(pg_data_dir().parent / "tls")
+
+
+def with_stack_tls(url: str) -> str:
+    """``url`` as a client of the stack's PostgreSQL gives it: verified TLS with SAGA_PG_TLS=1,
+    as it is otherwise."""
+    from local_stack.settings import PG_TLS
+
+    if not PG_TLS:
+        return url
+    return f"{url}{'&' if '?' in url else '?'}{client_query(stack_tls_files())}"
