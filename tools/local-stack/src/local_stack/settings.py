@@ -24,10 +24,13 @@ PG_ADMIN = os.environ.get("PG_ADMIN_USER", "saga_admin")
 KAFKA_PORT = int(os.environ.get("KAFKA_PORT", "9092"))
 KAFKA_CONTROLLER_PORT = int(os.environ.get("KAFKA_CONTROLLER_PORT", "9093"))
 GATEWAY_PORT = int(os.environ.get("GATEWAY_PORT", "8010"))
+# The defaults are also what docker-compose.yml and the Kubernetes manifests (deploy/k8s) use,
+# whatever this shell sets: deploy/tests check that the three deployments agree on them.
+DEFAULT_SERVICE_PORTS = {"pedidos": 8001, "inventario": 8002, "pagos": 8003}
 SERVICE_PORTS = {
-    "pedidos": int(os.environ.get("PEDIDOS_PORT", "8001")),
-    "inventario": int(os.environ.get("INVENTARIO_PORT", "8002")),
-    "pagos": int(os.environ.get("PAGOS_PORT", "8003")),
+    "pedidos": int(os.environ.get("PEDIDOS_PORT", str(DEFAULT_SERVICE_PORTS["pedidos"]))),
+    "inventario": int(os.environ.get("INVENTARIO_PORT", str(DEFAULT_SERVICE_PORTS["inventario"]))),
+    "pagos": int(os.environ.get("PAGOS_PORT", str(DEFAULT_SERVICE_PORTS["pagos"]))),
 }
 PROMETHEUS_PORT = int(os.environ.get("PROMETHEUS_PORT", "9090"))
 KAFKA_BOOTSTRAP = f"127.0.0.1:{KAFKA_PORT}"
@@ -37,7 +40,10 @@ NETPROXY = os.environ.get("SAGA_NETPROXY") == "1"
 # SAGA_KAFKA_AUTH=1: Kafka authenticates every client with SASL/SCRAM and authorizes it by ACLs
 # (local_stack.kafka_auth); off by default until every suite has run against it.
 KAFKA_AUTH = os.environ.get("SAGA_KAFKA_AUTH") == "1"
-TOPIC_PARTITIONS = int(os.environ.get("KAFKA_TOPIC_PARTITIONS", "6"))
+# Also the partitions of the topics of docker-compose.yml and deploy/k8s, and so the most
+# consumers of a group that get work: the Kubernetes autoscalers stop there.
+DEFAULT_TOPIC_PARTITIONS = 6
+TOPIC_PARTITIONS = int(os.environ.get("KAFKA_TOPIC_PARTITIONS", str(DEFAULT_TOPIC_PARTITIONS)))
 UP_DEADLINE_S = float(os.environ.get("STACK_UP_TIMEOUT", "120"))
 # How long ``up`` waits for what a crashed PostgreSQL left behind (its orphaned backends, the
 # port) before it gives up.
