@@ -243,7 +243,7 @@ def _container(objects: list[dict[str, Any]]) -> dict[str, Any]:
     (lambda o: _container(o)["env"].append({"name": "KAFKA_SASL_PASSWORD", "value": "hunter2"}),
      "not a reference to a Secret"),
     (lambda o: _container(o)["env"].append({
-        "name": "DATABASE_URL", "value": "postgresql://pedidos_app:hunter2@db:5432/saga"}),
+        "name": "DATABASE_URL", "value": "postgresql://pedidos_app:" + "hunter2" + "@db/saga"}),
      "URL with a password"),
     (lambda o: o.append({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"},
                          "stringData": {"password": "hunter2"}}), "a Secret in the manifests"),
