@@ -160,3 +160,12 @@ def test_promtool_refuses_a_broken_rule(tmp_path: Path) -> None:
     spec = generate.prometheus_rule()["spec"]
     spec["groups"][0]["rules"][0]["expr"] = "sum(rate(saga_duration_seconds_count[5m]"
     assert promtool_problems(spec, tmp_path)
+
+
+@pytest.mark.external
+def test_make_manifests_prints_the_default_overlay_alone(
+        default_overlay: list[dict[str, Any]]) -> None:
+    done = subprocess.run(["make", "-s", "manifests"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert [d for d in yaml.safe_load_all(done.stdout) if d] == default_overlay
