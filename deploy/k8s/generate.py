@@ -144,7 +144,7 @@ def volumes_and_mounts(service: str, component: str) -> tuple[list[dict[str, Any
 
 
 def container_env(service: str, component: str) -> list[dict[str, Any]]:
-    env = [{"name": k, "value": v} for k, v in COMPONENTS[component].items()]
+    env: list[dict[str, Any]] = [{"name": k, "value": v} for k, v in COMPONENTS[component].items()]
     env += database_env(service, "app")
     if component == "worker":
         env.append({"name": "KAFKA_SASL_PASSWORD", "valueFrom": {"secretKeyRef": {

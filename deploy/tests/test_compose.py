@@ -6,12 +6,15 @@ Dockerfile for what makes it cacheable, pinned and unprivileged."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import jsonschema
+import pytest
 import yaml
 
 from local_stack.settings import DEFAULT_SERVICE_PORTS, DEFAULT_TOPIC_PARTITIONS
@@ -274,3 +277,36 @@ def test_the_image_pins_uv_and_its_base_and_runs_unprivileged() -> None:
     assert "EXPOSE ${PORT}" in lines and any(line.startswith("HEALTHCHECK") for line in lines)
     ignored = (ROOT / ".dockerignore").read_text().split()
     assert {".git", ".venv", ".local", ".env"} <= set(ignored)
+
+
+@pytest.mark.external
+def test_the_images_uv_steps_install_a_service_from_what_the_dockerfile_copies(
+        tmp_path: Path) -> None:
+    """The Dockerfile's two `uv sync` commands, run as its stages run them: first with the lock
+    and the pyproject.toml files alone (the dependency layer), then with the sources. Needs
+    PyPI or uv's cache (make bootstrap fills it)."""
+    lines = _dockerfile_lines()
+    commands = [line[line.index("uv sync"):].replace("${SERVICE}", "pedidos")
+                for line in lines if "uv sync" in line]
+    app = tmp_path / "app"
+    tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True,
+                             check=True).stdout.split()
+    for path in tracked:
+        if path == "uv.lock" or path.endswith("pyproject.toml"):
+            (app / path).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(ROOT / path, app / path)
+    env = {**os.environ, "UV_PROJECT_ENVIRONMENT": str(tmp_path / "venv"),
+           "UV_PYTHON_DOWNLOADS": "never"}
+    env.pop("VIRTUAL_ENV", None)
+    first = subprocess.run(commands[0].split(), cwd=app, env=env, capture_output=True, text=True)
+    assert first.returncode == 0, first.stderr
+    for source in ("libs", "services", "tools/sagactl"):
+        shutil.copytree(ROOT / source, app / source, dirs_exist_ok=True,
+                        ignore=shutil.ignore_patterns("__pycache__", "tests", ".venv"))
+    second = subprocess.run(commands[1].split(), cwd=app, env=env, capture_output=True,
+                            text=True)
+    assert second.returncode == 0, second.stderr
+    python = tmp_path / "venv" / "bin" / "python"
+    imported = subprocess.run([str(python), "-c", "import pedidos.app, sagactl.cli, alembic"],
+                              cwd=tmp_path, capture_output=True, text=True)
+    assert imported.returncode == 0, imported.stderr
