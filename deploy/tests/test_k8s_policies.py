@@ -160,6 +160,14 @@ def _coverage_problems(objects: list[dict[str, Any]]) -> Iterator[str]:
                     yield f"{_name(o)}: no {kind}"
 
 
+def _namespace_problems(objects: list[dict[str, Any]]) -> Iterator[str]:
+    """Everything in one namespace: the policies, Services and Secrets refer to each other by
+    name within it."""
+    namespaces = {o["metadata"].get("namespace") for o in objects if o["kind"] != "Namespace"}
+    if len(namespaces) != 1 or None in namespaces:
+        yield f"objects in namespaces {sorted(map(str, namespaces))}, not in one"
+
+
 def policy_problems(objects: list[dict[str, Any]]) -> list[str]:
     out: list[str] = []
     for obj in objects:
@@ -183,7 +191,7 @@ def policy_problems(objects: list[dict[str, Any]]) -> list[str]:
 def test_every_overlay_keeps_the_rules(
         every_overlay: dict[str, list[dict[str, Any]]]) -> None:
     for overlay, objects in every_overlay.items():
-        problems = policy_problems(objects)
+        problems = policy_problems(objects) + list(_namespace_problems(objects))
         assert not problems, f"overlay {overlay}:\n" + "\n".join(problems)
 
 
@@ -261,6 +269,13 @@ def _container(objects: list[dict[str, Any]]) -> dict[str, Any]:
 def test_each_rule_catches_a_manifest_that_breaks_it(mutate: Any, expected: str) -> None:
     problems = _break(mutate)
     assert any(expected in p for p in problems), problems
+
+
+def test_the_namespace_rule_catches_an_object_left_out() -> None:
+    objects = [{**o, "metadata": {**o["metadata"], "namespace": "saga"}} for o in _sample()]
+    assert list(_namespace_problems(objects)) == []
+    objects[-1]["metadata"].pop("namespace")
+    assert list(_namespace_problems(objects))
 
 
 def test_the_kafka_rules_catch_a_cluster_that_loses_or_opens_data() -> None:
