@@ -1,16 +1,57 @@
-# One image per service: docker build -f deploy/docker/service.Dockerfile --build-arg SERVICE=pedidos .
-FROM python:3.11-slim
-ARG SERVICE
-ENV SERVICE=${SERVICE} PYTHONUNBUFFERED=1 UV_PROJECT_ENVIRONMENT=/opt/venv PATH=/opt/venv/bin:$PATH
-RUN pip install --no-cache-dir uv
+# syntax=docker/dockerfile:1
+# One image per service (pedidos, inventario, pagos, fake-gateway), sagactl in each:
+#   docker build -f deploy/docker/service.Dockerfile --build-arg SERVICE=pedidos -t saga/pedidos:0.1.0 .
+# The dependencies are a layer of their own, made from the lock file and the workspace's
+# pyproject.toml files only: a change to the sources rebuilds the last layers, not that one.
+ARG PYTHON_IMAGE=python:3.11.7-slim-bookworm
+
+# The workspace's pyproject.toml files and the lock, nothing else: this stage runs again on
+# any change, but its output changes only with them, so the next stage's cache holds.
+FROM ${PYTHON_IMAGE} AS manifests
+WORKDIR /src
+COPY . .
+RUN mkdir /manifests \
+    && find . -name pyproject.toml -not -path './.venv/*' -exec cp --parents {} /manifests \; \
+    && cp uv.lock /manifests/
+
+FROM ${PYTHON_IMAGE} AS build
+# uv at a pinned version, its wheel checked against the hashes in uv-requirements.txt.
+COPY deploy/docker/uv-requirements.txt /tmp/uv-requirements.txt
+RUN pip install --no-cache-dir --require-hashes -r /tmp/uv-requirements.txt
+ENV UV_PROJECT_ENVIRONMENT=/opt/venv UV_COMPILE_BYTECODE=1 UV_LINK_MODE=copy \
+    UV_PYTHON_DOWNLOADS=never
 WORKDIR /app
-COPY pyproject.toml uv.lock ./
+ARG SERVICE
+COPY --from=manifests /manifests/ ./
+# --locked: the build fails, rather than resolving anew, when uv.lock is not the workspace's.
+RUN --mount=type=cache,target=/root/.cache/uv \
+    uv sync --locked --no-dev --no-install-workspace --package ${SERVICE} --package sagactl
 COPY libs ./libs
 COPY services ./services
-RUN uv sync --frozen --no-dev --package ${SERVICE}
-EXPOSE 8000
+COPY tools/sagactl ./tools/sagactl
+RUN --mount=type=cache,target=/root/.cache/uv \
+    uv sync --locked --no-dev --no-editable --package ${SERVICE} --package sagactl
+
+FROM ${PYTHON_IMAGE}
+ARG SERVICE
+# The port the service listens on (HTTP_PORT; the local stack's: pedidos 8001, inventario 8002,
+# pagos 8003, fake-gateway 8010), given by the build.
+ARG PORT
+ENV SERVICE=${SERVICE} HTTP_HOST=0.0.0.0 HTTP_PORT=${PORT} GATEWAY_HOST=0.0.0.0 GATEWAY_PORT=${PORT} \
+    PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1 PATH=/opt/venv/bin:$PATH
+RUN groupadd --gid 10001 saga \
+    && useradd --uid 10001 --gid saga --no-create-home --home-dir /nonexistent \
+       --shell /usr/sbin/nologin saga
+COPY --from=build /opt/venv /opt/venv
+# The service's migrations (alembic.ini and migrations/), for its one-shot migration step.
+COPY --from=build /app/services/${SERVICE} /app/services/${SERVICE}
+WORKDIR /app
+USER 10001:10001
+EXPOSE ${PORT}
+HEALTHCHECK --interval=10s --timeout=3s --start-period=20s --retries=3 \
+    CMD ["python", "-c", "import os, urllib.request; urllib.request.urlopen(f\"http://127.0.0.1:{os.environ['HTTP_PORT']}/health\", timeout=2)"]
 # The service alone, under its app role (DATABASE_URL). Its migrations are a step of their own,
 # the same image run once before it with `alembic -c services/$SERVICE/alembic.ini upgrade head`
-# and the schema owner's DATABASE_URL (docker-compose.yml's <service>-migrations): the owner's
-# password never reaches the running service.
+# and the schema owner's DATABASE_URL (docker-compose.yml's <service>-migrations, the
+# Kubernetes migration Jobs): the owner's password never reaches the running service.
 CMD ["sh", "-c", "exec python -m $(echo $SERVICE | tr - _)"]

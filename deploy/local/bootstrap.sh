@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what the local stack needs and is missing: uv, PostgreSQL, a JDK and Maven,
-# Prometheus (promtool), then the workspace's Python environment from the lock file.
+# Prometheus (promtool), Go (to build kustomize), then the workspace's Python environment from
+# the lock file, and kustomize for the Kubernetes manifests' tests (deploy/k8s/kustomize.sh).
 # Safe to run again: every step checks first.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -13,6 +14,7 @@ pg_bin_dir() { ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1
 command -v java >/dev/null 2>&1 || apt_packages+=(openjdk-17-jre-headless)
 command -v mvn >/dev/null 2>&1 || apt_packages+=(maven)
 command -v promtool >/dev/null 2>&1 || apt_packages+=(prometheus)
+command -v go >/dev/null 2>&1 || apt_packages+=(golang-go)
 
 if [ ${#apt_packages[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then
@@ -48,4 +50,6 @@ fi
 
 log "syncing the Python workspace (uv.lock)"
 uv sync --frozen --quiet
+log "kustomize (deploy/k8s/kustomize.sh pins its version)"
+bash deploy/k8s/kustomize.sh version >/dev/null
 log "ready"

@@ -1,59 +1,146 @@
-"""docker-compose.yml cannot run here (no Docker engine): check its syntax and that it matches
-the local stack's topology, ports, topics and roles."""
+"""docker-compose.yml cannot run here (no Docker engine): check it against the compose
+specification's schema (vendored, deploy/k8s/schemas) and that it matches the local stack's
+topology, ports, topics, roles and settings, as the Kubernetes manifests do; and the image's
+Dockerfile for what makes it cacheable, pinned and unprivileged."""
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
+import jsonschema
+import pytest
 import yaml
 
+from local_stack.settings import DEFAULT_SERVICE_PORTS
 from saga_contracts.topics import ALL_TOPICS
+from sagakit.kafka_topics import DEFAULT_TOPIC_PARTITIONS
 
 ROOT = Path(__file__).resolve().parents[2]
+SERVICES = tuple(DEFAULT_SERVICE_PORTS)
+DOCKERFILE = ROOT / "deploy/docker/service.Dockerfile"
 
 
-def compose() -> dict:
+def compose() -> dict[str, Any]:
     return yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+
+
+def compose_spec_errors(doc: dict[str, Any]) -> list[str]:
+    schema = json.loads((ROOT / "deploy/k8s/schemas/compose-spec.json").read_text())
+    validator = jsonschema.Draft202012Validator(schema)
+    return [f"{'/'.join(map(str, e.absolute_path))}: {e.message}"
+            for e in validator.iter_errors(doc)]
+
+
+def test_compose_is_valid_by_the_compose_specification() -> None:
+    assert compose_spec_errors(compose()) == []
+
+
+def test_the_specification_check_refuses_a_wrong_file() -> None:
+    doc = compose()
+    doc["services"]["pedidos"]["depends_on"]["pedidos-migrations"] = {"condition": "healthy"}
+    doc["services"]["kafka"]["healthcheck"]["retry"] = 3
+    errors = compose_spec_errors(doc)
+    assert any("healthy" in e for e in errors), errors
+    assert any("retry" in e for e in errors), errors
 
 
 def test_compose_has_the_same_parts_and_ports_as_the_local_stack() -> None:
     services = compose()["services"]
-    expected = {"pedidos": "8001", "inventario": "8002", "pagos": "8003", "gateway": "8010",
+    expected = {**{s: str(p) for s, p in DEFAULT_SERVICE_PORTS.items()}, "gateway": "8010",
                 "kafka": "9092", "postgres": "25432"}
     for name, port in expected.items():
         assert name in services, name
         published = [str(p).split(":")[0] for p in services[name].get("ports", [])]
         assert port in published, (name, published)
+    for service, port in DEFAULT_SERVICE_PORTS.items():
+        for part in (service, f"{service}-worker"):
+            assert services[part]["environment"]["HTTP_PORT"] == str(port)
+            assert services[part]["build"]["args"] == {"SERVICE": service, "PORT": str(port)}
     stack = (ROOT / "tools/local-stack/src/local_stack/settings.py").read_text()
-    for var, port in [("PEDIDOS_PORT", "8001"), ("INVENTARIO_PORT", "8002"),
-                      ("PAGOS_PORT", "8003"), ("GATEWAY_PORT", "8010"), ("KAFKA_PORT", "9092"),
-                      ("PG_PORT", "25432")]:
+    for var, port in [("GATEWAY_PORT", "8010"), ("KAFKA_PORT", "9092"), ("PG_PORT", "25432")]:
         assert f'"{var}", "{port}"' in stack
 
 
-def test_compose_creates_every_topic_and_uses_official_images() -> None:
+def test_the_parts_that_scale_publish_no_host_port() -> None:
+    """A worker may run as several containers (`--scale`): a fixed host port would stop the
+    second one; the API containers keep the local stack's ports and run one each."""
+    services = compose()["services"]
+    for service in SERVICES:
+        worker = services[f"{service}-worker"]
+        assert "ports" not in worker, service
+        assert worker["environment"]["RUN_CONSUMER"] == "true"
+        api = services[service]["environment"]
+        assert (api["RUN_CONSUMER"], api["RUN_RELAY"], api["RUN_JOBS"]) == ("false",) * 3
+        assert not any(k.startswith("KAFKA_") for k in api), service
+
+
+def test_compose_creates_every_topic_with_the_local_stacks_partitions() -> None:
     doc = compose()
     services = doc["services"]
     assert services["kafka"]["image"].startswith("apache/kafka:4.")
     assert services["postgres"]["image"].startswith("postgres:")
     script = "\n".join(services["kafka-init"]["command"])
+    assert script.lstrip().startswith("set -e\n"), "the init script goes on after a failure"
     created = set(re.search(r"for t in ([^;]+);", script).group(1).split())  # type: ignore[union-attr]
     assert created == set(ALL_TOPICS)
+    assert f"--partitions {DEFAULT_TOPIC_PARTITIONS} " in script
+    assert services["kafka"]["environment"]["KAFKA_NUM_PARTITIONS"] == DEFAULT_TOPIC_PARTITIONS
 
 
-SERVICES = ("pedidos", "inventario", "pagos")
-# ${NAME:?message}: compose refuses to start while NAME is unset or empty.
-REQUIRED = re.compile(r"\$\{(\w+):\?[^}]*\}")
+def test_kafka_and_postgresql_keep_their_data_in_volumes() -> None:
+    doc = compose()
+    services = doc["services"]
+    kafka_dir = services["kafka"]["environment"]["KAFKA_LOG_DIRS"]
+    assert f"kafkadata:{kafka_dir}" in services["kafka"]["volumes"]
+    assert "pgdata:/var/lib/postgresql/data" in services["postgres"]["volumes"]
+    assert {"kafkadata", "pgdata"} <= set(doc["volumes"])
+
+
+def test_every_long_running_part_has_a_healthcheck_that_its_dependents_wait_for() -> None:
+    services = compose()["services"]
+    for name, spec in services.items():
+        one_shot = spec.get("restart") == "no" or name == "kafka-init"
+        if not one_shot and name != "prometheus":
+            assert "healthcheck" in spec, name
+        for dependency, condition in spec.get("depends_on", {}).items():
+            depended = services[dependency]
+            expected = ("service_completed_successfully"
+                        if depended.get("restart") == "no" or dependency == "kafka-init"
+                        else "service_healthy")
+            assert condition == {"condition": expected}, (name, dependency)
+    for service in SERVICES:
+        check = " ".join(services[service]["healthcheck"]["test"])
+        assert "/ready" in check and "HTTP_PORT" in check
+    assert services["pagos-worker"]["depends_on"]["gateway"] == {"condition": "service_healthy"}
+
+
+def test_max_connections_holds_every_process_at_the_most_workers() -> None:
+    doc = compose()
+    services = doc["services"]
+    command = " ".join(services["postgres"]["command"])
+    have = int(re.search(r"max_connections=(\d+)", command).group(1))  # type: ignore[union-attr]
+    pool = 20  # DB_POOL_SIZE's default (sagakit.runtime.ServiceSettings); compose keeps it
+    assert all("DB_POOL_SIZE" not in s.get("environment", {}) for s in services.values())
+    processes = len(SERVICES) * (1 + doc["x-max-workers"])
+    migrations, reserved = len(SERVICES), 3  # superuser_reserved_connections
+    assert have >= processes * (pool + 1) + migrations + reserved
 
 
 def test_each_service_connects_with_its_own_role_and_migrates_as_owner() -> None:
     services = compose()["services"]
     for name in SERVICES:
-        env = services[name]["environment"]
-        assert env["DATABASE_URL"].startswith(f"postgresql+asyncpg://{name}_app:${{")
-        assert services[name]["build"]["args"]["SERVICE"] == name
+        for part in (name, f"{name}-worker"):
+            env = services[part]["environment"]
+            assert env["DATABASE_URL"].startswith(f"postgresql+asyncpg://{name}_app:${{")
+            assert services[part]["build"]["args"]["SERVICE"] == name
+            assert services[part]["depends_on"][f"{name}-migrations"] == {
+                "condition": "service_completed_successfully"}
         migrations = services[f"{name}-migrations"]
         assert migrations["build"] == services[name]["build"]
         assert migrations["command"] == ["alembic", "-c", f"services/{name}/alembic.ini",
@@ -61,28 +148,40 @@ def test_each_service_connects_with_its_own_role_and_migrates_as_owner() -> None
         assert migrations["environment"]["DATABASE_URL"].startswith(
             f"postgresql+asyncpg://{name}_owner:${{")
         assert migrations["restart"] == "no"
-        assert services[name]["depends_on"][f"{name}-migrations"] == {
-            "condition": "service_completed_successfully"}
     init = (ROOT / "deploy/postgres/init.sql").read_text()
-    assert "ALTER DEFAULT PRIVILEGES" in init and "_owner" in init and "_app" in init
+    schemas = (ROOT / "deploy/postgres/schemas.sql").read_text()
+    assert "_owner" in init and "_app" in init
+    assert "ALTER DEFAULT PRIVILEGES" in schemas
     for dockerfile in {s["build"]["dockerfile"] for s in services.values() if "build" in s}:
         assert (ROOT / dockerfile).exists()
 
 
+def test_every_setting_given_to_a_service_is_one_it_reads() -> None:
+    documented = set(re.findall(r"^\| `([A-Z0-9_]+)` \|",
+                                (ROOT / "docs/configuration.md").read_text(), re.M))
+    services = compose()["services"]
+    for name in (*SERVICES, *(f"{s}-worker" for s in SERVICES), "gateway"):
+        assert set(services[name]["environment"]) - documented == set(), name
+
+
 def test_no_service_container_gets_the_owners_or_the_admins_password() -> None:
     services = compose()["services"]
-    for name in (*SERVICES, "gateway"):
+    for name in (*SERVICES, *(f"{s}-worker" for s in SERVICES), "gateway"):
         env = services[name]["environment"]
         said = " ".join(f"{k}={v}" for k, v in env.items())
         assert "_owner:" not in said and "OWNER_PASSWORD" not in said, name
         assert "ADMIN_PASSWORD" not in said and "saga_admin" not in said, name
         assert "MIGRATION_DATABASE_URL" not in env, name
-        others = [s for s in SERVICES if s != name]
+        service = name.removesuffix("-worker")
+        others = [s for s in SERVICES if s != service]
         assert not any(f"{other.upper()}_" in said for other in others), name
     # The image's own command starts the service only: migrating is the one-shot container's.
-    dockerfile = (ROOT / "deploy/docker/service.Dockerfile").read_text()
-    cmd = next(line for line in dockerfile.splitlines() if line.startswith("CMD"))
+    cmd = next(line for line in DOCKERFILE.read_text().splitlines() if line.startswith("CMD"))
     assert "alembic" not in cmd and "MIGRATION" not in cmd
+
+
+# ${NAME:?message}: compose refuses to start while NAME is unset or empty.
+REQUIRED = re.compile(r"\$\{(\w+):\?[^}]*\}")
 
 
 def test_every_password_comes_from_the_uncommitted_env_file() -> None:
@@ -107,6 +206,7 @@ def test_every_password_comes_from_the_uncommitted_env_file() -> None:
 
 def test_init_sql_takes_the_passwords_from_the_environment_and_closes_the_database() -> None:
     init = (ROOT / "deploy/postgres/init.sql").read_text()
+    schemas = (ROOT / "deploy/postgres/schemas.sql").read_text()
     postgres_env = compose()["services"]["postgres"]["environment"]
     for service in SERVICES:
         for kind in ("owner", "app"):
@@ -114,12 +214,18 @@ def test_init_sql_takes_the_passwords_from_the_environment_and_closes_the_databa
             assert re.search(rf"^\\getenv {service}_{kind}_password {variable}$", init, re.M)
             assert f"('{service}_{kind}', :'{service}_{kind}_password')" in init
             assert REQUIRED.fullmatch(postgres_env[variable])
-    assert not re.search(r"PASSWORD\s+'", init, re.I), "a password literal in init.sql"
-    assert "REVOKE ALL ON DATABASE %I FROM PUBLIC" in init
-    assert "REVOKE ALL ON SCHEMA public FROM PUBLIC" in init
-    # Mounted where the image's entrypoint runs it (with psql, in the container's environment).
-    assert "./deploy/postgres/init.sql:/docker-entrypoint-initdb.d/10-roles.sql:ro" in \
-        compose()["services"]["postgres"]["volumes"]
+        assert f"'{service}'" in schemas
+    for sql in (init, schemas):
+        assert not re.search(r"PASSWORD\s+'", sql, re.I), "a password literal"
+    assert "REVOKE ALL ON DATABASE %I FROM PUBLIC" in schemas
+    assert "REVOKE ALL ON SCHEMA public FROM PUBLIC" in schemas
+    # The Kubernetes cluster runs schemas.sql without psql: no psql command in it.
+    assert not re.search(r"^\s*\\", schemas, re.M)
+    # Mounted where the image's entrypoint runs them, in this order (with psql, in the
+    # container's environment).
+    assert compose()["services"]["postgres"]["volumes"][:2] == [
+        "./deploy/postgres/init.sql:/docker-entrypoint-initdb.d/10-roles.sql:ro",
+        "./deploy/postgres/schemas.sql:/docker-entrypoint-initdb.d/20-schemas.sql:ro"]
 
 
 def test_only_pedidos_and_pagos_get_the_payment_token_keys_and_from_outside_the_file() -> None:
@@ -131,6 +237,77 @@ def test_only_pedidos_and_pagos_get_the_payment_token_keys_and_from_outside_the_
     assert services["pagos"]["environment"]["PAGOS_PAYMENT_TOKEN_OPEN_KEYS"].startswith(
         "${PAGOS_PAYMENT_TOKEN_OPEN_KEYS:?")
     for name in ("pedidos", "inventario", "pagos"):
-        keys = {k for k in services[name]["environment"] if "PAYMENT_TOKEN" in k}
-        assert keys == {"pedidos": {"PEDIDOS_PAYMENT_TOKEN_SEAL_KEY"}, "inventario": set(),
-                        "pagos": {"PAGOS_PAYMENT_TOKEN_OPEN_KEYS"}}[name]
+        for part in (name, f"{name}-worker"):
+            keys = {k for k in services[part]["environment"] if "PAYMENT_TOKEN" in k}
+            assert keys == {"pedidos": {"PEDIDOS_PAYMENT_TOKEN_SEAL_KEY"}, "inventario": set(),
+                            "pagos": {"PAGOS_PAYMENT_TOKEN_OPEN_KEYS"}}[name]
+
+
+def _dockerfile_lines() -> list[str]:
+    """The Dockerfile's instructions, continuation lines joined, comments left out."""
+    text = re.sub(r"\\\n\s*", " ", DOCKERFILE.read_text())
+    return [line.strip() for line in text.splitlines()
+            if line.strip() and not line.lstrip().startswith("#")]
+
+
+def test_the_image_caches_its_dependencies_and_installs_them_as_locked() -> None:
+    lines = _dockerfile_lines()
+    syncs = [i for i, line in enumerate(lines) if "uv sync" in line]
+    sources = [i for i, line in enumerate(lines) if re.match(r"COPY (libs|services|tools)", line)]
+    assert len(syncs) == 2 and sources
+    assert "--no-install-workspace" in lines[syncs[0]] and syncs[0] < min(sources)
+    assert all("--locked" in lines[i] and "--no-dev" in lines[i] for i in syncs)
+    assert all("--package sagactl" in lines[i] for i in syncs), "sagactl is not in the image"
+    # What the dependency layer is built from: the lock and every pyproject.toml, found
+    # rather than listed, so that a new workspace member cannot be forgotten.
+    assert any("find . -name pyproject.toml" in line and "uv.lock" in line for line in lines)
+    assert subprocess.run(["uv", "lock", "--check", "--offline"], cwd=ROOT,
+                          capture_output=True).returncode == 0, "uv.lock is not the workspace's"
+
+
+def test_the_image_pins_uv_and_its_base_and_runs_unprivileged() -> None:
+    lines = _dockerfile_lines()
+    pins = (ROOT / "deploy/docker/uv-requirements.txt").read_text()
+    assert re.search(r"^uv==\d+\.\d+\.\d+ ", pins, re.M)
+    assert len(re.findall(r"--hash=sha256:[0-9a-f]{64}", pins)) >= 1
+    assert any("--require-hashes -r /tmp/uv-requirements.txt" in line for line in lines)
+    base = next(line for line in lines if line.startswith("ARG PYTHON_IMAGE="))
+    assert re.fullmatch(r"ARG PYTHON_IMAGE=python:\d+\.\d+\.\d+-slim-\w+", base)
+    users = [line for line in lines if line.startswith("USER ")]
+    assert users and users[-1] != "USER root" and not users[-1].startswith("USER 0")
+    assert "EXPOSE ${PORT}" in lines and any(line.startswith("HEALTHCHECK") for line in lines)
+    ignored = (ROOT / ".dockerignore").read_text().split()
+    assert {".git", ".venv", ".local", ".env"} <= set(ignored)
+
+
+@pytest.mark.external
+def test_the_images_uv_steps_install_a_service_from_what_the_dockerfile_copies(
+        tmp_path: Path) -> None:
+    """The Dockerfile's two `uv sync` commands, run as its stages run them: first with the lock
+    and the pyproject.toml files alone (the dependency layer), then with the sources. Needs
+    PyPI or uv's cache (make bootstrap fills it)."""
+    lines = _dockerfile_lines()
+    commands = [line[line.index("uv sync"):].replace("${SERVICE}", "pedidos")
+                for line in lines if "uv sync" in line]
+    app = tmp_path / "app"
+    tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True,
+                             check=True).stdout.split()
+    for path in tracked:
+        if path == "uv.lock" or path.endswith("pyproject.toml"):
+            (app / path).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(ROOT / path, app / path)
+    env = {**os.environ, "UV_PROJECT_ENVIRONMENT": str(tmp_path / "venv"),
+           "UV_PYTHON_DOWNLOADS": "never"}
+    env.pop("VIRTUAL_ENV", None)
+    first = subprocess.run(commands[0].split(), cwd=app, env=env, capture_output=True, text=True)
+    assert first.returncode == 0, first.stderr
+    for source in ("libs", "services", "tools/sagactl"):
+        shutil.copytree(ROOT / source, app / source, dirs_exist_ok=True,
+                        ignore=shutil.ignore_patterns("__pycache__", "tests", ".venv"))
+    second = subprocess.run(commands[1].split(), cwd=app, env=env, capture_output=True,
+                            text=True)
+    assert second.returncode == 0, second.stderr
+    python = tmp_path / "venv" / "bin" / "python"
+    imported = subprocess.run([str(python), "-c", "import pedidos.app, sagactl.cli, alembic"],
+                              cwd=tmp_path, capture_output=True, text=True)
+    assert imported.returncode == 0, imported.stderr

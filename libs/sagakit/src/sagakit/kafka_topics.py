@@ -22,13 +22,18 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from sagakit.settings import KafkaClientSettings
 
+# Also the partitions of the topics of docker-compose.yml and deploy/k8s, and so the most
+# consumers of a group that get work: the Kubernetes autoscalers stop there.
+DEFAULT_TOPIC_PARTITIONS = 6
+
 
 class TopicSettings(BaseSettings):
     """How the saga's topics are made (read by ``sagactl topics`` and the local stack)."""
 
     model_config = SettingsConfigDict(extra="ignore")
 
-    topic_partitions: int = Field(6, ge=1, validation_alias="KAFKA_TOPIC_PARTITIONS", description=(
+    topic_partitions: int = Field(DEFAULT_TOPIC_PARTITIONS, ge=1,
+                                  validation_alias="KAFKA_TOPIC_PARTITIONS", description=(
         "Partitions of each saga topic when it is created: the most replicas of a service that "
         "consume at once (a consumer beyond it gets no partition)."))
     replication_factor: int = Field(1, ge=1, validation_alias="KAFKA_REPLICATION_FACTOR",

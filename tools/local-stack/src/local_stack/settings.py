@@ -28,10 +28,13 @@ KAFKA_CONTROLLER_PORT = int(os.environ.get("KAFKA_CONTROLLER_PORT", "9093"))
 # SASL/SCRAM over TLS (local_stack.kafka_tls), beside the SASL_PLAINTEXT listener of KAFKA_PORT.
 KAFKA_TLS_PORT = int(os.environ.get("KAFKA_TLS_PORT", "9097"))
 GATEWAY_PORT = int(os.environ.get("GATEWAY_PORT", "8010"))
+# The defaults are also what docker-compose.yml and the Kubernetes manifests (deploy/k8s) use,
+# whatever this shell sets: deploy/tests check that the three deployments agree on them.
+DEFAULT_SERVICE_PORTS = {"pedidos": 8001, "inventario": 8002, "pagos": 8003}
 SERVICE_PORTS = {
-    "pedidos": int(os.environ.get("PEDIDOS_PORT", "8001")),
-    "inventario": int(os.environ.get("INVENTARIO_PORT", "8002")),
-    "pagos": int(os.environ.get("PAGOS_PORT", "8003")),
+    "pedidos": int(os.environ.get("PEDIDOS_PORT", str(DEFAULT_SERVICE_PORTS["pedidos"]))),
+    "inventario": int(os.environ.get("INVENTARIO_PORT", str(DEFAULT_SERVICE_PORTS["inventario"]))),
+    "pagos": int(os.environ.get("PAGOS_PORT", str(DEFAULT_SERVICE_PORTS["pagos"]))),
 }
 PROMETHEUS_PORT = int(os.environ.get("PROMETHEUS_PORT", "9090"))
 # SAGA_REPLICAS=N: N instances of each service; instance k (1-based) listens on its base port

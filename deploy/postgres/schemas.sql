@@ -1,0 +1,29 @@
+-- Per service a schema owned by its owner role (migrations) and the rights of its app role (the
+-- running service) in it (database-as-api.md). Plain SQL, no psql command, so that it runs the
+-- same in docker-compose's PostgreSQL (after init.sql, which makes the roles with their
+-- passwords) and in the Kubernetes CloudNativePG cluster (postInitApplicationSQLRefs, a
+-- ConfigMap made from this file by deploy/postgres/kustomization.yaml), where the roles get their
+-- passwords and LOGIN afterwards, from the operator's managed roles: a role missing here is made
+-- without either. The local stack runs the same statements (local_stack/postgres/database.py).
+DO $$
+DECLARE
+  svc text;
+  who text;
+BEGIN
+  -- Only the roles granted it below may connect, as in the local stack.
+  EXECUTE format('REVOKE ALL ON DATABASE %I FROM PUBLIC', current_database());
+  EXECUTE 'REVOKE ALL ON SCHEMA public FROM PUBLIC';
+  FOREACH svc IN ARRAY ARRAY['pedidos', 'inventario', 'pagos'] LOOP
+    FOREACH who IN ARRAY ARRAY[svc || '_owner', svc || '_app'] LOOP
+      IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = who) THEN
+        EXECUTE format('CREATE ROLE %I NOLOGIN', who);
+      END IF;
+      EXECUTE format('GRANT CONNECT ON DATABASE %I TO %I', current_database(), who);
+      EXECUTE format('ALTER ROLE %I SET search_path = %I', who, svc);
+    END LOOP;
+    EXECUTE format('CREATE SCHEMA IF NOT EXISTS %I AUTHORIZATION %I', svc, svc || '_owner');
+    EXECUTE format('GRANT USAGE ON SCHEMA %I TO %I', svc, svc || '_app');
+    EXECUTE format('ALTER DEFAULT PRIVILEGES FOR ROLE %I IN SCHEMA %I GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO %I', svc || '_owner', svc, svc || '_app');
+    EXECUTE format('ALTER DEFAULT PRIVILEGES FOR ROLE %I IN SCHEMA %I GRANT USAGE, SELECT ON SEQUENCES TO %I', svc || '_owner', svc, svc || '_app');
+  END LOOP;
+END $$;

@@ -1,0 +1,35 @@
+"""The Kubernetes manifests as `make manifests` renders them, for deploy/tests/test_k8s_*.py:
+kustomize is the one deploy/k8s/kustomize.sh pins (make bootstrap builds it); without it the
+tests fail, as every test of a program make bootstrap installs does."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+OVERLAYS = ROOT / "deploy" / "k8s" / "overlays"
+KUSTOMIZE = ROOT / ".local" / "bin" / "kustomize"
+
+
+def render(overlay: str) -> list[dict[str, Any]]:
+    assert KUSTOMIZE.exists(), ("kustomize is missing: `make bootstrap` builds it into "
+                                ".local/bin (deploy/k8s/kustomize.sh)")
+    done = subprocess.run([str(KUSTOMIZE), "build", str(OVERLAYS / overlay)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return [doc for doc in yaml.safe_load_all(done.stdout) if doc]
+
+
+@pytest.fixture(scope="session")
+def default_overlay() -> list[dict[str, Any]]:
+    return render("default")
+
+
+@pytest.fixture(scope="session")
+def every_overlay() -> dict[str, list[dict[str, Any]]]:
+    return {path.name: render(path.name) for path in sorted(OVERLAYS.iterdir())}
