@@ -30,7 +30,7 @@ from local_stack.settings import (
     ROOT,
 )
 
-PART_ORDER = ["postgres", "kafka", "gateway", "pedidos", "inventario", "pagos"]
+PART_ORDER = ["postgres", "kafka", "identity", "gateway", "pedidos", "inventario", "pagos"]
 
 
 def up(with_prometheus: bool) -> None:

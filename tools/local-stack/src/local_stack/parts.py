@@ -1,5 +1,6 @@
-"""The Python parts: the fake gateway, the services (migrated before they start) and, with
-SAGA_NETPROXY=1, the TCP proxy the services then reach PostgreSQL, Kafka and the gateway through."""
+"""The Python parts: the identity provider, the fake gateway, the services (migrated before they
+start) and, with SAGA_NETPROXY=1, the TCP proxy the services then reach PostgreSQL, Kafka and the
+gateway through."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import re
 import sys
 from dataclasses import dataclass, field
 
-from local_stack import kafka_auth, operator_signing, payment_token_keys
+from local_stack import identity, kafka_auth, operator_signing, payment_token_keys
 from local_stack.passwords import role_password
 from local_stack.ports import refuse_taken_port
 from local_stack.postgres.database import migrate
@@ -16,6 +17,7 @@ from local_stack.probes import http_ok
 from local_stack.processes import alive, read_pid, spawn, stop_group, wait_for
 from local_stack.settings import (
     GATEWAY_PORT,
+    IDENTITY_PORT,
     KAFKA_BOOTSTRAP,
     NETPROXY,
     PG_PORT,
@@ -47,6 +49,7 @@ def service_env(service: str) -> dict[str, str]:
         "KAFKA_BOOTSTRAP_SERVERS": KAFKA_BOOTSTRAP,
         "GATEWAY_URL": f"http://127.0.0.1:{GATEWAY_PORT}",
         "SAGA_OPERATOR_PUBLIC_KEYS": operator_signing.public_keys(),
+        **identity.service_env(),
         **kafka_auth.service_env(service),
         **payment_token_keys.service_env(service),
     }
@@ -60,12 +63,15 @@ def service_env(service: str) -> dict[str, str]:
 
 
 def py_parts() -> list[PyPart]:
+    # First: the services fetch its keys as they start.
+    identity_provider = PyPart("identity", "identity_provider", IDENTITY_PORT,
+                               identity.provider_env())
     gateway = PyPart("gateway", "fake_gateway", GATEWAY_PORT, {
         "GATEWAY_PORT": str(GATEWAY_PORT),
         "GATEWAY_LEDGER_PATH": str(STATE / "gateway" / "ledger.sqlite3"),
     })
     services = [PyPart(s, s, p, service_env(s)) for s, p in SERVICE_PORTS.items()]
-    return [gateway, *([NETPROXY_PART] if NETPROXY else []), *services]
+    return [identity_provider, gateway, *([NETPROXY_PART] if NETPROXY else []), *services]
 
 
 NETPROXY_PART = PyPart("netproxy", "netproxy", proxy_ports.CONTROL_PORT,

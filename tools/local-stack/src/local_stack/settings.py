@@ -24,6 +24,7 @@ PG_ADMIN = os.environ.get("PG_ADMIN_USER", "saga_admin")
 KAFKA_PORT = int(os.environ.get("KAFKA_PORT", "9092"))
 KAFKA_CONTROLLER_PORT = int(os.environ.get("KAFKA_CONTROLLER_PORT", "9093"))
 GATEWAY_PORT = int(os.environ.get("GATEWAY_PORT", "8010"))
+IDENTITY_PORT = int(os.environ.get("IDENTITY_PORT", "8020"))
 SERVICE_PORTS = {
     "pedidos": int(os.environ.get("PEDIDOS_PORT", "8001")),
     "inventario": int(os.environ.get("INVENTARIO_PORT", "8002")),
