@@ -10,6 +10,7 @@ Plumbing only: which role may do what with which object is each service's to say
 """
 
 from sagakit.auth.dependencies import (
+    AUTH_RESPONSES,
     authenticated,
     install_authentication,
     require,
@@ -19,6 +20,6 @@ from sagakit.auth.principal import CUSTOMER, OPERATOR, Principal
 from sagakit.auth.settings import AuthSettings
 from sagakit.auth.tokens import InvalidToken, IssuerUnavailable, TokenVerifier
 
-__all__ = ["CUSTOMER", "OPERATOR", "AuthSettings", "InvalidToken", "IssuerUnavailable",
+__all__ = ["AUTH_RESPONSES", "CUSTOMER", "OPERATOR", "AuthSettings", "InvalidToken", "IssuerUnavailable",
            "Principal", "TokenVerifier", "authenticated", "install_authentication", "require",
            "require_operator"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import FastAPI, HTTPException, Request, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
@@ -26,6 +26,15 @@ bearer = HTTPBearer(
     description="A JWT from the OIDC issuer the services trust (`AUTH_ISSUER`; the local "
                 "stack's identity provider hands them out at `POST /token`). Its `roles` "
                 "claim holds `customer` (its `sub` is the customer id) or `operator`.")
+
+
+AUTH_RESPONSES: dict[int | str, dict[str, Any]] = {
+    401: {"description": "No bearer token, or one that is not valid (expired, another issuer "
+                         "or audience, a key the issuer does not publish)"},
+    403: {"description": "The token's roles do not allow this"},
+    503: {"description": "The issuer's keys cannot be fetched: nothing was done; retry"},
+}
+"""The answers of the auth dependencies, for a route's ``responses``."""
 
 
 def install_authentication(app: FastAPI, verifier: TokenVerifier) -> None:
