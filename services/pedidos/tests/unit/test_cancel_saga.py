@@ -104,3 +104,5 @@ async def test_a_customer_cancels_its_own_saga() -> None:
                              PedidosSettings(), customer_id=saga.customer_id) is (
         S.CANCELADA_POR_USUARIO)
     assert tables.history_of(saga.saga_id)[0].actor == f"customer:{saga.customer_id}"
+    [cancelled] = uow.emitted
+    assert cancelled.metadata["user_id"] == saga.customer_id, "pagos learns whose payment"
