@@ -18,6 +18,7 @@ PEDIDOS = f"http://127.0.0.1:{os.environ.get('PEDIDOS_PORT', '8001')}"
 INVENTARIO = f"http://127.0.0.1:{os.environ.get('INVENTARIO_PORT', '8002')}"
 PAGOS = f"http://127.0.0.1:{os.environ.get('PAGOS_PORT', '8003')}"
 GATEWAY = f"http://127.0.0.1:{os.environ.get('GATEWAY_PORT', '8010')}"
+IDENTITY = f"http://127.0.0.1:{os.environ.get('IDENTITY_PORT', '8020')}"
 KAFKA = f"127.0.0.1:{os.environ.get('KAFKA_PORT', '9092')}"
 # SAGA_KAFKA_AUTH=1: the stack's Kafka authenticates every client (SASL/SCRAM) and authorizes it
 # by ACLs; the tests then speak as the stack's admin principal unless KAFKA_SASL_* say otherwise.

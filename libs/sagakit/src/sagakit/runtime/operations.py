@@ -11,7 +11,7 @@ from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from sqlalchemy import text
 
-from sagakit.auth import require_operator
+from sagakit.auth import AUTH_RESPONSES, require_operator
 from sagakit.runtime.service import runtime_of
 
 
@@ -38,7 +38,7 @@ def operational_router() -> APIRouter:
         return JSONResponse({"status": "ready" if ok else "not ready", "checks": checks},
                             status_code=200 if ok else 503)
 
-    @router.get("/metrics", dependencies=[Security(require_operator)])
+    @router.get("/metrics", dependencies=[Security(require_operator)], responses=AUTH_RESPONSES)
     async def metrics_endpoint() -> Response:
         return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
 
