@@ -8,7 +8,7 @@ from identity_provider.settings import IdentityProviderSettings
 if __name__ == "__main__":
     logging.basicConfig(level=logging.INFO,
                         format='{"service":"identity-provider","message":"%(message)s"}')
-    settings = IdentityProviderSettings()  # type: ignore[call-arg]
+    settings = IdentityProviderSettings()
     uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_config=None,
                 access_log=False,
                 # Longer than the tests' clients keep an idle connection (httpx: 5 s), like the

@@ -41,7 +41,7 @@ def key_ring(settings: IdentityProviderSettings) -> KeyRing:
 
 def create_app(settings: IdentityProviderSettings | None = None,
                keys: KeyRing | None = None) -> FastAPI:
-    settings = settings or IdentityProviderSettings()  # type: ignore[call-arg]
+    settings = settings or IdentityProviderSettings()
     keys = keys or key_ring(settings)
     issuer = settings.issuer_url
     app = FastAPI(title="identity provider (development stand-in)", version="1.0.0")

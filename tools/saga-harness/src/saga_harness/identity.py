@@ -13,7 +13,7 @@ import asyncio
 import json
 import threading
 import time
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Generator
 
 import httpx
 
@@ -79,7 +79,8 @@ def token_for(method: str, path: str, body: bytes) -> str:
 class StackAuth(httpx.Auth):
     requires_request_body = True
 
-    def sync_auth_flow(self, request: httpx.Request):  # type: ignore[no-untyped-def]
+    def sync_auth_flow(self, request: httpx.Request
+                       ) -> Generator[httpx.Request, httpx.Response, None]:
         if "Authorization" not in request.headers:
             request.headers["Authorization"] = "Bearer " + token_for(
                 request.method, request.url.path, request.content)
