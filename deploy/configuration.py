@@ -31,9 +31,11 @@ from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 from pydantic_settings import BaseSettings
 
+from identity_provider.settings import IdentityProviderSettings
 from inventario.config import InventarioSettings
 from pagos.config import PagosSettings, PaymentTokenKeys
 from pedidos.config import PaymentTokenSealing, PedidosSettings
+from sagakit.auth import AuthSettings
 from sagakit.kafka_topics import TopicSettings
 from sagakit.runtime import ServiceSettings
 from sagakit.settings import KafkaClientSettings, MessagingSettings
@@ -173,6 +175,9 @@ LOCAL_STACK = (
         "`sslmode=verify-full` and that CA. Takes effect when PostgreSQL starts (`make down` "
         "first)."),
     env("GATEWAY_PORT", "int", "`8010`", "Port of the fake gateway."),
+    env("IDENTITY_PORT", "int", "`8020`",
+        "Port of the local identity provider; the services trust `http://127.0.0.1:<port>` as "
+        "their issuer."),
     env("PEDIDOS_PORT", "int", "`8001`", "HTTP port of pedidos."),
     env("INVENTARIO_PORT", "int", "`8002`", "HTTP port of inventario."),
     env("PAGOS_PORT", "int", "`8003`", "HTTP port of pagos."),
@@ -248,6 +253,7 @@ COMPONENTS = (
         "falls outside its limits, stops the service with a message that names the variable.",
         (Table("Process", ServiceSettings),
          Table("Messaging: outbox relay, inbox, consumer", MessagingSettings),
+         Table("Authentication: the OIDC issuer trusted", AuthSettings),
          Table("Tracing", environment=TRACING,
                read_in=("libs/sagakit/src/sagakit/observability/tracing.py",)))),
     Component("pedidos",
@@ -266,12 +272,17 @@ COMPONENTS = (
               (Table("Gateway", environment=FAKE_GATEWAY,
                      read_in=("services/fake-gateway/src/fake_gateway/__main__.py",
                               "services/fake-gateway/src/fake_gateway/app.py")),)),
+    Component("Identity provider", "Read by `python -m identity_provider`, the local stack's "
+              "development stand-in for an OIDC issuer.",
+              (Table("Identity provider", IdentityProviderSettings),)),
     Component(
         "Local stack",
         "Read by `python deploy/local/stack.py` (`make up`, `make run`, `make test`). It gives "
         "each service `SERVICE_NAME`, `HTTP_HOST`, `HTTP_PORT`, `DATABASE_URL`, "
-        "`KAFKA_BOOTSTRAP_SERVERS`, `GATEWAY_URL` and `SAGA_OPERATOR_PUBLIC_KEYS` (the public "
-        "half of the operator key it makes at its first start) from these, and pedidos and "
+        "`KAFKA_BOOTSTRAP_SERVERS`, `GATEWAY_URL`, `AUTH_ISSUER`, `AUTH_AUDIENCE` (its identity "
+        "provider's) and `SAGA_OPERATOR_PUBLIC_KEYS` (the public half of the operator key it "
+        "makes at its first start) from these, the identity provider the key it signs with "
+        "(made at the first start too), and pedidos and "
         "pagos the files of the payment token key pair it makes at its first start "
         "(`PEDIDOS_PAYMENT_TOKEN_SEAL_KEY_FILE`, `PAGOS_PAYMENT_TOKEN_OPEN_KEYS_FILE`, under "
         "`$SAGA_STATE_DIR/secrets`); every other variable in its environment but the database "

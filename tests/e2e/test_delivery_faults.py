@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from chaos import scenario
-from saga_harness import config, stack
+from saga_harness import config, identity, stack
 
 DELIVERY_FAULTS = {"SAGA_FAULT_DUPLICATE_DELIVERY": "0.3", "SAGA_FAULT_LATE_REDELIVERY": "0.3",
                    "SAGA_FAULT_REORDER_DELIVERY": "0.3"}
@@ -31,7 +31,7 @@ def faulty_delivery(running_stack: None) -> Iterator[None]:
 
 async def _duplicates_absorbed(url: str) -> float:
     async with httpx.AsyncClient(timeout=10) as http:
-        text = (await http.get(f"{url}/metrics")).text
+        text = (await http.get(f"{url}/metrics", headers=identity.operator_headers())).text
     return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
                if line.startswith("saga_messages_consumed_total{")
                and 'outcome="duplicate"' in line)

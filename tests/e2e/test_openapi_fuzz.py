@@ -25,7 +25,7 @@ from schemathesis.generation.hypothesis.builder import (
     create_test,
 )
 
-from saga_harness import config
+from saga_harness import config, identity
 
 SERVICES = {"pedidos": config.PEDIDOS, "inventario": config.INVENTARIO, "pagos": config.PAGOS}
 MAX_EXAMPLES = 200  # random cases per operation, on top of its examples and coverage cases
@@ -34,7 +34,11 @@ MAX_EXAMPLES = 200  # random cases per operation, on top of its examples and cov
 def _checked(calls: list[str]) -> Callable[[Case], None]:
     def check(case: Case) -> None:
         calls.append(case.operation.label)
-        case.call_and_validate(checks=[not_a_server_error])
+        # Authenticated, so that the cases reach the routes' own validation: a new order as a
+        # customer (operators place none), anything else as an operator.
+        token = (identity.customer_token(identity.ANY_CUSTOMER)
+                 if case.operation.label == "POST /orders" else identity.operator_token())
+        case.call_and_validate(headers=identity.bearer(token), checks=[not_a_server_error])
     return check
 
 

@@ -86,8 +86,11 @@ async def test_same_key_same_body_returns_the_same_order(saga: Saga) -> None:
 async def test_same_key_other_body_is_refused(saga: Saga) -> None:
     sku = new_sku()
     key = f"idem-{uuid.uuid4()}"
-    await saga.place(order_body([(sku, 1)], customer="c-one"), key)
-    r = await saga.http.post(f"{config.PEDIDOS}/orders", json=order_body([(sku, 2)]),
+    # The same customer: another customer's key is its own (tests/e2e/test_identity.py).
+    customer = f"cust-{uuid.uuid4().hex[:8]}"
+    await saga.place(order_body([(sku, 1)], customer=customer), key)
+    r = await saga.http.post(f"{config.PEDIDOS}/orders",
+                             json=order_body([(sku, 2)], customer=customer),
                              headers={"Idempotency-Key": key})
     assert r.status_code == 422
     assert r.json()["detail"][0]["loc"] == ["header", "Idempotency-Key"]

@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from local_stack import credentials, kafka_auth, passwords, secrets
+from local_stack import credentials, identity, kafka_auth, passwords, secrets
 
 ROOT = Path(__file__).resolve().parents[3]
 PRINCIPALS = {"admin", "pedidos", "inventario", "pagos"}
@@ -48,6 +48,7 @@ def test_a_stack_that_never_started_has_nothing_to_show(_scratch: Path) -> None:
     assert made["postgres"]["admin_dsn"] is None
     assert made["kafka"]["principals"] == dict.fromkeys(PRINCIPALS)
     assert made["gateway"]["secret_key"] is None
+    assert made["identity"]["token_url"] == identity.token_url()
     assert not _scratch.exists() or not any(_scratch.iterdir()), "asking made a secret"
 
 

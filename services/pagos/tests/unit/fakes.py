@@ -45,6 +45,7 @@ class Row:
     status: PaymentStatus
     payment_id: str = "00000000-0000-0000-0000-0000000000aa"
     order_id: str | None = "00000000-0000-0000-0000-0000000000bb"
+    customer_id: str | None = None
     amount: Decimal | None = Decimal("19.98")
     currency: str | None = "USD"
     token: str | None = None
@@ -194,15 +195,15 @@ class FakePayments:
     # ---- writes run at once
 
     async def record_without_charge(self, *, saga_id: str, order_id: str | None,
-                                    status: PaymentStatus) -> bool:
+                                    customer_id: str | None, status: PaymentStatus) -> bool:
         if self.table.before_insert is not None:
             hook, self.table.before_insert = self.table.before_insert, None
             hook()
         if saga_id in self.table.rows:
             return False
         self.uow.write(lambda: self.table.rows.setdefault(saga_id, Row(
-            saga_id, status, payment_id=self.table.new_id(), order_id=order_id, amount=None,
-            currency=None)))
+            saga_id, status, payment_id=self.table.new_id(), order_id=order_id,
+            customer_id=customer_id, amount=None, currency=None)))
         return True
 
     async def move(self, payment: Payment, to: PaymentStatus, *, due_now: bool,
@@ -262,13 +263,15 @@ class FakePayments:
 
     # ---- writes staged on the commit
 
-    def new_charge(self, *, saga_id: str, order_id: str, amount: Decimal, currency: str,
-                   token: str, lease_s: float | None, trigger: dict[str, Any]) -> None:
+    def new_charge(self, *, saga_id: str, order_id: str, customer_id: str | None,
+                   amount: Decimal, currency: str, token: str, lease_s: float | None,
+                   trigger: dict[str, Any]) -> None:
         def apply() -> None:
             if saga_id in self.table.rows:
                 return  # ON CONFLICT (saga_id) DO NOTHING
             row = Row(saga_id, PaymentStatus.CHARGING, payment_id=self.table.new_id(),
-                      order_id=order_id, amount=amount, currency=currency, token=token,
+                      order_id=order_id, customer_id=customer_id, amount=amount,
+                      currency=currency, token=token,
                       next_attempt_at=self.table.now, trigger=trigger,
                       lease_until=None if lease_s is None else self.table.in_(lease_s))
             self.table.rows[saga_id] = row
@@ -422,20 +425,25 @@ def _event(model: type[E], saga_id: str, source: str, payload: dict[str, Any],
 
 
 def stock_verificado(saga_id: str, order_id: str, token: str = "tok_visa",
-                     replay_of: str | None = None) -> Message[StockVerificado]:
+                     replay_of: str | None = None,
+                     customer: str | None = None) -> Message[StockVerificado]:
     """``token`` in the clear, sealed for the order as pedidos seals it, with the test key
-    (``saga_harness.sealing``)."""
+    (``saga_harness.sealing``); ``customer``: the envelope's ``metadata.user_id``."""
+    metadata = {**({"replay_of": replay_of} if replay_of is not None else {}),
+                **({"user_id": customer} if customer is not None else {})}
     return _event(StockVerificado, saga_id, "inventario", {
         "order_id": order_id, "total_amount": "19.98", "currency": "USD",
         "items": [{"sku": "SKU-1", "quantity": 2}],
         "payment_method": {"type": "credit_card", "token": sealing.sealed(token, order_id)}},
-        metadata={"replay_of": replay_of} if replay_of is not None else None)
+        metadata=metadata or None)
 
 
-def orden_cancelada(saga_id: str, order_id: str) -> Message[OrdenCancelada]:
+def orden_cancelada(saga_id: str, order_id: str,
+                    customer: str | None = None) -> Message[OrdenCancelada]:
     return _event(OrdenCancelada, saga_id, "pedidos", {
         "order_id": order_id, "status": "CANCELADA_POR_USUARIO",
-        "reason": "cancelada_por_usuario"})
+        "reason": "cancelada_por_usuario"},
+        metadata={"user_id": customer} if customer is not None else None)
 
 
 def fallo_asignacion(saga_id: str, order_id: str) -> Message[FalloAsignacion]:

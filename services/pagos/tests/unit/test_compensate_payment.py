@@ -55,9 +55,10 @@ async def test_a_cancellation_before_any_charge_records_a_cancelled_payment() ->
     table = PaymentTable()
     saga_id, order_id = _ids()
     uow, calls = await _compensate(table, compensate_order_cancellation,
-                                   orden_cancelada(saga_id, order_id))
+                                   orden_cancelada(saga_id, order_id, customer="cust-8"))
     row = table.rows[saga_id]
     assert row.status is S.CANCELLED and row.order_id == order_id
+    assert row.customer_id == "cust-8", "the customer reads its cancelled payment too"
     assert row.token is None and row.next_attempt_at is None and row.amount is None
     assert uow.commits == 1 and uow.emitted == [] and calls.kicks == 0
 

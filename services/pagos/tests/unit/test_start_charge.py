@@ -142,3 +142,17 @@ async def test_a_replay_for_a_saga_with_no_payment_starts_the_charge() -> None:
     assert table.rows[saga_id].status is PaymentStatus.CHARGING
     assert [p.saga_id for p in calls.started] == [saga_id]
     assert uow.commits == 1
+
+
+async def test_the_payment_is_the_customers_its_events_envelope_names() -> None:
+    table, calls = PaymentTable(), FakeCalls(free=0)
+    saga_id, order_id = _ids()
+    await _start(table, calls, stock_verificado(saga_id, order_id, customer="cust-31"))
+    assert table.rows[saga_id].customer_id == "cust-31"
+
+
+async def test_an_event_that_names_no_customer_leaves_the_payment_to_operators() -> None:
+    table, calls = PaymentTable(), FakeCalls(free=0)
+    saga_id, order_id = _ids()
+    await _start(table, calls, stock_verificado(saga_id, order_id))
+    assert table.rows[saga_id].customer_id is None

@@ -61,7 +61,7 @@ async def test_an_order_is_created_with_its_saga_and_history_or_not_at_all(
     body = order_body([(new_sku(), 1)])
     async with db.probe() as conn:
 
-        async def create() -> tuple[bool, uuid.UUID]:
+        async def create(body: dict = body) -> tuple[bool, uuid.UUID]:
             saga_id = uuid.uuid4()
             created = await creation_write(
                 order_id=uuid.uuid4(), saga_id=saga_id, body=body,
@@ -83,6 +83,9 @@ async def test_an_order_is_created_with_its_saga_and_history_or_not_at_all(
         assert created and await rows(first) == (1, 1, 1)
         created, second = await create()  # same idempotency key
         assert not created and await rows(second) == (0, 0, 0)
+        # The same key of another customer is that customer's own (migration 0003).
+        created, theirs = await create({**body, "customer_id": f"{body['customer_id']}-other"})
+        assert created and await rows(theirs) == (1, 1, 1)
 
 
 async def test_a_cached_transition_statement_writes_each_calls_own_values(saga: Saga) -> None:

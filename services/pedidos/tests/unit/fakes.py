@@ -3,9 +3,9 @@
 ``OrderTables`` plays pedidos' tables and the database clock. ``FakeOrderStore`` does what
 ``pedidos.adapters.order_repository.OrderRepository`` does: it reads at once and stages one
 write per unit of work, written when the unit of work commits and only if its guard holds (the
-saga still in the status it was decided on; for a new order, its idempotency key unused);
-otherwise nothing of the unit of work is written, its events included, and ``commit`` returns
-False. Tests move a saga "elsewhere" (another instance, a deadline) by changing the tables
+saga still in the status it was decided on; for a new order, its idempotency key unused by its
+customer); otherwise nothing of the unit of work is written, its events included, and ``commit``
+returns False. Tests move a saga "elsewhere" (another instance, a deadline) by changing the tables
 directly, which is what makes a stale decision's guard fail.
 """
 
@@ -166,7 +166,8 @@ class FakeOrderStore:
 
         def write() -> bool:
             if idempotency_key is not None and any(
-                    o.idempotency_key == idempotency_key for o in t.orders.values()):
+                    (o.customer_id, o.idempotency_key) == (body["customer_id"], idempotency_key)
+                    for o in t.orders.values()):
                 return False
             first = OrderStatus.PENDIENTE_VALIDACION
             saga = SagaState(str(saga_id), str(order_id), body["customer_id"], first, total,
@@ -239,9 +240,9 @@ class FakeOrderStore:
             raise RuntimeError("nothing that returns the saga was written")
         return self._written
 
-    async def by_idempotency_key(self, key: str) -> ExistingOrder | None:
+    async def by_idempotency_key(self, customer_id: str, key: str) -> ExistingOrder | None:
         for o in self.tables.orders.values():
-            if o.idempotency_key == key:
+            if (o.customer_id, o.idempotency_key) == (customer_id, key):
                 return ExistingOrder(o.order_id, o.saga_id, o.status, o.request_hash)
         return None
 

@@ -1,7 +1,7 @@
 """cancel_saga on in-memory storage: an active saga, locked, is cancelled with its order, its
 history, the customer's notification and OrdenCancelada (the participants compensate on it); a
-terminal or compensating saga is refused with its status, an unknown one is not found, and
-neither writes anything."""
+terminal or compensating saga is refused with its status, an unknown one (or, for a customer,
+another customer's) is not found, and neither writes anything."""
 
 from __future__ import annotations
 
@@ -83,3 +83,26 @@ async def test_an_unknown_saga_is_not_found() -> None:
         await cancel_saga(uow, orders, str(uuid.uuid4()), "api", PedidosSettings(),
                           KnownSagas())
     assert uow.commits == 0 and uow.emitted == []
+
+
+async def test_another_customers_saga_is_not_found_and_left_as_it_is() -> None:
+    tables = OrderTables()
+    saga = tables.seed(S.PENDIENTE_PAGO)
+    uow, orders = unit(tables)
+    with pytest.raises(SagaNotFound):
+        await cancel_saga(uow, orders, saga.saga_id, f"customer:{saga.customer_id}-other",
+                          PedidosSettings(), customer_id=f"{saga.customer_id}-other")
+    assert uow.commits == 0 and uow.emitted == []
+    assert tables.sagas[saga.saga_id].status is S.PENDIENTE_PAGO and tables.history == []
+
+
+async def test_a_customer_cancels_its_own_saga() -> None:
+    tables = OrderTables()
+    saga = tables.seed(S.PENDIENTE_PAGO)
+    uow, orders = unit(tables)
+    assert await cancel_saga(uow, orders, saga.saga_id, f"customer:{saga.customer_id}",
+                             PedidosSettings(), customer_id=saga.customer_id) is (
+        S.CANCELADA_POR_USUARIO)
+    assert tables.history_of(saga.saga_id)[0].actor == f"customer:{saga.customer_id}"
+    [cancelled] = uow.emitted
+    assert cancelled.metadata["user_id"] == saga.customer_id, "pagos learns whose payment"

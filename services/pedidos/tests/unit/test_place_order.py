@@ -1,6 +1,7 @@
 """place_order on in-memory storage: the order, its saga, its first history entry and
 OrdenSolicitada in one commit; the same Idempotency-Key with the same body returns the first
-order and writes nothing, with another body it is refused; the saga's first event names the
+order and writes nothing, with another body it is refused, and another customer's key is no
+concern of this customer's; the saga's first event names the
 request's span as its parent (Part I §7.1), and the saga's row keeps that span; the payment
 token is sealed for pagos before anything is written, and only the sealed token is."""
 
@@ -135,13 +136,26 @@ async def test_a_replay_returns_the_first_orders_status_as_it_is_now() -> None:
 async def test_the_same_key_with_another_body_is_refused_and_writes_nothing() -> None:
     tables, known = OrderTables(), KnownSagas()
     await _place(tables, known, key="k-1")
-    other = {**ORDER_BODY, "customer_id": "c-2"}
+    other = {**ORDER_BODY, "currency": "EUR"}
     uow, orders = unit(tables)
     with pytest.raises(IdempotencyKeyReused):
         await place_order(uow, orders, other, Decimal("10.00"), "k-1", PedidosSettings(), known,
                           sealer=sealing.sealing_key())
     assert uow.emitted == []
     assert (len(tables.orders), len(tables.history)) == (1, 1)
+
+
+async def test_a_key_another_customer_used_is_a_new_order_of_its_own() -> None:
+    tables, known = OrderTables(), KnownSagas()
+    first = await _place(tables, known, key="k-1")
+    other_customer = {**ORDER_BODY, "customer_id": f"{ORDER_BODY['customer_id']}-other"}
+    theirs = await _place(tables, known, other_customer, key="k-1")
+    assert theirs.created and theirs.order_id != first.order_id
+    assert {o.customer_id for o in tables.orders.values()} == {
+        ORDER_BODY["customer_id"], other_customer["customer_id"]}
+    # Each customer's replay finds its own order.
+    assert (await _place(tables, known, key="k-1")).order_id == first.order_id
+    assert (await _place(tables, known, other_customer, key="k-1")).order_id == theirs.order_id
 
 
 async def test_orders_without_a_key_are_each_a_new_order() -> None:

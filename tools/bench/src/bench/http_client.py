@@ -133,12 +133,13 @@ class JsonClient:
             _Connection, self._host, self._port)
         return conn
 
-    async def post_json(self, path: str, body: Any) -> Any:
-        """POSTs ``body`` as JSON; the decoded JSON answer. ``HttpStatusError`` for a status
-        of 400 or more, ``TimeoutError`` past the timeout, ``OSError`` for a connection that
-        failed."""
+    async def post_json(self, path: str, body: Any, *, bearer: str | None = None) -> Any:
+        """POSTs ``body`` as JSON, with ``Authorization: Bearer <bearer>`` if given; the
+        decoded JSON answer. ``HttpStatusError`` for a status of 400 or more, ``TimeoutError``
+        past the timeout, ``OSError`` for a connection that failed."""
         payload = orjson.dumps(body)
-        request = (f"POST {path} HTTP/1.1\r\nHost: {self._host_header}\r\n"
+        authorization = f"Authorization: Bearer {bearer}\r\n" if bearer else ""
+        request = (f"POST {path} HTTP/1.1\r\nHost: {self._host_header}\r\n{authorization}"
                    f"Content-Type: application/json\r\nContent-Length: {len(payload)}\r\n"
                    "\r\n").encode() + payload
         async with self._slots:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import random
 import time
-import uuid
 from typing import Any
 
 import asyncpg
@@ -15,10 +15,22 @@ from bench import upkeep
 from bench.common import admin_dsn, config, cpu_between, sample_cpu
 from bench.http_client import TRANSPORT_ERRORS, HttpStatusError, JsonClient
 from bench.latencies import TERMINAL, hop_latencies, saga_latencies
+from saga_harness import identity
+
+# The customers the load is spread over, each placing its orders with its own token (from the
+# stack's identity provider, fetched once: ``authenticate``), as a real client would; a token
+# per order would measure the identity provider, not the services.
+CUSTOMERS = [f"bench-{i:02d}" for i in range(32)]
 
 
-def body(sku: str, qty: int = 1) -> dict[str, Any]:
-    return {"customer_id": f"bench-{uuid.uuid4().hex[:6]}",
+def authenticate() -> None:
+    """Fetches every customer's token before anything is measured."""
+    for customer in CUSTOMERS:
+        identity.customer_token(customer)
+
+
+def body(sku: str, qty: int = 1, customer: str = CUSTOMERS[0]) -> dict[str, Any]:
+    return {"customer_id": customer,
             "items": [{"sku": sku, "quantity": qty, "price": "9.99"}], "currency": "USD",
             "shipping_address": {"street": "s", "city": "c", "country": "PE",
                                  "postal_code": "1"},
@@ -80,8 +92,10 @@ def _client(connections: int) -> JsonClient:
 
 
 async def _place(http: JsonClient, sku: str, qty: int = 1) -> str:
-    """POST /orders; the new saga's id."""
-    return str((await http.post_json("/orders", body(sku, qty)))["saga_id"])
+    """POST /orders, as a customer of ``CUSTOMERS``; the new saga's id."""
+    customer = random.choice(CUSTOMERS)
+    return str((await http.post_json("/orders", body(sku, qty, customer),
+                                     bearer=identity.customer_token(customer)))["saga_id"])
 
 
 async def open_loop(rate: float, seconds: float, *, skus: list[str], qty: int = 1,

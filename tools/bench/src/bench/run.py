@@ -28,6 +28,7 @@ import psutil
 
 from bench import baselines, goals, load, pg_statements, profile, relay_bench, report, search
 from bench.common import ROOT, admin_dsn, part_roots
+from saga_harness.identity import StackAuth
 
 OUT = ROOT / "bench-results"
 
@@ -65,7 +66,8 @@ async def main() -> None:
     measurements = [await measure_floor("at the start", quick)]
     print("relay vs raw producer...", flush=True)
     results["relay"] = await relay_bench.relay_vs_raw(n=2000 if quick else 5000)
-    async with httpx.AsyncClient() as http:
+    load.authenticate()
+    async with httpx.AsyncClient(auth=StackAuth()) as http:
         # A catalogue, not one product: allocation locks a product's row until its commit
         # (REPEATABLE READ + FOR UPDATE, Part II), so orders that all want one product queue
         # on that row. The contention scenario below is the one-product case.

@@ -21,6 +21,7 @@ from chaos import snapshot
 from chaos.checker import TERMINAL, Violation, check
 from netproxy.layout import CONTROL_PORT, stack_routes
 from saga_harness import config, stack
+from saga_harness.identity import StackAuth
 
 SERVICES = ["pedidos", "inventario", "pagos"]
 PARTS = [*SERVICES, "gateway", "kafka", "postgres"]
@@ -149,8 +150,12 @@ async def clear_network_faults() -> None:
             await http.delete(f"{CONTROL}/faults")
 
 
-def _body(sku: str, qty: int, token: str) -> dict[str, Any]:
-    return {"customer_id": f"chaos-{uuid.uuid4().hex[:6]}",
+# A few customers, each with its token from the stack's identity provider (fetched once).
+CUSTOMERS = 8
+
+
+def _body(sku: str, qty: int, token: str, customer: str) -> dict[str, Any]:
+    return {"customer_id": customer,
             "items": [{"sku": sku, "quantity": qty, "price": "2.50"}], "currency": "USD",
             "shipping_address": {"street": "s", "city": "c", "country": "PE", "postal_code": "1"},
             "payment_method": {"type": "credit_card", "token": token}}
@@ -166,7 +171,8 @@ async def run(name: str, faults: list[Fault], *, seed: int = 0, rate: float = 5.
     started = time.monotonic()
     stack.up()
     initial = {f"CHAOS-{uuid.uuid4().hex[:8]}": units for _ in range(skus)}
-    async with httpx.AsyncClient(timeout=10) as http:
+    # Authenticated as the stack's users: orders as their customer, the rest as an operator.
+    async with httpx.AsyncClient(timeout=10, auth=StackAuth()) as http:
         for sku, qty in initial.items():
             (await http.put(f"{config.INVENTARIO}/products/{sku}",
                             json={"quantity": qty})).raise_for_status()
@@ -176,7 +182,8 @@ async def run(name: str, faults: list[Fault], *, seed: int = 0, rate: float = 5.
         async def place(i: int) -> None:
             token = ("tok_chargeDeclined" if i % 10 == 9 else
                      "tok_transient1" if i % 10 == 4 else "tok_visa")
-            body = _body(rng.choice(list(initial)), rng.randint(1, 2), token)
+            body = _body(rng.choice(list(initial)), rng.randint(1, 2), token,
+                         f"chaos-{i % CUSTOMERS}")
             cancel_after = rng.uniform(0, 0.150) if rng.random() < cancel_share else None
             try:
                 r = await http.post(f"{config.PEDIDOS}/orders", json=body)

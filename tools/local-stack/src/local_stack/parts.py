@@ -1,5 +1,6 @@
-"""The Python parts: the fake gateway, the services (migrated before they start) and, with
-SAGA_NETPROXY=1, the TCP proxy the services then reach PostgreSQL, Kafka and the gateway through.
+"""The Python parts: the identity provider, the fake gateway, the services (migrated before they
+start) and, with SAGA_NETPROXY=1, the TCP proxy the services then reach PostgreSQL, Kafka and the
+gateway through.
 
 With SAGA_REPLICAS=N each service runs N instances, each a full member: its HTTP server, a
 consumer in the service's group, a relay candidate and the periodic jobs, against the same
@@ -13,7 +14,7 @@ import re
 import sys
 from dataclasses import dataclass, field
 
-from local_stack import kafka_auth, operator_signing, payment_token_keys
+from local_stack import identity, kafka_auth, operator_signing, payment_token_keys
 from local_stack.passwords import role_password
 from local_stack.ports import refuse_taken_port
 from local_stack.postgres.database import migrate
@@ -22,6 +23,7 @@ from local_stack.probes import http_ok
 from local_stack.processes import alive, read_pid, spawn, stop_group, wait_for
 from local_stack.settings import (
     GATEWAY_PORT,
+    IDENTITY_PORT,
     NETPROXY,
     PG_PORT,
     REPLICAS,
@@ -62,6 +64,7 @@ def service_env(service: str, k: int = 1) -> dict[str, str]:
         "DATABASE_URL": with_stack_tls(dsn(f"{service}_app", role_password(service, "app"))),
         "GATEWAY_URL": f"http://127.0.0.1:{GATEWAY_PORT}",
         "SAGA_OPERATOR_PUBLIC_KEYS": operator_signing.public_keys(),
+        **identity.service_env(),
         **kafka_auth.service_env(service),
         **payment_token_keys.service_env(service),
     }
@@ -75,11 +78,15 @@ def service_env(service: str, k: int = 1) -> dict[str, str]:
 
 
 def py_parts() -> list[PyPart]:
+    # First: the services fetch its keys as they start.
+    identity_provider = PyPart("identity", "identity_provider", IDENTITY_PORT,
+                               identity.provider_env())
     gateway = PyPart("gateway", "fake_gateway", GATEWAY_PORT, {
         "GATEWAY_PORT": str(GATEWAY_PORT),
         "GATEWAY_LEDGER_PATH": str(STATE / "gateway" / "ledger.sqlite3"),
     })
-    return [gateway, *([NETPROXY_PART] if NETPROXY else []), *service_parts()]
+    return [identity_provider, gateway, *([NETPROXY_PART] if NETPROXY else []),
+            *service_parts()]
 
 
 def service_parts(replicas: int = REPLICAS) -> list[PyPart]:

@@ -33,7 +33,9 @@ def order_body(items: list[tuple[str, int]], *, token: str = "tok_visa", price: 
 
 
 class Saga:
-    """The stack as a customer, an operator and an auditor see it."""
+    """The stack as a customer, an operator and an auditor see it. Its client authenticates
+    each request (``saga_harness.identity.StackAuth``): an order as the customer its body names,
+    everything else as an operator."""
 
     def __init__(self, client: httpx.AsyncClient) -> None:
         self.http = client

@@ -14,6 +14,7 @@ import pytest
 
 from saga_harness import stack
 from saga_harness.clients import Saga
+from saga_harness.identity import StackAuth
 
 # The tests' own Kafka clients report every broker outage a test provokes on purpose.
 logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
@@ -29,7 +30,8 @@ def running_stack() -> None:
 
 @pytest.fixture
 async def saga(running_stack: None) -> AsyncIterator[Saga]:
-    async with httpx.AsyncClient(timeout=30) as client:
+    # Authenticated as the stack's users are: orders as their customer, the rest as an operator.
+    async with httpx.AsyncClient(timeout=30, auth=StackAuth()) as client:
         yield Saga(client)
 
 

@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 
 from saga_harness import config
+from saga_harness.identity import operator_token
 from saga_harness.waiting import wait_for
 
 PORT = 9091
@@ -44,10 +45,14 @@ async def running() -> AsyncIterator[Prometheus]:
     with tempfile.TemporaryDirectory(prefix="saga-prom-") as tmp:
         shutil.copy(config.ROOT / "deploy/prometheus/alerts.yml", Path(tmp) / "alerts.yml")
         targets = ", ".join(f'"{p.removeprefix("http://")}"' for p in ports)
+        # /metrics is for operators: Prometheus scrapes with an operator's token.
+        (Path(tmp) / "scrape-token").write_text(operator_token())
         (Path(tmp) / "prometheus.yml").write_text(
             "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
             "rule_files: [alerts.yml]\n"
-            f"scrape_configs: [{{job_name: saga, static_configs: [{{targets: [{targets}]}}]}}]\n")
+            "scrape_configs: [{job_name: saga, "
+            f"authorization: {{type: Bearer, credentials_file: {tmp}/scrape-token}}, "
+            f"static_configs: [{{targets: [{targets}]}}]}}]\n")
         proc = await asyncio.create_subprocess_exec(
             binary, f"--config.file={tmp}/prometheus.yml", f"--storage.tsdb.path={tmp}/data",
             f"--web.listen-address=127.0.0.1:{PORT}",

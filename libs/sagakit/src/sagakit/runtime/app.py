@@ -16,10 +16,12 @@ from collections.abc import AsyncIterator, Callable
 
 from fastapi import FastAPI
 
+from sagakit.auth import AuthSettings, TokenVerifier, install_authentication
 from sagakit.consumer import EventConsumer, topics_of
 from sagakit.observability import metrics, tracing
 from sagakit.outbox.relay import OutboxRelay
 from sagakit.runtime import gc_tuning
+from sagakit.runtime.api_docs import operator_docs_router
 from sagakit.runtime.http_errors import (
     install_database_error_handlers,
     install_request_validation_handler,
@@ -54,6 +56,11 @@ def create_app(definition: ServiceDefinition) -> FastAPI:
                            definition.compensation_reasons,
                            definition.payment_mismatch_reasons)
         app.state.runtime = rt
+        verifier = TokenVerifier(load(AuthSettings))
+        install_authentication(app, verifier)
+        # The issuer's keys fetched before the first request needs them; an issuer not up
+        # yet is asked again by the first request (sagakit.auth.issuer_keys).
+        await verifier.keys.prefetch()
         if definition.on_start:
             await definition.on_start(rt)
         stop = asyncio.Event()
@@ -82,10 +89,12 @@ def create_app(definition: ServiceDefinition) -> FastAPI:
             if definition.on_stop:
                 await definition.on_stop(rt)
             await relay.close()
+            await verifier.close()
             await engine.dispose()
 
+    # The HTML docs are served by operator_docs_router, behind an operator's token.
     app = FastAPI(title=definition.name, description=definition.description, lifespan=lifespan,
-                  version="1.0.0")
+                  version="1.0.0", docs_url=None, redoc_url=None)
     if tracing.configure(definition.name):
         from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
 
@@ -93,6 +102,7 @@ def create_app(definition: ServiceDefinition) -> FastAPI:
     install_database_error_handlers(app)
     install_request_validation_handler(app)
     app.include_router(operational_router())
+    app.include_router(operator_docs_router(definition.name))
     for router in definition.routers:
         app.include_router(router)
     return app

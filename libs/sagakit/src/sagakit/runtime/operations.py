@@ -1,14 +1,17 @@
-"""The operational endpoints every service serves: /health, /ready and /metrics."""
+"""The operational endpoints every service serves: /health and /ready, open to anyone (an
+orchestrator probes them), and /metrics, for operators (Prometheus scrapes it with an operator's
+token)."""
 
 from __future__ import annotations
 
 import asyncio
 
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, Request, Response, Security
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from sqlalchemy import text
 
+from sagakit.auth import AUTH_RESPONSES, require_operator
 from sagakit.runtime.service import runtime_of
 
 
@@ -39,7 +42,7 @@ def operational_router() -> APIRouter:
                              "instance": rt.service_settings.instance(), "relay": relay},
                             status_code=200 if ok else 503)
 
-    @router.get("/metrics")
+    @router.get("/metrics", dependencies=[Security(require_operator)], responses=AUTH_RESPONSES)
     async def metrics_endpoint() -> Response:
         return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
 

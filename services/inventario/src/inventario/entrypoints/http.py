@@ -1,15 +1,18 @@
-"""inventario's HTTP API: stock administration and queries (never a saga step)."""
+"""inventario's HTTP API: stock administration and queries (never a saga step).
+
+Setting stock is for operators; any caller with a valid token may read a product."""
 
 from __future__ import annotations
 
 from datetime import datetime
 from typing import Annotated
 
-from fastapi import APIRouter, HTTPException, Path, Request
+from fastapi import APIRouter, HTTPException, Path, Request, Security
 from pydantic import BaseModel, ConfigDict, Field
 
 from inventario.adapters.stock_repository import StockRepository, find_product
 from inventario.usecases.set_stock import set_stock
+from sagakit.auth import AUTH_RESPONSES, CUSTOMER, OPERATOR, require, require_operator
 from sagakit.runtime import runtime_of
 
 router = APIRouter(tags=["products"])
@@ -28,14 +31,17 @@ class Product(BaseModel):
     updated_at: datetime
 
 
-@router.put("/products/{sku}", response_model=Product)
+@router.put("/products/{sku}", response_model=Product, responses=AUTH_RESPONSES,
+            dependencies=[Security(require_operator)])
 async def put_product(sku: Sku, body: StockUpdate, request: Request) -> Product:
     async with runtime_of(request).uow() as uow:
         product = await set_stock(uow, StockRepository(uow), sku, body.quantity)
     return Product(sku=product.sku, quantity=product.quantity, updated_at=product.updated_at)
 
 
-@router.get("/products/{sku}", response_model=Product)
+@router.get("/products/{sku}", response_model=Product,
+            responses={**AUTH_RESPONSES, 404: {"description": "No such product"}},
+            dependencies=[Security(require(CUSTOMER, OPERATOR))])
 async def get_product(sku: Sku, request: Request) -> Product:
     async with runtime_of(request).engine.connect() as conn:
         product = await find_product(conn, sku)

@@ -52,7 +52,7 @@ _LEASED_UNTIL = func.now() + func.make_interval(0, 0, 0, 0, 0, 0,
 # has one.
 _INSERT = (pg_insert(payments)
            .values({c: bindparam(f"v_{c}", type_=payments.c[c].type)
-                    for c in ("payment_id", "saga_id", "order_id", "status")})
+                    for c in ("payment_id", "saga_id", "order_id", "customer_id", "status")})
            .on_conflict_do_nothing(index_elements=[payments.c.saga_id])
            .returning(payments.c.payment_id))
 
@@ -64,10 +64,10 @@ def _new_payment(leased: bool) -> tuple[tuple[str, str], ...]:
     lease = (", now() + make_interval(secs => CAST(:pay_lease_s AS double precision))"
              if leased else "")
     lease_column = ", lease_until" if leased else ""
-    return (("inserted", f"""INSERT INTO {{schema}}.{payments.name} (payment_id, saga_id, order_id, status,
-    amount, currency, payment_token, trigger, next_attempt_at{lease_column})
-VALUES (:pay_payment_id, :pay_saga_id, :pay_order_id, :pay_status, :pay_amount, :pay_currency,
-        :pay_token, CAST(:pay_trigger AS jsonb), now(){lease})
+    return (("inserted", f"""INSERT INTO {{schema}}.{payments.name} (payment_id, saga_id, order_id,
+    customer_id, status, amount, currency, payment_token, trigger, next_attempt_at{lease_column})
+VALUES (:pay_payment_id, :pay_saga_id, :pay_order_id, :pay_customer_id, :pay_status, :pay_amount,
+        :pay_currency, :pay_token, CAST(:pay_trigger AS jsonb), now(){lease})
 ON CONFLICT (saga_id) DO NOTHING
 RETURNING *"""),)
 
@@ -167,11 +167,11 @@ class PaymentRepository:
     # ---------------------------------------------------------------- writes run at once
 
     async def record_without_charge(self, *, saga_id: str, order_id: str | None,
-                                    status: PaymentStatus) -> bool:
+                                    customer_id: str | None, status: PaymentStatus) -> bool:
         row = (await self.uow.connection.execute(_INSERT, {
             "v_payment_id": time_ordered_id(), "v_saga_id": saga_id,
             "v_order_id": uuid.UUID(order_id) if order_id else None,
-            "v_status": status.value})).first()
+            "v_customer_id": customer_id, "v_status": status.value})).first()
         return row is not None
 
     async def move(self, payment: Payment, to: PaymentStatus, *, due_now: bool,
@@ -218,14 +218,16 @@ class PaymentRepository:
 
     # ---------------------------------------------------------------- writes staged on commit
 
-    def new_charge(self, *, saga_id: str, order_id: str, amount: Decimal, currency: str,
-                   token: str, lease_s: float | None, trigger: dict[str, Any]) -> None:
+    def new_charge(self, *, saga_id: str, order_id: str, customer_id: str | None,
+                   amount: Decimal, currency: str, token: str, lease_s: float | None,
+                   trigger: dict[str, Any]) -> None:
         """Staged: the unit of work returns the row (``returned``) unless the saga had one
         already. Leased, it is leased as ``claim_due`` would lease it: work handed straight to
         a gateway call."""
         params: dict[str, Any] = {
             "pay_payment_id": time_ordered_id(), "pay_saga_id": saga_id,
-            "pay_order_id": uuid.UUID(order_id), "pay_status": PaymentStatus.CHARGING.value,
+            "pay_order_id": uuid.UUID(order_id), "pay_customer_id": customer_id,
+            "pay_status": PaymentStatus.CHARGING.value,
             "pay_amount": amount, "pay_currency": currency, "pay_token": token,
             "pay_trigger": jsonio.dumps(trigger)}
         if lease_s is not None:
@@ -295,8 +297,12 @@ async def seconds_to_next_due(conn: AsyncConnection) -> float | None:
     return None if seconds is None else max(0.0, float(seconds))
 
 
-async def payment_records(conn: AsyncConnection, saga_id: str) -> list[dict[str, Any]]:
-    """Every payment row of the saga, by column, oldest first (for the HTTP API)."""
-    rows = (await conn.execute(select(payments).where(payments.c.saga_id == saga_id)
-                               .order_by(payments.c.created_at))).all()
+async def payment_records(conn: AsyncConnection, saga_id: str, customer_id: str | None = None
+                          ) -> list[dict[str, Any]]:
+    """Every payment row of the saga, by column, oldest first (for the HTTP API); with
+    ``customer_id``, only that customer's."""
+    query = select(payments).where(payments.c.saga_id == saga_id)
+    if customer_id is not None:
+        query = query.where(payments.c.customer_id == customer_id)
+    rows = (await conn.execute(query.order_by(payments.c.created_at))).all()
     return [dict(r._mapping) for r in rows]

@@ -24,6 +24,9 @@ payments = Table(
     Column("payment_id", Uuid, primary_key=True),
     Column("saga_id", Text, nullable=False, unique=True),
     Column("order_id", Uuid),
+    # Whose payment (pagos.usecases.customer): a customer reads only its own. NULL for a
+    # payment of an event that did not name one; operators alone see it.
+    Column("customer_id", Text),
     Column("status", Text, nullable=False),
     Column("amount", Numeric(12, 2)),
     Column("currency", Text),

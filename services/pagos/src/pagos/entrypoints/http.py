@@ -1,4 +1,8 @@
-"""pagos' HTTP API: read-only payment records."""
+"""pagos' HTTP API: read-only payment records.
+
+A customer reads only its own payments: a saga with none of its payments answers 404, whether
+it has another customer's or none at all (its existence is not revealed). An operator reads any
+saga's, an empty list when it has none."""
 
 from __future__ import annotations
 
@@ -7,10 +11,11 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, HTTPException, Query, Request, Security
 from pydantic import BaseModel
 
 from pagos.adapters.payment_repository import payment_records
+from sagakit.auth import AUTH_RESPONSES, CUSTOMER, OPERATOR, Principal, require
 from sagakit.runtime import runtime_of
 
 router = APIRouter(tags=["payments"])
@@ -60,10 +65,14 @@ def _record(row: dict[str, Any]) -> PaymentRecord:
         attempts=row["attempt_log"], created_at=row["created_at"], updated_at=row["updated_at"])
 
 
-@router.get("/payments", response_model=list[PaymentRecord])
-async def list_payments(request: Request, saga_id: Annotated[uuid.UUID, Query()]
+@router.get("/payments", response_model=list[PaymentRecord], responses={
+    **AUTH_RESPONSES, 404: {"description": "A customer's: no payment of its own for this saga"}})
+async def list_payments(request: Request, saga_id: Annotated[uuid.UUID, Query()],
+                        caller: Annotated[Principal, Security(require(CUSTOMER, OPERATOR))]
                         ) -> list[PaymentRecord]:
     # A saga id is a UUID (Part I §7.1), stored in its canonical text form.
     async with runtime_of(request).engine.connect() as conn:
-        rows = await payment_records(conn, str(saga_id))
+        rows = await payment_records(conn, str(saga_id), caller.owner_filter())
+    if not rows and not caller.is_operator:
+        raise HTTPException(404, detail=f"no payment of yours for saga {saga_id}")
     return [_record(r) for r in rows]

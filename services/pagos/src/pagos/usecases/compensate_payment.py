@@ -9,6 +9,7 @@ from typing import TypeAlias
 
 from pagos.domain import payment as domain
 from pagos.domain.payment import Payment
+from pagos.usecases.customer import customer_of
 from pagos.usecases.ports import PaymentStore
 from saga_contracts.events.inventory import FalloAsignacion
 from saga_contracts.events.orders import OrdenCancelada
@@ -49,6 +50,7 @@ async def _locked(uow: UnitOfWorkPort, payments: PaymentStore, kick: Callable[[]
     if payment is None and change.status is not None:
         if await payments.record_without_charge(saga_id=event.saga_id,
                                                 order_id=event.payload.order_id,
+                                                customer_id=customer_of(event),
                                                 status=change.status):
             await uow.commit()
             return

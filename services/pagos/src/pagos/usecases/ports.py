@@ -48,9 +48,10 @@ class PaymentStore(Protocol):
         ...
 
     async def record_without_charge(self, *, saga_id: str, order_id: str | None,
-                                    status: PaymentStatus) -> bool:
+                                    customer_id: str | None, status: PaymentStatus) -> bool:
         """Writes now a payment with no gateway work (a cancellation recorded before any
-        charge); False when the saga already has one (its unique saga id arbitrates)."""
+        charge), ``customer_id``'s; False when the saga already has one (its unique saga id
+        arbitrates)."""
         ...
 
     async def move(self, payment: Payment, to: PaymentStatus, *, due_now: bool,
@@ -65,12 +66,14 @@ class PaymentStore(Protocol):
         lease and a fresh count of attempts; False when it is not CHARGE_FAILED any more."""
         ...
 
-    def new_charge(self, *, saga_id: str, order_id: str, amount: Decimal, currency: str,
-                   token: str, lease_s: float | None, trigger: dict[str, Any]) -> None:
-        """A payment due for charging now, written with the unit of work's commit, unless the
-        saga has one already (its unique saga id arbitrates: nothing is written then, and the
-        commit goes through). With ``lease_s`` it is created leased to the caller's gateway
-        call for that long. ``created`` says, after the commit, which it was."""
+    def new_charge(self, *, saga_id: str, order_id: str, customer_id: str | None,
+                   amount: Decimal, currency: str, token: str, lease_s: float | None,
+                   trigger: dict[str, Any]) -> None:
+        """A payment of ``customer_id`` due for charging now, written with the unit of work's
+        commit, unless the saga has one already (its unique saga id arbitrates: nothing is
+        written then, and the commit goes through). With ``lease_s`` it is created leased to
+        the caller's gateway call for that long. ``created`` says, after the commit, which it
+        was."""
         ...
 
     def created(self) -> Payment | None:

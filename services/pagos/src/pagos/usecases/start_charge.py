@@ -22,6 +22,7 @@ import logging
 
 from pagos.domain.payment import PaymentStatus
 from pagos.usecases import charge_request
+from pagos.usecases.customer import customer_of
 from pagos.usecases.ports import ChargeCalls, PaymentStore
 from saga_contracts.events.inventory import StockVerificado
 from sagakit.message import Message
@@ -40,7 +41,8 @@ async def start_charge(uow: UnitOfWorkPort, payments: PaymentStore, calls: Charg
     try:
         # The payment, the inbox row and nothing else: one statement, its own transaction.
         payments.new_charge(
-            saga_id=event.saga_id, order_id=p.order_id, amount=p.total_amount,
+            saga_id=event.saga_id, order_id=p.order_id, customer_id=customer_of(event),
+            amount=p.total_amount,
             currency=p.currency, token=p.payment_method.token,
             lease_s=calls.lease_s if slot else None,
             trigger={"message_id": event.message_id, "event_type": event.event_type,

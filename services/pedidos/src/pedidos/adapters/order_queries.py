@@ -1,5 +1,8 @@
 """Reads of orders, sagas and their history for the API and the gauges, each on a connection
-of its own: they decide nothing and write nothing, so no unit of work."""
+of its own: they decide nothing and write nothing, so no unit of work.
+
+A read for a customer (``customer_id``) finds only that customer's orders and sagas: another's
+is not found, as one that does not exist. Without one, it finds any (an operator's read)."""
 
 from __future__ import annotations
 
@@ -17,13 +20,21 @@ class OrderQueries:
     def __init__(self, conn: AsyncConnection) -> None:
         self.conn = conn
 
-    async def order(self, order_id: uuid.UUID) -> dict[str, Any] | None:
-        row = (await self.conn.execute(select(orders).where(orders.c.order_id == order_id))
-               ).first()
+    async def order(self, order_id: uuid.UUID, customer_id: str | None = None
+                    ) -> dict[str, Any] | None:
+        query = select(orders).where(orders.c.order_id == order_id)
+        if customer_id is not None:
+            query = query.where(orders.c.customer_id == customer_id)
+        row = (await self.conn.execute(query)).first()
         return dict(row._mapping) if row else None
 
-    async def saga(self, saga_id: uuid.UUID) -> dict[str, Any] | None:
-        row = (await self.conn.execute(select(sagas).where(sagas.c.saga_id == saga_id))).first()
+    async def saga(self, saga_id: uuid.UUID, customer_id: str | None = None
+                   ) -> dict[str, Any] | None:
+        query = select(sagas).where(sagas.c.saga_id == saga_id)
+        if customer_id is not None:
+            query = query.where(sagas.c.order_id.in_(
+                select(orders.c.order_id).where(orders.c.customer_id == customer_id)))
+        row = (await self.conn.execute(query)).first()
         return dict(row._mapping) if row else None
 
     async def history(self, saga_id: uuid.UUID) -> list[dict[str, Any]]:

@@ -77,7 +77,8 @@ def _creation(with_idempotency_key: bool) -> tuple[tuple[str, str], ...]:
     first = OrderStatus.PENDIENTE_VALIDACION
     values = ", ".join(f"CAST(:new_{c} AS jsonb)" if c in _JSON_COLUMNS else f":new_{c}"
                        for c in _ORDER_COLUMNS)
-    conflict = " ON CONFLICT (idempotency_key) DO NOTHING" if with_idempotency_key else ""
+    conflict = (" ON CONFLICT (customer_id, idempotency_key) DO NOTHING" if with_idempotency_key
+                else "")
     return (
         ("inserted_order", f"""INSERT INTO {_ORDERS} ({", ".join(_ORDER_COLUMNS)})
 VALUES ({values}){conflict}
@@ -281,9 +282,10 @@ class OrderRepository:
             raise RuntimeError("nothing that returns the saga was staged")
         return self._written(self.uow.returned[0])
 
-    async def by_idempotency_key(self, key: str) -> ExistingOrder | None:
+    async def by_idempotency_key(self, customer_id: str, key: str) -> ExistingOrder | None:
         row = (await self.uow.connection.execute(
-            select(orders).where(orders.c.idempotency_key == key))).first()
+            select(orders).where(orders.c.customer_id == customer_id,
+                                 orders.c.idempotency_key == key))).first()
         if row is None:
             return None
         return ExistingOrder(str(row.order_id), str(row.saga_id), row.status, row.request_hash)

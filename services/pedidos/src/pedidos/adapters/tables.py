@@ -1,6 +1,16 @@
 """pedidos' tables, in its own schema."""
 
-from sqlalchemy import BigInteger, Column, DateTime, Numeric, Table, Text, Uuid, func
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    DateTime,
+    Numeric,
+    Table,
+    Text,
+    UniqueConstraint,
+    Uuid,
+    func,
+)
 from sqlalchemy.dialects.postgresql import JSONB
 
 from sagakit.store.tables import messaging_tables, service_metadata
@@ -20,13 +30,15 @@ orders = Table(
     Column("currency", Text, nullable=False),
     Column("shipping_address", JSONB, nullable=False),
     Column("payment_type", Text, nullable=False),
-    Column("idempotency_key", Text, unique=True),
+    # Unique per customer (migration 0003): a key names a request of its customer only.
+    Column("idempotency_key", Text),
     Column("request_hash", Text, nullable=False),
     Column("charge_id", Text),
     Column("refund_status", Text),
     Column("cancel_reason", Text),
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
     Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    UniqueConstraint("customer_id", "idempotency_key"),
 )
 
 # Part III §1.2: one row per saga with its step, deadlines and business context.

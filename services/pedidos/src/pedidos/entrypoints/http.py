@@ -1,12 +1,18 @@
-"""pedidos' HTTP API: place orders, read them, and query or cancel their saga."""
+"""pedidos' HTTP API: place orders, read them, and query or cancel their saga.
+
+Every route takes a bearer token (sagakit.auth). Customers place orders (the token's subject is
+the customer) and see and cancel their own; another customer's order or saga answers 404, as
+one that does not exist. Operators see and cancel any, and place none.
+"""
 
 from __future__ import annotations
 
 import logging
+import re
 import uuid
-from typing import Annotated
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Header, HTTPException, Request, Response
+from fastapi import APIRouter, Header, HTTPException, Request, Response, Security
 from fastapi.responses import JSONResponse
 
 from pedidos.adapters.order_queries import OrderQueries
@@ -14,6 +20,7 @@ from pedidos.adapters.order_repository import OrderRepository
 from pedidos.config import PedidosSettings
 from pedidos.domain.order import TERMINAL, CannotCancel, OrderStatus
 from pedidos.entrypoints.schemas import (
+    CUSTOMER_ID,
     NO_NUL,
     HistoryEntry,
     OrderAccepted,
@@ -27,12 +34,24 @@ from pedidos.usecases.known_sagas import KnownSagas
 from pedidos.usecases.place_order import IdempotencyKeyReused, PlacedOrder, place_order
 from pedidos.usecases.ports import PaymentTokenSealer
 from saga_contracts import registry
+from sagakit.auth import AUTH_RESPONSES, CUSTOMER, OPERATOR, Principal, require
 from sagakit.envelope import new_span_id
 from sagakit.observability import tracing
 from sagakit.runtime import runtime_of
 from sagakit.store.conflicts import retry_on_conflict
 
 log = logging.getLogger("pedidos.http")
+
+Customer = Annotated[Principal, Security(require(CUSTOMER))]
+CustomerOrOperator = Annotated[Principal, Security(require(CUSTOMER, OPERATOR))]
+
+_NOT_YOURS: dict[int | str, dict[str, Any]] = {
+    404: {"description": "No such object, or another customer's"}}
+
+
+def _refused(loc: list[str], type_: str, msg: str) -> JSONResponse:
+    return JSONResponse(status_code=422, content={"detail": [
+        {"loc": loc, "type": type_, "msg": msg}]})
 
 
 def routes(settings: PedidosSettings, known: KnownSagas, sealer: PaymentTokenSealer
@@ -42,14 +61,21 @@ def routes(settings: PedidosSettings, known: KnownSagas, sealer: PaymentTokenSea
     router = APIRouter()
 
     @router.post("/orders", status_code=202, response_model=OrderAccepted, tags=["orders"],
-                 responses={422: {"description": "Invalid body, or Idempotency-Key reused with "
-                                                 "another body"}})
+                 responses={**AUTH_RESPONSES, 422: {
+                     "description": "Invalid body, a body customer_id that is not the token's "
+                                    "subject, or Idempotency-Key reused with another body"}})
     async def create_order(body: OrderRequest, request: Request, response: Response,
+                           customer: Customer,
                            idempotency_key: Annotated[str | None, Header(
                                min_length=1, max_length=255, pattern=NO_NUL)] = None
                            ) -> OrderAccepted | JSONResponse:
         rt = runtime_of(request)
-        wire = body.wire()
+        if not re.fullmatch(CUSTOMER_ID, customer.subject):
+            raise HTTPException(403, detail="this token's subject cannot be a customer id")
+        if body.customer_id is not None and body.customer_id != customer.subject:
+            return _refused(["body", "customer_id"], "customer_mismatch",
+                            "customer_id is not the customer the token names")
+        wire = body.wire(customer.subject)
         # This request is the saga's first span (Part I §7.1): the parent of OrdenSolicitada.
         # It is one of the standard's span ids, like every message's, not OpenTelemetry's,
         # which exists only when tracing exports; the request's log line below names it, and
@@ -66,9 +92,8 @@ def routes(settings: PedidosSettings, known: KnownSagas, sealer: PaymentTokenSea
         try:
             placed = await retry_on_conflict(attempt, what="place order")
         except IdempotencyKeyReused:
-            return JSONResponse(status_code=422, content={"detail": [{
-                "loc": ["header", "Idempotency-Key"], "type": "idempotency_key_reused",
-                "msg": "this Idempotency-Key was used with a different request body"}]})
+            return _refused(["header", "Idempotency-Key"], "idempotency_key_reused",
+                            "this Idempotency-Key was used with a different request body")
         # The request is logged whole: the declared sensitive fields (token, address) are masked
         # or dropped by the log pipeline, not by this call.
         log.info("order %s", "accepted" if placed.created else "replayed by Idempotency-Key",
@@ -81,10 +106,12 @@ def routes(settings: PedidosSettings, known: KnownSagas, sealer: PaymentTokenSea
         return OrderAccepted(order_id=placed.order_id, saga_id=placed.saga_id,
                              status=placed.status)
 
-    @router.get("/orders/{order_id}", response_model=OrderView, tags=["orders"])
-    async def get_order(order_id: uuid.UUID, request: Request) -> OrderView:
+    @router.get("/orders/{order_id}", response_model=OrderView, tags=["orders"],
+                responses={**AUTH_RESPONSES, **_NOT_YOURS})
+    async def get_order(order_id: uuid.UUID, request: Request,
+                        caller: CustomerOrOperator) -> OrderView:
         async with runtime_of(request).engine.connect() as conn:
-            order = await OrderQueries(conn).order(order_id)
+            order = await OrderQueries(conn).order(order_id, caller.owner_filter())
         if order is None:
             raise HTTPException(404, detail=f"order {order_id} not found")
         return OrderView(
@@ -96,10 +123,12 @@ def routes(settings: PedidosSettings, known: KnownSagas, sealer: PaymentTokenSea
             cancel_reason=order["cancel_reason"], created_at=order["created_at"],
             updated_at=order["updated_at"])
 
-    @router.get("/sagas/{saga_id}/status", response_model=SagaStatusView, tags=["sagas"])
-    async def saga_status(saga_id: uuid.UUID, request: Request) -> SagaStatusView:
+    @router.get("/sagas/{saga_id}/status", response_model=SagaStatusView, tags=["sagas"],
+                responses={**AUTH_RESPONSES, **_NOT_YOURS})
+    async def saga_status(saga_id: uuid.UUID, request: Request,
+                          caller: CustomerOrOperator) -> SagaStatusView:
         async with runtime_of(request).engine.connect() as conn:
-            saga = await OrderQueries(conn).saga(saga_id)
+            saga = await OrderQueries(conn).saga(saga_id, caller.owner_filter())
         if saga is None:
             raise HTTPException(404, detail=f"saga {saga_id} not found")
         return SagaStatusView(
@@ -111,11 +140,13 @@ def routes(settings: PedidosSettings, known: KnownSagas, sealer: PaymentTokenSea
             step_deadline_at=saga["step_deadline_at"], expires_at=saga["expires_at"],
             finished_at=saga["finished_at"])
 
-    @router.get("/sagas/{saga_id}/history", response_model=SagaHistoryView, tags=["sagas"])
-    async def saga_history(saga_id: uuid.UUID, request: Request) -> SagaHistoryView:
+    @router.get("/sagas/{saga_id}/history", response_model=SagaHistoryView, tags=["sagas"],
+                responses={**AUTH_RESPONSES, **_NOT_YOURS})
+    async def saga_history(saga_id: uuid.UUID, request: Request,
+                           caller: CustomerOrOperator) -> SagaHistoryView:
         async with runtime_of(request).engine.connect() as conn:
             repo = OrderQueries(conn)
-            if await repo.saga(saga_id) is None:
+            if await repo.saga(saga_id, caller.owner_filter()) is None:
                 raise HTTPException(404, detail=f"saga {saga_id} not found")
             rows = await repo.history(saga_id)
         return SagaHistoryView(saga_id=str(saga_id), entries=[HistoryEntry(
@@ -124,9 +155,11 @@ def routes(settings: PedidosSettings, known: KnownSagas, sealer: PaymentTokenSea
             detail=r["detail"]) for r in rows])
 
     @router.post("/sagas/{saga_id}/cancel", status_code=202, tags=["sagas"],
-                 responses={409: {"description": "The saga is terminal or already "
+                 responses={**AUTH_RESPONSES, **_NOT_YOURS,
+                            409: {"description": "The saga is terminal or already "
                                                  "compensating"}})
-    async def cancel(saga_id: uuid.UUID, request: Request) -> JSONResponse:
+    async def cancel(saga_id: uuid.UUID, request: Request,
+                     caller: CustomerOrOperator) -> JSONResponse:
         rt = runtime_of(request)
         # The request's span, OrdenCancelada's parent (as for POST /orders).
         span_id = new_span_id()
@@ -134,8 +167,10 @@ def routes(settings: PedidosSettings, known: KnownSagas, sealer: PaymentTokenSea
 
         async def attempt() -> OrderStatus:
             async with rt.uow() as uow:
-                return await cancel_saga(uow, OrderRepository(uow), str(saga_id), "api",
-                                         settings, known, request_span_id=span_id)
+                return await cancel_saga(uow, OrderRepository(uow), str(saga_id),
+                                         _actor(caller), settings, known,
+                                         request_span_id=span_id,
+                                         customer_id=caller.owner_filter())
 
         try:
             status = await retry_on_conflict(attempt, what="cancel saga")
@@ -152,3 +187,8 @@ def routes(settings: PedidosSettings, known: KnownSagas, sealer: PaymentTokenSea
                                                       "status": status.value})
 
     return router
+
+
+def _actor(caller: Principal) -> str:
+    """Who cancelled, as the saga's history records it."""
+    return f"{OPERATOR if caller.is_operator else CUSTOMER}:{caller.subject}"

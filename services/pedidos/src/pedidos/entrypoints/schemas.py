@@ -69,8 +69,17 @@ class PaymentMethod(Strict):
     token: Annotated[str, Sensitive("mask"), _text(255)]
 
 
+# What the order events carry as a customer id (OrdenSolicitada's schema): a token's subject
+# that is not one cannot place an order.
+CUSTOMER_ID = r"^[^\x00]{1,100}$"
+
+
 class OrderRequest(Strict):
-    customer_id: Annotated[str, _text(100)]
+    # The customer is the token's subject; a body that names another is refused.
+    customer_id: Annotated[str | None, Field(
+        None, min_length=1, max_length=100, pattern=NO_NUL,
+        description="Optional: the token's subject is the customer; when given it must be the "
+                    "same.")]
     items: list[OrderItem] = Field(..., min_length=1, max_length=50)
     total_amount: Money | None = None
     currency: Currency
@@ -98,10 +107,11 @@ class OrderRequest(Strict):
                              f"items {self.computed_total}")
         return self
 
-    def wire(self) -> dict[str, Any]:
-        """The request as the saga carries it: money as two-decimal strings."""
+    def wire(self, customer_id: str) -> dict[str, Any]:
+        """The request of ``customer_id`` as the saga carries it: money as two-decimal
+        strings."""
         return {
-            "customer_id": self.customer_id,
+            "customer_id": customer_id,
             "items": [{"sku": i.sku, "quantity": i.quantity, "price": f"{i.price:.2f}"}
                       for i in self.items],
             "currency": self.currency,

@@ -1,4 +1,7 @@
-"""POST /sagas/{id}/cancel: cancels an active saga; participants compensate on OrdenCancelada."""
+"""POST /sagas/{id}/cancel: cancels an active saga; participants compensate on OrdenCancelada.
+
+A customer may cancel only its own sagas: another customer's is not found, exactly as a saga
+that does not exist (its existence is not revealed)."""
 
 from __future__ import annotations
 
@@ -17,11 +20,14 @@ class SagaNotFound(Exception):
 
 async def cancel_saga(uow: UnitOfWorkPort, orders: OrderStore, saga_id: str, actor: str,
                       settings: PedidosSettings, known: KnownSagas | None = None,
-                      request_span_id: str | None = None) -> OrderStatus:
-    """Raises ``CannotCancel`` (409) when the saga is terminal or already compensating.
-    ``request_span_id``: the span of the request that cancels, OrdenCancelada's parent."""
+                      request_span_id: str | None = None, *,
+                      customer_id: str | None = None) -> OrderStatus:
+    """Raises ``CannotCancel`` (409) when the saga is terminal or already compensating, and
+    ``SagaNotFound`` when there is no such saga or, with ``customer_id``, it is another
+    customer's (None: anyone's, as an operator may). ``request_span_id``: the span of the
+    request that cancels, OrdenCancelada's parent."""
     saga = await orders.lock(saga_id)
-    if saga is None:
+    if saga is None or (customer_id is not None and saga.customer_id != customer_id):
         raise SagaNotFound(saga_id)
     transition = on_cancel_requested(saga.status)
     stage_transition(uow, orders, saga, transition, cause="CancelacionSolicitada", actor=actor,

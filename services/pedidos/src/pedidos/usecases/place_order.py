@@ -1,6 +1,7 @@
 """POST /orders: the order, its saga row, the first audit entry and OrdenSolicitada, in one
 statement (its own transaction). The same Idempotency-Key with the same body returns the first
-order.
+order. A key is the customer's: another customer's request under the same key places an order
+of its own.
 
 The payment token is sealed for pagos before anything is written: the order and its event (and
 so the outbox, the topics, inventario's StockVerificado and every dead letter and trace of them)
@@ -100,7 +101,7 @@ async def place_order(uow: UnitOfWorkPort, orders: OrderStore, body: dict[str, A
                            created=True)
     # The idempotency key was used before: nothing was written, that request's order stands.
     assert idempotency_key is not None
-    existing = await orders.by_idempotency_key(idempotency_key)
+    existing = await orders.by_idempotency_key(body["customer_id"], idempotency_key)
     assert existing is not None
     if existing.request_hash != fingerprint:
         raise IdempotencyKeyReused(idempotency_key)

@@ -94,7 +94,8 @@ class OrderStore(Protocol):
             context: dict[str, Any], step_timeout_s: float, saga_timeout_s: float,
             audit: AuditEntry) -> None:
         """Stages the order with its saga (PENDIENTE_VALIDACION) and first history entry. Its
-        guard: the idempotency key was not used before (else nothing is written)."""
+        guard: the order's customer did not use the idempotency key before (else nothing is
+        written)."""
         ...
 
     def move(self, saga: SagaState, to: OrderStatus, *, step_timeout_s: float | None,
@@ -114,7 +115,8 @@ class OrderStore(Protocol):
         """The saga as the commit left it, after ``add`` or ``move`` committed."""
         ...
 
-    async def by_idempotency_key(self, key: str) -> ExistingOrder | None:
+    async def by_idempotency_key(self, customer_id: str, key: str) -> ExistingOrder | None:
+        """The order ``customer_id`` placed under ``key``, if any."""
         ...
 
     async def read(self, saga_id: str) -> SagaState | None:

@@ -47,13 +47,17 @@ def stage_transition(uow: UnitOfWorkPort, orders: OrderStore, saga: SagaState,
                 step_timeout_s=settings.step_timeout_s(step) if step else None,
                 audit=AuditEntry(cause, actor, message_id, detail),
                 notification=NOTIFICATIONS.get(transition.to), **values)
+    # The saga's customer, as OrdenSolicitada named it (Part I §7.1's user_id), also when no
+    # message caused the transition (a cancellation requested, a deadline): pagos reads it to
+    # know whose payment it records.
+    customer = {"user_id": saga.customer_id}
     if transition.completes:
         uow.emit(order_events.orden_completada(saga), saga_id=saga.saga_id,
-                 parent_span_id=parent_span_id)
+                 parent_span_id=parent_span_id, metadata=customer)
     elif transition.cancels:
         reason = transition.cancel_reason or CancelReason.TIMEOUT
         uow.emit(order_events.orden_cancelada(saga, transition.to, reason),
-                 saga_id=saga.saga_id, parent_span_id=parent_span_id)
+                 saga_id=saga.saga_id, parent_span_id=parent_span_id, metadata=customer)
 
     def committed() -> None:
         # The row the commit statement moved, by the database clock of that statement (``saga``

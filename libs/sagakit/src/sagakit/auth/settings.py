@@ -1,0 +1,67 @@
+"""Which issuer's tokens a service believes, for which audience, signed how."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+# Signatures made with a private key and checked with the public one the issuer publishes.
+# Never "none", and never HS*: an HMAC key is a shared secret, and a verifier that accepted
+# HS256 with the issuer's public key as the secret would take tokens anyone can forge.
+ASYMMETRIC_ALGORITHMS = frozenset({"RS256", "RS384", "RS512", "PS256", "PS384", "PS512",
+                                   "ES256", "ES384", "ES512", "EdDSA"})
+
+
+class AuthSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="AUTH_", extra="ignore")
+
+    issuer: str = Field("http://127.0.0.1:8020", description=(
+        "The OIDC issuer whose tokens the service accepts, exactly as its tokens' `iss` claim "
+        "spells it; its keys are found through `<issuer>/.well-known/openid-configuration`. "
+        "The default is the local stack's identity provider (a development stand-in); for "
+        "Keycloak `https://<host>/realms/<realm>`, for Auth0 `https://<tenant>.auth0.com/`."))
+    audience: str = Field("saga", min_length=1, description=(
+        "The `aud` a token must name: the identifier the issuer knows these services by (an "
+        "Auth0 API identifier, a Keycloak client id)."))
+    # Comma-separated in the environment: "RS256,ES256".
+    algorithms: Annotated[tuple[str, ...], NoDecode] = Field(("RS256",), description=(
+        "Signature algorithms accepted, comma-separated; asymmetric ones only (RS*, PS*, ES*, "
+        "EdDSA): `none` and HS* are refused at start."))
+    roles_claim: str = Field("roles", min_length=1, description=(
+        "The claim that holds a token's roles (`customer`, `operator`); a dotted path reaches "
+        "into an object (Keycloak: `realm_access.roles`)."))
+    leeway_s: float = Field(30.0, ge=0, le=300, description=(
+        "Clock difference allowed with the issuer when checking `exp`, `nbf` and `iat`."))
+    keys_max_age_s: float = Field(3600.0, gt=0, description=(
+        "How long the issuer's keys are used before they are fetched again (a key the issuer "
+        "withdrew is refused at the latest this long after)."))
+    unknown_key_refetch_s: float = Field(30.0, ge=0, description=(
+        "A token signed with a key id the service does not know makes it fetch the issuer's "
+        "keys again (a rotation), at most once in this many seconds, so that tokens with made-up "
+        "key ids cannot make it hammer the issuer."))
+    fetch_timeout_s: float = Field(5.0, gt=0, le=60, description=(
+        "Longest a request for the issuer's discovery document or keys may take."))
+
+    @field_validator("issuer")
+    @classmethod
+    def _an_http_url(cls, value: str) -> str:
+        if not value.startswith(("https://", "http://")):
+            raise ValueError("an http(s) URL")
+        return value
+
+    @field_validator("algorithms", mode="before")
+    @classmethod
+    def _parse_algorithms(cls, value: object) -> tuple[str, ...]:
+        names = tuple(v.strip() for v in value.split(",") if v.strip()) if isinstance(
+            value, str) else tuple(value)  # type: ignore[arg-type]
+        refused = [n for n in names if n not in ASYMMETRIC_ALGORITHMS]
+        if not names or refused:
+            raise ValueError(f"asymmetric algorithms only ({', '.join(sorted(ASYMMETRIC_ALGORITHMS))}); "
+                             f"refused: {', '.join(refused) or '(none given)'}")
+        return names
+
+    @property
+    def discovery_url(self) -> str:
+        return self.issuer.rstrip("/") + "/.well-known/openid-configuration"

@@ -1,0 +1,45 @@
+"""What the identity provider reads from its environment."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+
+class IdentityProviderSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="IDENTITY_", extra="ignore")
+
+    host: str = Field("127.0.0.1", description="Address the identity provider listens on.")
+    port: int = Field(8020, ge=1, le=65535, description="Port the identity provider listens on.")
+    issuer: str | None = Field(None, description=(
+        "The `iss` of its tokens, and the URL its discovery document and JWKS are published "
+        "under; unset, `http://127.0.0.1:<IDENTITY_PORT>`. The services' `AUTH_ISSUER` must "
+        "be the same."))
+    audience: str = Field("saga", min_length=1, description=(
+        "The `aud` of its tokens; the services' `AUTH_AUDIENCE` must be the same."))
+    signing_key_file: Path = Field(..., description=(
+        "PEM file of the RSA private key it signs with (the local stack makes one at its first "
+        "start, `$SAGA_STATE_DIR/secrets/identity-signing.key`)."))
+    # Comma-separated paths in the environment.
+    published_key_files: Annotated[tuple[Path, ...], NoDecode] = Field((), description=(
+        "PEM files of earlier signing keys, comma-separated: published in the JWKS beside the "
+        "signing key, so that tokens they signed stay valid until they expire (a rotation)."))
+    token_lifetime_s: int = Field(900, ge=1, le=86_400, description=(
+        "Lifetime of a token when the request does not ask for another."))
+    max_token_lifetime_s: int = Field(7 * 86_400, ge=1, description=(
+        "Longest lifetime a request may ask for (`expires_in`); the local stack asks Prometheus' "
+        "scrape token for this long."))
+
+    @field_validator("published_key_files", mode="before")
+    @classmethod
+    def _paths(cls, value: object) -> tuple[Path, ...]:
+        if isinstance(value, str):
+            return tuple(Path(v.strip()) for v in value.split(",") if v.strip())
+        return tuple(value)  # type: ignore[arg-type]
+
+    @property
+    def issuer_url(self) -> str:
+        return (self.issuer or f"http://127.0.0.1:{self.port}").rstrip("/")
