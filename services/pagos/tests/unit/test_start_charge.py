@@ -142,3 +142,14 @@ async def test_a_replay_for_a_saga_with_no_payment_starts_the_charge() -> None:
     assert table.rows[saga_id].status is PaymentStatus.CHARGING
     assert [p.saga_id for p in calls.started] == [saga_id]
     assert uow.commits == 1
+
+
+async def test_the_charge_is_for_stock_verificados_amount_the_catalogs() -> None:
+    """inventario computed the amount from its catalog; pagos charges that and nothing of the
+    order's own."""
+    table, calls = PaymentTable(), FakeCalls(free=0)
+    saga_id, order_id = _ids()
+    await _start(table, calls, stock_verificado(saga_id, order_id, unit_price="500.00",
+                                                currency="CLP"))
+    row = table.rows[saga_id]
+    assert (row.amount, row.currency) == (Decimal("1000.00"), "CLP")
