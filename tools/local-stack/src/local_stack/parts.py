@@ -8,7 +8,7 @@ import re
 import sys
 from dataclasses import dataclass, field
 
-from local_stack import kafka_auth, operator_signing, payment_token_keys
+from local_stack import gateway_key, kafka_auth, operator_signing, payment_token_keys
 from local_stack.passwords import role_password
 from local_stack.ports import refuse_taken_port
 from local_stack.postgres.database import migrate
@@ -49,6 +49,7 @@ def service_env(service: str) -> dict[str, str]:
         "SAGA_OPERATOR_PUBLIC_KEYS": operator_signing.public_keys(),
         **kafka_auth.service_env(service),
         **payment_token_keys.service_env(service),
+        **gateway_key.service_env(service),
     }
     if NETPROXY:
         env["DATABASE_URL"] = dsn(f"{service}_app", role_password(service, "app"),
@@ -63,6 +64,7 @@ def py_parts() -> list[PyPart]:
     gateway = PyPart("gateway", "fake_gateway", GATEWAY_PORT, {
         "GATEWAY_PORT": str(GATEWAY_PORT),
         "GATEWAY_LEDGER_PATH": str(STATE / "gateway" / "ledger.sqlite3"),
+        **gateway_key.gateway_env(),
     })
     services = [PyPart(s, s, p, service_env(s)) for s, p in SERVICE_PORTS.items()]
     return [gateway, *([NETPROXY_PART] if NETPROXY else []), *services]
