@@ -168,8 +168,10 @@ async def run(name: str, faults: list[Fault], *, seed: int = 0, rate: float = 5.
     initial = {f"CHAOS-{uuid.uuid4().hex[:8]}": units for _ in range(skus)}
     async with httpx.AsyncClient(timeout=10) as http:
         for sku, qty in initial.items():
+            # Priced as _body orders it: an order at another price would be refused.
             (await http.put(f"{config.INVENTARIO}/products/{sku}",
-                            json={"quantity": qty})).raise_for_status()
+                            json={"quantity": qty, "price": "2.50", "currency": "USD"})
+             ).raise_for_status()
 
         server_errors: list[str] = []
 
