@@ -4,12 +4,12 @@ currencies with an ISO 4217 minor unit."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
-from fastapi.testclient import TestClient
 
 from fake_gateway.app import create_app
 from fake_gateway.secret_key import MissingSecretKey, configured_key, presented
@@ -20,14 +20,16 @@ CHARGE = {"amount": 1000, "currency": "clp", "source": "tok_visa"}
 
 
 @pytest.fixture
-def gateway(tmp_path: Path) -> Iterator[TestClient]:
-    with TestClient(create_app(tmp_path / "ledger.sqlite3", secret_key=KEY)) as client:
+async def gateway(tmp_path: Path) -> AsyncIterator[httpx.AsyncClient]:
+    app = create_app(tmp_path / "ledger.sqlite3", secret_key=KEY)
+    async with app.router.lifespan_context(app), httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app), base_url="http://gateway") as client:
         yield client
 
 
-def _post(client: TestClient, path: str, body: dict[str, Any], key: str,
-          headers: dict[str, str]) -> Any:
-    return client.post(path, json=body, headers={"Idempotency-Key": key, **headers})
+async def _post(client: httpx.AsyncClient, path: str, body: dict[str, Any], key: str,
+                headers: dict[str, str]) -> httpx.Response:
+    return await client.post(path, json=body, headers={"Idempotency-Key": key, **headers})
 
 
 @pytest.mark.parametrize("headers", [
@@ -35,38 +37,40 @@ def _post(client: TestClient, path: str, body: dict[str, Any], key: str,
     {"Authorization": f"Basic {KEY}"}, {"Authorization": f"Bearer {KEY}x"},
     {"Authorization": "Bearer "},
 ])
-def test_without_the_key_every_call_is_refused_and_nothing_is_done(
-        gateway: TestClient, headers: dict[str, str]) -> None:
-    charge = _post(gateway, "/v1/charges", CHARGE, "charge-1", headers)
-    refund = _post(gateway, "/v1/refunds", {"charge": "ch_x"}, "refund-1", headers)
-    ledger = gateway.get("/ledger", headers=headers)
+async def test_without_the_key_every_call_is_refused_and_nothing_is_done(
+        gateway: httpx.AsyncClient, headers: dict[str, str]) -> None:
+    charge = await _post(gateway, "/v1/charges", CHARGE, "charge-1", headers)
+    refund = await _post(gateway, "/v1/refunds", {"charge": "ch_x"}, "refund-1", headers)
+    ledger = await gateway.get("/ledger", headers=headers)
     for answer in (charge, refund, ledger):
         assert answer.status_code == 401, answer.text
         assert answer.json()["error"]["type"] == "invalid_request_error"
         assert answer.headers["WWW-Authenticate"].startswith("Bearer")
-    assert gateway.get("/ledger", headers=AUTH).json() == {"charges": [], "refunds": []}
+    assert (await gateway.get("/ledger", headers=AUTH)).json() == {"charges": [], "refunds": []}
 
 
-def test_a_malformed_request_without_the_key_is_refused_for_the_key(gateway: TestClient) -> None:
-    assert _post(gateway, "/v1/charges", {"amount": "x"}, "charge-1", {}).status_code == 401
+async def test_a_malformed_request_without_the_key_is_refused_for_the_key(gateway: httpx.AsyncClient) -> None:
+    answer = await _post(gateway, "/v1/charges", {"amount": "x"}, "charge-1", {})
+    assert answer.status_code == 401
 
 
-def test_with_the_key_charges_refunds_and_the_ledger_answer(gateway: TestClient) -> None:
-    charge = _post(gateway, "/v1/charges", CHARGE, "charge-1", AUTH)
+async def test_with_the_key_charges_refunds_and_the_ledger_answer(gateway: httpx.AsyncClient) -> None:
+    charge = await _post(gateway, "/v1/charges", CHARGE, "charge-1", AUTH)
     assert charge.status_code == 200, charge.text
     assert (charge.json()["amount"], charge.json()["currency"]) == (1000, "clp")
-    refund = _post(gateway, "/v1/refunds", {"charge": charge.json()["id"]}, "refund-1", AUTH)
+    refund = await _post(gateway, "/v1/refunds", {"charge": charge.json()["id"]}, "refund-1",
+                         AUTH)
     assert refund.status_code == 200, refund.text
-    ledger = gateway.get("/ledger", headers={"Authorization": f"bearer {KEY}"}).json()
+    ledger = (await gateway.get("/ledger", headers={"Authorization": f"bearer {KEY}"})).json()
     assert [(c["amount"], c["amount_refunded"]) for c in ledger["charges"]] == [(1000, 1000)]
-    assert gateway.get("/health").status_code == 200, "the health check stays open"
+    assert (await gateway.get("/health")).status_code == 200, "the health check stays open"
 
 
 @pytest.mark.parametrize("currency", ["xau", "abc", "us"])
-def test_a_currency_without_a_minor_unit_is_refused(gateway: TestClient, currency: str) -> None:
-    answer = _post(gateway, "/v1/charges", {**CHARGE, "currency": currency}, "charge-1", AUTH)
+async def test_a_currency_without_a_minor_unit_is_refused(gateway: httpx.AsyncClient, currency: str) -> None:
+    answer = await _post(gateway, "/v1/charges", {**CHARGE, "currency": currency}, "charge-1", AUTH)
     assert answer.status_code in (400, 422), answer.text
-    assert gateway.get("/ledger", headers=AUTH).json()["charges"] == []
+    assert (await gateway.get("/ledger", headers=AUTH)).json()["charges"] == []
 
 
 def test_the_key_comes_from_the_variable_or_its_file(monkeypatch: pytest.MonkeyPatch,
