@@ -33,7 +33,7 @@ from pydantic_settings import BaseSettings
 
 from identity_provider.settings import IdentityProviderSettings
 from inventario.config import InventarioSettings
-from pagos.config import PagosSettings, PaymentTokenKeys
+from pagos.config import GatewaySecretKey, PagosSettings, PaymentTokenKeys
 from pedidos.config import PaymentTokenSealing, PedidosSettings
 from sagakit.auth import AuthSettings
 from sagakit.kafka_topics import TopicSettings
@@ -107,6 +107,14 @@ TRACING = (
 
 FAKE_GATEWAY = (
     env("GATEWAY_HOST", "str", "`127.0.0.1`", "Address the fake gateway listens on."),
+    env("GATEWAY_SECRET_KEY", "str", UNSET,
+        "The secret key (`sk_...`) every call but `GET /health` must present as "
+        "`Authorization: Bearer`; required, here or in `GATEWAY_SECRET_KEY_FILE`. Never "
+        "logged."),
+    env("GATEWAY_SECRET_KEY_FILE", "path", GENERATED.format(secret="gateway-secret-key"),
+        "A file holding `GATEWAY_SECRET_KEY`, read at start, instead of the variable; the "
+        "local stack generates the key at its first start and passes this file (pagos gets "
+        "the same one as `PAGOS_GATEWAY_SECRET_KEY_FILE`; `make credentials` prints it)."),
     env("GATEWAY_PORT", "int", "`8010`",
         "Port the fake gateway listens on; the local stack passes on its own `GATEWAY_PORT`."),
     env("GATEWAY_KEEP_ALIVE_S", "int", "`75`",
@@ -264,14 +272,16 @@ COMPONENTS = (
                Table("Payment token sealing", PaymentTokenSealing))),
     Component("inventario", "Limits of inventario's database work (Part II §5.4).",
               (Table("Database limits", InventarioSettings),)),
-    Component("pagos", "How pagos calls the payment gateway (Part II §5.4), and the keys it "
-              "opens the payment tokens pedidos sealed with.",
+    Component("pagos", "How pagos calls the payment gateway (Part II §5.4), the secret key it "
+              "calls it with, and the keys it opens the payment tokens pedidos sealed with.",
               (Table("Payment gateway", PagosSettings),
+               Table("Gateway secret key", GatewaySecretKey),
                Table("Payment token keys", PaymentTokenKeys))),
     Component("Fake payment gateway", "Read by `python -m fake_gateway`.",
               (Table("Gateway", environment=FAKE_GATEWAY,
                      read_in=("services/fake-gateway/src/fake_gateway/__main__.py",
-                              "services/fake-gateway/src/fake_gateway/app.py")),)),
+                              "services/fake-gateway/src/fake_gateway/app.py",
+                              "services/fake-gateway/src/fake_gateway/secret_key.py")),)),
     Component("Identity provider", "Read by `python -m identity_provider`, the local stack's "
               "development stand-in for an OIDC issuer.",
               (Table("Identity provider", IdentityProviderSettings),)),
@@ -285,7 +295,9 @@ COMPONENTS = (
         "(made at the first start too), and pedidos and "
         "pagos the files of the payment token key pair it makes at its first start "
         "(`PEDIDOS_PAYMENT_TOKEN_SEAL_KEY_FILE`, `PAGOS_PAYMENT_TOKEN_OPEN_KEYS_FILE`, under "
-        "`$SAGA_STATE_DIR/secrets`); every other variable in its environment but the database "
+        "`$SAGA_STATE_DIR/secrets`), and pagos and the fake gateway the file of the gateway's "
+        "secret key it makes then too (`PAGOS_GATEWAY_SECRET_KEY_FILE`, "
+        "`GATEWAY_SECRET_KEY_FILE`); every other variable in its environment but the database "
         "passwords reaches the services as it is (`deploy/local/test.env` holds the test "
         "suite's). The tests, the benchmark, the chaos suite and sagactl read the same ports, "
         "and the passwords the stack generated, to find the stack.",

@@ -55,7 +55,7 @@ async def _allocate(saga: Saga, sku: str, qty: int) -> tuple[str, str]:
 
 async def test_compensation_puts_back_what_was_allocated(saga: Saga) -> None:
     sku = new_sku("SKU-999")
-    await saga.set_stock(sku, 100)
+    await saga.set_stock(sku, 100, price="1.00")
     saga_id, order_id = await _allocate(saga, sku, 5)
     assert await saga.stock(sku) == 95
     async with TopicReader("inventory-events") as out:
@@ -69,7 +69,7 @@ async def test_compensation_puts_back_what_was_allocated(saga: Saga) -> None:
 
 async def test_compensating_twice_releases_once(saga: Saga) -> None:
     sku = new_sku("SKU-999")
-    await saga.set_stock(sku, 10)
+    await saga.set_stock(sku, 10, price="1.00")
     saga_id, order_id = await _allocate(saga, sku, 4)
     first, second = _cancelled(saga_id, order_id), _cancelled(saga_id, order_id)
     await produce("order-events", first)
@@ -84,7 +84,7 @@ async def test_compensating_twice_releases_once(saga: Saga) -> None:
 
 async def test_compensating_what_never_happened_is_a_no_op_and_blocks_it(saga: Saga) -> None:
     sku = new_sku("SKU-999")
-    await saga.set_stock(sku, 10)
+    await saga.set_stock(sku, 10, price="1.00")
     saga_id, order_id = str(uuid.uuid4()), str(uuid.uuid4())
     await produce("order-events", _cancelled(saga_id, order_id))
     await wait_for(lambda: _allocation(saga_id), lambda s: s == "BLOCKED", timeout=10,
@@ -105,7 +105,7 @@ async def test_compensating_what_never_happened_is_a_no_op_and_blocks_it(saga: S
 
 async def test_compensating_a_product_that_no_longer_exists(saga: Saga) -> None:
     sku = new_sku("SKU-999")
-    await saga.set_stock(sku, 6)
+    await saga.set_stock(sku, 6, price="1.00")
     saga_id, order_id = await _allocate(saga, sku, 2)
     await db.execute("DELETE FROM inventario.products WHERE sku = $1", sku)
     await produce("order-events", _cancelled(saga_id, order_id))

@@ -40,7 +40,7 @@ async def _effects(saga_id: str, message_id: str) -> tuple[int, int, int]:
 async def test_same_message_three_times_has_one_effect(saga: Saga) -> None:
     """Part IV §3.1 against the real consumer: one inbox row, one effect, one outgoing event."""
     sku = new_sku()
-    await saga.set_stock(sku, 10)
+    await saga.set_stock(sku, 10, price="1.00")
     event = _orden_solicitada(sku, 2)
     async with TopicReader("inventory-events") as out:
         await produce("order-events", event, times=3)
@@ -91,7 +91,7 @@ async def test_poison_messages_go_to_the_dead_letter_topic_and_the_consumer_goes
 
     # The consumer is still consuming: a valid order after the poison is validated.
     sku = new_sku()
-    await saga.set_stock(sku, 1)
+    await saga.set_stock(sku, 1, price="1.00")
     good = _orden_solicitada(sku, 1)
     await produce("order-events", good)
     await wait_for(lambda: db.fetchval("SELECT result FROM inventario.stock_checks "

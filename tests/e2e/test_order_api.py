@@ -64,7 +64,7 @@ async def test_bad_request_is_refused_field_by_field_and_creates_nothing(
 
 async def test_total_amount_may_be_given_when_it_matches(saga: Saga) -> None:
     sku = new_sku()
-    await saga.set_stock(sku, 3)
+    await saga.set_stock(sku, 3, price="1.10")
     body = order_body([(sku, 3)], price="1.10")
     body["total_amount"] = 3.30  # a JSON number is accepted too
     placed = await saga.place(body)

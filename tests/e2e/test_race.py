@@ -11,7 +11,7 @@ from saga_harness.clients import Saga, new_sku, order_body
 
 async def test_forty_orders_for_ten_units(saga: Saga) -> None:
     sku = new_sku("SKU-RACE")
-    await saga.set_stock(sku, 10)
+    await saga.set_stock(sku, 10, price="3.25")
     rng = random.Random(7)
     quantities = [rng.randint(1, 3) for _ in range(40)]
     placed = await asyncio.gather(*(saga.place(order_body([(sku, q)], price="3.25"))

@@ -124,7 +124,7 @@ async def test_two_orders_one_unit(saga: Saga) -> None:
 
 async def test_order_and_saga_are_queryable(saga: Saga) -> None:
     sku = new_sku()
-    await saga.set_stock(sku, 2)
+    await saga.set_stock(sku, 2, price="12.34")
     placed = await saga.place(order_body([(sku, 2)], price="12.34"))
     await saga.wait_status(placed["order_id"], "COMPLETADA")
     order = await saga.order(placed["order_id"])

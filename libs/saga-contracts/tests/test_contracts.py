@@ -49,8 +49,19 @@ def test_the_payment_token_is_sealed_from_version_2(event_type: str) -> None:
         return doc["properties"]["payment_method"]["properties"]["token"]
     assert "pattern" not in token("1.0.0")
     assert token("2.0.0")["pattern"] == sealing.PATTERN
-    assert registry.latest(event_type).version == "2.0.0"
+    assert token(registry.latest(event_type).version)["pattern"] == sealing.PATTERN
     assert check_evolution(registry.all_schemas()[event_type]) == []
+
+
+def test_stock_verificado_3_prices_every_line() -> None:
+    """3.0.0 carries each line's catalog price, and its total is the catalog's (inventario's),
+    no longer the order's: a line gained a required field where lines refuse unknown ones, so
+    a 2.x consumer would refuse it, hence the MAJOR bump."""
+    versions = registry.all_schemas()["StockVerificado"]
+    assert [v.version for v in versions] == ["1.0.0", "2.0.0", "3.0.0"]
+    line = versions[-1].document["properties"]["items"]["items"]
+    assert "unit_price" in line["required"] and line["additionalProperties"] is False
+    assert registry.breaking_changes(versions[-2].document, versions[-1].document)
 
 
 def _next(schema: EventSchema, version: str, mutate) -> EventSchema:  # type: ignore[no-untyped-def]

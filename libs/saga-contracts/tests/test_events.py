@@ -18,7 +18,13 @@ from saga_contracts import registry, sealing
 from saga_contracts.events import EVENT_MODELS, inventory, orders, parse, payments
 from saga_contracts.events.base import Event
 from saga_contracts.events.fields import Uuid
-from saga_contracts.events.inventory import StockLine, StockVerificado
+from saga_contracts.events.inventory import (
+    PrecioRechazado,
+    PricedLine,
+    RefusedLine,
+    StockLine,
+    StockVerificado,
+)
 from saga_contracts.events.orders import OrdenSolicitada, OrderLine, PaymentMethod, ShippingAddress
 from saga_contracts.events.payments import PagoExitoso
 
@@ -345,14 +351,30 @@ def test_every_amount_that_fits_is_written_back_exactly(amount: Decimal) -> None
 
 def test_a_model_built_in_python_equals_the_parse_of_its_payload() -> None:
     order = _order()
-    verified = StockVerificado(order_id=order.order_id, items=[StockLine(sku="A", quantity=2)],
+    line = PricedLine(sku="A", quantity=2, unit_price=Decimal("5.00"))
+    verified = StockVerificado(order_id=order.order_id, items=[line],
                                total_amount=order.total_amount, currency=order.currency,
                                payment_method=order.payment_method)
     for model in (order, verified):
         payload = model.to_payload()
         registry.validate(model.event_type, registry.latest(model.event_type).version, payload)
         assert parse(model.event_type, payload) == model
-    assert verified.items == (StockLine(sku="A", quantity=2),)  # a list given, a tuple kept
+    assert verified.items == (line,)  # a list given, a tuple kept
+
+
+def test_a_refused_line_leaves_out_the_catalog_price_a_product_lacks() -> None:
+    unpriced = RefusedLine(sku="A", problem="sin_precio", price=Decimal("0.01"), currency="USD")
+    priced = RefusedLine(sku="B", problem="precio_distinto", price=Decimal("0.01"),
+                         currency="USD", catalog_price=Decimal("50.00"), catalog_currency="USD")
+    refused = PrecioRechazado(order_id=A_UUID, reason="r", refused=[unpriced, priced])
+    payload = refused.to_payload()
+    assert payload["refused"][0] == {"sku": "A", "problem": "sin_precio", "price": "0.01",
+                                     "currency": "USD"}
+    assert payload["refused"][1]["catalog_price"] == "50.00"
+    assert parse("PrecioRechazado", payload) == refused
+    with pytest.raises(registry.SchemaViolation):  # absent, never null, as in the schema
+        parse("PrecioRechazado", {**payload, "refused": [{**payload["refused"][0],
+                                                          "catalog_price": None}]})
 
 
 def test_models_are_frozen() -> None:

@@ -1,7 +1,11 @@
 """HTTP API in the style of Stripe: POST /v1/charges, POST /v1/refunds, GET /ledger.
 
-Amounts are integer minor units. Every POST takes an ``Idempotency-Key``: the same key with the
-same parameters replays the first answer; the same key with other parameters is refused (400).
+Every call but GET /health takes the gateway's secret key (``Authorization: Bearer sk_...``,
+``fake_gateway.secret_key``); without it, 401. Amounts are integer minor units of an ISO 4217
+currency (``saga_contracts.minor_units``: 1000 CLP is 1000, 10.00 USD is 1000); a currency
+without a minor unit is refused (400). Every POST takes an ``Idempotency-Key``: the same key
+with the same parameters replays the first answer; the same key with other parameters is
+refused (400).
 """
 
 from __future__ import annotations
@@ -15,12 +19,14 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from fastapi import FastAPI, Header, Request
+from fastapi import Depends, FastAPI, Header, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
 from fake_gateway.ledger import Ledger
+from fake_gateway.secret_key import configured_key, presented
 from fake_gateway.tokens import behaviour_of
+from saga_contracts.minor_units import UnknownCurrency, exponent
 
 
 class ChargeRequest(BaseModel):
@@ -42,11 +48,19 @@ def _error(status: int, type_: str, message: str, **extra: Any) -> JSONResponse:
                         status_code=status)
 
 
+class _Unauthenticated(Exception):
+    """A call without the gateway's secret key."""
+
+
 def _fingerprint(body: BaseModel) -> str:
     return hashlib.sha256(json.dumps(body.model_dump(), sort_keys=True).encode()).hexdigest()
 
 
-def create_app(ledger_path: Path | None = None, slow_seconds: float | None = None) -> FastAPI:
+def create_app(ledger_path: Path | None = None, slow_seconds: float | None = None,
+               secret_key: str | None = None) -> FastAPI:
+    """``secret_key``: the key callers must present; by default the one the environment
+    gives (``fake_gateway.secret_key``), without which the gateway does not start."""
+    key = secret_key or configured_key()
     path = ledger_path or Path(os.environ.get("GATEWAY_LEDGER_PATH", ".local/gateway/ledger.sqlite3"))
     slow = slow_seconds if slow_seconds is not None else float(
         os.environ.get("GATEWAY_SLOW_SECONDS", "35"))
@@ -58,6 +72,22 @@ def create_app(ledger_path: Path | None = None, slow_seconds: float | None = Non
         app.state.ledger.close()
 
     app = FastAPI(title="fake payment gateway", lifespan=lifespan)
+
+    async def authenticated(authorization: str | None = Header(None)) -> None:
+        # A dependency runs before the body is read: a caller without the key learns nothing,
+        # not even whether its request was well formed.
+        if not presented(authorization, key):
+            raise _Unauthenticated
+
+    @app.exception_handler(_Unauthenticated)
+    async def unauthenticated(request: Request, exc: Exception) -> JSONResponse:
+        response = _error(401, "invalid_request_error",
+                          "Invalid API Key provided: give the secret key as "
+                          "Authorization: Bearer sk_...")
+        response.headers["WWW-Authenticate"] = 'Bearer realm="fake-gateway"'
+        return response
+
+    keyed = [Depends(authenticated)]
 
     def ledger(request: Request) -> Ledger:
         return request.app.state.ledger
@@ -86,9 +116,15 @@ def create_app(ledger_path: Path | None = None, slow_seconds: float | None = Non
     async def health() -> dict[str, str]:
         return {"status": "ok"}
 
-    @app.post("/v1/charges")
+    @app.post("/v1/charges", dependencies=keyed)
     async def create_charge(body: ChargeRequest, request: Request,
                             idempotency_key: str | None = Header(None)) -> JSONResponse:
+        try:
+            exponent(body.currency)
+        except UnknownCurrency:
+            return _error(400, "invalid_request_error",
+                          f"Invalid currency: {body.currency.lower()} (an ISO 4217 code with "
+                          "a minor unit)", code="invalid_currency")
         replay, attempts = await idempotent(request, "charges", idempotency_key, body)
         if replay is not None:
             return replay
@@ -115,7 +151,7 @@ def create_app(ledger_path: Path | None = None, slow_seconds: float | None = Non
             await asyncio.sleep(slow)  # captured already; the caller gives up before this ends
         return response
 
-    @app.post("/v1/refunds")
+    @app.post("/v1/refunds", dependencies=keyed)
     async def create_refund(body: RefundRequest, request: Request,
                             idempotency_key: str | None = Header(None)) -> JSONResponse:
         replay, attempts = await idempotent(request, "refunds", idempotency_key, body)
@@ -142,7 +178,7 @@ def create_app(ledger_path: Path | None = None, slow_seconds: float | None = Non
                 "message": str(exc)}})
         return answer(request, "refunds", idempotency_key, 200, refund)
 
-    @app.get("/ledger")
+    @app.get("/ledger", dependencies=keyed)
     async def get_ledger(request: Request) -> dict[str, Any]:
         return ledger(request).snapshot()
 

@@ -24,7 +24,7 @@ from inventario.config import InventarioSettings
 from inventario.domain.payment_match import Money
 from inventario.domain.stock import AllocationStatus, Line
 from inventario.entrypoints.messages import make_on_pago_exitoso, on_orden_solicitada
-from inventario.usecases.ports import AllocationState
+from inventario.usecases.ports import AllocationState, ValidationRead
 from saga_contracts import registry
 from saga_contracts.events.base import Event
 from saga_contracts.events.orders import OrdenSolicitada
@@ -62,6 +62,11 @@ class _OnProbe:
         return await staged.run(self.connection, self.tables.schema)
 
 
+def _units(read: ValidationRead) -> tuple[AllocationStatus | None, dict[str, int]]:
+    """The allocation and the units on hand of a validation read (its prices aside)."""
+    return read.allocation, read.on_hand
+
+
 def _on_probe(conn: AsyncConnection) -> tuple[StockRepository, _OnProbe]:
     uow = _OnProbe(conn)
     return StockRepository(uow), uow  # type: ignore[arg-type]
@@ -79,14 +84,33 @@ async def test_the_validation_read_answers_both_questions_in_one_statement(
         assert await repo.insert_allocation(cancelled, None, AllocationStatus.BLOCKED,
                                             [Line(known, 1)])
 
-        assert await repo.validation_read(fresh, [known, other, absent]) == (
+        assert _units(await repo.validation_read(fresh, [known, other, absent])) == (
             None, {known: 7, other: 0})
-        assert await repo.validation_read(cancelled, [known]) == (
+        assert _units(await repo.validation_read(cancelled, [known])) == (
             AllocationStatus.BLOCKED, {known: 7})
         # None of the products exists: still one answer, with the allocation status.
-        assert await repo.validation_read(cancelled, [absent]) == (
+        assert _units(await repo.validation_read(cancelled, [absent])) == (
             AllocationStatus.BLOCKED, {})
-        assert await repo.validation_read(fresh, [absent]) == (None, {})
+        assert _units(await repo.validation_read(fresh, [absent])) == (None, {})
+
+
+async def test_the_validation_read_gives_the_catalog_prices_of_priced_products(
+        running_stack: None) -> None:
+    priced, unpriced, absent = new_sku(), new_sku(), new_sku()
+    async with db.probe() as conn:
+        await conn.execute(text(
+            "INSERT INTO inventario.products (sku, quantity, price, currency) "
+            "VALUES (:a, 7, 50.00, 'USD'), (:b, 3, NULL, NULL)"), {"a": priced, "b": unpriced})
+        repo, _ = _on_probe(conn)
+        read = await repo.validation_read(f"probe-{uuid.uuid4()}", [priced, unpriced, absent])
+        assert read.on_hand == {priced: 7, unpriced: 3}
+        assert read.prices == {priced: Money(Decimal("50.00"), "USD")}
+        await repo.set_product(unpriced, 4, Money(Decimal("1000"), "CLP"))
+        await repo.set_product(priced, 6, None)  # no price given: the price is kept
+        now_priced, kept = await repo.product(unpriced), await repo.product(priced)
+        assert now_priced is not None and now_priced.price == Money(Decimal("1000"), "CLP")
+        assert kept is not None and (kept.quantity, kept.price) == (
+            6, Money(Decimal("50.00"), "USD"))
 
 
 async def test_the_allocation_state_is_read_in_one_statement_without_locks(
@@ -161,13 +185,13 @@ async def test_an_allocation_takes_every_lines_units_and_records_itself_once(
         repo.record_allocation(saga_id, order_id, AllocationStatus.ALLOCATED, lines,
                                lock_timeout_ms=1000)
         assert await uow.write()
-        assert await repo.validation_read(saga_id, [a, b, untouched]) == (
+        assert _units(await repo.validation_read(saga_id, [a, b, untouched])) == (
             AllocationStatus.ALLOCATED, {a: 5, b: 0, untouched: 3})
         # The saga's allocation was recorded already: nothing recorded, nothing taken.
         repo.record_allocation(saga_id, order_id, AllocationStatus.ALLOCATED,
                                [Line(untouched, 1)], lock_timeout_ms=1000)
         assert not await uow.write()
-        assert await repo.validation_read(saga_id, [untouched]) == (
+        assert _units(await repo.validation_read(saga_id, [untouched])) == (
             AllocationStatus.ALLOCATED, {untouched: 3})
         row = (await conn.execute(text(
             "SELECT order_id::text, items FROM inventario.allocations WHERE saga_id = :s"),
@@ -186,7 +210,8 @@ async def test_a_failed_allocation_records_itself_and_takes_nothing(running_stac
         repo.record_allocation(saga_id, str(uuid.uuid4()), AllocationStatus.FAILED,
                                [Line(sku, 2)], lock_timeout_ms=1000)
         assert await uow.write()
-        assert await repo.validation_read(saga_id, [sku]) == (AllocationStatus.FAILED, {sku: 1})
+        assert _units(await repo.validation_read(saga_id, [sku])) == (
+            AllocationStatus.FAILED, {sku: 1})
 
 
 async def test_an_allocation_the_locked_units_disagree_with_writes_nothing(
@@ -213,7 +238,7 @@ async def test_an_allocation_the_locked_units_disagree_with_writes_nothing(
                                [Line(sku, 1), Line(absent, 1)], lock_timeout_ms=1000)
         assert not await uow.write()
         for saga_id in (taken, put_back, unknown):
-            assert await repo.validation_read(saga_id, [sku]) == (None, {sku: 1})
+            assert _units(await repo.validation_read(saga_id, [sku])) == (None, {sku: 1})
 
 
 async def _product_scans(conn: AsyncConnection) -> tuple[int, int]:
@@ -249,7 +274,7 @@ async def test_validation_and_allocation_find_products_by_key_in_a_large_catalog
         repo, uow = _on_probe(conn)
         seq_before, idx_before = await _product_scans(conn)
 
-        assert await repo.validation_read(saga_id, [a, b]) == (None, {a: 10, b: 10})
+        assert _units(await repo.validation_read(saga_id, [a, b])) == (None, {a: 10, b: 10})
         repo.record_check(saga_id, order_id, lines, "verified",
                           payment_requested=Money(Decimal("10.00"), "USD"))
         assert await uow.write()
@@ -258,7 +283,7 @@ async def test_validation_and_allocation_find_products_by_key_in_a_large_catalog
         repo.record_allocation(saga_id, order_id, AllocationStatus.ALLOCATED, lines,
                                lock_timeout_ms=1000)
         assert await uow.write()
-        assert await repo.validation_read(saga_id, [a, b]) == (
+        assert _units(await repo.validation_read(saga_id, [a, b])) == (
             AllocationStatus.ALLOCATED, {a: 7, b: 9})
 
         seq_after, idx_after = await _product_scans(conn)
@@ -305,7 +330,8 @@ async def test_a_validation_and_an_allocation_run_whole_on_a_copy_of_the_tables(
     async with db.scratch_copy(SCRATCH, "inventario", SCRATCH_TABLES) as (engine, tables):
         async with engine.begin() as conn:
             await conn.execute(text(
-                f"INSERT INTO {SCRATCH}.products (sku, quantity) VALUES (:s, 5)"), {"s": sku})
+                f"INSERT INTO {SCRATCH}.products (sku, quantity, price, currency) "
+                "VALUES (:s, 5, 5.00, 'USD')"), {"s": sku})
         assert await _deliver(engine, tables, on_orden_solicitada, _event(
             OrdenSolicitada, saga_id, "pedidos", {
                 "order_id": order_id, "customer_id": "c-1",
@@ -345,7 +371,8 @@ async def test_a_payment_the_check_did_not_ask_for_records_only_its_message(
     async with db.scratch_copy(SCRATCH, "inventario", SCRATCH_TABLES) as (engine, tables):
         async with engine.begin() as conn:
             await conn.execute(text(
-                f"INSERT INTO {SCRATCH}.products (sku, quantity) VALUES (:s, 5)"), {"s": sku})
+                f"INSERT INTO {SCRATCH}.products (sku, quantity, price, currency) "
+                "VALUES (:s, 5, 5.00, 'USD')"), {"s": sku})
         assert await _deliver(engine, tables, on_orden_solicitada, _event(
             OrdenSolicitada, saga_id, "pedidos", {
                 "order_id": order_id, "customer_id": "c-1",

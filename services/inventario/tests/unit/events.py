@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import uuid
 from collections.abc import Iterator
+from decimal import Decimal
 from typing import Any, TypeVar
 
 from saga_contracts import registry
@@ -35,12 +36,17 @@ def _event(model: type[E], source: str, payload: dict[str, Any],
                                       source_service=source, payload=payload), model)
 
 
-def orden_solicitada(*items: tuple[str, int], saga_id: str | None = None
-                     ) -> Message[OrdenSolicitada]:
+def orden_solicitada(*items: tuple[str, int], saga_id: str | None = None,
+                     price: str = "2.50", currency: str = "EUR",
+                     prices: dict[str, str] | None = None) -> Message[OrdenSolicitada]:
+    """An order of ``items`` (sku, quantity), each at ``price`` unless ``prices`` gives its
+    SKU another, with its total as pedidos computes it."""
+    priced = [(sku, quantity, (prices or {}).get(sku, price)) for sku, quantity in items]
+    total = sum((Decimal(p) * q for _, q, p in priced), Decimal("0.00"))
     return _event(OrdenSolicitada, "pedidos", {
         "order_id": str(uuid.uuid4()), "customer_id": "c-1",
-        "items": [{"sku": sku, "quantity": quantity, "price": "2.50"} for sku, quantity in items],
-        "total_amount": "12.50", "currency": "EUR",
+        "items": [{"sku": sku, "quantity": quantity, "price": p} for sku, quantity, p in priced],
+        "total_amount": f"{total:.2f}", "currency": currency,
         "shipping_address": {"street": "Calle 1", "city": "Lima", "country": "PE",
                              "postal_code": "15001"},
         "payment_method": PAYMENT_METHOD}, saga_id)

@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 
 from inventario.domain.payment_match import Money
 from inventario.domain.stock import AllocationStatus, Line, merge_lines
-from inventario.usecases.ports import AllocationState, ProductStock
+from inventario.usecases.ports import AllocationState, ProductStock, ValidationRead
 from sagakit.fakes import FakeUnitOfWork
 
 
@@ -62,15 +62,20 @@ class Allocation:
 
 @dataclass
 class Inventory:
-    """inventario's tables: products' units on hand, stock checks and allocations by saga."""
+    """inventario's tables: products' units on hand and catalog prices, stock checks and
+    allocations by saga."""
 
     products: dict[str, int] = field(default_factory=dict)
+    prices: dict[str, Money] = field(default_factory=dict)
     updated_at: dict[str, datetime] = field(default_factory=dict)
     checks: dict[str, StockCheck] = field(default_factory=dict)
     allocations: dict[str, Allocation] = field(default_factory=dict)
 
-    def put(self, sku: str, quantity: int) -> None:
+    def put(self, sku: str, quantity: int, price: Money | None = None) -> None:
+        """Sets the product's units and, unless ``price`` is None, its price."""
         self.products[sku] = quantity
+        if price is not None:
+            self.prices[sku] = price
         self.updated_at[sku] = datetime.now(UTC)
 
 
@@ -96,10 +101,11 @@ class FakeStockRepository:
 
     # ---- StockStore
 
-    async def validation_read(self, saga_id: str, skus: list[str]
-                              ) -> tuple[AllocationStatus | None, dict[str, int]]:
+    async def validation_read(self, saga_id: str, skus: list[str]) -> ValidationRead:
         allocation = self.inventory.allocations.get(saga_id)
-        result = (allocation.status if allocation else None, self._on_hand(skus))
+        result = ValidationRead(allocation.status if allocation else None, self._on_hand(skus),
+                                {sku: self.inventory.prices[sku] for sku in skus
+                                 if sku in self.inventory.prices})
         self._read()
         return result
 
@@ -163,10 +169,11 @@ class FakeStockRepository:
 
     # ---- ProductStore
 
-    async def set_quantity(self, sku: str, quantity: int) -> None:
-        self.inventory.put(sku, quantity)
+    async def set_product(self, sku: str, quantity: int, price: Money | None) -> None:
+        self.inventory.put(sku, quantity, price)
 
     async def product(self, sku: str) -> ProductStock | None:
         if sku not in self.inventory.products:
             return None
-        return ProductStock(sku, self.inventory.products[sku], self.inventory.updated_at[sku])
+        return ProductStock(sku, self.inventory.products[sku], self.inventory.updated_at[sku],
+                            self.inventory.prices.get(sku))

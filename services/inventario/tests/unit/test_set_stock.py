@@ -1,8 +1,11 @@
-"""set_stock: PUT /products/{sku} sets a product's units on hand, creating it if needed, and
-answers with the product as committed."""
+"""set_stock: PUT /products/{sku} sets a product's units on hand and, if given, its catalog price,
+creating it if needed, and answers with the product as committed."""
 
 from __future__ import annotations
 
+from decimal import Decimal
+
+from inventario.domain.payment_match import Money
 from inventario.usecases.set_stock import set_stock
 
 from .fakes import FakeStockRepository, Inventory, StagingUnitOfWork
@@ -29,3 +32,16 @@ async def test_a_known_product_gets_its_new_units_and_the_others_keep_theirs() -
     assert uow.committed
     assert (product.sku, product.quantity) == ("A", 0)
     assert inventory.products == {"A": 0, "B": 2}
+
+
+async def test_a_price_given_is_set_and_a_price_left_out_is_kept() -> None:
+    inventory = Inventory()
+    uow = StagingUnitOfWork()
+    repo = FakeStockRepository(inventory, uow)
+    priced = await set_stock(uow, repo, "A", 7, Money(Decimal("50.00"), "USD"))
+    assert priced.price == Money(Decimal("50.00"), "USD")
+
+    uow = StagingUnitOfWork()
+    restocked = await set_stock(uow, FakeStockRepository(inventory, uow), "A", 3)
+    assert (restocked.quantity, restocked.price) == (3, Money(Decimal("50.00"), "USD"))
+    assert inventory.prices == {"A": Money(Decimal("50.00"), "USD")}

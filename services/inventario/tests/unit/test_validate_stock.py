@@ -1,10 +1,11 @@
-"""validate_stock: OrdenSolicitada → StockVerificado | StockNoDisponible, the check recorded with
-the commit (a verified one with the payment it asks pagos for), no stock taken; nothing checked
-for a saga cancelled first."""
+"""validate_stock: OrdenSolicitada → StockVerificado | StockNoDisponible | PrecioRechazado, the
+check recorded with the commit (a verified one with the payment it asks pagos for: the lines at
+their catalog prices), no stock taken; nothing checked for a saga cancelled first."""
 
 from __future__ import annotations
 
 from decimal import Decimal
+from typing import Any
 
 import pytest
 
@@ -15,10 +16,12 @@ from inventario.usecases.validate_stock import validate_stock
 from .events import PAYMENT_METHOD, handling, orden_solicitada
 from .fakes import Allocation, FakeStockRepository, Inventory, StagingUnitOfWork, StockCheck
 
+EUR_2_50 = Money(Decimal("2.50"), "EUR")
 
-async def _validate(inventory: Inventory, *items: tuple[str, int], saga_id: str | None = None
-                    ) -> tuple[StagingUnitOfWork, str, str]:
-    event = orden_solicitada(*items, saga_id=saga_id)
+
+async def _validate(inventory: Inventory, *items: tuple[str, int], saga_id: str | None = None,
+                    **order: Any) -> tuple[StagingUnitOfWork, str, str]:
+    event = orden_solicitada(*items, saga_id=saga_id, **order)
     uow = StagingUnitOfWork()
     with handling(event):
         await validate_stock(uow, FakeStockRepository(inventory, uow), event)
@@ -27,27 +30,39 @@ async def _validate(inventory: Inventory, *items: tuple[str, int], saga_id: str 
 
 async def test_stock_on_hand_is_verified_with_the_lines_merged_and_nothing_taken() -> None:
     inventory = Inventory()
-    inventory.put("A", 5)
-    inventory.put("B", 1)
-    uow, saga_id, order_id = await _validate(inventory, ("B", 1), ("A", 2), ("A", 3))
+    inventory.put("A", 5, EUR_2_50)
+    inventory.put("B", 1, Money(Decimal("7.5"), "EUR"))
+    uow, saga_id, order_id = await _validate(inventory, ("B", 1), ("A", 2), ("A", 3),
+                                             prices={"B": "7.50"})
 
     assert uow.commits == 1 and uow.committed
     [event] = uow.emitted
     assert event.event_type == "StockVerificado" and event.saga_id == saga_id
     assert event.payload == {"order_id": order_id,
-                             "items": [{"sku": "A", "quantity": 5}, {"sku": "B", "quantity": 1}],
-                             "total_amount": "12.50", "currency": "EUR",
+                             "items": [{"sku": "A", "quantity": 5, "unit_price": "2.50"},
+                                       {"sku": "B", "quantity": 1, "unit_price": "7.50"}],
+                             "total_amount": "20.00", "currency": "EUR",
                              "payment_method": PAYMENT_METHOD}
     assert inventory.checks == {saga_id: StockCheck(order_id, [Line("A", 5), Line("B", 1)],
-                                                    "verified", Money(Decimal("12.50"), "EUR"))}
+                                                    "verified", Money(Decimal("20.00"), "EUR"))}
     assert inventory.products == {"A": 5, "B": 1}
     assert inventory.allocations == {}
 
 
+async def test_the_amount_asked_for_is_the_catalogs_in_a_currency_without_decimals() -> None:
+    inventory = Inventory()
+    inventory.put("A", 5, Money(Decimal("1000"), "CLP"))
+    uow, saga_id, _ = await _validate(inventory, ("A", 1), price="1000.00", currency="CLP")
+
+    [event] = uow.emitted
+    assert (event.payload["total_amount"], event.payload["currency"]) == ("1000.00", "CLP")
+    assert inventory.checks[saga_id].payment_requested == Money(Decimal("1000"), "CLP")
+
+
 async def test_too_few_units_or_an_unknown_product_make_the_stock_unavailable() -> None:
     inventory = Inventory()
-    inventory.put("A", 2)
-    inventory.put("B", 9)
+    inventory.put("A", 2, EUR_2_50)
+    inventory.put("B", 9)  # unpriced too: stock is told first
     uow, saga_id, order_id = await _validate(inventory, ("A", 3), ("B", 1), ("Z", 1))
 
     assert uow.committed
@@ -61,12 +76,43 @@ async def test_too_few_units_or_an_unknown_product_make_the_stock_unavailable() 
     assert inventory.products == {"A": 2, "B": 9}
 
 
+async def test_a_price_below_the_catalogs_is_refused_and_nothing_asked_for() -> None:
+    """A client that names 0.01 for a product priced 50.00 is not charged 0.01, nor 50.00:
+    its order is refused before any charge."""
+    inventory = Inventory()
+    inventory.put("A", 5, Money(Decimal("50.00"), "USD"))
+    uow, saga_id, order_id = await _validate(inventory, ("A", 1), price="0.01", currency="USD")
+
+    assert uow.committed and uow.emitted_types == ["PrecioRechazado"]
+    assert uow.emitted[0].payload == {
+        "order_id": order_id, "reason": "precio distinto del catálogo",
+        "refused": [{"sku": "A", "problem": "precio_distinto", "price": "0.01",
+                     "currency": "USD", "catalog_price": "50.00", "catalog_currency": "USD"}]}
+    assert inventory.checks[saga_id] == StockCheck(order_id, [Line("A", 1)], "price_refused",
+                                                   None)
+    assert inventory.products == {"A": 5}
+
+
+async def test_a_product_in_another_currency_or_without_a_price_is_refused() -> None:
+    inventory = Inventory()
+    inventory.put("A", 5, EUR_2_50)
+    inventory.put("B", 5, Money(Decimal("2.50"), "USD"))
+    inventory.put("C", 5)
+    uow, _, _ = await _validate(inventory, ("A", 1), ("B", 1), ("C", 1), currency="EUR")
+
+    assert uow.emitted_types == ["PrecioRechazado"]
+    assert uow.emitted[0].payload["refused"] == [
+        {"sku": "B", "problem": "moneda_distinta", "price": "2.50", "currency": "EUR",
+         "catalog_price": "2.50", "catalog_currency": "USD"},
+        {"sku": "C", "problem": "sin_precio", "price": "2.50", "currency": "EUR"}]
+
+
 @pytest.mark.parametrize("status", [AllocationStatus.BLOCKED, AllocationStatus.RELEASED])
 async def test_a_saga_with_an_allocation_is_not_checked(status: AllocationStatus) -> None:
     """Its order was cancelled before its check (BLOCKED), or the request comes again after
     the saga went on: nothing left to check."""
     inventory = Inventory()
-    inventory.put("A", 5)
+    inventory.put("A", 5, EUR_2_50)
     inventory.allocations["saga-1"] = Allocation(None, status, [])
     uow, _, _ = await _validate(inventory, ("A", 1), saga_id="saga-1")
 

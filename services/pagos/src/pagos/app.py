@@ -10,7 +10,7 @@ from fastapi import FastAPI
 from pagos.adapters.gateway_client import GatewayClient
 from pagos.adapters.payment_repository import payment_units
 from pagos.adapters.tables import messaging
-from pagos.config import PagosSettings, PaymentTokenKeys
+from pagos.config import GatewaySecretKey, PagosSettings, PaymentTokenKeys
 from pagos.entrypoints.http import router
 from pagos.entrypoints.messages import make_compensation_handlers, make_on_stock_verificado
 from pagos.usecases.gateway_worker import GatewayWorker
@@ -28,8 +28,9 @@ class GatewayWorkerRun:
     """The instance's gateway worker: built once with the runtime (the handlers hand it new
     work), run while the instance runs if the instance runs jobs, and stopped with it."""
 
-    def __init__(self, tokens: PaymentTokenOpener) -> None:
+    def __init__(self, tokens: PaymentTokenOpener, gateway_secret_key: str) -> None:
         self._tokens = tokens
+        self._gateway_secret_key = gateway_secret_key
         self._worker: GatewayWorker | None = None
         self._gateway: GatewayClient | None = None
         self._stop: asyncio.Event | None = None
@@ -38,8 +39,10 @@ class GatewayWorkerRun:
     def worker(self, rt: Runtime) -> GatewayWorker:
         if self._worker is None:
             settings = load(PagosSettings)
-            self._gateway = GatewayClient(settings.gateway_url, settings.gateway_timeout_s,
-                                          settings.gateway_keep_alive_s)
+            self._gateway = GatewayClient(settings.gateway_url,
+                                          secret_key=self._gateway_secret_key,
+                                          timeout_s=settings.gateway_timeout_s,
+                                          keep_alive_s=settings.gateway_keep_alive_s)
             self._worker = GatewayWorker(payment_units(rt.uow), self._gateway, settings,
                                          self._tokens)
         return self._worker
@@ -69,8 +72,10 @@ def subscriptions(worker: GatewayWorker) -> list[Subscription[Any]]:
 
 
 def create() -> FastAPI:
-    # Read at start: a pagos without its keys could open no payment token.
-    gateway_worker = GatewayWorkerRun(load(PaymentTokenKeys).opening_keys())
+    # Read at start: a pagos without its keys could open no payment token, and one without
+    # the gateway's secret key could make no call.
+    gateway_worker = GatewayWorkerRun(load(PaymentTokenKeys).opening_keys(),
+                                      load(GatewaySecretKey).secret_key())
     return create_app(ServiceDefinition(
         name=SERVICE,
         tables=messaging,

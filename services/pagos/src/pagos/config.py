@@ -68,6 +68,26 @@ class PagosSettings(BaseSettings):
         return self.gateway_timeout_s + 15
 
 
+class GatewaySecretKey(BaseSettings):
+    """The payment gateway's secret key, which every call to it carries."""
+
+    model_config = SettingsConfigDict(env_prefix="PAGOS_", extra="ignore")
+
+    gateway_secret_key: SecretStr | None = Field(None, description=(
+        "The payment gateway's secret key (`sk_...`), sent as `Authorization: Bearer` on "
+        "every call. Required, here or in PAGOS_GATEWAY_SECRET_KEY_FILE; never logged."))
+    gateway_secret_key_file: Path | None = Field(None, description=(
+        "A file holding PAGOS_GATEWAY_SECRET_KEY, read at start, instead of the variable (the "
+        "local stack passes the key it generated this way)."))
+
+    def secret_key(self) -> str:
+        """The key, or the process stops with a message naming the variable (never the
+        key)."""
+        secret = self.gateway_secret_key
+        return value_or_file(None if secret is None else secret.get_secret_value(),
+                             self.gateway_secret_key_file, "PAGOS_GATEWAY_SECRET_KEY")
+
+
 class PaymentTokenKeys(BaseSettings):
     """The private keys pagos opens sealed payment tokens with (``saga_contracts.sealing``),
     by key id: the one pedidos seals with now, and during a rotation the one it sealed with

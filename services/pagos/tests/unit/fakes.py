@@ -425,15 +425,17 @@ def _event(model: type[E], saga_id: str, source: str, payload: dict[str, Any],
 
 
 def stock_verificado(saga_id: str, order_id: str, token: str = "tok_visa",
-                     replay_of: str | None = None,
-                     customer: str | None = None) -> Message[StockVerificado]:
-    """``token`` in the clear, sealed for the order as pedidos seals it, with the test key
+                     replay_of: str | None = None, customer: str | None = None, *,
+                     unit_price: str = "9.99", currency: str = "USD") -> Message[StockVerificado]:
+    """Two units at ``unit_price``, inventario's amount to charge their total; ``token`` in
+    the clear, sealed for the order as pedidos seals it, with the test key
     (``saga_harness.sealing``); ``customer``: the envelope's ``metadata.user_id``."""
     metadata = {**({"replay_of": replay_of} if replay_of is not None else {}),
                 **({"user_id": customer} if customer is not None else {})}
+    total = Decimal(unit_price) * 2
     return _event(StockVerificado, saga_id, "inventario", {
-        "order_id": order_id, "total_amount": "19.98", "currency": "USD",
-        "items": [{"sku": "SKU-1", "quantity": 2}],
+        "order_id": order_id, "total_amount": f"{total:.2f}", "currency": currency,
+        "items": [{"sku": "SKU-1", "quantity": 2, "unit_price": unit_price}],
         "payment_method": {"type": "credit_card", "token": sealing.sealed(token, order_id)}},
         metadata=metadata or None)
 

@@ -7,6 +7,7 @@ without a call."""
 from __future__ import annotations
 
 import uuid
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -337,3 +338,28 @@ async def test_tokens_sealed_with_either_key_open_while_keys_rotate() -> None:
         await _charge(table, payment, gateway, tokens=both)
         assert gateway.calls[0][1]["token"] == "tok_visa"
         assert row.status is S.CAPTURED and row.token is None
+
+
+@pytest.mark.parametrize(("amount", "currency", "minor"), [
+    ("1000.00", "CLP", 1000), ("10.00", "USD", 1000), ("12.50", "EUR", 1250)])
+async def test_the_gateway_gets_the_amount_in_its_currencys_minor_units(
+        amount: str, currency: str, minor: int) -> None:
+    """ISO 4217's exponent, not two decimals for every currency: 1000 CLP is 1000, where it
+    once went out as 100000."""
+    table = PaymentTable()
+    _, payment = _leased(table, amount=Decimal(amount), currency=currency)
+    gateway = FakeGateway([APPROVED])
+    await _charge(table, payment, gateway)
+    [(kind, call)] = gateway.calls
+    assert (kind, call["amount_minor"], call["currency"]) == ("charge", minor, currency.lower())
+
+
+async def test_an_amount_its_currency_cannot_hold_is_never_sent() -> None:
+    table = PaymentTable()
+    row, payment = _leased(table, amount=Decimal("1000.50"), currency="CLP")
+    gateway = FakeGateway()
+    await _charge(table, payment, gateway)
+    assert gateway.calls == []
+    assert row.status is S.CHARGE_FAILED
+    [attempt] = row.attempt_log
+    assert attempt["outcome"] == "not_asked" and "CLP has 0 decimal places" in attempt["detail"]

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from pagos.config import PagosSettings, PaymentTokenKeys
+from pagos.config import GatewaySecretKey, PagosSettings, PaymentTokenKeys
 from saga_contracts import sealing
 from sagakit.settings import InvalidConfiguration, load
 
@@ -61,3 +61,25 @@ def test_without_usable_opening_keys_pagos_does_not_start(
     with pytest.raises(InvalidConfiguration, match=re.escape(named)) as err:
         load(PaymentTokenKeys).opening_keys()
     assert "Q" * 20 not in str(err.value), "a key is never quoted"
+
+
+# ------------------------------------------------------------------ the gateway's secret key
+
+
+def test_the_gateway_key_is_read_from_the_variable_or_its_file(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("PAGOS_GATEWAY_SECRET_KEY", "sk_test_from-the-variable")
+    settings = load(GatewaySecretKey)
+    assert settings.secret_key() == "sk_test_from-the-variable"
+    assert "from-the-variable" not in repr(settings), "the key is never shown"
+    monkeypatch.delenv("PAGOS_GATEWAY_SECRET_KEY")
+    (tmp_path / "key").write_text("sk_test_from-the-file\n")
+    monkeypatch.setenv("PAGOS_GATEWAY_SECRET_KEY_FILE", str(tmp_path / "key"))
+    assert load(GatewaySecretKey).secret_key() == "sk_test_from-the-file"
+
+
+def test_without_the_gateway_key_pagos_does_not_start(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PAGOS_GATEWAY_SECRET_KEY", raising=False)
+    monkeypatch.delenv("PAGOS_GATEWAY_SECRET_KEY_FILE", raising=False)
+    with pytest.raises(InvalidConfiguration, match="PAGOS_GATEWAY_SECRET_KEY"):
+        load(GatewaySecretKey).secret_key()

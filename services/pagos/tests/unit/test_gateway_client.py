@@ -19,12 +19,15 @@ from pagos.adapters.gateway_client import GatewayClient
 from pagos.config import PagosSettings
 from pagos.domain.payment import Outcome
 
+KEY = "sk_test_not-a-real-key"
+
 
 class _Gateway:
     def __init__(self) -> None:
         self.answer: tuple[int, dict[str, Any]] = (200, {"id": "ch_1"})
         self.delay_s = 0.0
         self.seen: list[tuple[str, str | None, dict[str, Any]]] = []
+        self.authorizations: list[str | None] = []
         self.client_ports: list[int] = []
 
     async def handle(self, request: web.Request) -> web.Response:
@@ -32,6 +35,7 @@ class _Gateway:
         self.client_ports.append(request.transport.get_extra_info("peername")[1])
         self.seen.append((request.path, request.headers.get("Idempotency-Key"),
                           await request.json()))
+        self.authorizations.append(request.headers.get("Authorization"))
         await asyncio.sleep(self.delay_s)
         status, body = self.answer
         return web.json_response(body, status=status)
@@ -66,6 +70,8 @@ async def _charge(client: GatewayClient) -> Any:
     (503, {}, Outcome.UNAVAILABLE, None, None),
     (429, {}, Outcome.UNAVAILABLE, None, None),
     (400, {"error": "bad"}, Outcome.REJECTED, None, None),
+    # The gateway refused pagos' key: nothing charged, and not the card's fault.
+    (401, {"error": {"type": "invalid_request_error"}}, Outcome.UNAVAILABLE, None, None),
 ])
 async def test_each_answer_maps_to_its_outcome(gateway: tuple[_Gateway, str], status: int,
                                                body: dict[str, Any], outcome: Outcome,
@@ -73,7 +79,7 @@ async def test_each_answer_maps_to_its_outcome(gateway: tuple[_Gateway, str], st
                                                decline: str | None) -> None:
     fake, url = gateway
     fake.answer = (status, body)
-    client = GatewayClient(url, timeout_s=5)
+    client = GatewayClient(url, secret_key=KEY, timeout_s=5)
     try:
         result = await _charge(client)
     finally:
@@ -91,7 +97,7 @@ async def test_a_refusal_that_quotes_the_request_is_kept_without_the_token(
     fake, url = gateway
     fake.answer = (422, {"detail": [{"loc": ["body", "currency"], "msg": "bad",
                                      "input": {"source": "tok_visa", "currency": "usd"}}]})
-    client = GatewayClient(url, timeout_s=5)
+    client = GatewayClient(url, secret_key=KEY, timeout_s=5)
     try:
         result = await _charge(client)
     finally:
@@ -104,7 +110,7 @@ async def test_a_gateway_that_does_not_answer_in_time_is_unavailable(
         gateway: tuple[_Gateway, str]) -> None:
     fake, url = gateway
     fake.delay_s = 2
-    client = GatewayClient(url, timeout_s=0.2)
+    client = GatewayClient(url, secret_key=KEY, timeout_s=0.2)
     try:
         result = await _charge(client)
     finally:
@@ -116,7 +122,7 @@ async def test_a_gateway_nobody_listens_for_is_unavailable() -> None:
     with socket.socket() as s:  # a port that was free a moment ago
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    client = GatewayClient(f"http://127.0.0.1:{port}", timeout_s=2)
+    client = GatewayClient(f"http://127.0.0.1:{port}", secret_key=KEY, timeout_s=2)
     try:
         result = await _charge(client)
         refund = await client.refund(charge_id="ch_1", amount_minor=100,
@@ -129,7 +135,7 @@ async def test_a_gateway_nobody_listens_for_is_unavailable() -> None:
 
 async def test_a_refund_succeeds_only_on_200(gateway: tuple[_Gateway, str]) -> None:
     fake, url = gateway
-    client = GatewayClient(url, timeout_s=5)
+    client = GatewayClient(url, secret_key=KEY, timeout_s=5)
     try:
         fake.answer = (200, {"id": "re_1"})
         done = await client.refund(charge_id="ch_1", amount_minor=int(Decimal("19.98") * 100),
@@ -149,7 +155,8 @@ async def test_an_idle_connection_is_given_up_after_its_keep_alive(
     """A connection idle past the client's keep-alive is not reused: a charge is never written
     to a connection the gateway may be closing at that moment."""
     fake, url = gateway
-    kept, dropped = GatewayClient(url, timeout_s=5), GatewayClient(url, timeout_s=5,
+    kept = GatewayClient(url, secret_key=KEY, timeout_s=5)
+    dropped = GatewayClient(url, secret_key=KEY, timeout_s=5,
                                                                      keep_alive_s=0.05)
     try:
         for client in (kept, dropped):
@@ -169,3 +176,15 @@ def test_pagos_gives_a_connection_up_before_a_server_with_a_short_keep_alive_wou
     default); a client that kept idle connections as long would race the server's close."""
     shortest_server_keep_alive_s = uvicorn.Config(app=None).timeout_keep_alive
     assert PagosSettings().gateway_keep_alive_s < shortest_server_keep_alive_s
+
+
+async def test_every_call_carries_the_secret_key(gateway: tuple[_Gateway, str]) -> None:
+    fake, url = gateway
+    client = GatewayClient(url, secret_key=KEY, timeout_s=5)
+    try:
+        await _charge(client)
+        fake.answer = (200, {"id": "re_1"})
+        await client.refund(charge_id="ch_1", amount_minor=1998, idempotency_key="refund-s1")
+    finally:
+        await client.close()
+    assert fake.authorizations == [f"Bearer {KEY}", f"Bearer {KEY}"]

@@ -8,8 +8,6 @@ net charge, unless it is flagged for a manual refund.
 
 from __future__ import annotations
 
-from decimal import Decimal
-
 import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
@@ -20,12 +18,6 @@ from pagos.domain import payment as d
 P = d.PaymentStatus
 CHARGE_SCHEDULE = (2.0, 8.0, 18.0)
 REFUND_SCHEDULE = (2.0, 4.0, 8.0, 16.0)
-
-
-def test_money_conversion_never_uses_floats() -> None:
-    assert d.to_minor_units(Decimal("12.34")) == 1234
-    assert d.to_minor_units(Decimal("0.10")) * 3 == 30
-    assert d.from_minor_units(1999) == Decimal("19.99")
 
 
 def test_charge_retries_follow_the_schedule_then_give_up_with_an_alert() -> None:

@@ -156,3 +156,14 @@ async def test_an_event_that_names_no_customer_leaves_the_payment_to_operators()
     saga_id, order_id = _ids()
     await _start(table, calls, stock_verificado(saga_id, order_id))
     assert table.rows[saga_id].customer_id is None
+
+
+async def test_the_charge_is_for_stock_verificados_amount_the_catalogs() -> None:
+    """inventario computed the amount from its catalog; pagos charges that and nothing of the
+    order's own."""
+    table, calls = PaymentTable(), FakeCalls(free=0)
+    saga_id, order_id = _ids()
+    await _start(table, calls, stock_verificado(saga_id, order_id, unit_price="500.00",
+                                                currency="CLP"))
+    row = table.rows[saga_id]
+    assert (row.amount, row.currency) == (Decimal("1000.00"), "CLP")

@@ -32,6 +32,7 @@ S = OrderStatus
 @pytest.mark.parametrize(("status", "event", "to"), [
     (S.PENDIENTE_VALIDACION, "StockVerificado", S.PENDIENTE_PAGO),
     (S.PENDIENTE_VALIDACION, "StockNoDisponible", S.CANCELADA_SIN_STOCK),
+    (S.PENDIENTE_VALIDACION, "PrecioRechazado", S.CANCELADA_PRECIO_RECHAZADO),
     (S.PENDIENTE_PAGO, "PagoExitoso", S.PENDIENTE_ASIGNACION),
     (S.PENDIENTE_PAGO, "PagoRechazado", S.CANCELADA_PAGO_RECHAZADO),
     (S.PENDIENTE_ASIGNACION, "StockAsignado", S.COMPLETADA),
@@ -54,6 +55,7 @@ def test_standard_transitions(status: OrderStatus, event: str, to: OrderStatus) 
     (S.COMPLETADA, "PagoExitoso"),                  # late, terminal
     (S.CANCELADA_TIMEOUT, "StockAsignado"),         # after a timeout: compensation handles it
     (S.PENDIENTE_ASIGNACION, "StockNoDisponible"),  # impossible story: ignored
+    (S.PENDIENTE_ASIGNACION, "PrecioRechazado"),    # impossible story: ignored
 ])
 def test_stale_events_change_nothing(status: OrderStatus, event: str) -> None:
     assert on_event(status, event) is None
@@ -100,6 +102,7 @@ def test_deadlines() -> None:
 STORIES = {
     "happy": ["StockVerificado", "PagoExitoso", "StockAsignado"],
     "no_stock": ["StockNoDisponible"],
+    "price_refused": ["PrecioRechazado"],
     "declined": ["StockVerificado", "PagoRechazado"],
     "race_lost": ["StockVerificado", "PagoExitoso", "FalloAsignacion", "ReembolsoEjecutado"],
     "refund_failed": ["StockVerificado", "PagoExitoso", "FalloAsignacion", "FalloReembolso"],
@@ -107,6 +110,7 @@ STORIES = {
 RANK = {S.PENDIENTE_VALIDACION: 0, S.PENDIENTE_PAGO: 1, S.PENDIENTE_ASIGNACION: 2,
         S.PENDIENTE_REEMBOLSO: 3}
 PROOF = {S.COMPLETADA: "StockAsignado", S.CANCELADA_SIN_STOCK: "StockNoDisponible",
+         S.CANCELADA_PRECIO_RECHAZADO: "PrecioRechazado",
          S.CANCELADA_PAGO_RECHAZADO: "PagoRechazado",
          S.CANCELADA_CON_REEMBOLSO: "ReembolsoEjecutado", S.REEMBOLSO_FALLIDO: "FalloReembolso"}
 

@@ -7,8 +7,9 @@ from pedidos.app import subscriptions
 from pedidos.config import PedidosSettings
 from pedidos.usecases.known_sagas import KnownSagas
 
-PARTICIPANT_EVENTS = {"StockVerificado", "StockNoDisponible", "PagoExitoso", "PagoRechazado",
-                      "StockAsignado", "FalloAsignacion", "ReembolsoEjecutado", "FalloReembolso"}
+PARTICIPANT_EVENTS = {"StockVerificado", "StockNoDisponible", "PrecioRechazado", "PagoExitoso",
+                      "PagoRechazado", "StockAsignado", "FalloAsignacion", "ReembolsoEjecutado",
+                      "FalloReembolso"}
 
 
 def test_every_participant_event_is_tracked_once() -> None:

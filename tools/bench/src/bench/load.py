@@ -38,7 +38,9 @@ def body(sku: str, qty: int = 1, customer: str = CUSTOMERS[0]) -> dict[str, Any]
 
 
 async def set_stock(http: httpx.AsyncClient, sku: str, qty: int) -> None:
-    (await http.put(f"{config.INVENTARIO}/products/{sku}", json={"quantity": qty})
+    # At the catalog price ``body`` orders at: an order at another price would be refused.
+    (await http.put(f"{config.INVENTARIO}/products/{sku}",
+                    json={"quantity": qty, "price": "9.99", "currency": "USD"})
      ).raise_for_status()
 
 

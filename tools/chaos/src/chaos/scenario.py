@@ -174,8 +174,10 @@ async def run(name: str, faults: list[Fault], *, seed: int = 0, rate: float = 5.
     # Authenticated as the stack's users: orders as their customer, the rest as an operator.
     async with httpx.AsyncClient(timeout=10, auth=StackAuth()) as http:
         for sku, qty in initial.items():
+            # Priced as _body orders it: an order at another price would be refused.
             (await http.put(f"{config.INVENTARIO}/products/{sku}",
-                            json={"quantity": qty})).raise_for_status()
+                            json={"quantity": qty, "price": "2.50", "currency": "USD"})
+             ).raise_for_status()
 
         server_errors: list[str] = []
 

@@ -60,7 +60,9 @@ async def take(acknowledged: list[str], initial_stock: dict[str, int],
     finally:
         await conn.close()
     async with httpx.AsyncClient(timeout=30) as http:
-        ledger = (await http.get(f"{config.GATEWAY}/ledger")).json()
+        answer = await http.get(f"{config.GATEWAY}/ledger", headers=config.gateway_auth())
+        answer.raise_for_status()
+        ledger = answer.json()
     keys = {f"charge-{s}" for s in sagas}
     charges = [c for c in ledger["charges"] if c["idempotency_key"] in keys]
     ids = {c["id"] for c in charges}

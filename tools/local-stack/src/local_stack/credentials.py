@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from local_stack import identity, kafka_auth, secrets
+from local_stack import gateway_key, identity, kafka_auth, secrets
 from local_stack.passwords import known_admin_password
 from local_stack.settings import KAFKA_BOOTSTRAP, PG_ADMIN, PG_PORT, SERVICE_PORTS, dsn
 
@@ -46,7 +46,7 @@ def credentials() -> dict[str, Any]:
                                                         port=PG_PORT),
         },
         "kafka": _kafka(),
-        "gateway": {"secret_key": secrets.existing("gateway-secret-key")},
+        "gateway": {"secret_key": secrets.existing(gateway_key.SECRET)},
         # Not a secret: the local identity provider hands a token to whoever asks.
         "identity": {"token_url": identity.token_url()},
     }

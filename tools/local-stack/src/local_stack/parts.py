@@ -14,7 +14,7 @@ import re
 import sys
 from dataclasses import dataclass, field
 
-from local_stack import identity, kafka_auth, operator_signing, payment_token_keys
+from local_stack import gateway_key, identity, kafka_auth, operator_signing, payment_token_keys
 from local_stack.passwords import role_password
 from local_stack.ports import refuse_taken_port
 from local_stack.postgres.database import migrate
@@ -67,6 +67,7 @@ def service_env(service: str, k: int = 1) -> dict[str, str]:
         **identity.service_env(),
         **kafka_auth.service_env(service),
         **payment_token_keys.service_env(service),
+        **gateway_key.service_env(service),
     }
     if NETPROXY:
         env["DATABASE_URL"] = with_stack_tls(dsn(f"{service}_app", role_password(service, "app"),
@@ -84,6 +85,7 @@ def py_parts() -> list[PyPart]:
     gateway = PyPart("gateway", "fake_gateway", GATEWAY_PORT, {
         "GATEWAY_PORT": str(GATEWAY_PORT),
         "GATEWAY_LEDGER_PATH": str(STATE / "gateway" / "ledger.sqlite3"),
+        **gateway_key.gateway_env(),
     })
     return [identity_provider, gateway, *([NETPROXY_PART] if NETPROXY else []),
             *service_parts()]

@@ -8,10 +8,12 @@ from typing import Any
 
 import httpx
 
+from saga_contracts.minor_units import from_minor_units
 from saga_harness import config
 from saga_harness.waiting import wait_for
 
-TERMINAL = {"COMPLETADA", "CANCELADA_SIN_STOCK", "CANCELADA_PAGO_RECHAZADO",
+TERMINAL = {"COMPLETADA", "CANCELADA_SIN_STOCK", "CANCELADA_PRECIO_RECHAZADO",
+            "CANCELADA_PAGO_RECHAZADO",
             "CANCELADA_CON_REEMBOLSO", "CANCELADA_TIMEOUT", "CANCELADA_POR_USUARIO",
             "REEMBOLSO_FALLIDO", "TIMED_OUT"}
 
@@ -40,8 +42,15 @@ class Saga:
     def __init__(self, client: httpx.AsyncClient) -> None:
         self.http = client
 
-    async def set_stock(self, sku: str, quantity: int) -> None:
-        r = await self.http.put(f"{config.INVENTARIO}/products/{sku}", json={"quantity": quantity})
+    async def set_stock(self, sku: str, quantity: int, *, price: str | None = "5.00",
+                        currency: str = "USD") -> None:
+        """Sets the product's units and its catalog price (``order_body``'s default, which a
+        test ordering at another price names here too); ``price=None`` leaves the price as it
+        is (a new product then has none, and is not for sale)."""
+        body: dict[str, Any] = {"quantity": quantity}
+        if price is not None:
+            body.update(price=price, currency=currency)
+        r = await self.http.put(f"{config.INVENTARIO}/products/{sku}", json=body)
         r.raise_for_status()
 
     async def stock(self, sku: str) -> int:
@@ -71,7 +80,7 @@ class Saga:
         return r.json()
 
     async def ledger(self) -> dict[str, Any]:
-        r = await self.http.get(f"{config.GATEWAY}/ledger")
+        r = await self.http.get(f"{config.GATEWAY}/ledger", headers=config.gateway_auth())
         r.raise_for_status()
         return r.json()
 
@@ -115,7 +124,8 @@ class Saga:
         ids = {c["id"] for c in charges}
         refunds = [r for r in ledger["refunds"] if r["charge"] in ids]
         net = sum(c["amount"] for c in charges) - sum(r["amount"] for r in refunds)
-        return Decimal(net) / 100, len(charges), len(refunds)
+        currency = charges[0]["currency"] if charges else "usd"
+        return from_minor_units(net, currency), len(charges), len(refunds)
 
     async def wait_no_net_charge(self, saga_id: str, timeout: float = 20) -> None:
         """Until the gateway's ledger shows no net charge for the saga and pagos has no work

@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from local_stack import gateway_key
 from local_stack.passwords import known_admin_password, known_role_password
 from sagakit.kafka import client_security
 from sagakit.settings import KafkaClientSettings
@@ -61,6 +62,12 @@ def stack_secret(name: str) -> str:
         return path.read_text()
     except FileNotFoundError:
         raise AssertionError(f"the local stack has no secret {name} ({path}): is it up?") from None
+
+
+def gateway_auth() -> dict[str, str]:
+    """The header that the fake gateway requires on every call, its ledger included: the
+    secret key the stack generated for it (``local_stack.gateway_key``)."""
+    return {"Authorization": f"Bearer {stack_secret(gateway_key.SECRET)}"}
 
 
 def kafka_fields(principal: str | None = None) -> dict[str, Any]:

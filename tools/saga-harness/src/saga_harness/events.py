@@ -13,6 +13,7 @@ from sagakit.envelope import Envelope
 from sagakit.message import Message
 
 _ITEMS = [{"sku": "SKU-1", "quantity": 1}]
+_PRICED = [{"sku": "SKU-1", "quantity": 1, "unit_price": "10.00"}]
 _SHORT = [{"sku": "SKU-1", "requested": 1, "available": 0}]
 
 
@@ -23,9 +24,12 @@ def payload_of(event_type: str, order_id: str, **fields: Any) -> dict[str, Any]:
     payment_id = str(uuid.uuid4())
     payment_method = {"type": "credit_card", "token": sealing.sealed("tok_visa", order_id)}
     defaults: dict[str, dict[str, Any]] = {
-        "StockVerificado": {"items": _ITEMS, "total_amount": "10.00", "currency": "USD",
+        "StockVerificado": {"items": _PRICED, "total_amount": "10.00", "currency": "USD",
                             "payment_method": payment_method},
         "StockNoDisponible": {"reason": "stock insuficiente", "unavailable": _SHORT},
+        "PrecioRechazado": {"reason": "precio distinto del catálogo", "refused": [
+            {"sku": "SKU-1", "problem": "precio_distinto", "price": "0.01", "currency": "USD",
+             "catalog_price": "10.00", "catalog_currency": "USD"}]},
         "StockAsignado": {"items": _ITEMS},
         "FalloAsignacion": {"reason": "stock consumed after validation",
                             "unavailable": _SHORT},

@@ -146,7 +146,7 @@ def stock_verificado(saga_id: str, order_id: str | None = None, amount: str = "1
     order_id = order_id or str(uuid.uuid4())
     return _event(StockVerificado, saga_id, "inventario", {
         "order_id": order_id, "total_amount": amount, "currency": "USD",
-        "items": [{"sku": "SKU-1", "quantity": 2}],
+        "items": [{"sku": "SKU-1", "quantity": 1, "unit_price": amount}],
         "payment_method": {"type": "credit_card", "token": sealing.sealed(token, order_id)}},
         metadata={"replay_of": replay_of} if replay_of is not None else None)
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Annotated, ClassVar
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from saga_contracts.events.base import Event, EventPart
 from saga_contracts.events.fields import Amount, Currency, JsonInteger, Quantity, Sku, Uuid
@@ -16,6 +16,14 @@ class StockLine(EventPart):
     quantity: Quantity
 
 
+class PricedLine(EventPart):
+    """A line as inventario verified it: its units and the catalog price it is charged at."""
+
+    sku: Sku
+    quantity: Quantity
+    unit_price: Amount
+
+
 class Shortage(EventPart):
     """An item with less stock than the order asks for."""
 
@@ -25,13 +33,15 @@ class Shortage(EventPart):
 
 
 class StockVerificado(Event):
-    """Every item had enough stock when read, without locks; nothing was reserved. Carries what
-    pagos needs to charge, the payment token as pedidos sealed it."""
+    """Every item had enough stock when read, without locks; nothing was reserved. Every item
+    was priced by inventario's catalog at exactly the order's price and currency. Carries what
+    pagos charges (``total_amount``, computed by inventario from the catalog), and the payment
+    token as pedidos sealed it."""
 
     event_type: ClassVar[str] = "StockVerificado"
 
     order_id: Uuid
-    items: Annotated[tuple[StockLine, ...], Field(min_length=1)]
+    items: Annotated[tuple[PricedLine, ...], Field(min_length=1)]
     total_amount: Amount
     currency: Currency
     payment_method: PaymentMethod
@@ -45,6 +55,40 @@ class StockNoDisponible(Event):
     order_id: Uuid
     reason: str
     unavailable: Annotated[tuple[Shortage, ...], Field(min_length=1)]
+
+
+PriceProblem = Literal["sin_precio", "moneda_distinta", "precio_distinto"]
+
+
+class RefusedLine(EventPart):
+    """An order item whose price is not its product's catalog price."""
+
+    sku: Sku
+    problem: PriceProblem
+    price: Amount
+    currency: Currency
+    catalog_price: Amount | None = None
+    catalog_currency: Currency | None = None
+
+    @field_validator("catalog_price", "catalog_currency", mode="before")
+    @classmethod
+    def _absent_rather_than_null(cls, value: Any) -> Any:
+        # The schema lets these be absent, never null: a product without a price leaves
+        # them out (None, the default, is never validated).
+        if value is None:
+            raise ValueError("left out when the product has no catalog price, never null")
+        return value
+
+
+class PrecioRechazado(Event):
+    """Every item had enough stock, but some item's price or currency is not its catalog price
+    (or the product has none): the saga ends without a charge."""
+
+    event_type: ClassVar[str] = "PrecioRechazado"
+
+    order_id: Uuid
+    reason: str
+    refused: Annotated[tuple[RefusedLine, ...], Field(min_length=1)]
 
 
 class StockAsignado(Event):
@@ -76,5 +120,5 @@ class StockLiberado(Event):
     items: tuple[StockLine, ...]
 
 
-MODELS: tuple[type[Event], ...] = (StockVerificado, StockNoDisponible, StockAsignado,
-                                   FalloAsignacion, StockLiberado)
+MODELS: tuple[type[Event], ...] = (StockVerificado, StockNoDisponible, PrecioRechazado,
+                                   StockAsignado, FalloAsignacion, StockLiberado)

@@ -19,7 +19,8 @@ from saga_contracts.events.fields import (
 
 Text200 = Annotated[str, StringConstraints(min_length=1, max_length=200)]
 CancellationReason = Literal["stock_insuficiente", "pago_rechazado", "fallo_asignacion",
-                             "cancelada_por_usuario", "timeout", "saga_expirada"]
+                             "cancelada_por_usuario", "timeout", "saga_expirada",
+                             "precio_rechazado"]
 TimedOutStep = Literal["validacion", "pago", "asignacion"]
 ElapsedMs = Annotated[int, JsonInteger(minimum=0)]
 

@@ -16,6 +16,7 @@ schema (tests/harness/db.py's ``scratch_copy``) is read and written whole.
 from __future__ import annotations
 
 import uuid
+from decimal import Decimal
 from functools import cache
 from typing import Any
 
@@ -27,7 +28,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from inventario.adapters.tables import allocations, products, stock_checks
 from inventario.domain.payment_match import Money
 from inventario.domain.stock import AllocationStatus, Line
-from inventario.usecases.ports import AllocationState, ProductStock
+from inventario.usecases.ports import AllocationState, ProductStock, ValidationRead
 from sagakit import jsonio
 from sagakit.store import driver
 from sagakit.store.commit_statement import StagedWrite
@@ -35,15 +36,15 @@ from sagakit.store.unit_of_work import UnitOfWork
 
 _SKUS = any_(bindparam("skus", type_=ARRAY(Text)))
 
-# Validation's two questions in one round trip: has the saga an allocation row already (it was
-# cancelled before it was validated), and what is on hand. The one-row side of the outer join
-# keeps an answer when none of the products exists.
+# Validation's questions in one round trip: has the saga an allocation row already (it was
+# cancelled before it was validated), and what is on hand at which catalog price. The one-row
+# side of the outer join keeps an answer when none of the products exists.
 _ONE = select(literal(1).label("one")).subquery("one")
 _VALIDATION_READ = (
     select(select(allocations.c.status)
            .where(allocations.c.saga_id == bindparam("k_saga_id", type_=Text))
            .scalar_subquery().label("allocation"),
-           products.c.sku, products.c.quantity)
+           products.c.sku, products.c.quantity, products.c.price, products.c.currency)
     .select_from(_ONE.outerjoin(products, products.c.sku == _SKUS)))
 _PUT_BACK = (pg_insert(products)
              .values(sku=bindparam("v_sku", type_=Text),
@@ -148,10 +149,17 @@ def lines_from_json(items: list[dict[str, Any]]) -> list[Line]:
 
 
 async def find_product(conn: AsyncConnection, sku: str) -> ProductStock | None:
-    """The product's units on hand, on any connection (the HTTP query has no unit of work)."""
+    """The product's units on hand and price, on any connection (the HTTP query has no unit of
+    work)."""
     row = (await conn.execute(select(products).where(products.c.sku == sku))).first()
-    return (ProductStock(sku=row.sku, quantity=row.quantity, updated_at=row.updated_at)
-            if row else None)
+    if row is None:
+        return None
+    return ProductStock(sku=row.sku, quantity=row.quantity, updated_at=row.updated_at,
+                        price=_price(row.price, row.currency))
+
+
+def _price(amount: Decimal | None, currency: str | None) -> Money | None:
+    return None if amount is None or currency is None else Money(amount, currency)
 
 
 class StockRepository:
@@ -166,15 +174,18 @@ class StockRepository:
 
     # ---- stock checks
 
-    async def validation_read(self, saga_id: str, skus: list[str]
-                              ) -> tuple[AllocationStatus | None, dict[str, int]]:
-        """The saga's allocation status (None: no row) and the units on hand of ``skus``
-        (absent products left out), in one statement, without locks."""
+    async def validation_read(self, saga_id: str, skus: list[str]) -> ValidationRead:
+        """The saga's allocation status (None: no row) and the units on hand and catalog
+        prices of ``skus`` (absent products left out), in one statement, without locks."""
         rows = await driver.fetch(self.conn, _VALIDATION_READ,
                                   {"k_saga_id": saga_id, "skus": list(skus)})
         status = rows[0]["allocation"]
-        return (AllocationStatus(status) if status is not None else None,
-                {r["sku"]: r["quantity"] for r in rows if r["sku"] is not None})
+        found = [r for r in rows if r["sku"] is not None]
+        prices = {r["sku"]: _price(r["price"], r["currency"]) for r in found}
+        return ValidationRead(
+            allocation=AllocationStatus(status) if status is not None else None,
+            on_hand={r["sku"]: r["quantity"] for r in found},
+            prices={sku: price for sku, price in prices.items() if price is not None})
 
     def record_check(self, saga_id: str, order_id: str, lines: list[Line], result: str,
                      payment_requested: Money | None) -> None:
@@ -250,10 +261,13 @@ class StockRepository:
 
     # ---- products
 
-    async def set_quantity(self, sku: str, quantity: int) -> None:
-        stmt = pg_insert(products).values(sku=sku, quantity=quantity)
+    async def set_product(self, sku: str, quantity: int, price: Money | None) -> None:
+        values: dict[str, Any] = {"quantity": quantity}
+        if price is not None:
+            values.update(price=price.amount, currency=price.currency)
+        stmt = pg_insert(products).values(sku=sku, **values)
         await self.conn.execute(stmt.on_conflict_do_update(
-            index_elements=[products.c.sku], set_={"quantity": quantity, "updated_at": func.now()}))
+            index_elements=[products.c.sku], set_={**values, "updated_at": func.now()}))
 
     async def product(self, sku: str) -> ProductStock | None:
         return await find_product(self.conn, sku)

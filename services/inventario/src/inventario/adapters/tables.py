@@ -19,12 +19,18 @@ SCHEMA = "inventario"
 metadata = service_metadata(SCHEMA)
 messaging = messaging_tables(metadata)
 
+# A product's catalog price, when it has one, is what an order for it is charged; a product
+# without one (NULL) is not for sale.
 products = Table(
     "products", metadata,
     Column("sku", Text, primary_key=True),
     Column("quantity", Integer, nullable=False),
     Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Column("price", Numeric(12, 2)),
+    Column("currency", Text),
     CheckConstraint("quantity >= 0", name="quantity_not_negative"),
+    CheckConstraint("(price IS NULL) = (currency IS NULL)", name="price_whole"),
+    CheckConstraint("price > 0", name="price_positive"),
 )
 
 # The outcome of each validation: what was asked, so allocation knows what to lock later, and

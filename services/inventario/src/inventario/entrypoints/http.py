@@ -1,17 +1,23 @@
-"""inventario's HTTP API: stock administration and queries (never a saga step).
+"""inventario's HTTP API: stock and catalog price administration and queries (never a saga step).
 
-Setting stock is for operators; any caller with a valid token may read a product."""
+Setting stock and prices is for operators; any caller with a valid token may read a product."""
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated
+from decimal import Decimal
+from typing import Annotated, Self
 
 from fastapi import APIRouter, HTTPException, Path, Request, Security
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from inventario.adapters.stock_repository import StockRepository, find_product
+from inventario.domain.payment_match import Money
+from inventario.usecases.ports import ProductStock
 from inventario.usecases.set_stock import set_stock
+from saga_contracts.events.fields import Currency
+from saga_contracts.minor_units import exponent, fits
 from sagakit.auth import AUTH_RESPONSES, CUSTOMER, OPERATOR, require, require_operator
 from sagakit.runtime import runtime_of
 
@@ -19,24 +25,69 @@ router = APIRouter(tags=["products"])
 
 Sku = Annotated[str, Path(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9._\-]+$")]
 
+# A catalog price: more than zero (the gateway charges no amount of nothing), what the
+# products table's Numeric(12, 2) holds, and no more decimals than its currency has (checked
+# with the currency, below).
+CatalogPrice = Annotated[Decimal, Field(gt=0, max_digits=12, decimal_places=2,
+                                        allow_inf_nan=False)]
+
 
 class StockUpdate(BaseModel):
+    """The product's units on hand and, optionally, its catalog price: ``price`` and
+    ``currency`` come together; left out, the product keeps the price it has."""
+
     model_config = ConfigDict(extra="forbid")
     quantity: int = Field(..., ge=0, le=10_000_000)
+    price: CatalogPrice | None = None
+    currency: Currency | None = None
+
+    @model_validator(mode="after")
+    def _price_whole(self) -> Self:
+        errors: list[InitErrorDetails] = []
+        if (self.price is None) != (self.currency is None):
+            missing = "currency" if self.currency is None else "price"
+            errors.append(InitErrorDetails(
+                type=PydanticCustomError("missing", "price and currency are given together"),
+                loc=(missing,), input=None))
+        elif self.price is not None and self.currency is not None \
+                and not fits(self.price, self.currency):
+            places = exponent(self.currency)
+            errors.append(InitErrorDetails(
+                type=PydanticCustomError(
+                    "currency_decimal_places",
+                    "{currency} has {places} decimal places (ISO 4217): the price has more",
+                    {"currency": self.currency, "places": places}),
+                loc=("price",), input=str(self.price)))
+        if errors:
+            # Raised as the fields' own errors: the 422 names the field, as for any other.
+            raise ValidationError.from_exception_data(type(self).__name__, errors)
+        return self
 
 
 class Product(BaseModel):
     sku: str
     quantity: int
+    price: str | None = Field(None, description="Catalog price (two places); null: none, and "
+                              "the product is not for sale")
+    currency: str | None = None
     updated_at: datetime
+
+
+def _view(product: ProductStock) -> Product:
+    return Product(sku=product.sku, quantity=product.quantity,
+                   price=None if product.price is None else f"{product.price.amount:.2f}",
+                   currency=None if product.price is None else product.price.currency,
+                   updated_at=product.updated_at)
 
 
 @router.put("/products/{sku}", response_model=Product, responses=AUTH_RESPONSES,
             dependencies=[Security(require_operator)])
 async def put_product(sku: Sku, body: StockUpdate, request: Request) -> Product:
+    price = (Money(body.price, body.currency)
+             if body.price is not None and body.currency is not None else None)
     async with runtime_of(request).uow() as uow:
-        product = await set_stock(uow, StockRepository(uow), sku, body.quantity)
-    return Product(sku=product.sku, quantity=product.quantity, updated_at=product.updated_at)
+        product = await set_stock(uow, StockRepository(uow), sku, body.quantity, price)
+    return _view(product)
 
 
 @router.get("/products/{sku}", response_model=Product,
@@ -47,4 +98,4 @@ async def get_product(sku: Sku, request: Request) -> Product:
         product = await find_product(conn, sku)
     if product is None:
         raise HTTPException(404, detail=f"product {sku} not found")
-    return Product(sku=product.sku, quantity=product.quantity, updated_at=product.updated_at)
+    return _view(product)

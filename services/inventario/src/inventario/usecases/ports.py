@@ -18,6 +18,18 @@ from inventario.domain.stock import AllocationStatus, Line
 
 
 @dataclass(frozen=True)
+class ValidationRead:
+    """What a validation decides on, read without locks."""
+
+    allocation: AllocationStatus | None
+    """The saga's allocation (None: it has none)."""
+    on_hand: dict[str, int]
+    """Units on hand of the products asked about (absent products left out)."""
+    prices: dict[str, Money]
+    """Catalog prices of those products (products without a price left out)."""
+
+
+@dataclass(frozen=True)
 class AllocationState:
     """What an allocation decides on, read without locks (``StockStore.record_allocation``
     checks it again when it writes)."""
@@ -40,16 +52,17 @@ class ProductStock:
     sku: str
     quantity: int
     updated_at: datetime
+    price: Money | None = None
+    """Its catalog price (None: it has none, and no order for it is charged)."""
 
 
 class StockStore(Protocol):
     """Units on hand and each saga's stock check and allocation: what the saga steps read and
     write."""
 
-    async def validation_read(self, saga_id: str, skus: list[str]
-                              ) -> tuple[AllocationStatus | None, dict[str, int]]:
-        """The saga's allocation (None: it has none) and the units on hand of ``skus``
-        (absent products left out), without locks."""
+    async def validation_read(self, saga_id: str, skus: list[str]) -> ValidationRead:
+        """The saga's allocation and the units on hand and catalog prices of ``skus``,
+        without locks."""
         ...
 
     def record_check(self, saga_id: str, order_id: str, lines: list[Line], result: str,
@@ -90,10 +103,11 @@ class StockStore(Protocol):
 
 
 class ProductStore(Protocol):
-    """The catalogue's units on hand, as the stock administration sets them."""
+    """The catalogue's units on hand and prices, as the stock administration sets them."""
 
-    async def set_quantity(self, sku: str, quantity: int) -> None:
-        """Sets the product's units on hand, creating the product if needed."""
+    async def set_product(self, sku: str, quantity: int, price: Money | None) -> None:
+        """Sets the product's units on hand and, unless ``price`` is None, its catalog price,
+        creating the product if needed (without a price, if none is given)."""
         ...
 
     async def product(self, sku: str) -> ProductStock | None:

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from decimal import ROUND_HALF_UP, Decimal
+from decimal import Decimal
 from enum import StrEnum
 from typing import Any
 
@@ -191,14 +191,3 @@ def after_refund(status: PaymentStatus, succeeded: bool, refund_attempts_made: i
         return Change(retry_in_s=refund_schedule_s[refund_attempts_made - 1])
     return Change(PaymentStatus.REFUND_FAILED, Emit.FALLO_REEMBOLSO, alert="refund_failed")
 
-
-# ------------------------------------------------------------------ money
-
-
-def to_minor_units(amount: Decimal) -> int:
-    """Two-decimal currencies only: 12.34 → 1234. Never through float."""
-    return int((amount * 100).quantize(Decimal("1"), rounding=ROUND_HALF_UP))
-
-
-def from_minor_units(minor: int) -> Decimal:
-    return (Decimal(minor) / 100).quantize(Decimal("0.01"))

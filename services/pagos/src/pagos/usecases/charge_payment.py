@@ -11,6 +11,10 @@ held in memory for that call only. A token that does not open (sealed with a key
 hold, changed, or another order's) fails the charge without a call, as a payment without a
 token does: CHARGE_FAILED and a dead letter, which an operator replays once pagos holds the key
 (docs/operations.md).
+
+The amount goes to the gateway in the minor units of its currency (ISO 4217: 1000 CLP is 1000,
+10.00 USD is 1000). One its currency cannot hold (inventario and pedidos refuse such amounts
+before a payment exists) is not sent either, and fails the same way.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from pagos.domain import payment as domain
 from pagos.domain.payment import Payment
 from pagos.usecases import call_outcome, charge_request, payment_events
 from pagos.usecases.ports import PaymentGateway, PaymentTokenOpener, PaymentUnits, PaymentWork
+from saga_contracts import minor_units
 from saga_contracts.sealing import SealingError
 from sagakit.envelope import utc_now_iso
 from sagakit.ports import UnitOfWorkPort
@@ -47,6 +52,17 @@ def _opened(tokens: PaymentTokenOpener, payment: Payment) -> tuple[str | None, s
         return None, f"payment token does not open: {exc}"
 
 
+def _minor_units(payment: Payment) -> tuple[int | None, str]:
+    """``payment``'s amount in its currency's minor units, or None and why it has none."""
+    assert payment.amount is not None and payment.currency is not None
+    try:
+        return minor_units.to_minor_units(payment.amount, payment.currency), ""
+    except (minor_units.TooManyDecimals, minor_units.UnknownCurrency) as exc:
+        log.error("payment amount cannot be charged: %s", exc,
+                  extra={"saga_id": payment.saga_id, "status": "FAILED"})
+        return None, f"amount cannot be charged: {exc}"
+
+
 async def charge_payment(units: PaymentUnits, gateway: PaymentGateway, settings: PagosSettings,
                          payment: Payment, kick: Callable[[], None], *,
                          tokens: PaymentTokenOpener) -> None:
@@ -54,8 +70,10 @@ async def charge_payment(units: PaymentUnits, gateway: PaymentGateway, settings:
     ``tokens``, and records its outcome; ``kick`` wakes the worker when the outcome schedules
     more work."""
     assert payment.amount is not None and payment.currency is not None
-    token, unopened = _opened(tokens, payment)
-    if token is None:
+    amount_minor, unchargeable = _minor_units(payment)
+    token, unopened = _opened(tokens, payment) if amount_minor is not None else (None,
+                                                                                 unchargeable)
+    if token is None or amount_minor is None:
         # Nothing to call (or replay) the charge with: the gateway is not asked, and an
         # outcome that was unknown stays unknown (domain.after_charge: manual refund).
         result_outcome, charge_id, decline, detail = domain.Outcome.NOT_ASKED, None, None, \
@@ -67,7 +85,7 @@ async def charge_payment(units: PaymentUnits, gateway: PaymentGateway, settings:
                      "ran out", extra={"saga_id": payment.saga_id})
             return
         result = await gateway.charge(
-            amount_minor=domain.to_minor_units(payment.amount),
+            amount_minor=amount_minor,
             currency=payment.currency.lower(), token=token,
             idempotency_key=charge_key(payment.saga_id), saga_id=payment.saga_id)
         payment = marked  # a cancellation may have turned it into a resolution

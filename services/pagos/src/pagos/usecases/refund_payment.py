@@ -10,6 +10,7 @@ from pagos.domain import payment as domain
 from pagos.domain.payment import Payment
 from pagos.usecases import call_outcome, payment_events
 from pagos.usecases.ports import PaymentGateway, PaymentUnits, PaymentWork
+from saga_contracts import minor_units
 from sagakit.envelope import utc_now_iso
 from sagakit.observability import metrics
 from sagakit.ports import UnitOfWorkPort
@@ -25,12 +26,14 @@ async def refund_payment(units: PaymentUnits, gateway: PaymentGateway, settings:
                          payment: Payment, kick: Callable[[], None]) -> None:
     """Makes ``payment``'s refund call (it is leased to this call) and records its outcome;
     ``kick`` wakes the worker when the outcome schedules a retry."""
-    assert payment.amount is not None
+    # A payment that was charged holds an amount its currency can hold (charge_payment).
+    assert payment.amount is not None and payment.currency is not None
     if payment.charge_id is None:
         succeeded, refund_id, detail = False, None, "no charge id to refund"
     else:
         result = await gateway.refund(charge_id=payment.charge_id,
-                                      amount_minor=domain.to_minor_units(payment.amount),
+                                      amount_minor=minor_units.to_minor_units(
+                                          payment.amount, payment.currency),
                                       idempotency_key=refund_key(payment.saga_id))
         succeeded, refund_id, detail = result.succeeded, result.refund_id, result.detail
     at = utc_now_iso()

@@ -26,6 +26,8 @@ class OrderStatus(StrEnum):
     PENDIENTE_REEMBOLSO = "PENDIENTE_REEMBOLSO"
     COMPLETADA = "COMPLETADA"
     CANCELADA_SIN_STOCK = "CANCELADA_SIN_STOCK"
+    # An item's price or currency is not its product's catalog price: nothing charged.
+    CANCELADA_PRECIO_RECHAZADO = "CANCELADA_PRECIO_RECHAZADO"
     CANCELADA_PAGO_RECHAZADO = "CANCELADA_PAGO_RECHAZADO"
     CANCELADA_CON_REEMBOLSO = "CANCELADA_CON_REEMBOLSO"
     CANCELADA_TIMEOUT = "CANCELADA_TIMEOUT"
@@ -59,6 +61,7 @@ def owner_of(body: dict[str, Any]) -> str:
 
 class CancelReason(StrEnum):
     STOCK_INSUFICIENTE = "stock_insuficiente"
+    PRECIO_RECHAZADO = "precio_rechazado"
     PAGO_RECHAZADO = "pago_rechazado"
     FALLO_ASIGNACION = "fallo_asignacion"
     CANCELADA_POR_USUARIO = "cancelada_por_usuario"
@@ -75,6 +78,8 @@ class RefundStatus(StrEnum):
 NOTIFICATIONS = {
     S.COMPLETADA: "Tu orden ha sido confirmada",
     S.CANCELADA_SIN_STOCK: "Lo sentimos, el producto está agotado",
+    S.CANCELADA_PRECIO_RECHAZADO: ("El precio de tu orden no es el del catálogo; la orden fue "
+                                   "cancelada sin cobro"),
     S.CANCELADA_PAGO_RECHAZADO: "Tu pago fue rechazado; la orden fue cancelada",
     S.CANCELADA_CON_REEMBOLSO: ("Tu pago ha sido reembolsado, el producto se agotó durante "
                                 "el proceso"),
@@ -117,6 +122,8 @@ def on_event(status: OrderStatus, event_type: str) -> Decision:
         return Transition(S.PENDIENTE_PAGO)
     if event_type == "StockNoDisponible" and status is S.PENDIENTE_VALIDACION:
         return Transition(S.CANCELADA_SIN_STOCK, CancelReason.STOCK_INSUFICIENTE)
+    if event_type == "PrecioRechazado" and status is S.PENDIENTE_VALIDACION:
+        return Transition(S.CANCELADA_PRECIO_RECHAZADO, CancelReason.PRECIO_RECHAZADO)
     if event_type == "PagoExitoso" and status in _BEFORE_PAYMENT:
         return Transition(S.PENDIENTE_ASIGNACION)
     if event_type == "PagoRechazado" and status in _BEFORE_PAYMENT:

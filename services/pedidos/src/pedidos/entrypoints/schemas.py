@@ -11,11 +11,14 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    ValidationError,
     WithJsonSchema,
     field_validator,
     model_validator,
 )
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
+from saga_contracts.minor_units import exponent, fits
 from sagakit.observability.privacy import Sensitive
 
 Currency = Literal["USD", "EUR", "MXN", "COP", "ARS", "CLP", "PEN", "GBP"]
@@ -99,6 +102,26 @@ class OrderRequest(Strict):
             raise ValueError(f"the items add up to {total:.2f}, more than an order may total "
                              f"({MAX_TOTAL})")
         return items
+
+    @model_validator(mode="after")
+    def _amounts_fit_the_currency(self) -> Self:
+        """No price or total with more decimals than the currency has (ISO 4217: CLP none):
+        such an amount cannot be charged, and is refused with its field, not rounded."""
+        amounts: list[tuple[tuple[str | int, ...], Decimal]] = [
+            (("items", n, "price"), item.price) for n, item in enumerate(self.items)]
+        if self.total_amount is not None:
+            amounts.append((("total_amount",), self.total_amount))
+        places = exponent(self.currency)
+        errors = [InitErrorDetails(
+            type=PydanticCustomError(
+                "currency_decimal_places",
+                "{currency} has {places} decimal places (ISO 4217): the amount has more",
+                {"currency": self.currency, "places": places}),
+            loc=loc, input=str(amount))
+            for loc, amount in amounts if not fits(amount, self.currency)]
+        if errors:
+            raise ValidationError.from_exception_data(type(self).__name__, errors)
+        return self
 
     @model_validator(mode="after")
     def _total_matches(self) -> Self:

@@ -34,6 +34,7 @@ from pedidos.usecases.ports import AuditEntry, OrderStore
 from pedidos.usecases.transitions import stage_transition
 from saga_contracts.events.inventory import (
     FalloAsignacion,
+    PrecioRechazado,
     StockAsignado,
     StockNoDisponible,
     StockVerificado,
@@ -51,11 +52,12 @@ from sagakit.ports import UnitOfWorkPort
 
 log = logging.getLogger("pedidos.track_saga")
 
-Tracked: TypeAlias = (StockVerificado | StockNoDisponible | PagoExitoso | PagoRechazado
-                      | StockAsignado | FalloAsignacion | ReembolsoEjecutado | FalloReembolso)
+Tracked: TypeAlias = (StockVerificado | StockNoDisponible | PrecioRechazado | PagoExitoso
+                      | PagoRechazado | StockAsignado | FalloAsignacion | ReembolsoEjecutado
+                      | FalloReembolso)
 TRACKED_EVENTS: tuple[type[Tracked], ...] = (
-    StockVerificado, StockNoDisponible, PagoExitoso, PagoRechazado, StockAsignado,
-    FalloAsignacion, ReembolsoEjecutado, FalloReembolso)
+    StockVerificado, StockNoDisponible, PrecioRechazado, PagoExitoso, PagoRechazado,
+    StockAsignado, FalloAsignacion, ReembolsoEjecutado, FalloReembolso)
 
 
 async def track_saga(uow: UnitOfWorkPort, orders: OrderStore, event: Message[Tracked],
