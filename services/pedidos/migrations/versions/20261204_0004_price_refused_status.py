@@ -4,16 +4,16 @@ inventario refuses an order whose items are not at their products' catalog price
 (PrecioRechazado) and the saga ends there, without a charge. The orders' and sagas' status
 checks (named ``status``, as 0001 made them) admit the new terminal status.
 
-Revision ID: 0003
-Revises: 0002
-Create Date: 2026-12-10
+Revision ID: 0004
+Revises: 0003
+Create Date: 2026-12-04
 """
 from collections.abc import Sequence
 
 from alembic import op
 
-revision: str = "0003"
-down_revision: str | None = "0002"
+revision: str = "0004"
+down_revision: str | None = "0003"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

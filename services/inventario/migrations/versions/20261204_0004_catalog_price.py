@@ -6,7 +6,7 @@ until an operator gives it one (PUT /products/{sku} with price and currency).
 
 Revision ID: 0004
 Revises: 0003
-Create Date: 2026-12-10
+Create Date: 2026-12-04
 """
 from collections.abc import Sequence
 
