@@ -38,6 +38,7 @@ from pedidos.config import PaymentTokenSealing, PedidosSettings
 from sagakit.auth import AuthSettings
 from sagakit.kafka_topics import TopicSettings
 from sagakit.runtime import ServiceSettings
+from sagakit.runtime.settings import HttpLimits
 from sagakit.settings import KafkaClientSettings, MessagingSettings
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -260,6 +261,7 @@ COMPONENTS = (
         "Read by pedidos, inventario and pagos when they start. A value that does not parse, or "
         "falls outside its limits, stops the service with a message that names the variable.",
         (Table("Process", ServiceSettings),
+         Table("HTTP limits", HttpLimits),
          Table("Messaging: outbox relay, inbox, consumer", MessagingSettings),
          Table("Authentication: the OIDC issuer trusted", AuthSettings),
          Table("Tracing", environment=TRACING,

@@ -46,3 +46,13 @@ def test_a_usd_amount_with_three_decimals_is_refused_at_its_field() -> None:
     with pytest.raises(ValidationError) as refused:
         OrderRequest.model_validate(_body("USD", "1.234"))
     assert [e["loc"] for e in refused.value.errors()] == [("items", 0, "price")]
+
+
+def test_a_product_on_two_lines_is_refused_at_the_items() -> None:
+    body = _body("USD", "1.00")
+    body["items"] = [{"sku": "SKU-A", "quantity": 600, "price": "1.00"},
+                     {"sku": "SKU-A", "quantity": 600, "price": "1.00"}]
+    with pytest.raises(ValidationError) as refused:
+        OrderRequest.model_validate(body)
+    assert [(e["loc"], e["type"]) for e in refused.value.errors()] == [(("items",), "value_error")]
+    assert "SKU-A" in refused.value.errors()[0]["msg"]

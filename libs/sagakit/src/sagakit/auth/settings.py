@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+import ipaddress
+from typing import Annotated, Self
+from urllib.parse import urlsplit
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 # Signatures made with a private key and checked with the public one the issuer publishes.
@@ -12,6 +14,21 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 # HS256 with the issuer's public key as the secret would take tokens anyone can forge.
 ASYMMETRIC_ALGORITHMS = frozenset({"RS256", "RS384", "RS512", "PS256", "PS384", "PS512",
                                    "ES256", "ES384", "ES512", "EdDSA"})
+
+
+class _Loopback:
+    """Host names that can only be this machine."""
+
+    def __contains__(self, host: object) -> bool:
+        if host == "localhost":
+            return True
+        try:
+            return isinstance(host, str) and ipaddress.ip_address(host).is_loopback
+        except ValueError:
+            return False
+
+
+LOOPBACK_HOSTS = _Loopback()
 
 
 class AuthSettings(BaseSettings):
@@ -43,6 +60,11 @@ class AuthSettings(BaseSettings):
         "key ids cannot make it hammer the issuer."))
     fetch_timeout_s: float = Field(5.0, gt=0, le=60, description=(
         "Longest a request for the issuer's discovery document or keys may take."))
+    insecure_http_issuer: bool = Field(False, description=(
+        "`true` lets `AUTH_ISSUER` be a plain `http://` URL on a host other than the loopback "
+        "(a development stand-in on a private network, as in docker-compose.yml). Whoever can "
+        "answer for that host in plain HTTP can then hand the service keys of its own and mint "
+        "operator tokens: never in production."))
 
     @field_validator("issuer")
     @classmethod
@@ -50,6 +72,18 @@ class AuthSettings(BaseSettings):
         if not value.startswith(("https://", "http://")):
             raise ValueError("an http(s) URL")
         return value
+
+    @model_validator(mode="after")
+    def _keys_over_tls(self) -> Self:
+        """The issuer's keys decide who is an operator: fetched in plain HTTP they could be
+        anyone's. Plain HTTP is taken for the loopback (the local stack's stand-in) and, when
+        asked for by name, for a development network."""
+        url = urlsplit(self.issuer)
+        if url.scheme == "http" and not self.insecure_http_issuer \
+                and url.hostname not in LOOPBACK_HOSTS:
+            raise ValueError(f"AUTH_ISSUER {self.issuer} is plain HTTP: use https://, or set "
+                             "AUTH_INSECURE_HTTP_ISSUER=true for a development stand-in")
+        return self
 
     @field_validator("algorithms", mode="before")
     @classmethod

@@ -29,7 +29,7 @@ from sagakit.runtime.http_errors import (
 from sagakit.runtime.jobs import messaging_jobs, run_periodic
 from sagakit.runtime.operations import operational_router
 from sagakit.runtime.service import Runtime, ServiceDefinition
-from sagakit.runtime.settings import ServiceSettings
+from sagakit.runtime.settings import HttpLimits, ServiceSettings
 from sagakit.settings import MessagingSettings, load
 from sagakit.store.database import build_engine
 
@@ -94,7 +94,8 @@ def create_app(definition: ServiceDefinition) -> FastAPI:
 
     # The HTML docs are served by operator_docs_router, behind an operator's token.
     app = FastAPI(title=definition.name, description=definition.description, lifespan=lifespan,
-                  version="1.0.0", docs_url=None, redoc_url=None)
+                  version="1.0.0", docs_url=None, redoc_url=None,
+                  max_body_size=load(HttpLimits).http_max_body_bytes)
     if tracing.configure(definition.name):
         from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
 

@@ -56,3 +56,16 @@ class ServiceSettings(BaseSettings):
 
     def instance(self) -> str:
         return self.instance_name or f"{socket.gethostname()}:{self.http_port}"
+
+
+class HttpLimits(BaseSettings):
+    """Read when the app is built, before any route runs: a body larger than this is refused
+    (413) as it arrives, by its Content-Length or as it streams, before it is read whole, parsed
+    or authenticated (FastAPI reads and parses a body before its security dependencies run)."""
+
+    model_config = SettingsConfigDict(extra="ignore")
+
+    http_max_body_bytes: int = Field(64 * 1024, ge=1024, validation_alias="HTTP_MAX_BODY_BYTES",
+                                     description=(
+        "Largest request body accepted, in bytes; a larger one gets `413` before it is read. "
+        "An order of 100 lines is under 16 KiB."))

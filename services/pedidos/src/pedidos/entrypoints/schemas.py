@@ -96,6 +96,19 @@ class OrderRequest(Strict):
 
     @field_validator("items")
     @classmethod
+    def _each_sku_once(cls, items: list[OrderItem]) -> list[OrderItem]:
+        """One line per product: inventario adds up the lines of a product, and two lines
+        within their own limit could add up past what an event may carry."""
+        seen: set[str] = set()
+        for item in items:
+            if item.sku in seen:
+                raise ValueError(f"the sku {item.sku} is on more than one line: put its whole "
+                                 "quantity on one")
+            seen.add(item.sku)
+        return items
+
+    @field_validator("items")
+    @classmethod
     def _total_fits(cls, items: list[OrderItem]) -> list[OrderItem]:
         total = sum((i.price * i.quantity for i in items), Decimal("0.00"))
         if total > MAX_TOTAL:
