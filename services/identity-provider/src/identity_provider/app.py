@@ -9,8 +9,10 @@ import time
 import uuid
 from typing import Annotated, Any, Literal
 
-from fastapi import FastAPI
-from pydantic import BaseModel, ConfigDict, Field
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from identity_provider.keys import ALGORITHM, KeyRing, SigningKey
 from identity_provider.settings import IdentityProviderSettings
@@ -26,6 +28,16 @@ class TokenRequest(BaseModel):
     roles: Annotated[list[Role], Field(min_length=1, max_length=2)]
     expires_in: int | None = Field(None, ge=1, description=(
         "Seconds the token is valid for; the provider's default when absent."))
+
+    @field_validator("sub")
+    @classmethod
+    def _utf8(cls, sub: str) -> str:
+        # "\ud800" is valid JSON and no UTF-8: a token cannot carry it (a 422, not a 500).
+        try:
+            sub.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError("not valid UTF-8 text (a lone surrogate)") from None
+        return sub
 
 
 class TokenResponse(BaseModel):
@@ -45,6 +57,12 @@ def create_app(settings: IdentityProviderSettings | None = None,
     keys = keys or key_ring(settings)
     issuer = settings.issuer_url
     app = FastAPI(title="identity provider (development stand-in)", version="1.0.0")
+
+    @app.exception_handler(RequestValidationError)
+    async def refused(_: Request, exc: RequestValidationError) -> JSONResponse:
+        # The refused input is left out: text that is not valid UTF-8 cannot be sent back.
+        return JSONResponse(status_code=422, content={"detail": [
+            {"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]} for e in exc.errors()]})
 
     @app.get("/health")
     async def health() -> dict[str, str]:

@@ -114,6 +114,17 @@ async def test_a_request_it_cannot_honour_is_a_422(tmp_path: Path, body: dict[st
         assert (await http.post("/token", json=body)).status_code == 422
 
 
+async def test_a_subject_with_a_lone_surrogate_is_a_422(tmp_path: Path) -> None:
+    app = create_app(settings(8020, key_file(tmp_path, "k", FIRST_PEM)))
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
+                                 base_url="http://idp") as http:
+        # Only the raw JSON can hold it: "\\ud800" is valid JSON, not valid UTF-8.
+        r = await http.post("/token", content=b'{"sub": "x\\ud800", "roles": ["customer"]}',
+                            headers={"content-type": "application/json"})
+    assert r.status_code == 422
+    assert r.json()["detail"][0]["loc"] == ["body", "sub"]
+
+
 async def test_a_lifetime_asked_for_is_given_up_to_the_limit(tmp_path: Path) -> None:
     config = IdentityProviderSettings(signing_key_file=key_file(tmp_path, "k", FIRST_PEM),
                                       max_token_lifetime_s=3600)

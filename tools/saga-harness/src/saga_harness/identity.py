@@ -65,9 +65,19 @@ def customer_of_order(body: bytes) -> str:
         customer = json.loads(body).get("customer_id")
     except (ValueError, AttributeError):
         return ANY_CUSTOMER
-    if isinstance(customer, str) and 0 < len(customer) <= 100 and "\x00" not in customer:
+    if isinstance(customer, str) and 0 < len(customer) <= 100 and "\x00" not in customer \
+            and customer.isprintable() and _utf8(customer):
         return customer
     return ANY_CUSTOMER
+
+
+def _utf8(text: str) -> bool:
+    """False for text with a lone surrogate (valid JSON, not valid UTF-8): no token names it."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def token_for(method: str, path: str, body: bytes) -> str:
