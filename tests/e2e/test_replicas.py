@@ -22,6 +22,7 @@ the orders a second (20).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import time
@@ -36,7 +37,7 @@ from saga_harness import db, replicas, stack
 from saga_harness.identity import StackAuth
 from saga_harness.kafka import consumer_group, partitions_of
 from saga_harness.replicas import Instance, LeaderWatch
-from saga_harness.waiting import wait_for
+from saga_harness.waiting import ConditionNotMet, wait_for
 
 pytestmark = pytest.mark.replicas
 
@@ -126,9 +127,10 @@ async def test_survivors_take_over_a_killed_instance_of_every_service(
         # The relay's leader of each service dies, at a moment pagos has gateway calls leased
         # if one comes within a few seconds (the calls take milliseconds: often none does).
         victims = await _relay_leaders(http)
-        deadline = time.monotonic() + 5
-        while (leased := await _leased_payments()) == 0 and time.monotonic() < deadline:
-            await asyncio.sleep(0.05)
+        with contextlib.suppress(ConditionNotMet):
+            await wait_for(_leased_payments, lambda n: n > 0, timeout=5, interval=0.05,
+                           what="a payment leased for a gateway call")
+        leased = await _leased_payments()
         for victim in victims.values():
             stack.signal_part(victim.part, signal.SIGKILL)
         killed_at = time.monotonic()

@@ -83,7 +83,8 @@ class GroupMember:
 
 def group_members(described: Any) -> tuple[str, list[GroupMember]]:
     """The state (``Stable``, ``PreparingRebalance``...) and members of the one group of a
-    ``DescribeGroups`` response (versions 0 to 3, the ones aiokafka asks for, lay a group and a member out alike)."""
+    ``DescribeGroups`` response (versions 0 to 3, the ones aiokafka asks for, lay a group and
+    a member out alike)."""
     group = described.groups[0]
     state, members = group[2], group[5]
     out = []
