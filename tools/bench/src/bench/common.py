@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,21 +38,36 @@ def admin_dsn() -> str:
     return config.admin_dsn()
 
 
-def part_roots() -> dict[str, psutil.Process | None]:
-    """The root process of each part: the postmaster, or the pid in the part's pid file."""
-    found: dict[str, psutil.Process | None] = {}
+def instance_pid_files(part: str, run: Path | None = None) -> list[Path]:
+    """The pid files of every instance of a part: ``pedidos``, ``pedidos-2``... with
+    SAGA_REPLICAS, ``kafka``, ``kafka-2``... with SAGA_KAFKA_BROKERS; the first first."""
+    run = run or STATE / "run"
+    extra = re.compile(rf"{re.escape(part)}-(\d+)")
+    numbered = sorted((int(m.group(1)), p) for p in run.glob(f"{part}-*.pid")
+                      if (m := extra.fullmatch(p.stem)))
+    first = run / f"{part}.pid"
+    return ([first] if first.exists() else []) + [p for _, p in numbered]
+
+
+def part_roots() -> dict[str, list[psutil.Process]]:
+    """The root processes of each part: the postmaster, or the pid in the pid file of each of
+    its instances (a part's CPU is that of all its instances: 1 vs 2 replicas, 1 vs 3 brokers
+    compare per saga)."""
+    found: dict[str, list[psutil.Process]] = {}
     for part in PARTS:
-        pid_file = STATE / "run" / f"{part}.pid"
-        root: psutil.Process | None = None
-        try:
-            if part == "postgres":
+        roots: list[psutil.Process] = []
+        if part == "postgres":
+            try:
                 data = Path((STATE / "pg.location").read_text().strip())
-                root = psutil.Process(int((data / "postmaster.pid").read_text().split()[0]))
-            elif pid_file.exists():
-                root = psutil.Process(int(pid_file.read_text()))
-        except (OSError, psutil.Error, ValueError):
-            root = None
-        found[part] = root
+                roots.append(psutil.Process(int((data / "postmaster.pid").read_text().split()[0])))
+            except (OSError, psutil.Error, ValueError):
+                pass
+        for pid_file in ([] if part == "postgres" else instance_pid_files(part)):
+            try:
+                roots.append(psutil.Process(int(pid_file.read_text())))
+            except (OSError, psutil.Error, ValueError):
+                continue
+        found[part] = roots
     return found
 
 
@@ -92,8 +108,15 @@ def sample_part(root: psutil.Process | None) -> PartSample:
     return PartSample(cpu, reaped, rss)
 
 
+def sample_instances(roots: list[psutil.Process]) -> PartSample:
+    """One part's sample over all its instances (their processes are distinct)."""
+    samples = [sample_part(root) for root in roots]
+    return PartSample({k: v for s in samples for k, v in s.cpu_s.items()},
+                      sum(s.reaped_s for s in samples), sum(s.rss_mb for s in samples))
+
+
 def sample_cpu() -> CpuSample:
-    return CpuSample({part: sample_part(root) for part, root in part_roots().items()})
+    return CpuSample({part: sample_instances(roots) for part, roots in part_roots().items()})
 
 
 def cpu_seconds_between(a: PartSample, b: PartSample) -> float:

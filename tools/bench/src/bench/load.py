@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import itertools
 import random
 import time
 from typing import Any
@@ -15,7 +16,7 @@ from bench import upkeep
 from bench.common import admin_dsn, config, cpu_between, sample_cpu
 from bench.http_client import TRANSPORT_ERRORS, HttpStatusError, JsonClient
 from bench.latencies import TERMINAL, hop_latencies, saga_latencies
-from saga_harness import identity
+from saga_harness import identity, replicas
 
 # The customers the load is spread over, each placing its orders with its own token (from the
 # stack's identity provider, fetched once: ``authenticate``), as a real client would; a token
@@ -87,17 +88,38 @@ async def wait_terminal(conn: asyncpg.Connection, saga_ids: list[str], timeout: 
     return len(running)
 
 
-def _client(connections: int) -> JsonClient:
-    """The load generator's HTTP client to pedidos (``bench/http_client.py``: it shares the two
-    cores with the stack it measures, so it takes as little of them as it can)."""
-    return JsonClient(config.PEDIDOS, connections=connections, timeout_s=30)
+class Pedidos:
+    """The load generator's HTTP clients, one to each pedidos instance (SAGA_REPLICAS: a stack
+    of two is measured with its orders spread over both, as a load balancer would), taken in
+    turn (``bench/http_client.py``: it shares the two cores with the stack it measures, so it
+    takes as little of them as it can)."""
+
+    def __init__(self, connections: int) -> None:
+        self.clients = [JsonClient(url, connections=connections, timeout_s=30)
+                        for url in replicas.instance_urls("pedidos")]
+        self._turn = itertools.cycle(self.clients)
+
+    def next(self) -> JsonClient:
+        return next(self._turn)
+
+    async def __aenter__(self) -> Pedidos:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        for client in self.clients:
+            await client.close()
 
 
-async def _place(http: JsonClient, sku: str, qty: int = 1) -> str:
-    """POST /orders, as a customer of ``CUSTOMERS``; the new saga's id."""
+def _client(connections: int) -> Pedidos:
+    return Pedidos(connections)
+
+
+async def _place(http: Pedidos, sku: str, qty: int = 1) -> str:
+    """POST /orders to the next pedidos instance, as a customer of ``CUSTOMERS``; the new
+    saga's id."""
     customer = random.choice(CUSTOMERS)
-    return str((await http.post_json("/orders", body(sku, qty, customer),
-                                     bearer=identity.customer_token(customer)))["saga_id"])
+    return str((await http.next().post_json("/orders", body(sku, qty, customer),
+                                            bearer=identity.customer_token(customer)))["saga_id"])
 
 
 async def open_loop(rate: float, seconds: float, *, skus: list[str], qty: int = 1,

@@ -28,6 +28,7 @@ import psutil
 
 from bench import baselines, goals, load, pg_statements, profile, relay_bench, report, search
 from bench.common import ROOT, admin_dsn, part_roots
+from saga_harness import replicas
 from saga_harness.identity import StackAuth
 
 OUT = ROOT / "bench-results"
@@ -43,7 +44,9 @@ def machine() -> dict[str, Any]:
             "cpu": platform.processor() or platform.machine(), "kernel": platform.release(),
             "python": platform.python_version(),
             "postgres": version(["psql", "--version"]),
-            "kafka": "4.1.1 (KRaft, single node)",
+            "kafka": f"4.1.1 (KRaft, {replicas.kafka_brokers()} node(s))",
+            # What the stack ran as: compare runs of 1 and 2 replicas, 1 and 3 brokers.
+            "replicas": replicas.replicas(), "kafka_brokers": replicas.kafka_brokers(),
             "date": datetime.now(UTC).isoformat(timespec="seconds")}
 
 
@@ -210,9 +213,11 @@ async def profile_hot_service(steps: list[dict[str, Any]], skus: list[str],
     if hot is None or busiest is None:
         return {"error": "no open-loop step to choose a component from"}
     rate = busiest["target_rate_per_s"]
-    root = part_roots().get(hot[0])
-    if root is None:
+    # With replicas, the first instance: each does a share of the same work.
+    roots = part_roots().get(hot[0])
+    if not roots:
         return {"error": f"{hot[0]} is not running"}
+    root = roots[0]
     print(f"profiling {hot[0]} ({hot[1]} ms of CPU per saga at {rate:g}/s) for {seconds:g}s "
           f"at {rate:g} orders/s...", flush=True)
     conn = await asyncpg.connect(admin_dsn())

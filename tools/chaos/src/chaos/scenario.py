@@ -11,16 +11,18 @@ import random
 import signal
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import asyncpg
 import httpx
 
 from chaos import snapshot
-from chaos.checker import TERMINAL, Violation, check
+from chaos.checker import TERMINAL, Snapshot, Violation, check
 from netproxy.layout import CONTROL_PORT, stack_routes
-from saga_harness import config, stack
+from saga_harness import config, replicas, stack
 from saga_harness.identity import StackAuth
 
 SERVICES = ["pedidos", "inventario", "pagos"]
@@ -36,7 +38,8 @@ CONTROL = f"http://127.0.0.1:{CONTROL_PORT}"
 class Fault:
     at_s: float          # after the start of the load
     kind: str            # kill | pause | latency | blackhole | reset
-    part: str            # a part of the stack, or a proxy route for network faults
+    part: str            # a part of the stack (parts killed together: "kafka-2+kafka-3"),
+    #                      or a proxy route for network faults
     duration_s: float    # down, paused or degraded for this long
     latency_s: float = 0.0
 
@@ -97,10 +100,15 @@ async def _inject(fault: Fault) -> None:
         await asyncio.sleep(fault.duration_s)
         _signal(fault.part, signal.SIGCONT)
     else:
-        await asyncio.to_thread(stack.stack, "kill", fault.part)
+        parts = fault.part.split("+")
+        for part in parts:
+            await asyncio.to_thread(stack.stack, "kill", part)
         await asyncio.sleep(fault.duration_s)
         # Other faults may be in force: start it and let it find its way back on its own.
-        await asyncio.to_thread(stack.stack, "start", fault.part, "--no-wait", check=False)
+        # One after the other: starting a broker starts every broker that is down, and two
+        # starts at once would each stop the broker the other one is starting.
+        for part in parts:
+            await asyncio.to_thread(stack.stack, "start", part, "--no-wait", check=False)
 
 
 def _signal(part: str, sig: signal.Signals) -> bool:
@@ -161,67 +169,129 @@ def _body(sku: str, qty: int, token: str, customer: str) -> dict[str, Any]:
             "payment_method": {"type": "credit_card", "token": token}}
 
 
-async def run(name: str, faults: list[Fault], *, seed: int = 0, rate: float = 5.0,
-              load_s: float = 20.0, skus: int = 3, units: int = 12,
-              quiesce_s: float = 240.0, cancel_share: float = 0.0) -> Report:
-    """``cancel_share`` of the orders are cancelled through the API a random 0–150 ms after
-    they were accepted: cancellations racing every step of the saga, under the faults."""
-    rng = random.Random(seed)
-    report = Report(name, faults)
-    started = time.monotonic()
-    stack.up()
-    initial = {f"CHAOS-{uuid.uuid4().hex[:8]}": units for _ in range(skus)}
-    # Authenticated as the stack's users: orders as their customer, the rest as an operator.
-    async with httpx.AsyncClient(timeout=10, auth=StackAuth()) as http:
+@dataclass
+class OrderLoad:
+    """Orders with contention (a few products of limited stock, one or two units each; a tenth
+    declined, a tenth charged after a transient gateway failure), sent round-robin to every
+    pedidos instance. An instance that does not answer (killed, restarting) has the order sent
+    to the next one with the same Idempotency-Key, as a load balancer retries: the order is
+    placed once whichever instance took it. ``cancel_share`` of the orders are cancelled
+    through the API a random 0–150 ms after they were accepted: cancellations racing every
+    step of the saga."""
+
+    http: httpx.AsyncClient
+    initial: dict[str, int]
+    rng: random.Random
+    pedidos: list[str]
+    cancel_share: float = 0.0
+    acknowledged: list[str] = field(default_factory=list)
+    """Order ids answered 202, in the order of the answers."""
+    sent: int = 0
+    cancels: dict[int, int] = field(default_factory=dict)
+    server_errors: list[str] = field(default_factory=list)
+    _placing: list[asyncio.Task[None]] = field(default_factory=list)
+
+    @classmethod
+    async def stocked(cls, http: httpx.AsyncClient, *, seed: int = 0, skus: int = 3,
+                      units: int = 12, cancel_share: float = 0.0,
+                      pedidos: list[str] | None = None) -> OrderLoad:
+        """New products with ``units`` each, priced as the orders are (``http`` authenticates
+        as the stack's users: ``saga_harness.identity.StackAuth``)."""
+        initial = {f"CHAOS-{uuid.uuid4().hex[:8]}": units for _ in range(skus)}
         for sku, qty in initial.items():
-            # Priced as _body orders it: an order at another price would be refused.
             (await http.put(f"{config.INVENTARIO}/products/{sku}",
                             json={"quantity": qty, "price": "2.50", "currency": "USD"})
              ).raise_for_status()
+        return cls(http, initial, random.Random(seed),
+                   pedidos or replicas.instance_urls("pedidos"), cancel_share)
 
-        server_errors: list[str] = []
-
-        async def place(i: int) -> None:
-            token = ("tok_chargeDeclined" if i % 10 == 9 else
-                     "tok_transient1" if i % 10 == 4 else "tok_visa")
-            body = _body(rng.choice(list(initial)), rng.randint(1, 2), token,
-                         f"chaos-{i % CUSTOMERS}")
-            cancel_after = rng.uniform(0, 0.150) if rng.random() < cancel_share else None
+    async def _post(self, i: int, body: dict[str, Any]) -> httpx.Response | None:
+        """POST /orders from instance ``i mod n`` on, one try per instance; None when none
+        answered."""
+        key = {"Idempotency-Key": f"chaos-{uuid.uuid4().hex}"}
+        for k in range(len(self.pedidos)):
+            base = self.pedidos[(i + k) % len(self.pedidos)]
             try:
-                r = await http.post(f"{config.PEDIDOS}/orders", json=body)
-                if r.status_code == 500:
-                    server_errors.append(f"POST /orders: {r.text[:200]}")
-                if r.status_code != 202:
-                    return
-                report.acknowledged.append(r.json()["order_id"])
-                if cancel_after is None:
-                    return
-                # The workload's timing: the cancellation lands wherever the saga is then.
-                await asyncio.sleep(cancel_after)
-                c = await http.post(f"{config.PEDIDOS}/sagas/{r.json()['saga_id']}/cancel")
-                report.cancels[c.status_code] = report.cancels.get(c.status_code, 0) + 1
-                if c.status_code == 500:
-                    server_errors.append(f"POST /sagas/…/cancel: {c.text[:200]}")
+                return await self.http.post(f"{base}/orders", json=body, headers=key)
             except httpx.HTTPError:
-                pass  # not acknowledged: the client would retry; nothing was promised
+                continue  # not acknowledged there: the next instance, with the same key
+        return None
 
-        chaos = [asyncio.create_task(_delayed(f)) for f in faults]
+    async def place(self, i: int) -> None:
+        token = ("tok_chargeDeclined" if i % 10 == 9 else
+                 "tok_transient1" if i % 10 == 4 else "tok_visa")
+        body = _body(self.rng.choice(list(self.initial)), self.rng.randint(1, 2), token,
+                     f"chaos-{i % CUSTOMERS}")
+        cancel_after = (self.rng.uniform(0, 0.150) if self.rng.random() < self.cancel_share
+                        else None)
+        r = await self._post(i, body)
+        if r is None:
+            return  # not acknowledged: the client would retry; nothing was promised
+        if r.status_code == 500:
+            self.server_errors.append(f"POST /orders: {r.text[:200]}")
+        if r.status_code != 202:
+            return
+        self.acknowledged.append(r.json()["order_id"])
+        if cancel_after is None:
+            return
+        # The workload's timing: the cancellation lands wherever the saga is then.
+        await asyncio.sleep(cancel_after)
+        base = self.pedidos[i % len(self.pedidos)]
+        try:
+            c = await self.http.post(f"{base}/sagas/{r.json()['saga_id']}/cancel")
+        except httpx.HTTPError:
+            return
+        self.cancels[c.status_code] = self.cancels.get(c.status_code, 0) + 1
+        if c.status_code == 500:
+            self.server_errors.append(f"POST /sagas/…/cancel: {c.text[:200]}")
+
+    async def send(self, count: int, rate: float) -> None:
+        """Sends the next ``count`` orders at ``rate`` a second; returns once the last one is
+        on its way (``finish`` waits for the answers)."""
         t0 = time.monotonic()
-        sends = []
-        total = int(rate * load_s)
-        for i in range(total):
-            await asyncio.sleep(max(0.0, t0 + i / rate - time.monotonic()))
-            sends.append(asyncio.create_task(place(i)))
-        report.orders_sent = total
-        await asyncio.gather(*sends)
+        for n in range(count):
+            await asyncio.sleep(max(0.0, t0 + n / rate - time.monotonic()))
+            self._placing.append(asyncio.create_task(self.place(self.sent)))
+            self.sent += 1
+
+    async def finish(self) -> None:
+        await asyncio.gather(*self._placing)
+
+    def skus(self) -> list[str]:
+        return list(self.initial)
+
+
+async def verdict(load: OrderLoad, quiesce_s: float = 240.0) -> tuple[Snapshot, list[Violation]]:
+    """Once every order of the load is settled (or ``quiesce_s`` passed): the snapshot and the
+    invariants it breaks, with every 500 the load was answered (503 is the answer while the
+    database is away: nothing was done, retry; 500 never is)."""
+    await quiesce(load.acknowledged, load.skus(), quiesce_s)
+    snap = await snapshot.take(load.acknowledged, load.initial)
+    return snap, check(snap) + [Violation("http", e) for e in load.server_errors]
+
+
+async def run(name: str, faults: list[Fault], *, seed: int = 0, rate: float = 5.0,
+              load_s: float = 20.0, skus: int = 3, units: int = 12,
+              quiesce_s: float = 240.0, cancel_share: float = 0.0) -> Report:
+    """Orders at ``rate`` for ``load_s`` (``OrderLoad``, to every pedidos instance) while the
+    faults happen; healed, settled, checked."""
+    report = Report(name, faults)
+    started = time.monotonic()
+    stack.up()
+    # Authenticated as the stack's users: orders as their customer, the rest as an operator.
+    async with httpx.AsyncClient(timeout=10, auth=StackAuth()) as http:
+        load = await OrderLoad.stocked(http, seed=seed, skus=skus, units=units,
+                                       cancel_share=cancel_share)
+        chaos = [asyncio.create_task(_delayed(f)) for f in faults]
+        await load.send(int(rate * load_s), rate)
+        await load.finish()
         await asyncio.gather(*chaos)
+    report.orders_sent, report.acknowledged, report.cancels = (load.sent, load.acknowledged,
+                                                               load.cancels)
     await _heal()
-    await _quiesce(report.acknowledged, list(initial), quiesce_s)
-    snap = await snapshot.take(report.acknowledged, initial)
+    snap, report.violations = await verdict(load, quiesce_s)
     for o in snap.orders.values():
         report.outcomes[o.status] = report.outcomes.get(o.status, 0) + 1
-    # 503 is the answer while the database is away (nothing was done; retry); 500 never is.
-    report.violations = check(snap) + [Violation("http", e) for e in server_errors]
     report.seconds = time.monotonic() - started
     return report
 
@@ -244,27 +314,31 @@ async def _delayed(fault: Fault) -> None:
     await _inject(fault)
 
 
-async def _quiesce(order_ids: list[str], skus: list[str], timeout: float) -> None:
-    """Until every order of the run (acknowledged, or for its products) is terminal and pagos
-    has no work left for them."""
-    import asyncpg
+async def busy(order_ids: list[str], skus: Sequence[str] = ()) -> int:
+    """Orders of the run (acknowledged, or for its products) not terminal yet, plus payments
+    of theirs that pagos still has gateway work for."""
+    conn = await asyncpg.connect(config.admin_dsn())
+    try:
+        return int(await conn.fetchval(
+            "WITH run AS (SELECT order_id, saga_id, status FROM pedidos.orders o "
+            "WHERE order_id = ANY($1::uuid[]) OR EXISTS (SELECT 1 FROM "
+            "jsonb_array_elements(o.items) i WHERE i->>'sku' = ANY($3::text[]))) "
+            "SELECT (SELECT count(*) FROM run WHERE NOT status = ANY($2::text[])) + "
+            "(SELECT count(*) FROM pagos.payments p JOIN run ON run.saga_id::text = "
+            "p.saga_id WHERE p.status IN ('CHARGING', 'CANCEL_REQUESTED', 'REFUNDING'))",
+            order_ids, list(TERMINAL), list(skus)))
+    finally:
+        await conn.close()
 
+
+async def quiesce(order_ids: list[str], skus: list[str], timeout: float) -> None:
+    """Until every order of the run (acknowledged, or for its products) is terminal and pagos
+    has no work left for them; returns at the deadline regardless (the checker then says
+    what is stuck)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
-            conn = await asyncpg.connect(config.admin_dsn())
-            try:
-                busy = await conn.fetchval(
-                    "WITH run AS (SELECT order_id, saga_id, status FROM pedidos.orders o "
-                    "WHERE order_id = ANY($1::uuid[]) OR EXISTS (SELECT 1 FROM "
-                    "jsonb_array_elements(o.items) i WHERE i->>'sku' = ANY($3::text[]))) "
-                    "SELECT (SELECT count(*) FROM run WHERE NOT status = ANY($2::text[])) + "
-                    "(SELECT count(*) FROM pagos.payments p JOIN run ON run.saga_id::text = "
-                    "p.saga_id WHERE p.status IN ('CHARGING', 'CANCEL_REQUESTED', 'REFUNDING'))",
-                    order_ids, list(TERMINAL), skus)
-            finally:
-                await conn.close()
-            if busy == 0:
+            if await busy(order_ids, skus) == 0:
                 return
         except (OSError, asyncpg.PostgresError):
             pass

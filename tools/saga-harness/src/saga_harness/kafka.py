@@ -7,10 +7,15 @@ import json
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.coordinator.protocol import (
+    ConsumerProtocolMemberAssignment,
+    ConsumerProtocolMemberMetadata,
+)
 
 from saga_contracts import registry
 from saga_harness import config
@@ -64,6 +69,45 @@ async def partitions_of(topic: str) -> list[int]:
     finally:
         await admin.close()
     return sorted(p["partition"] for p in described[0]["partitions"])
+
+
+@dataclass(frozen=True)
+class GroupMember:
+    """A member of a consumer group as its coordinator describes it: what it subscribed to and
+    the partitions it was assigned (empty while the group rebalances)."""
+
+    member_id: str
+    subscription: tuple[str, ...]
+    assigned: frozenset[tuple[str, int]]
+
+
+def group_members(described: Any) -> tuple[str, list[GroupMember]]:
+    """The state (``Stable``, ``PreparingRebalance``...) and members of the one group of a
+    ``DescribeGroups`` response (versions 0 to 3, the ones aiokafka asks for, lay a group and
+    a member out alike)."""
+    group = described.groups[0]
+    state, members = group[2], group[5]
+    out = []
+    for member in members:
+        metadata, assignment = member[3], member[4]
+        subscription = (tuple(ConsumerProtocolMemberMetadata.decode(metadata).subscription)
+                        if metadata else ())
+        assigned = (frozenset((tp.topic, tp.partition) for tp in
+                              ConsumerProtocolMemberAssignment.decode(assignment).partitions())
+                    if assignment else frozenset())
+        out.append(GroupMember(member[0], subscription, assigned))
+    return state, out
+
+
+async def consumer_group(group_id: str) -> tuple[str, list[GroupMember]]:
+    """The state and members of the consumer group ``group_id`` (a service's group is named
+    after the service), as its coordinator sees them now."""
+    admin = AIOKafkaAdminClient(**config.kafka_client())
+    await admin.start()
+    try:
+        return group_members((await admin.describe_consumer_groups([group_id]))[0])
+    finally:
+        await admin.close()
 
 
 class TopicReader:
