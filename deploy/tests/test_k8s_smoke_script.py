@@ -121,6 +121,12 @@ def test_it_needs_a_source_of_tokens(stand_in: str) -> None:
     assert StandIn.seen == []
 
 
+def test_missing_token_files_are_named_before_any_call(stand_in: str, tmp_path: Path) -> None:
+    with pytest.raises(SystemExit, match="saga-smoke-tokens"):
+        smoke.main([stand_in, stand_in, "30", "--tokens", str(tmp_path)])
+    assert StandIn.seen == []
+
+
 def test_it_fails_when_the_order_is_cancelled(stand_in: str) -> None:
     StandIn.statuses = ["CANCELADA_SIN_STOCK"]
     assert smoke.main([stand_in, stand_in, "30", "--identity-provider", stand_in]) == 1

@@ -62,8 +62,12 @@ def tokens_from_provider(url: str) -> Tokens:
 
 
 def tokens_from_files(folder: Path) -> Tokens:
-    return Tokens(operator=(folder / "operator").read_text().strip(),
-                  customer=(folder / "customer").read_text().strip())
+    try:
+        return Tokens(operator=(folder / "operator").read_text().strip(),
+                      customer=(folder / "customer").read_text().strip())
+    except OSError as exc:
+        raise SystemExit(f"no tokens in {folder} ({exc.strerror}): make the Secret "
+                         "saga-smoke-tokens (docs/deploy.md)") from None
 
 
 def order(sku: str) -> dict[str, Any]:
