@@ -1,5 +1,6 @@
 # syntax=docker/dockerfile:1
-# One image per service (pedidos, inventario, pagos, fake-gateway), sagactl in each:
+# One image per service (pedidos, inventario, pagos, fake-gateway, identity-provider), sagactl
+# in each:
 #   docker build -f deploy/docker/service.Dockerfile --build-arg SERVICE=pedidos -t saga/pedidos:0.1.0 .
 # The dependencies are a layer of their own, made from the lock file and the workspace's
 # pyproject.toml files only: a change to the sources rebuilds the last layers, not that one.
@@ -35,13 +36,17 @@ RUN --mount=type=cache,target=/root/.cache/uv \
 FROM ${PYTHON_IMAGE}
 ARG SERVICE
 # The port the service listens on (HTTP_PORT; the local stack's: pedidos 8001, inventario 8002,
-# pagos 8003, fake-gateway 8010), given by the build.
+# pagos 8003, fake-gateway 8010, identity-provider 8020), given by the build.
 ARG PORT
 ENV SERVICE=${SERVICE} HTTP_HOST=0.0.0.0 HTTP_PORT=${PORT} GATEWAY_HOST=0.0.0.0 GATEWAY_PORT=${PORT} \
     PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1 PATH=/opt/venv/bin:$PATH
+# /data is the user's: a new named volume mounted there starts with this directory's owner (the
+# fake gateway's ledger, the identity provider's key, Prometheus' scrape token in
+# docker-compose.yml), where a directory made by the mount would be root's.
 RUN groupadd --gid 10001 saga \
     && useradd --uid 10001 --gid saga --no-create-home --home-dir /nonexistent \
-       --shell /usr/sbin/nologin saga
+       --shell /usr/sbin/nologin saga \
+    && install -d -o 10001 -g 10001 -m 0755 /data
 COPY --from=build /opt/venv /opt/venv
 # The service's migrations (alembic.ini and migrations/), for its one-shot migration step.
 COPY --from=build /app/services/${SERVICE} /app/services/${SERVICE}

@@ -24,10 +24,23 @@ from sagakit.kafka_topics import DEFAULT_TOPIC_PARTITIONS
 ROOT = Path(__file__).resolve().parents[2]
 SERVICES = tuple(DEFAULT_SERVICE_PORTS)
 DOCKERFILE = ROOT / "deploy/docker/service.Dockerfile"
+KAFKA_DIR = ROOT / "deploy/docker/kafka"
 
 
 def compose() -> dict[str, Any]:
     return yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+
+
+def kafka_properties() -> dict[str, str]:
+    """deploy/docker/kafka/server.properties, which compose's Kafka starts with."""
+    lines = (KAFKA_DIR / "server.properties").read_text().splitlines()
+    return dict(line.split("=", 1) for line in lines if line and not line.startswith("#"))
+
+
+def shell_variable(script: str, name: str) -> str:
+    found = re.search(rf"^{name}=\"?([^\"\n]*)\"?$", script, re.M)
+    assert found, f"no {name}= in the script"
+    return found.group(1)
 
 
 def compose_spec_errors(doc: dict[str, Any]) -> list[str]:
@@ -85,18 +98,21 @@ def test_compose_creates_every_topic_with_the_local_stacks_partitions() -> None:
     services = doc["services"]
     assert services["kafka"]["image"].startswith("apache/kafka:4.")
     assert services["postgres"]["image"].startswith("postgres:")
-    script = "\n".join(services["kafka-init"]["command"])
-    assert script.lstrip().startswith("set -e\n"), "the init script goes on after a failure"
-    created = set(re.search(r"for t in ([^;]+);", script).group(1).split())  # type: ignore[union-attr]
-    assert created == set(ALL_TOPICS)
-    assert f"--partitions {DEFAULT_TOPIC_PARTITIONS} " in script
-    assert services["kafka"]["environment"]["KAFKA_NUM_PARTITIONS"] == DEFAULT_TOPIC_PARTITIONS
+    assert services["kafka-init"]["entrypoint"] == ["/bin/bash", "/etc/saga-kafka/init.sh"]
+    assert "./deploy/docker/kafka:/etc/saga-kafka:ro" in services["kafka-init"]["volumes"]
+    script = (KAFKA_DIR / "init.sh").read_text()
+    commands = [line for line in script.splitlines() if line and not line.startswith("#")]
+    assert commands[0] == "set -eu", "the init script goes on after a failure"
+    assert set(shell_variable(script, "TOPICS").split()) == set(ALL_TOPICS)
+    assert shell_variable(script, "PARTITIONS") == str(DEFAULT_TOPIC_PARTITIONS)
+    assert '--partitions "$PARTITIONS"' in script
+    assert kafka_properties()["num.partitions"] == str(DEFAULT_TOPIC_PARTITIONS)
 
 
 def test_kafka_and_postgresql_keep_their_data_in_volumes() -> None:
     doc = compose()
     services = doc["services"]
-    kafka_dir = services["kafka"]["environment"]["KAFKA_LOG_DIRS"]
+    kafka_dir = kafka_properties()["log.dirs"]
     assert f"kafkadata:{kafka_dir}" in services["kafka"]["volumes"]
     assert "pgdata:/var/lib/postgresql/data" in services["postgres"]["volumes"]
     assert {"kafkadata", "pgdata"} <= set(doc["volumes"])
@@ -160,13 +176,15 @@ def test_every_setting_given_to_a_service_is_one_it_reads() -> None:
     documented = set(re.findall(r"^\| `([A-Z0-9_]+)` \|",
                                 (ROOT / "docs/configuration.md").read_text(), re.M))
     services = compose()["services"]
-    for name in (*SERVICES, *(f"{s}-worker" for s in SERVICES), "gateway"):
+    for name in (*SERVICES, *(f"{s}-worker" for s in SERVICES), "gateway",
+                 "identity-provider"):
         assert set(services[name]["environment"]) - documented == set(), name
 
 
 def test_no_service_container_gets_the_owners_or_the_admins_password() -> None:
     services = compose()["services"]
-    for name in (*SERVICES, *(f"{s}-worker" for s in SERVICES), "gateway"):
+    for name in (*SERVICES, *(f"{s}-worker" for s in SERVICES), "gateway",
+                 "identity-provider"):
         env = services[name]["environment"]
         said = " ".join(f"{k}={v}" for k, v in env.items())
         assert "_owner:" not in said and "OWNER_PASSWORD" not in said, name
@@ -182,6 +200,8 @@ def test_no_service_container_gets_the_owners_or_the_admins_password() -> None:
 
 # ${NAME:?message}: compose refuses to start while NAME is unset or empty.
 REQUIRED = re.compile(r"\$\{(\w+):\?[^}]*\}")
+# ${NAME:-}: a setting .env may leave empty (never a password).
+OPTIONAL = re.compile(r"\$\{(\w+):-\}")
 
 
 def test_every_password_comes_from_the_uncommitted_env_file() -> None:
@@ -193,10 +213,14 @@ def test_every_password_comes_from_the_uncommitted_env_file() -> None:
     for key, value in secret_like.items():
         assert REQUIRED.search(value), f"{key} does not come from .env: {value}"
     required = set(REQUIRED.findall(text))
+    optional = set(OPTIONAL.findall(text))
+    assert not any("PASSWORD" in name or "SECRET" in name for name in optional), optional
+    assert set(re.findall(r"\$\{(\w+)", text)) == required | optional, "another ${...} form"
     example = (ROOT / ".env.example").read_text()
     assigned = {name: value for name, _, value in (
         line.partition("=") for line in example.splitlines() if line and not line.startswith("#"))}
-    assert required == set(assigned), "docker-compose.yml and .env.example name other variables"
+    assert required | optional == set(assigned), (
+        "docker-compose.yml and .env.example name other variables")
     assert all(value == "" for value in assigned.values()), ".env.example holds a value"
     ignored = subprocess.run(["git", "check-ignore", "-q", ".env"], cwd=ROOT)
     assert ignored.returncode == 0, ".env is not git-ignored"

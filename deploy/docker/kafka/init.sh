@@ -1,0 +1,56 @@
+#!/bin/bash
+# docker-compose.yml's kafka-init: makes the topics and the ACLs, as the admin principal (a
+# super user), every time the stack comes up (both steps leave what exists as it is).
+set -eu
+
+BOOTSTRAP=kafka:9092
+CLIENT=/tmp/admin-client.properties
+TOPICS="order-events inventory-events payment-events pedidos-dlq inventario-dlq pagos-dlq"
+PARTITIONS=6
+
+if [ -z "${KAFKA_ADMIN_PASSWORD:-}" ]; then
+  echo "[kafka-init] KAFKA_ADMIN_PASSWORD is not set (docker-compose.yml takes it from .env)" >&2
+  exit 1
+fi
+umask 077
+cat > "$CLIENT" <<PROPERTIES
+security.protocol=SASL_PLAINTEXT
+sasl.mechanism=SCRAM-SHA-512
+sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username="admin" password="$KAFKA_ADMIN_PASSWORD";
+PROPERTIES
+
+for topic in $TOPICS; do
+  /opt/kafka/bin/kafka-topics.sh --bootstrap-server "$BOOTSTRAP" --command-config "$CLIENT" \
+    --create --if-not-exists --topic "$topic" --partitions "$PARTITIONS" --replication-factor 1
+done
+
+# What each service may do: local_stack.kafka_auth.acls(), one a line as its Acl.line() writes
+# it (deploy/tests/test_compose_trust.py holds the list to it). Adding is idempotent; an ACL
+# dropped from this list stays on the broker until removed by hand (kafka-acls.sh --remove).
+# The tool reads no input: it is given none, so that it cannot eat the list's next lines.
+while read -r principal resource_type pattern_type name operation; do
+  case "$resource_type" in
+    TOPIC) resource=--topic ;;
+    GROUP) resource=--group ;;
+    *) echo "[kafka-init] unknown resource type $resource_type" >&2; exit 1 ;;
+  esac
+  /opt/kafka/bin/kafka-acls.sh --bootstrap-server "$BOOTSTRAP" --command-config "$CLIENT" \
+    --add --allow-principal "$principal" --operation "$operation" \
+    "$resource" "$name" --resource-pattern-type "$pattern_type" </dev/null
+done <<'ACLS'
+User:pedidos TOPIC LITERAL order-events WRITE
+User:pedidos TOPIC LITERAL pedidos-dlq WRITE
+User:pedidos TOPIC LITERAL inventory-events READ
+User:pedidos TOPIC LITERAL payment-events READ
+User:pedidos GROUP LITERAL pedidos READ
+User:inventario TOPIC LITERAL inventory-events WRITE
+User:inventario TOPIC LITERAL inventario-dlq WRITE
+User:inventario TOPIC LITERAL order-events READ
+User:inventario TOPIC LITERAL payment-events READ
+User:inventario GROUP LITERAL inventario READ
+User:pagos TOPIC LITERAL payment-events WRITE
+User:pagos TOPIC LITERAL pagos-dlq WRITE
+User:pagos TOPIC LITERAL order-events READ
+User:pagos TOPIC LITERAL inventory-events READ
+User:pagos GROUP LITERAL pagos READ
+ACLS

@@ -1,0 +1,264 @@
+"""docker-compose.yml carries the local stack's trust boundary: Kafka authenticates every client
+with SASL/SCRAM (a principal per service, the controller on SASL/PLAIN) and authorizes it with
+the local stack's ACLs (local_stack.kafka_auth), the services believe the tokens of the
+identity provider container and no other, and Prometheus scrapes /metrics with an operator
+token. Checked statically: no container engine runs here."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from local_stack import kafka_auth
+from local_stack.settings import DEFAULT_SERVICE_PORTS
+
+ROOT = Path(__file__).resolve().parents[2]
+KAFKA_DIR = ROOT / "deploy/docker/kafka"
+SERVICES = tuple(DEFAULT_SERVICE_PORTS)
+PROMETHEUS_CONFIG = ROOT / "deploy/prometheus/prometheus.docker.yml"
+# Where docker-compose.yml mounts deploy/docker/kafka in the Kafka containers.
+MOUNTED = "/etc/saga-kafka"
+
+
+def services() -> dict[str, Any]:
+    return dict(yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"])
+
+
+def properties(text: str) -> dict[str, str]:
+    return dict(line.split("=", 1) for line in text.splitlines()
+                if line and not line.startswith("#"))
+
+
+def broker_properties() -> dict[str, str]:
+    return properties((KAFKA_DIR / "server.properties").read_text())
+
+
+def script(name: str) -> str:
+    return (KAFKA_DIR / name).read_text()
+
+
+def required_variable(value: str) -> str:
+    """NAME of a ``${NAME:?message}`` value, which compose refuses to start without."""
+    found = re.fullmatch(r"\$\{(\w+):\?[^}]+\}", value)
+    assert found, f"{value} is not taken from .env with a guard"
+    return found.group(1)
+
+
+def acl_lines(init_script: str) -> list[str]:
+    """The ACLs kafka-init adds: the lines of the script's ``ACLS`` here-document."""
+    found = re.search(r"<<'ACLS'\n(.*?)\nACLS\n", init_script, re.S)
+    assert found, "no ACLS here-document in init.sh"
+    return found.group(1).splitlines()
+
+
+def test_every_listener_authenticates_and_nothing_is_allowed_without_an_acl() -> None:
+    broker = broker_properties()
+    protocols = dict(item.split(":") for item in broker["listener.security.protocol.map"].split(","))
+    listeners = {item.split("://")[0] for item in broker["listeners"].split(",")}
+    assert set(protocols) == listeners
+    assert set(protocols.values()) == {"SASL_PLAINTEXT"}, protocols
+    assert broker["sasl.enabled.mechanisms"] == kafka_auth.MECHANISM
+    assert broker["sasl.mechanism.inter.broker.protocol"] == kafka_auth.MECHANISM
+    # The controller listener on SASL/PLAIN (kafka_auth's docstring says why), as the stack's.
+    assert broker["controller.listener.names"] == "CONTROLLER"
+    assert broker["sasl.mechanism.controller.protocol"] == "PLAIN"
+    assert broker["listener.name.controller.sasl.enabled.mechanisms"] == "PLAIN"
+    assert broker["authorizer.class.name"] == (
+        "org.apache.kafka.metadata.authorizer.StandardAuthorizer")
+    assert broker["allow.everyone.if.no.acl.found"] == "false"
+    assert broker["super.users"] == f"User:{kafka_auth.ADMIN};User:{kafka_auth.CONTROLLER}"
+    assert broker["auto.create.topics.enable"] == "false"
+
+
+def test_start_sh_gives_every_sasl_listener_its_login_and_the_broker_the_admin() -> None:
+    """Kafka refuses to start a SASL listener without a JAAS entry: start.sh writes one per
+    listener of server.properties, SCRAM as the admin on the client ones, PLAIN on the
+    controller's."""
+    start = script("start.sh")
+    listeners = {item.split("://")[0].lower()
+                 for item in broker_properties()["listeners"].split(",")}
+    jaas = dict(re.findall(r'echo "listener\.name\.(\w+)\.([\w-]+)\.sasl\.jaas\.config=', start))
+    assert set(jaas) == listeners
+    assert jaas.pop("controller") == "plain"
+    assert set(jaas.values()) == {kafka_auth.MECHANISM.lower()}
+    assert re.search(r'^scram=".*ScramLoginModule required username=\\"admin\\" '
+                     r'password=\\"\$admin\\";"$', start, re.M)
+    assert re.search(r'^plain=".*PlainLoginModule required username=\\"controller\\"', start, re.M)
+
+
+def test_the_storage_is_formatted_with_a_scram_user_for_the_admin_and_each_service() -> None:
+    start = script("start.sh")
+    commands = [line for line in start.splitlines() if line and not line.startswith("#")]
+    assert start.startswith("#!/bin/bash\n") and commands[0] == "set -eu"
+    principals = re.search(r'^PRINCIPALS="([^"]+)"$', start, re.M)
+    assert principals and principals.group(1).split() == [kafka_auth.ADMIN, *kafka_auth.SERVICES]
+    assert f'--add-scram "{kafka_auth.MECHANISM}=[name=$principal,' in start
+    assert "kafka-storage.sh format --cluster-id" in start
+    assert start.rstrip().endswith(
+        'exec /opt/kafka/bin/kafka-server-start.sh "$RUNTIME/server.properties"')
+    kafka = services()["kafka"]
+    assert kafka["entrypoint"] == ["/bin/bash", f"{MOUNTED}/start.sh"]
+    assert f"./deploy/docker/kafka:{MOUNTED}:ro" in kafka["volumes"]
+    assert f'CONF={MOUNTED}/server.properties' in start
+    # Each principal's password, and the controller's, from .env and nowhere else.
+    env = kafka["environment"]
+    expected = {f"KAFKA_{p.upper()}_PASSWORD" for p in (*principals.group(1).split(),
+                                                         kafka_auth.CONTROLLER)}
+    assert {k for k in env if k != "CLUSTER_ID"} == expected
+    assert all(required_variable(env[k]) == k for k in expected)
+
+
+def test_the_acls_kafka_init_adds_are_the_local_stacks() -> None:
+    lines = acl_lines(script("init.sh"))
+    assert len(lines) == len(set(lines))
+    assert lines == [acl.line() for acl in kafka_auth.acls()], (
+        "deploy/docker/kafka/init.sh's ACLS differ from local_stack.kafka_auth.acls(); print "
+        "them with: uv run python -c 'from local_stack import kafka_auth; "
+        "print(*(a.line() for a in kafka_auth.acls()), sep=chr(10))'")
+
+
+def test_the_acl_comparison_sees_an_acl_too_many() -> None:
+    init = script("init.sh").replace("\nACLS\n", "\nUser:pagos TOPIC LITERAL order-events WRITE\nACLS\n")
+    assert acl_lines(init) != [acl.line() for acl in kafka_auth.acls()]
+
+
+def test_kafka_init_applies_each_line_as_the_admin() -> None:
+    init = script("init.sh")
+    commands = [line for line in init.splitlines() if line and not line.startswith("#")]
+    assert init.startswith("#!/bin/bash\n") and commands[0] == "set -eu"
+    assert "while read -r principal resource_type pattern_type name operation; do" in init
+    assert ('--add --allow-principal "$principal" --operation "$operation"' in init
+            and '"$resource" "$name" --resource-pattern-type "$pattern_type"' in init)
+    assert 'username="admin" password="$KAFKA_ADMIN_PASSWORD"' in init
+    kafka_init = services()["kafka-init"]
+    assert required_variable(kafka_init["environment"]["KAFKA_ADMIN_PASSWORD"]) == (
+        "KAFKA_ADMIN_PASSWORD")
+    assert set(kafka_init["environment"]) == {"KAFKA_ADMIN_PASSWORD"}
+
+
+def _kafka_tool_calls(text: str) -> list[str]:
+    """Each call of one of Kafka's tools, continuation lines joined."""
+    joined = re.sub(r"\\\n\s*", " ", text)
+    return re.findall(r"/opt/kafka/bin/kafka-[\w-]+\.sh[^\n;|>]*", joined)
+
+
+def test_every_client_of_kafka_in_compose_authenticates() -> None:
+    """kafka-init's tools and the broker's healthcheck log in as the admin; a healthcheck
+    without credentials would be refused by the broker and never be healthy."""
+    calls = _kafka_tool_calls(script("init.sh"))
+    assert len(calls) >= 2
+    assert all('--command-config "$CLIENT"' in call for call in calls), calls
+    check = " ".join(services()["kafka"]["healthcheck"]["test"])
+    health_calls = _kafka_tool_calls(check)
+    assert health_calls and all("--command-config" in call for call in health_calls)
+    config = re.search(r"--command-config (\S+)", check).group(1)  # type: ignore[union-attr]
+    start = script("start.sh")
+    runtime = re.search(r"^RUNTIME=(\S+)$", start, re.M).group(1)  # type: ignore[union-attr]
+    assert config == f"{runtime}/admin-client.properties"
+    assert 'cat > "$RUNTIME/admin-client.properties"' in start
+    assert "security.protocol=SASL_PLAINTEXT" in start
+    assert f"sasl.mechanism={kafka_auth.MECHANISM}" in start
+
+
+def test_the_client_check_sees_a_tool_called_without_credentials() -> None:
+    calls = _kafka_tool_calls("/opt/kafka/bin/kafka-topics.sh --bootstrap-server kafka:9092 \\\n"
+                              "  --list\n")
+    assert calls and not all("--command-config" in call for call in calls)
+
+
+def test_each_worker_logs_in_to_kafka_as_its_own_principal_and_the_apis_not_at_all() -> None:
+    all_services = services()
+    kafka_env = all_services["kafka"]["environment"]
+    for service in SERVICES:
+        env = all_services[f"{service}-worker"]["environment"]
+        assert env["KAFKA_SECURITY_PROTOCOL"] == "SASL_PLAINTEXT"
+        assert env["KAFKA_SASL_MECHANISM"] == kafka_auth.MECHANISM
+        assert env["KAFKA_SASL_USERNAME"] == service
+        # The very variable its SCRAM user was made with.
+        variable = required_variable(env["KAFKA_SASL_PASSWORD"])
+        assert variable == f"KAFKA_{service.upper()}_PASSWORD"
+        assert required_variable(kafka_env[variable]) == variable
+        # The API writes the outbox and never talks to Kafka: no credentials for it.
+        assert not any(k.startswith("KAFKA_") for k in all_services[service]["environment"])
+
+
+def test_every_part_of_a_service_trusts_the_identity_provider_container() -> None:
+    all_services = services()
+    provider = all_services["identity-provider"]
+    env = provider["environment"]
+    issuer = env["IDENTITY_ISSUER"]
+    # The provider's own name on the compose network and its port: what the services reach.
+    assert issuer == f"http://identity-provider:{env['IDENTITY_PORT']}"
+    for service in SERVICES:
+        for part in (service, f"{service}-worker"):
+            spec = all_services[part]
+            assert spec["environment"]["AUTH_ISSUER"] == issuer, part
+            assert spec["environment"]["AUTH_AUDIENCE"] == env["IDENTITY_AUDIENCE"], part
+            assert spec["environment"]["SAGA_OPERATOR_PUBLIC_KEYS"] == (
+                "${SAGA_OPERATOR_PUBLIC_KEYS:-}"), part
+            assert spec["depends_on"]["identity-provider"] == {"condition": "service_healthy"}
+
+
+def test_the_identity_provider_is_reachable_from_the_host_loopback_only() -> None:
+    """It hands a token to whoever asks: its port is not published on other interfaces."""
+    provider = services()["identity-provider"]
+    assert provider["ports"] == ["127.0.0.1:8020:8020"]
+    assert provider["environment"]["IDENTITY_HOST"] == "0.0.0.0"
+    assert provider["build"]["args"] == {"SERVICE": "identity-provider", "PORT": "8020"}
+    assert "/health" in " ".join(provider["healthcheck"]["test"])
+
+
+def test_the_signing_key_is_made_in_the_providers_volume_before_it_starts() -> None:
+    provider = services()["identity-provider"]
+    key = provider["environment"]["IDENTITY_SIGNING_KEY_FILE"]
+    volume, _, mount = provider["volumes"][0].partition(":")
+    assert key.startswith(mount + "/") and volume == "identitydata"
+    command = " ".join(provider["command"])
+    make, _, start = command.partition(" && exec ")
+    assert make.endswith(f"python -m identity_provider.signing_key_file {key}")
+    assert start.endswith("python -m identity_provider")
+    # The image makes /data its user's, so that the volume is writable by the provider.
+    assert "install -d -o 10001 -g 10001" in (ROOT / "deploy/docker/service.Dockerfile").read_text()
+
+
+def test_prometheus_scrapes_every_target_with_the_operator_token_the_one_shot_writes() -> None:
+    all_services = services()
+    config = yaml.safe_load(PROMETHEUS_CONFIG.read_text())
+    files = {job["job_name"]: (job.get("authorization") or {}) for job in config["scrape_configs"]}
+    assert files and all(a.get("type") == "Bearer" for a in files.values()), files
+    credentials = {a["credentials_file"] for a in files.values()}
+    assert len(credentials) == 1
+    token_file = Path(credentials.pop())
+    # Prometheus mounts the volume the token is in, where the configuration looks for it ...
+    prometheus = all_services["prometheus"]
+    mounts = dict(v.split(":", 1) for v in prometheus["volumes"])
+    assert mounts["prometheustoken"] == f"{token_file.parent}:ro"
+    assert prometheus["depends_on"]["prometheus-token"] == {
+        "condition": "service_completed_successfully"}
+    # ... and the one-shot writes it there: an operator token of the services' issuer.
+    maker = all_services["prometheus-token"]
+    volume, _, inside = maker["volumes"][0].partition(":")
+    assert volume == "prometheustoken"
+    command = maker["command"]
+    assert command[:3] == ["python", "-m", "identity_provider.request_token"]
+    assert command[3] == all_services["pedidos"]["environment"]["AUTH_ISSUER"]
+    assert command[5] == "operator"
+    assert command[command.index("--out") + 1] == f"{inside}/{token_file.name}"
+    assert maker["depends_on"]["identity-provider"] == {"condition": "service_healthy"}
+
+
+@pytest.mark.external
+def test_promtool_takes_the_compose_prometheus_configuration(tmp_path: Path) -> None:
+    promtool = shutil.which("promtool")
+    assert promtool, "promtool is missing: deploy/local/bootstrap.sh installs Debian's prometheus"
+    shutil.copy(PROMETHEUS_CONFIG, tmp_path / "prometheus.yml")
+    shutil.copy(PROMETHEUS_CONFIG.parent / "alerts.yml", tmp_path / "alerts.yml")
+    done = subprocess.run([promtool, "check", "config", "--syntax-only",
+                           str(tmp_path / "prometheus.yml")], capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr

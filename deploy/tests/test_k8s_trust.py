@@ -1,0 +1,230 @@
+"""The Kubernetes manifests carry the trust boundary: every service believes the tokens of one
+issuer, a setting (saga-auth-settings) that only the kind overlay points at the local identity
+provider; pagos presents the gateway's secret key from a Secret; Prometheus scrapes /metrics with
+a token from a Secret; the smoke Job calls with tokens. Each check is shown to catch a manifest
+that breaks it."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from local_stack import identity
+from local_stack.settings import DEFAULT_SERVICE_PORTS
+from saga_harness import scripts
+
+generate = scripts.load("deploy/k8s/generate.py", "k8s_generate")
+SERVICES = tuple(DEFAULT_SERVICE_PORTS)
+PROVIDER = "identity-provider"
+
+
+def _of(objects: list[dict[str, Any]], kind: str, name: str | None = None
+        ) -> list[dict[str, Any]]:
+    return [o for o in objects if o["kind"] == kind
+            and (name is None or o["metadata"]["name"] == name)]
+
+
+def _one(objects: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
+    found = _of(objects, kind, name)
+    assert len(found) == 1, f"{kind} {name}: {len(found)} of them"
+    return found[0]
+
+
+def _containers(workload: dict[str, Any]) -> list[dict[str, Any]]:
+    return list(workload["spec"]["template"]["spec"]["containers"])
+
+
+def _env(container: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {e["name"]: e for e in container.get("env", [])}
+
+
+def _service_deployments(objects: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    for o in _of(objects, "Deployment"):
+        if o["metadata"]["labels"].get("app.kubernetes.io/name") in SERVICES:
+            yield o
+
+
+def _reaches(policy: dict[str, Any], name: str, port: int) -> bool:
+    return any({"protocol": "TCP", "port": port} in rule.get("ports", [])
+               and any(peer.get("podSelector", {}).get("matchLabels", {}).get(
+                   "app.kubernetes.io/name") == name for peer in rule.get("to", []))
+               for rule in policy["spec"].get("egress", []))
+
+
+def _reaches_https(policy: dict[str, Any]) -> bool:
+    return any({"protocol": "TCP", "port": 443} in rule.get("ports", [])
+               and any("ipBlock" in peer for peer in rule.get("to", []))
+               for rule in policy["spec"].get("egress", []))
+
+
+def auth_problems(objects: list[dict[str, Any]]) -> list[str]:
+    """Every part of every service takes AUTH_* from saga-auth-settings and nowhere else, and
+    can reach the issuer those settings name."""
+    out: list[str] = []
+    settings = _one(objects, "ConfigMap", generate.AUTH_SETTINGS)["data"]
+    if settings.get("AUTH_AUDIENCE") != identity.AUDIENCE:
+        out.append(f"AUTH_AUDIENCE is {settings.get('AUTH_AUDIENCE')!r}")
+    local = settings.get("AUTH_ISSUER") == f"http://{PROVIDER}:8020"
+    for deployment in _service_deployments(objects):
+        name = deployment["metadata"]["name"]
+        for container in _containers(deployment):
+            sources = [s["configMapRef"]["name"] for s in container.get("envFrom", [])
+                       if "configMapRef" in s]
+            if generate.AUTH_SETTINGS not in sources:
+                out.append(f"{name}: no envFrom {generate.AUTH_SETTINGS}")
+            if any(k.startswith("AUTH_") for k in _env(container)):
+                out.append(f"{name}: an AUTH_* of its own")
+        policy = _one(objects, "NetworkPolicy", name)
+        if local and not _reaches(policy, PROVIDER, 8020):
+            out.append(f"{name}: its NetworkPolicy does not reach the identity provider")
+        if not local and not _reaches_https(policy):
+            out.append(f"{name}: its NetworkPolicy does not reach an issuer over HTTPS")
+    if local:
+        provider = _one(objects, "Deployment", PROVIDER)
+        env = {k: e.get("value") for k, e in _env(_containers(provider)[0]).items()}
+        if env.get("IDENTITY_ISSUER") != settings["AUTH_ISSUER"]:
+            out.append(f"the provider's issuer {env.get('IDENTITY_ISSUER')} is not AUTH_ISSUER")
+        if env.get("IDENTITY_AUDIENCE") != settings["AUTH_AUDIENCE"]:
+            out.append("the provider's audience is not AUTH_AUDIENCE")
+        port = _one(objects, "Service", PROVIDER)["spec"]["ports"][0]["port"]
+        if f"http://{PROVIDER}:{port}" != settings["AUTH_ISSUER"]:
+            out.append("AUTH_ISSUER is not the provider's Service")
+    return out
+
+
+def secret_reference_problems(objects: list[dict[str, Any]]) -> list[str]:
+    """pagos' gateway key and Prometheus' scrape token come from Secrets."""
+    out: list[str] = []
+    name, key = generate.GATEWAY_SECRET
+    for deployment in _service_deployments(objects):
+        service = deployment["metadata"]["labels"]["app.kubernetes.io/name"]
+        env = _env(_containers(deployment)[0])
+        given = env.get("PAGOS_GATEWAY_SECRET_KEY", {}).get("valueFrom", {}).get("secretKeyRef")
+        if service == "pagos" and given != {"name": name, "key": key}:
+            out.append(f"{deployment['metadata']['name']}: PAGOS_GATEWAY_SECRET_KEY is {given}")
+        if service != "pagos" and "PAGOS_GATEWAY_SECRET_KEY" in env:
+            out.append(f"{deployment['metadata']['name']}: has the gateway's key")
+    for gateway in _of(objects, "Deployment", "fake-gateway"):
+        given = _env(_containers(gateway)[0]).get("GATEWAY_SECRET_KEY", {}).get(
+            "valueFrom", {}).get("secretKeyRef")
+        if given != {"name": name, "key": key}:
+            out.append(f"fake-gateway: GATEWAY_SECRET_KEY is {given}, not pagos' Secret")
+    token_name, token_key = generate.METRICS_TOKEN
+    for monitor in _of(objects, "ServiceMonitor"):
+        for endpoint in monitor["spec"]["endpoints"]:
+            if endpoint.get("authorization") != {"type": "Bearer", "credentials": {
+                    "name": token_name, "key": token_key}}:
+                out.append(f"ServiceMonitor {monitor['metadata']['name']}: scrapes without "
+                           "the metrics token")
+    return out
+
+
+def smoke_problems(objects: list[dict[str, Any]], local: bool) -> list[str]:
+    out: list[str] = []
+    job = _one(objects, "Job", "saga-smoke")
+    command = _containers(job)[0]["command"]
+    if local:
+        if command[-2:] != ["--identity-provider", f"http://{PROVIDER}:8020"]:
+            out.append(f"the smoke Job does not ask the identity provider: {command}")
+        if not _reaches(_one(objects, "NetworkPolicy", "saga-smoke"), PROVIDER, 8020):
+            out.append("the smoke Job's NetworkPolicy does not reach the identity provider")
+    elif command[-2:] != ["--tokens", "/smoke-tokens"]:
+        out.append(f"the smoke Job takes no tokens from saga-smoke-tokens: {command}")
+    return out
+
+
+@pytest.mark.external
+def test_the_default_overlay_trusts_an_external_issuer(
+        default_overlay: list[dict[str, Any]]) -> None:
+    assert auth_problems(default_overlay) == []
+    issuer = _one(default_overlay, "ConfigMap", generate.AUTH_SETTINGS)["data"]["AUTH_ISSUER"]
+    assert issuer.startswith("https://")
+    assert not _of(default_overlay, "Deployment", PROVIDER)
+    assert secret_reference_problems(default_overlay) == []
+
+
+@pytest.mark.external
+def test_the_kind_overlay_trusts_the_local_identity_provider_and_its_smoke_job_uses_it(
+        every_overlay: dict[str, list[dict[str, Any]]]) -> None:
+    kind = every_overlay["kind"]
+    assert _one(kind, "ConfigMap", generate.AUTH_SETTINGS)["data"]["AUTH_ISSUER"] == (
+        f"http://{PROVIDER}:8020")
+    assert auth_problems(kind) == []
+    assert secret_reference_problems(kind) == []
+    assert smoke_problems(kind, local=True) == []
+    # Only the project's pods reach the provider, which hands out any token.
+    ingress = _one(kind, "NetworkPolicy", PROVIDER)["spec"]["ingress"]
+    assert ingress == [{"from": [{"podSelector": {"matchLabels": {
+        "app.kubernetes.io/part-of": "saga"}}}], "ports": [{"protocol": "TCP", "port": 8020}]}]
+    key = _containers(_one(kind, "Deployment", PROVIDER))[0]
+    volume = _one(kind, "Deployment", PROVIDER)["spec"]["template"]["spec"]["volumes"][0]
+    assert volume["secret"]["secretName"] == "identity-provider-signing-key"
+    assert _env(key)["IDENTITY_SIGNING_KEY_FILE"]["value"].startswith(
+        key["volumeMounts"][0]["mountPath"] + "/")
+
+
+def _generated() -> list[dict[str, Any]]:
+    return copy.deepcopy([generate.auth_settings(),
+                          *(o for s, p in DEFAULT_SERVICE_PORTS.items()
+                            for o in generate.service_objects(s, p))])
+
+
+def test_the_generated_objects_keep_the_trust_rules() -> None:
+    assert auth_problems(_generated()) == []
+    assert secret_reference_problems(_generated()) == []
+
+
+def _deployment(objects: list[dict[str, Any]], name: str) -> dict[str, Any]:
+    return _one(objects, "Deployment", name)
+
+
+@pytest.mark.parametrize(("mutate", "expected"), [
+    (lambda o: _containers(_deployment(o, "pedidos-api"))[0]["envFrom"].pop(),
+     "pedidos-api: no envFrom"),
+    (lambda o: _containers(_deployment(o, "inventario-worker"))[0]["env"].append(
+        {"name": "AUTH_ISSUER", "value": "https://elsewhere.example.com"}), "AUTH_* of its own"),
+    (lambda o: _one(o, "NetworkPolicy", "pagos-api")["spec"]["egress"].pop(),
+     "pagos-api: its NetworkPolicy does not reach an issuer"),
+    (lambda o: _one(o, "ConfigMap", generate.AUTH_SETTINGS)["data"].update(
+        AUTH_AUDIENCE="other"), "AUTH_AUDIENCE"),
+])
+def test_each_auth_rule_catches_a_manifest_that_breaks_it(mutate: Any, expected: str) -> None:
+    objects = _generated()
+    mutate(objects)
+    problems = auth_problems(objects)
+    assert any(expected in p for p in problems), problems
+
+
+@pytest.mark.parametrize(("mutate", "expected"), [
+    (lambda o: _containers(_deployment(o, "pagos-api"))[0].update(env=[
+        e for e in _containers(_deployment(o, "pagos-api"))[0]["env"]
+        if e["name"] != "PAGOS_GATEWAY_SECRET_KEY"]), "pagos-api: PAGOS_GATEWAY_SECRET_KEY"),
+    (lambda o: _containers(_deployment(o, "pedidos-worker"))[0]["env"].append(
+        _env(_containers(_deployment(o, "pagos-worker"))[0])["PAGOS_GATEWAY_SECRET_KEY"]),
+     "pedidos-worker: has the gateway's key"),
+    (lambda o: _one(o, "ServiceMonitor", "inventario")["spec"]["endpoints"][0].pop(
+        "authorization"), "ServiceMonitor inventario"),
+])
+def test_each_secret_rule_catches_a_manifest_that_breaks_it(mutate: Any, expected: str) -> None:
+    objects = _generated()
+    mutate(objects)
+    problems = secret_reference_problems(objects)
+    assert any(expected in p for p in problems), problems
+
+
+@pytest.mark.external
+def test_the_local_rules_catch_a_kind_overlay_without_its_patches(
+        every_overlay: dict[str, list[dict[str, Any]]]) -> None:
+    kind = copy.deepcopy(every_overlay["kind"])
+    for name in ("pedidos-api", "saga-smoke"):
+        _one(kind, "NetworkPolicy", name)["spec"]["egress"].pop()
+    _containers(_one(kind, "Deployment", PROVIDER))[0]["env"][2]["value"] = "http://other:8020"
+    _containers(_one(kind, "Job", "saga-smoke"))[0]["command"][-2:] = ["--tokens", "/x"]
+    problems = auth_problems(kind) + smoke_problems(kind, local=True)
+    for expected in ("pedidos-api: its NetworkPolicy does not reach the identity provider",
+                     "the provider's issuer", "does not ask the identity provider",
+                     "smoke Job's NetworkPolicy"):
+        assert any(expected in p for p in problems), (expected, problems)
