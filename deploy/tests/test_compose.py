@@ -63,14 +63,22 @@ def test_the_specification_check_refuses_a_wrong_file() -> None:
     assert any("retry" in e for e in errors), errors
 
 
+def test_every_published_port_is_on_the_hosts_loopback_only() -> None:
+    """As the local stack: Docker publishes a bare "8001:8001" on every interface, and the
+    gateway, Kafka and the identity provider must not be reachable from the network."""
+    for name, spec in compose()["services"].items():
+        for port in spec.get("ports", []):
+            assert str(port).startswith("127.0.0.1:"), (name, port)
+
+
 def test_compose_has_the_same_parts_and_ports_as_the_local_stack() -> None:
     services = compose()["services"]
     expected = {**{s: str(p) for s, p in DEFAULT_SERVICE_PORTS.items()}, "gateway": "8010",
                 "kafka": "9092", "postgres": "25432"}
     for name, port in expected.items():
         assert name in services, name
-        published = [str(p).split(":")[0] for p in services[name].get("ports", [])]
-        assert port in published, (name, published)
+        published = [str(p).rsplit(":", 1)[0] for p in services[name].get("ports", [])]
+        assert f"127.0.0.1:{port}" in published, (name, published)
     for service, port in DEFAULT_SERVICE_PORTS.items():
         for part in (service, f"{service}-worker"):
             assert services[part]["environment"]["HTTP_PORT"] == str(port)
