@@ -70,7 +70,7 @@ OTHER_CHARGES = {
 @pytest.mark.parametrize("other", OTHER_CHARGES.values(), ids=OTHER_CHARGES.keys())
 def test_a_token_sealed_for_another_charge_does_not_open(other: Binding) -> None:
     keys, key = _pair("k1")
-    with pytest.raises(CannotOpen, match="not for this charge"):
+    with pytest.raises(CannotOpen, match="does not open for this charge"):
         keys.open(key.seal(TOKEN, CHARGE), other)
     with pytest.raises(CannotOpen):
         keys.open(key.seal(TOKEN, other), CHARGE)

@@ -204,9 +204,9 @@ class OpeningKeys:
             plain = _SUITE.decrypt(_unb64url(body), key, info=binding.info(key_id))
             return plain.decode()
         except (InvalidTag, ValueError, binascii.Error) as exc:
-            raise CannotOpen(f"the token sealed with key id {key_id!r} is not for this charge: "
-                             "sealed for another saga, order, customer, amount or currency, "
-                             "changed, or sealed with another key") from exc
+            raise CannotOpen(f"the token sealed with key id {key_id!r} does not open for this "
+                             "charge's saga, order, customer, currency and amount (or it was "
+                             "changed, or sealed with another key)") from exc
 
     def sealing_key(self, key_id: str) -> SealingKey:
         """The public half of the key ``key_id`` (tests seal with it)."""

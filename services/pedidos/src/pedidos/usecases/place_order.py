@@ -24,13 +24,13 @@ from pedidos.config import PedidosSettings
 from pedidos.domain.order import SAGA_TYPE, OrderStatus, owner_of
 from pedidos.usecases.known_sagas import KnownSagas
 from pedidos.usecases.ports import AuditEntry, OrderStore, PaymentTokenSealer
-from saga_contracts.sealing import Binding
 from saga_contracts.events.orders import (
     OrdenSolicitada,
     OrderLine,
     PaymentMethod,
     ShippingAddress,
 )
+from saga_contracts.sealing import Binding
 from sagakit.envelope import new_span_id
 from sagakit.ids import time_ordered_id
 from sagakit.observability import metrics, tracing
