@@ -7,21 +7,25 @@ from __future__ import annotations
 
 import uuid
 
-from saga_harness import db
+from saga_harness import db, sealing
 from saga_harness.clients import Saga, new_sku
 from saga_harness.kafka import TopicReader, envelope, headers_of, produce
-from saga_harness.sealing import stack_sealed
 from saga_harness.waiting import wait_for
 
 
 def _order(saga_id: str, order_id: str, sku: str, qty: int) -> dict:
-    return envelope("OrdenSolicitada", {
+    event = envelope("OrdenSolicitada", {
         "order_id": order_id, "customer_id": "c-comp",
         "items": [{"sku": sku, "quantity": qty, "price": "1.00"}], "total_amount": f"{qty}.00",
         "currency": "USD",
         "shipping_address": {"street": "s", "city": "c", "country": "PE", "postal_code": "1"},
-        "payment_method": {"type": "credit_card", "token": stack_sealed("tok_visa", order_id)}},
+        "payment_method": {"type": "credit_card", "token": sealing.stack_sealed(
+            "tok_visa", sealing.charge(saga_id=saga_id, order_id=order_id,
+                                       amount=f"{qty}.00", customer_id="c-comp"))}},
         saga_id=saga_id, source="pedidos")
+    # As pedidos names the customer: pagos opens the token only for the customer it is sealed for.
+    event["metadata"]["user_id"] = "c-comp"
+    return event
 
 
 def _paid(saga_id: str, order_id: str, qty: int) -> dict:

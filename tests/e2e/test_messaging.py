@@ -8,22 +8,27 @@ from __future__ import annotations
 import json
 import uuid
 
-from saga_harness import db
+from saga_harness import db, sealing
 from saga_harness.clients import Saga, new_sku
 from saga_harness.kafka import TopicReader, envelope, headers_of, produce
-from saga_harness.sealing import stack_sealed
 from saga_harness.waiting import wait_for
 
 
 def _orden_solicitada(sku: str, qty: int) -> dict:
-    order_id = str(uuid.uuid4())
-    return envelope("OrdenSolicitada", {
+    saga_id, order_id = str(uuid.uuid4()), str(uuid.uuid4())
+    charge = sealing.charge(saga_id=saga_id, order_id=order_id, amount=f"{qty}.00",
+                            customer_id="c-dup")
+    event = envelope("OrdenSolicitada", {
         "order_id": order_id, "customer_id": "c-dup",
         "items": [{"sku": sku, "quantity": qty, "price": "1.00"}], "total_amount": f"{qty}.00",
         "currency": "USD",
         "shipping_address": {"street": "s", "city": "c", "country": "PE", "postal_code": "1"},
         "payment_method": {"type": "credit_card",
-                           "token": stack_sealed("tok_visa", order_id)}}, source="pedidos")
+                           "token": sealing.stack_sealed("tok_visa", charge)}},
+        saga_id=saga_id, source="pedidos")
+    # As pedidos names the customer: pagos opens the token only for the customer it is sealed for.
+    event["metadata"]["user_id"] = "c-dup"
+    return event
 
 
 async def _effects(saga_id: str, message_id: str) -> tuple[int, int, int]:

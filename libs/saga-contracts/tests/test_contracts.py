@@ -39,17 +39,30 @@ def test_the_committed_schemas_evolve_compatibly() -> None:
         assert check_evolution(versions) == []
 
 
+# The versions whose token is sealed as version 1 of the sealing (bound to the order only), and
+# the first whose token is sealed bound to its charge (``saga_contracts.sealing``).
+SEALED_V1 = {"OrdenSolicitada": ["2.0.0"], "StockVerificado": ["2.0.0", "3.0.0"]}
+SEALED_V2 = {"OrdenSolicitada": "3.0.0", "StockVerificado": "4.0.0"}
+SEALED_V1_PATTERN = "^sealed:v1:[A-Za-z0-9_-]{1,32}:[A-Za-z0-9_-]{66,1424}$"
+
+
 @pytest.mark.parametrize("event_type", ["OrdenSolicitada", "StockVerificado"])
-def test_the_payment_token_is_sealed_from_version_2(event_type: str) -> None:
+def test_the_payment_token_is_sealed_from_version_2_and_bound_to_its_charge_since(
+        event_type: str) -> None:
     """1.x carried the token in the clear; 2.0.0 carries it sealed, a breaking change for every
-    consumer (pagos would send the sealed text to the gateway), hence the MAJOR bump. An event
-    of 1.x still validates against its own schema, and its model then refuses it."""
+    consumer (pagos would send the sealed text to the gateway), hence the MAJOR bump. Later, a
+    token sealed for one charge only (``sealed:v2``), which a pagos that opens ``sealed:v1``
+    cannot open, and so another MAJOR bump. An event of an earlier version still validates
+    against its own schema, and its model then refuses it."""
     def token(version: str) -> dict:
         doc = registry.schema_for(event_type, version).document
         return doc["properties"]["payment_method"]["properties"]["token"]
     assert "pattern" not in token("1.0.0")
-    assert token("2.0.0")["pattern"] == sealing.PATTERN
+    for version in SEALED_V1[event_type]:
+        assert token(version)["pattern"] == SEALED_V1_PATTERN
+    assert token(SEALED_V2[event_type])["pattern"] == sealing.PATTERN
     assert token(registry.latest(event_type).version)["pattern"] == sealing.PATTERN
+    assert sealing.PATTERN.startswith("^sealed:v2:")
     assert check_evolution(registry.all_schemas()[event_type]) == []
 
 
@@ -58,10 +71,12 @@ def test_stock_verificado_3_prices_every_line() -> None:
     no longer the order's: a line gained a required field where lines refuse unknown ones, so
     a 2.x consumer would refuse it, hence the MAJOR bump."""
     versions = registry.all_schemas()["StockVerificado"]
-    assert [v.version for v in versions] == ["1.0.0", "2.0.0", "3.0.0"]
-    line = versions[-1].document["properties"]["items"]["items"]
+    assert [v.version for v in versions] == ["1.0.0", "2.0.0", "3.0.0", "4.0.0"]
+    three = registry.schema_for("StockVerificado", "3.0.0").document
+    line = three["properties"]["items"]["items"]
     assert "unit_price" in line["required"] and line["additionalProperties"] is False
-    assert registry.breaking_changes(versions[-2].document, versions[-1].document)
+    assert registry.breaking_changes(versions[1].document, three)
+    assert versions[-1].document["properties"]["items"] == three["properties"]["items"]
 
 
 def _next(schema: EventSchema, version: str, mutate) -> EventSchema:  # type: ignore[no-untyped-def]
@@ -84,16 +99,16 @@ def _token_pattern(doc: dict) -> None:
 
 
 @pytest.mark.parametrize(("mutate", "version", "breaks"), [
-    (_remove_required, "2.1.0", True),     # removing a field needs a MAJOR bump
-    (_remove_required, "3.0.0", False),
-    (lambda d: d["properties"]["total_amount"].update(type="number"), "2.0.1", True),
-    (lambda d: d["required"].append("gift_wrap") or _add_optional(d), "2.1.0", True),
-    (_add_optional, "2.1.0", False),       # an optional field is a MINOR change
-    (lambda d: d["properties"]["currency"]["enum"].remove("EUR"), "2.2.0", True),
-    (_token_pattern, "2.1.0", True),       # what a field holds, nested or not
+    (_remove_required, "3.1.0", True),     # removing a field needs a MAJOR bump
+    (_remove_required, "4.0.0", False),
+    (lambda d: d["properties"]["total_amount"].update(type="number"), "3.0.1", True),
+    (lambda d: d["required"].append("gift_wrap") or _add_optional(d), "3.1.0", True),
+    (_add_optional, "3.1.0", False),       # an optional field is a MINOR change
+    (lambda d: d["properties"]["currency"]["enum"].remove("EUR"), "3.2.0", True),
+    (_token_pattern, "3.1.0", True),       # what a field holds, nested or not
 ])
 def test_breaking_changes_need_a_major_bump(mutate, version: str, breaks: bool) -> None:  # type: ignore[no-untyped-def]
-    current = registry.latest("OrdenSolicitada")
+    current = registry.schema_for("OrdenSolicitada", "3.0.0")
     problems = check_evolution([current, _next(current, version, mutate)])
     assert bool(problems) is breaks, problems
 
@@ -123,8 +138,11 @@ A_UUID = "9b1f4c1e-8f57-4a43-9d6a-0b1b8c9f3e11"
 # A value for each pattern the schemas use (a new pattern needs one here).
 PATTERN_SAMPLES = {
     "^(0|[1-9][0-9]{0,11})\\.[0-9]{2}$": "12.50",
-    sealing.PATTERN: sealing.parse_sealing_key(sealing.new_key_pair("k1")[1]).seal("tok_visa",
-                                                                                  A_UUID),
+    sealing.PATTERN: sealing.parse_sealing_key(sealing.new_key_pair("k1")[1]).seal(
+        "tok_visa", sealing.Binding(saga_id=A_UUID, order_id=A_UUID, customer_id="c-1",
+                                    currency="USD", amount_minor=1250)),
+    # What the versions of before the binding took: their own pattern, no longer sealed so.
+    SEALED_V1_PATTERN: "sealed:v1:k1:" + "A" * 66,
 }
 
 

@@ -30,7 +30,8 @@ from saga_contracts.events.payments import PagoExitoso
 
 A_UUID = "9b1f4c1e-8f57-4a43-9d6a-0b1b8c9f3e11"
 _, _PUBLIC = sealing.new_key_pair("test")
-SEALED = sealing.parse_sealing_key(_PUBLIC).seal("tok_visa_4242", A_UUID)
+SEALED = sealing.parse_sealing_key(_PUBLIC).seal("tok_visa_4242", sealing.Binding(
+    saga_id=A_UUID, order_id=A_UUID, customer_id="c-1", currency="USD", amount_minor=2397))
 ORDER: dict[str, Any] = {
     "order_id": A_UUID, "customer_id": "c-1",
     "items": [{"sku": "A", "quantity": 1, "price": "10.00"},
@@ -174,8 +175,9 @@ def test_repr_hides_the_token_and_the_address() -> None:
     assert SEALED not in text and "Calle 1" not in text and "sku='A'" in text
 
 
-@pytest.mark.parametrize("token", ["tok_visa_4242", "sealed:v1:test:short", SEALED + "\n",
-                                   SEALED.replace("sealed:v1:", "sealed:v2:")])
+@pytest.mark.parametrize("token", ["tok_visa_4242", "sealed:v2:test:short", SEALED + "\n",
+                                   SEALED.replace("sealed:v2:", "sealed:v1:"),
+                                   SEALED.replace("sealed:v2:", "sealed:v3:")])
 def test_a_payment_token_that_is_not_sealed_is_refused(token: str) -> None:
     """The wire never carries a token in the clear: the models refuse one, as the schema does."""
     with pytest.raises(registry.SchemaViolation):
@@ -417,7 +419,7 @@ def test_nested_objects_refuse_unknown_fields_as_their_schemas_do() -> None:
 def test_parse_names_what_is_wrong() -> None:
     with pytest.raises(registry.SchemaViolation) as err:
         parse("OrdenSolicitada", {**ORDER, "total_amount": 23.97, "items": [{"sku": "A"}]})
-    assert err.value.event_type == "OrdenSolicitada" and err.value.version == "2.0.0"
+    assert err.value.event_type == "OrdenSolicitada" and err.value.version == "3.0.0"
     message = str(err.value)
     assert "total_amount" in message and "items/0/quantity" in message and "items/0/price" in message
 

@@ -11,7 +11,8 @@ from saga_contracts import sealing
 from saga_contracts.redaction import MASK, redact, schema_declarations, scrub
 
 ORDER = "9b1f4c1e-8f57-4a43-9d6a-0b1b8c9f3e11"
-SEALED = sealing.parse_sealing_key(sealing.new_key_pair("k1")[1]).seal("tok_visa", ORDER)
+SEALED = sealing.parse_sealing_key(sealing.new_key_pair("k1")[1]).seal("tok_visa", sealing.Binding(
+    saga_id=ORDER, order_id=ORDER, customer_id="c-1", currency="USD", amount_minor=100))
 
 
 @pytest.mark.parametrize(("text", "expected"), [
@@ -21,7 +22,8 @@ SEALED = sealing.parse_sealing_key(sealing.new_key_pair("k1")[1]).seal("tok_visa
     ("line one\\ntok_visa after an escaped new line", f"line one\\n{MASK} after an escaped new line"),
     (f"token {SEALED} in text", f"token {MASK} in text"),
     (f"cut short: {SEALED[:40]}", f"cut short: {MASK}"),
-    ("sealed:v1:k1:", MASK),
+    ("sealed:v2:k1:", MASK),
+    ("an old dead letter's sealed:v1:k1:AAAA", f"an old dead letter's {MASK}"),
     ("two: tok_a and tok_b", f"two: {MASK} and {MASK}"),
 ])
 def test_token_shaped_text_is_masked(text: str, expected: str) -> None:
@@ -29,13 +31,13 @@ def test_token_shaped_text_is_masked(text: str, expected: str) -> None:
 
 
 @pytest.mark.parametrize("text", ["card_declined: Your card was declined.", "tokens", "tok",
-                                  "stock_check", "sealed", "sealed: v1", ""])
+                                  "stock_check", "sealed", "sealed: v2", "sealed:v:", ""])
 def test_text_without_a_token_is_left_as_it_is(text: str) -> None:
     assert scrub(text) == text
 
 
 def test_a_sealed_token_whose_base64_holds_tok_is_masked_whole() -> None:
-    text = "sealed:v1:k1:AAAAtok_visaBBBB rest"
+    text = "sealed:v2:k1:AAAAtok_visaBBBB rest"
     assert scrub(text) == f"{MASK} rest"
 
 

@@ -9,9 +9,11 @@ from pathlib import Path
 import pytest
 
 from local_stack import payment_token_keys, secrets
-from saga_contracts.sealing import parse_opening_keys, parse_sealing_key
+from saga_contracts.sealing import Binding, parse_opening_keys, parse_sealing_key
 
 ORDER = "9b1f4c1e-8f57-4a43-9d6a-0b1b8c9f3e11"
+CHARGE = Binding(saga_id=ORDER, order_id=ORDER, customer_id="c-1", currency="USD",
+                 amount_minor=100)
 
 
 @pytest.fixture(autouse=True)
@@ -31,7 +33,7 @@ def test_the_pair_is_made_once_and_its_halves_match() -> None:
     key = parse_sealing_key(public.read_text())
     keys = parse_opening_keys(private.read_text())
     assert keys.key_ids == (key.key_id,)
-    assert keys.open(key.seal("tok_visa", ORDER), ORDER) == "tok_visa"
+    assert keys.open(key.seal("tok_visa", CHARGE), CHARGE) == "tok_visa"
 
 
 def test_pedidos_gets_the_public_key_pagos_the_private_one_inventario_nothing() -> None:

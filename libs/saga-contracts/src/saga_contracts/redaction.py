@@ -6,8 +6,8 @@ by shape in free text.
   models (``sagakit.observability.privacy``).
 - Free text (a log message, an exception's text, an operator tool's output) can quote a token
   where no declaration reaches: ``scrub`` hides whatever looks like a payment token in the clear
-  (``tok_…``, the form of the gateway's tokens) or sealed (``sealed:v1:…``,
-  ``saga_contracts.sealing``).
+  (``tok_…``, the form of the gateway's tokens) or sealed (``sealed:v2:…``,
+  ``saga_contracts.sealing``, or an earlier version's, which old dead letters may hold).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ MASK = "[MASKED]"
 
 # A sealed token first: its base64 may hold "tok_" by chance. No word boundary before "tok_":
 # in a JSON line an exception's new line is written "\n", which runs into the word after it.
-TOKEN_TEXT = re.compile(r"sealed:v1:[A-Za-z0-9_-]*(?::[A-Za-z0-9_-]*)?|tok_[A-Za-z0-9_-]+")
+TOKEN_TEXT = re.compile(r"sealed:v[0-9]+:[A-Za-z0-9_-]*(?::[A-Za-z0-9_-]*)?|tok_[A-Za-z0-9_-]+")
 
 
 def scrub(text: str) -> str:

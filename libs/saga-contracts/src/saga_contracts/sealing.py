@@ -4,15 +4,25 @@ inventario's outbox, dead letters, traces, pagos' own payments table) holds ciph
 
 The sealed form is one string, in the place of the token (``payment_method.token``)::
 
-    sealed:v1:<key id>:<ciphertext, base64url without padding>
+    sealed:v2:<key id>:<ciphertext, base64url without padding>
 
 The ciphertext is HPKE's (RFC 9180) single-shot base mode: DHKEM(X25519, HKDF-SHA256),
 HKDF-SHA256, ChaCha20-Poly1305, as ``cryptography`` implements it (the encapsulated key, 32
 bytes, followed by the sealed token and its 16-byte tag). A standard construction from a
 maintained library, not one of our own: the sender is anonymous, each seal uses a fresh
-ephemeral key, and the AEAD refuses any change to the ciphertext. HPKE's ``info`` binds the
-ciphertext to its key id and to its order: relabelled with another key id, or moved into
-another order's event, it does not open.
+ephemeral key, and the AEAD refuses any change to the ciphertext.
+
+HPKE's ``info`` binds the ciphertext to the one charge it is for (``Binding``): the format
+version, the key id, the saga id, the order id, the customer, the currency and the amount in
+the currency's minor units. Whoever can write the events a token travels in (inventario's
+Kafka principal) cannot reuse it: copied into another saga's event, or into its own saga's
+with another amount, currency or customer, or relabelled with another key id, it does not
+open, and pagos charges nothing. The ``info`` is canonical JSON (sorted keys, no spaces, ASCII
+escapes), so that no two bindings share an encoding: a field's value cannot run into the next.
+The amount is bound in minor units, an integer, so that 12.5 and 12.50 are one amount.
+
+Version 1 bound the key id and the order id only, and is not opened any more: an event that
+carries one is refused by its model (docs/operations.md, events of before the binding).
 
 Keys are X25519 key pairs written as ``<key id>:<base64 of the 32 raw bytes>``: pedidos seals
 with one public key (its key id goes into every sealed token), pagos opens with any of the
@@ -28,17 +38,22 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import json
 import re
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
+from decimal import Decimal
 from types import MappingProxyType
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
 from cryptography.hazmat.primitives.hpke import AEAD, KDF, KEM, Suite
 
-PREFIX = "sealed:v1:"
+from saga_contracts import minor_units
+
+VERSION = 2
+PREFIX = f"sealed:v{VERSION}:"
 KEY_ID = r"[A-Za-z0-9_-]{1,32}"
 # A token of at most 255 characters is at most 1020 bytes of UTF-8; sealed, 48 bytes more.
 MAX_TOKEN_BYTES = 1020
@@ -51,13 +66,13 @@ def _base64_chars(n_bytes: int) -> int:
 
 _MIN_CHARS = _base64_chars(1 + _OVERHEAD)
 _MAX_CHARS = _base64_chars(MAX_TOKEN_BYTES + _OVERHEAD)
-PATTERN = rf"^sealed:v1:{KEY_ID}:[A-Za-z0-9_-]{{{_MIN_CHARS},{_MAX_CHARS}}}$"
+PATTERN = rf"^{PREFIX}{KEY_ID}:[A-Za-z0-9_-]{{{_MIN_CHARS},{_MAX_CHARS}}}$"
 """What a sealed token looks like: the schemas' pattern for ``payment_method.token``."""
 
-_SEALED = re.compile(rf"sealed:v1:({KEY_ID}):([A-Za-z0-9_-]+)")
+_SEALED = re.compile(rf"{PREFIX}({KEY_ID}):([A-Za-z0-9_-]+)")
 _KEY_TEXT = re.compile(rf"({KEY_ID}):([A-Za-z0-9+/]{{43}}=)")
 _SUITE = Suite(KEM.X25519, KDF.HKDF_SHA256, AEAD.CHACHA20_POLY1305)
-_INFO = b"saga-payment-token/v1"
+_PURPOSE = "saga-payment-token"
 
 
 class SealingError(Exception):
@@ -78,17 +93,49 @@ class UnknownKeyId(SealingError):
 
 
 class CannotOpen(SealingError):
-    """The key id is known but the ciphertext does not open: changed, sealed for another order,
-    or sealed with another key under that id."""
+    """The key id is known but the ciphertext does not open: sealed for another charge (another
+    saga, order, customer, amount or currency), changed, or sealed with another key under that
+    id. HPKE cannot tell these apart, and none of them is a token for this charge."""
 
 
 class InvalidKey(SealingError, ValueError):
     """A key's text is not ``<key id>:<base64 of 32 bytes>``."""
 
 
-def _info(key_id: str, order_id: str) -> bytes:
-    # Order ids are uuids, whose text may come in either case: the lower-case form is bound.
-    return b"\x00".join((_INFO, key_id.encode(), order_id.lower().encode()))
+@dataclass(frozen=True)
+class Binding:
+    """The one charge a sealed token is for: pedidos seals with the values of the order it
+    places, pagos opens with those of the StockVerificado it acts on and the payment it
+    records; the token opens only when every one of them is the same.
+
+    Saga and order ids are uuids, whose text may come in either case, and currencies ISO 4217
+    codes, either case too: their canonical forms (lower-case ids, upper-case code) are bound.
+    The customer id is bound as it is."""
+
+    saga_id: str
+    order_id: str
+    customer_id: str
+    currency: str
+    amount_minor: int
+    """The amount to charge in the currency's minor units (``saga_contracts.minor_units``)."""
+
+    @classmethod
+    def of(cls, *, saga_id: str, order_id: str, customer_id: str, amount: Decimal,
+           currency: str) -> Binding:
+        """The binding of a charge of ``amount`` ``currency``. Raises
+        ``minor_units.TooManyDecimals`` or ``minor_units.UnknownCurrency`` for an amount its
+        currency cannot hold (no such charge can be made)."""
+        return cls(saga_id, order_id, customer_id, currency,
+                   minor_units.to_minor_units(amount, currency))
+
+    def info(self, key_id: str) -> bytes:
+        """HPKE's ``info`` for this charge, sealed with ``key_id``: canonical JSON."""
+        return json.dumps({
+            "purpose": _PURPOSE, "version": VERSION, "key_id": key_id,
+            "saga_id": self.saga_id.lower(), "order_id": self.order_id.lower(),
+            "customer_id": self.customer_id, "currency": self.currency.upper(),
+            "amount_minor": self.amount_minor,
+        }, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
 
 
 def _b64url(data: bytes) -> str:
@@ -107,7 +154,7 @@ def key_id_of(sealed: str) -> str:
     """The key id a sealed token names."""
     m = _SEALED.fullmatch(sealed)
     if m is None:
-        raise NotSealed("not a sealed payment token of version 1")
+        raise NotSealed(f"not a sealed payment token of version {VERSION}")
     return m.group(1)
 
 
@@ -118,12 +165,13 @@ class SealingKey:
     key_id: str
     public_key: X25519PublicKey
 
-    def seal(self, token: str, order_id: str) -> str:
-        """``token`` sealed for the holder of this key's private half, for ``order_id``."""
+    def seal(self, token: str, binding: Binding) -> str:
+        """``token`` sealed for the holder of this key's private half, for the charge
+        ``binding`` describes only."""
         plain = token.encode()
         if not plain or len(plain) > MAX_TOKEN_BYTES:
             raise SealingError(f"a payment token is 1 to {MAX_TOKEN_BYTES} bytes of UTF-8")
-        sealed = _SUITE.encrypt(plain, self.public_key, info=_info(self.key_id, order_id))
+        sealed = _SUITE.encrypt(plain, self.public_key, info=binding.info(self.key_id))
         return f"{PREFIX}{self.key_id}:{_b64url(sealed)}"
 
     def text(self) -> str:
@@ -141,22 +189,24 @@ class OpeningKeys:
     def key_ids(self) -> tuple[str, ...]:
         return tuple(sorted(self._keys))
 
-    def open(self, sealed: str, order_id: str) -> str:
-        """The token ``sealed`` holds. Raises ``NotSealed``, ``UnknownKeyId`` or ``CannotOpen``:
-        each is final for that token, no retry opens it."""
+    def open(self, sealed: str, binding: Binding) -> str:
+        """The token ``sealed`` holds, if it was sealed for the charge ``binding`` describes.
+        Raises ``NotSealed``, ``UnknownKeyId`` or ``CannotOpen``: each is final for that token
+        and that charge, no retry opens it."""
         m = _SEALED.fullmatch(sealed)
         if m is None:
-            raise NotSealed("not a sealed payment token of version 1")
+            raise NotSealed(f"not a sealed payment token of version {VERSION}")
         key_id, body = m.groups()
         key = self._keys.get(key_id)
         if key is None:
             raise UnknownKeyId(key_id)
         try:
-            plain = _SUITE.decrypt(_unb64url(body), key, info=_info(key_id, order_id))
+            plain = _SUITE.decrypt(_unb64url(body), key, info=binding.info(key_id))
             return plain.decode()
         except (InvalidTag, ValueError, binascii.Error) as exc:
-            raise CannotOpen(f"the token sealed with key id {key_id!r} does not open: changed, "
-                             "sealed for another order, or with another key") from exc
+            raise CannotOpen(f"the token sealed with key id {key_id!r} does not open for this "
+                             "charge's saga, order, customer, currency and amount (or it was "
+                             "changed, or sealed with another key)") from exc
 
     def sealing_key(self, key_id: str) -> SealingKey:
         """The public half of the key ``key_id`` (tests seal with it)."""

@@ -40,10 +40,10 @@ def test_a_record_that_is_text_is_kept_as_text() -> None:
 
 def test_errors_and_trace_mask_tokens_and_the_original_keeps_its_sealed_token() -> None:
     """An error may quote what it refused; the original stays as it came, to be replayed."""
-    original_value = b'{"payment_method": {"token": "sealed:v1:k1:AAAA"}}'
+    original_value = b'{"payment_method": {"token": "sealed:v2:k1:AAAA"}}'
     letter = dead_letters.build(
         service="s", reason="permanent", error_class="ValueError",
-        attempts=[Attempt(1, "t", "refused 'tok_visa_1'"), Attempt(2, "t", "sealed:v1:k1:BBBB")],
+        attempts=[Attempt(1, "t", "refused 'tok_visa_1'"), Attempt(2, "t", "sealed:v2:k1:BBBB")],
         last_traceback="Traceback\nValueError: source tok_visa_2",
         original=Original("order-events", original_value, "m-1", "OrdenSolicitada", key=b"k"),
         saga_id="s-1")

@@ -137,12 +137,15 @@ def test_structured_logs_never_show_a_token(capsys: pytest.CaptureFixture[str],
 def test_token_shaped_text_is_masked_in_messages_exceptions_and_values(
         capsys: pytest.CaptureFixture[str], restore_logging: None) -> None:
     """No declaration reaches a token quoted in a message, an exception's text or a value of
-    any name: its shape does, in the clear (``tok_…``) or sealed (``sealed:v1:…``)."""
+    any name: its shape does, in the clear (``tok_…``) or sealed (``sealed:v2:…``)."""
     from saga_contracts import sealing
     from sagakit.observability.structured_logging import configure
 
     sealed = sealing.parse_sealing_key(sealing.new_key_pair("k1")[1]).seal(
-        "tok_in_the_clear", "9b1f4c1e-8f57-4a43-9d6a-0b1b8c9f3e11")
+        "tok_in_the_clear", sealing.Binding(
+            saga_id="9b1f4c1e-8f57-4a43-9d6a-0b1b8c9f3e11",
+            order_id="9b1f4c1e-8f57-4a43-9d6a-0b1b8c9f3e11", customer_id="c-1",
+            currency="USD", amount_minor=100))
     configure("test")
     try:
         raise ValueError("gateway refused source tok_in_an_exception")

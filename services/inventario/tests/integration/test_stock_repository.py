@@ -340,7 +340,9 @@ async def test_a_validation_and_an_allocation_run_whole_on_a_copy_of_the_tables(
                 "shipping_address": {"street": "Av. Siempre Viva 742", "city": "Lima",
                                      "country": "PE", "postal_code": "15001"},
                 "payment_method": {"type": "credit_card",
-                                   "token": sealing.sealed("tok_visa", order_id)}}))
+                                   "token": sealing.sealed("tok_visa", sealing.charge(
+                                       saga_id=saga_id, order_id=order_id,
+                                       customer_id="c-1"))}}))
         assert await _deliver(engine, tables, make_on_pago_exitoso(InventarioSettings()), _event(
             PagoExitoso, saga_id, "pagos", {
                 "order_id": order_id, "payment_id": str(uuid.uuid4()), "charge_id": "ch_1",
@@ -381,7 +383,9 @@ async def test_a_payment_the_check_did_not_ask_for_records_only_its_message(
                 "shipping_address": {"street": "Av. Siempre Viva 742", "city": "Lima",
                                      "country": "PE", "postal_code": "15001"},
                 "payment_method": {"type": "credit_card",
-                                   "token": sealing.sealed("tok_visa", order_id)}}))
+                                   "token": sealing.sealed("tok_visa", sealing.charge(
+                                       saga_id=saga_id, order_id=order_id,
+                                       customer_id="c-1"))}}))
         foreign = _event(PagoExitoso, saga_id, "pagos", {
             "order_id": order_id, "payment_id": str(uuid.uuid4()), "charge_id": "ch_1",
             "amount": "9.99", "currency": "USD"})

@@ -23,8 +23,9 @@ E = TypeVar("E", bound=Event)
 
 # Sealed for pagos as pedidos seals it; inventario never opens it, only passes it on as it came,
 # so one sealed token serves every order here.
-PAYMENT_METHOD = {"type": "credit_card",
-                  "token": sealing.sealed("tok_visa", "00000000-0000-0000-0000-000000000001")}
+PAYMENT_METHOD = {"type": "credit_card", "token": sealing.sealed("tok_visa", sealing.charge(
+    saga_id="00000000-0000-0000-0000-000000000002",
+    order_id="00000000-0000-0000-0000-000000000001"))}
 
 
 def _event(model: type[E], source: str, payload: dict[str, Any],

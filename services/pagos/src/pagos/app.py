@@ -82,6 +82,7 @@ def create() -> FastAPI:
         subscriptions=lambda rt: subscriptions(gateway_worker.worker(rt)),
         routers=[router],
         compensation_reasons=["refund"],
+        opens_sealed_tokens=True,
         on_start=gateway_worker.start,
         on_stop=gateway_worker.stop,
         description="Charges after stock was verified; refunds on allocation failure or cancel.",

@@ -301,5 +301,6 @@ async def test_a_replayed_charge_keeps_the_token_its_idempotency_key_was_first_u
     await pay.deliver(engine, tables, gw, replay)
     row = await pay.payment(engine, SCHEMA, saga_id)
     assert row.status == "CHARGING", row
-    assert sealing.opening_keys().open(row.payment_token, order_id) == "tok_visa", \
+    charge = sealing.charge(saga_id=saga_id, order_id=order_id, amount="19.98")
+    assert sealing.opening_keys().open(row.payment_token, charge) == "tok_visa", \
         "the first token, sealed as it came"

@@ -28,6 +28,7 @@ from saga_contracts import registry
 from saga_contracts.events.base import Event
 from saga_contracts.events.inventory import FalloAsignacion, StockVerificado
 from saga_contracts.events.orders import OrdenCancelada
+from saga_contracts.sealing import Binding
 from saga_harness import sealing
 from sagakit.dead_letters import DeadLetter
 from sagakit.envelope import Envelope
@@ -72,7 +73,7 @@ class Row:
                        self.refund_attempts, self.lease_until is not None and self.lease_until > now,
                        self.charge_sent, self.lease_until, trigger.get("span_id"),
                        trigger.get("traceparent"), trigger.get("event"),
-                       tuple(self.attempt_log))
+                       tuple(self.attempt_log), self.customer_id)
 
 
 class PaymentTable:
@@ -310,6 +311,8 @@ class FakePayments:
                 r.token = None
             if outcome.manual_refund_required:
                 r.manual_refund_required = True
+            if outcome.disowned:
+                r.customer_id = None
             if outcome.refunded:
                 r.refund_id = outcome.refund_id
                 assert outcome.amount_refunded is not None
@@ -425,18 +428,25 @@ def _event(model: type[E], saga_id: str, source: str, payload: dict[str, Any],
 
 
 def stock_verificado(saga_id: str, order_id: str, token: str = "tok_visa",
-                     replay_of: str | None = None, customer: str | None = None, *,
-                     unit_price: str = "9.99", currency: str = "USD") -> Message[StockVerificado]:
-    """Two units at ``unit_price``, inventario's amount to charge their total; ``token`` in
-    the clear, sealed for the order as pedidos seals it, with the test key
-    (``saga_harness.sealing``); ``customer``: the envelope's ``metadata.user_id``."""
+                     replay_of: str | None = None,
+                     customer: str | None = sealing.TEST_CUSTOMER, *,
+                     unit_price: str = "9.99", currency: str = "USD",
+                     sealed_for: Binding | None = None) -> Message[StockVerificado]:
+    """Two units at ``unit_price``, inventario's amount to charge their total; ``customer``:
+    the envelope's ``metadata.user_id`` (None: the event names none). ``token`` in the clear,
+    sealed with the test key (``saga_harness.sealing``) as pedidos seals it: for this event's
+    charge, its customer the one named (the tests' own if none is), unless ``sealed_for``
+    names another."""
     metadata = {**({"replay_of": replay_of} if replay_of is not None else {}),
                 **({"user_id": customer} if customer is not None else {})}
     total = Decimal(unit_price) * 2
+    charge = sealed_for or sealing.charge(
+        saga_id=saga_id, order_id=order_id, amount=total, currency=currency,
+        customer_id=customer or sealing.TEST_CUSTOMER)
     return _event(StockVerificado, saga_id, "inventario", {
         "order_id": order_id, "total_amount": f"{total:.2f}", "currency": currency,
         "items": [{"sku": "SKU-1", "quantity": 2, "unit_price": unit_price}],
-        "payment_method": {"type": "credit_card", "token": sealing.sealed(token, order_id)}},
+        "payment_method": {"type": "credit_card", "token": sealing.sealed(token, charge)}},
         metadata=metadata or None)
 
 

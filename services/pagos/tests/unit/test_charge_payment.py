@@ -6,7 +6,9 @@ without a call."""
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
+from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
@@ -17,7 +19,7 @@ from pagos.domain.payment import Outcome, Payment, PaymentStatus
 from pagos.usecases import call_outcome, charge_request
 from pagos.usecases.charge_payment import charge_key, charge_payment
 from pagos.usecases.ports import ChargeResult
-from saga_contracts.sealing import new_key_pair, parse_opening_keys, parse_sealing_key
+from saga_contracts.sealing import Binding, new_key_pair, parse_opening_keys, parse_sealing_key
 from saga_harness import sealing
 from sagakit import jsonio
 from sagakit.observability import metrics
@@ -30,19 +32,26 @@ APPROVED = ChargeResult(Outcome.APPROVED, charge_id="ch_1")
 DECLINED = ChargeResult(Outcome.DECLINED, decline_code="card_declined", detail="do not honor")
 UNAVAILABLE = ChargeResult(Outcome.UNAVAILABLE, detail="gateway timeout")
 ORDER_ID = "00000000-0000-0000-0000-0000000000bb"  # the fake rows' order
-SEALED = sealing.sealed("tok_visa", ORDER_ID)
+CUSTOMER = "cust-7"
+Sealer = Callable[[str, Binding], str]
 
 
-def _leased(table: PaymentTable, status: PaymentStatus = S.CHARGING, **columns: Any
-            ) -> tuple[Row, Payment]:
-    """A payment leased to the call about to be made, as ``claim_due`` hands it over."""
+def _leased(table: PaymentTable, status: PaymentStatus = S.CHARGING, *,
+            seal: Sealer = sealing.sealed, **columns: Any) -> tuple[Row, Payment]:
+    """A payment leased to the call about to be made, as ``claim_due`` hands it over; unless
+    ``columns`` give its token, "tok_visa" sealed by ``seal`` for the payment's charge."""
     saga_id = str(uuid.uuid4())
-    event = stock_verificado(saga_id, ORDER_ID)
+    event = stock_verificado(saga_id, ORDER_ID, customer=CUSTOMER)
     values: dict[str, Any] = {
-        "token": SEALED, "lease_until": table.in_(45), "next_attempt_at": table.now,
+        "customer_id": CUSTOMER, "lease_until": table.in_(45), "next_attempt_at": table.now,
         "trigger": {"span_id": "span-1", "traceparent": None,
                     "event": charge_request.kept(event.envelope)}}
     values.update(columns)
+    if "token" not in values:
+        values["token"] = seal("tok_visa", Binding.of(
+            saga_id=saga_id, order_id=values.get("order_id", ORDER_ID),
+            customer_id=values["customer_id"], amount=values.get("amount", Decimal("19.98")),
+            currency=values.get("currency", "USD")))
     row = table.add(saga_id, status, **values)
     return row, row.payment(table.now)
 
@@ -103,7 +112,7 @@ async def test_an_unknown_outcome_is_retried_on_the_schedule_with_jitter() -> No
     row, payment = _leased(table)
     units, calls = await _charge(table, payment, FakeGateway([UNAVAILABLE]))
     assert row.status is S.CHARGING and row.charge_attempts == 1
-    assert row.token == SEALED, "kept: the charge is made again under its key"
+    assert row.token == payment.token, "kept: the charge is made again under its key"
     assert row.next_attempt_at is not None
     assert table.in_(1.6) <= row.next_attempt_at <= table.in_(2.4), "2 s ± 20 %"
     assert row.lease_until is None, "the call's lease ends with its outcome"
@@ -122,7 +131,7 @@ async def test_a_charge_given_up_on_is_dead_lettered_with_an_alert(
     alerts = _alerts("charge_failed")
     units, calls = await _charge(table, payment, FakeGateway([result]))
     assert row.status is S.CHARGE_FAILED and row.charge_attempts == attempts_before + 1
-    assert row.token == SEALED and row.next_attempt_at is None
+    assert row.token == payment.token and row.next_attempt_at is None
     assert _emitted(units) == []
     [letter] = table.dead_letters
     assert letter.topic == "pagos-dlq" and letter.key == row.saga_id
@@ -156,7 +165,7 @@ async def test_a_cancelled_charge_that_stays_unknown_is_left_for_a_manual_refund
     row, payment = _leased(table, S.CANCEL_REQUESTED, charge_sent=True, charge_attempts=1)
     await _charge(table, payment, FakeGateway([UNAVAILABLE]))
     assert row.status is S.CANCEL_REQUESTED and row.charge_attempts == 2
-    assert row.next_attempt_at is not None and row.token == SEALED
+    assert row.next_attempt_at is not None and row.token == payment.token
     alerts = _alerts("cancelled_charge_unresolved")
     row.lease_until = table.in_(45)  # leased again for its next try
     payment = row.payment(table.now)
@@ -282,39 +291,64 @@ def test_the_retry_jitter_stays_within_a_fifth() -> None:
     assert all(8.0 <= w <= 12.0 for w in waits) and len(set(waits)) > 1
 
 
-def _unopenable(kind: str) -> str:
-    if kind == "unknown_key_id":
-        return parse_sealing_key(new_key_pair("retired")[1]).seal("tok_visa", ORDER_ID)
-    if kind == "another_orders":
-        return sealing.sealed("tok_visa", str(uuid.uuid4()))
-    prefix, body = SEALED.rsplit(":", 1)
+def _changed(token: str, charge: Binding) -> str:
+    prefix, body = sealing.sealed(token, charge).rsplit(":", 1)
     changed = "A" if body[-10] != "A" else "B"
     return f"{prefix}:{body[:-10]}{changed}{body[-9:]}"
 
 
-@pytest.mark.parametrize("kind", ["unknown_key_id", "another_orders", "changed"])
+# Tokens that do not open for the payment's charge: the key id is not held, or the token was
+# sealed for another charge (copied from another saga's event), or changed on the way.
+UNOPENABLE: dict[str, Sealer] = {
+    "unknown_key_id": lambda token, charge: parse_sealing_key(
+        new_key_pair("retired")[1]).seal(token, charge),
+    "another_sagas": lambda token, charge: sealing.sealed(
+        token, dataclasses.replace(charge, saga_id=str(uuid.uuid4()))),
+    "another_orders": lambda token, charge: sealing.sealed(
+        token, dataclasses.replace(charge, order_id=str(uuid.uuid4()))),
+    "another_amount": lambda token, charge: sealing.sealed(
+        token, dataclasses.replace(charge, amount_minor=charge.amount_minor - 1)),
+    "another_currency": lambda token, charge: sealing.sealed(
+        token, dataclasses.replace(charge, currency="EUR")),
+    "another_customers": lambda token, charge: sealing.sealed(
+        token, dataclasses.replace(charge, customer_id="cust-other")),
+    "changed": _changed,
+}
+
+
+def _mismatches() -> float:
+    return metrics.SEALED_TOKEN_MISMATCHES.labels("pagos")._value.get()
+
+
+@pytest.mark.parametrize("kind", sorted(UNOPENABLE))
 async def test_a_token_that_does_not_open_fails_the_charge_without_a_call(kind: str) -> None:
     """Final for that payment, never a crash: no call, not marked as maybe charged, the charge
     failed into a dead letter with an alert; the sealed token is kept, for a replay once pagos
     holds the key. Nothing written names the token."""
     table = PaymentTable()
-    token = _unopenable(kind)
-    row, payment = _leased(table, token=token)
-    alerts = _alerts("charge_failed")
+    row, payment = _leased(table, seal=UNOPENABLE[kind])
+    token = row.token
+    alerts, mismatches = _alerts("charge_failed"), _mismatches()
     gateway = FakeGateway([APPROVED])
     await _charge(table, payment, gateway)
     assert gateway.calls == [] and not row.charge_sent
     assert row.status is S.CHARGE_FAILED and row.token == token and row.lease_until is None
     [attempt] = row.attempt_log
     assert attempt["outcome"] == "not_asked"
-    assert attempt["detail"].startswith("payment token does not open")
-    if kind == "unknown_key_id":
-        assert "'retired'" in attempt["detail"]
     [letter] = table.dead_letters
     assert letter.value["reason"] == "gateway_retries_exhausted"
     assert "tok_visa" not in jsonio.dumps([row.attempt_log, letter.value["attempts"],
                                            letter.value["last_traceback"]])
     assert _alerts("charge_failed") == alerts + 1
+    if kind == "unknown_key_id":
+        # Not a forgery: a key pagos does not hold yet. Its customer keeps the payment.
+        assert attempt["detail"].startswith("payment token does not open")
+        assert "'retired'" in attempt["detail"]
+        assert row.customer_id == CUSTOMER and _mismatches() == mismatches
+    else:
+        assert attempt["detail"].startswith("payment token is not for this charge")
+        assert row.customer_id is None, "the customer the event named is not the token's"
+        assert _mismatches() == mismatches + 1
 
 
 async def test_a_charge_failed_on_its_token_is_cancelled_without_a_refund() -> None:
@@ -322,7 +356,7 @@ async def test_a_charge_failed_on_its_token_is_cancelled_without_a_refund() -> N
     from pagos.domain.payment import on_order_cancelled
 
     table = PaymentTable()
-    row, payment = _leased(table, token=_unopenable("unknown_key_id"))
+    row, payment = _leased(table, seal=UNOPENABLE["unknown_key_id"])
     await _charge(table, payment, FakeGateway())
     assert on_order_cancelled(row.status, row.charge_sent).status is S.CANCELLED
 
@@ -333,7 +367,7 @@ async def test_tokens_sealed_with_either_key_open_while_keys_rotate() -> None:
     both = parse_opening_keys(f"{old_private}\n{new_private}")
     for public in (old_public, new_public):
         table = PaymentTable()
-        row, payment = _leased(table, token=parse_sealing_key(public).seal("tok_visa", ORDER_ID))
+        row, payment = _leased(table, seal=parse_sealing_key(public).seal)
         gateway = FakeGateway([APPROVED])
         await _charge(table, payment, gateway, tokens=both)
         assert gateway.calls[0][1]["token"] == "tok_visa"
@@ -356,7 +390,10 @@ async def test_the_gateway_gets_the_amount_in_its_currencys_minor_units(
 
 async def test_an_amount_its_currency_cannot_hold_is_never_sent() -> None:
     table = PaymentTable()
-    row, payment = _leased(table, amount=Decimal("1000.50"), currency="CLP")
+    # No such charge can be sealed for either: the token is whatever the event carried.
+    row, payment = _leased(table, amount=Decimal("1000.50"), currency="CLP",
+                           token=sealing.sealed("tok_visa", sealing.charge(
+                               saga_id=str(uuid.uuid4()), order_id=ORDER_ID)))
     gateway = FakeGateway()
     await _charge(table, payment, gateway)
     assert gateway.calls == []

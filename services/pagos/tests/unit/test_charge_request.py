@@ -15,14 +15,15 @@ from sagakit.envelope import Envelope
 
 
 def _event() -> Envelope:
-    order_id = str(uuid.uuid4())
-    return Envelope.new(saga_id=str(uuid.uuid4()), event_type="StockVerificado",
+    saga_id, order_id = str(uuid.uuid4()), str(uuid.uuid4())
+    charge = sealing.charge(saga_id=saga_id, order_id=order_id, amount="10.50", currency="EUR")
+    return Envelope.new(saga_id=saga_id, event_type="StockVerificado",
                         schema_version=registry.latest("StockVerificado").version,
                         source_service="inventario", payload={
                             "order_id": order_id, "total_amount": "10.50",
                             "currency": "EUR", "items": [{"sku": "A", "quantity": 1}],
                             "payment_method": {"type": "credit_card",
-                                               "token": sealing.sealed("tok_visa", order_id)}})
+                                               "token": sealing.sealed("tok_visa", charge)}})
 
 
 def _token(event: Envelope) -> str:

@@ -39,10 +39,13 @@ async def _until(condition: Callable[[], bool], timeout: float, what: str) -> No
 
 def _due(table: PaymentTable, status: PaymentStatus = S.CHARGING, in_s: float = -1,
          **columns: Any) -> Row:
-    values: dict[str, Any] = {"token": sealing.sealed("tok_visa", ORDER_ID),
+    saga_id = str(uuid.uuid4())
+    charge = sealing.charge(saga_id=saga_id, order_id=ORDER_ID, amount="19.98")
+    values: dict[str, Any] = {"token": sealing.sealed("tok_visa", charge),
+                              "customer_id": charge.customer_id,
                               "next_attempt_at": table.in_(in_s)}
     values.update(columns)
-    return table.add(str(uuid.uuid4()), status, **values)
+    return table.add(saga_id, status, **values)
 
 
 async def _calls_done(worker: GatewayWorker) -> None:

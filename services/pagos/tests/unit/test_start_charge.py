@@ -40,7 +40,8 @@ async def test_with_no_free_slot_the_charge_is_created_due_now_and_unleased() ->
     assert (row.order_id, row.amount, row.currency, row.token) == (
         order_id, Decimal("19.98"), "USD", event.payload.payment_method.token), \
         "the token kept sealed, as it came"
-    assert sealing.opening_keys().open(row.token, order_id) == "tok_visa"
+    charge = sealing.charge(saga_id=saga_id, order_id=order_id, amount="19.98")
+    assert sealing.opening_keys().open(row.token, charge) == "tok_visa"
     assert row.next_attempt_at == table.now and row.lease_until is None
     assert row.trigger is not None and row.trigger["message_id"] == event.message_id
     assert row.trigger["event"]["payload"]["payment_method"] == {"type": "credit_card"}, \
@@ -97,7 +98,8 @@ async def test_a_replay_makes_a_given_up_charge_due_again_with_its_first_token()
     another would be refused and prove nothing."""
     table, calls = PaymentTable(), FakeCalls(free=1)
     saga_id, order_id = _ids()
-    first = sealing.sealed("tok_visa", order_id)
+    first = sealing.sealed("tok_visa", sealing.charge(saga_id=saga_id, order_id=order_id,
+                                                      amount="19.98"))
     table.add(saga_id, PaymentStatus.CHARGE_FAILED, token=first, charge_attempts=3,
               lease_until=table.in_(-5), next_attempt_at=None)
     uow = await _start(table, calls, stock_verificado(saga_id, order_id, token="tok_other",
@@ -119,7 +121,8 @@ async def test_a_replay_for_a_payment_that_kept_no_token_brings_its_own() -> Non
                                                 replay_of="m-1"))
     row = table.rows[saga_id]
     assert row.status is PaymentStatus.CHARGING and row.token is not None
-    assert sealing.opening_keys().open(row.token, order_id) == "tok_replay"
+    charge = sealing.charge(saga_id=saga_id, order_id=order_id, amount="19.98")
+    assert sealing.opening_keys().open(row.token, charge) == "tok_replay"
 
 
 @pytest.mark.parametrize("status", [s for s in PaymentStatus
@@ -154,7 +157,7 @@ async def test_the_payment_is_the_customers_its_events_envelope_names() -> None:
 async def test_an_event_that_names_no_customer_leaves_the_payment_to_operators() -> None:
     table, calls = PaymentTable(), FakeCalls(free=0)
     saga_id, order_id = _ids()
-    await _start(table, calls, stock_verificado(saga_id, order_id))
+    await _start(table, calls, stock_verificado(saga_id, order_id, customer=None))
     assert table.rows[saga_id].customer_id is None
 
 

@@ -36,9 +36,9 @@ async def test_pedidos_writes_the_token_sealed_only(
         scratch: tuple[AsyncEngine, MessagingTables]) -> None:
     engine, tables = scratch
     token = f"tok_visa_{uuid.uuid4().hex}"
+    body = order_body([(new_sku(), 1)], token=token)
     async with UnitOfWork(engine, tables, "pedidos") as uow:
-        placed = await place_order(uow, OrderRepository(uow),
-                                   order_body([(new_sku(), 1)], token=token), Decimal("5.00"),
+        placed = await place_order(uow, OrderRepository(uow), body, Decimal("5.00"),
                                    None, PedidosSettings(), KnownSagas(),
                                    sealer=sealing.sealing_key())
     async with engine.connect() as conn:
@@ -50,5 +50,7 @@ async def test_pedidos_writes_the_token_sealed_only(
             f"SELECT count(*) FROM {SCHEMA}.{table} AS r WHERE strpos(r::text, :t) > 0"),
             {"t": token})).scalar_one()]
     assert is_sealed(sealed)
-    assert sealing.opening_keys().open(sealed, placed.order_id) == token
+    charge = sealing.charge(saga_id=placed.saga_id, order_id=placed.order_id, amount="5.00",
+                            customer_id=body["customer_id"])
+    assert sealing.opening_keys().open(sealed, charge) == token
     assert holding == []

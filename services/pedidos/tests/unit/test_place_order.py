@@ -8,6 +8,7 @@ token is sealed for pagos before anything is written, and only the sealed token 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import uuid
 from datetime import timedelta
 from decimal import Decimal
@@ -169,8 +170,7 @@ async def test_orders_without_a_key_are_each_a_new_order() -> None:
 
 async def test_the_payment_token_is_sealed_for_pagos_and_stored_only_sealed() -> None:
     """What pedidos writes (the order, its saga, its history, OrdenSolicitada in the outbox)
-    holds the token sealed for pagos, bound to the order; the request itself is left as it
-    came."""
+    holds the token sealed for pagos; the request itself is left as it came."""
     tables, known = OrderTables(), KnownSagas()
     body = {**ORDER_BODY, "payment_method": {"type": "credit_card", "token": "tok_visa_7f3c"}}
     uow, orders = unit(tables)
@@ -181,7 +181,9 @@ async def test_the_payment_token_is_sealed_for_pagos_and_stored_only_sealed() ->
     sealed = event.payload["payment_method"]["token"]
     assert contract_sealing.is_sealed(sealed)
     assert contract_sealing.key_id_of(sealed) == sealing.TEST_KEY_ID
-    assert sealing.opening_keys().open(sealed, placed.order_id) == "tok_visa_7f3c"
+    charge = sealing.charge(saga_id=placed.saga_id, order_id=placed.order_id,
+                            amount="10.00", currency="USD", customer_id="c-1")
+    assert sealing.opening_keys().open(sealed, charge) == "tok_visa_7f3c"
     assert tables.orders[placed.order_id].body["payment_method"]["token"] == sealed
     written = repr([event.to_dict(), [vars(o) for o in tables.orders.values()],
                     [vars(h) for h in tables.history], tables.contexts])
@@ -196,5 +198,33 @@ async def test_a_request_sent_again_is_the_same_request_though_each_seal_differs
     first = await _place(tables, known, key="k-1")
     again = await _place(tables, known, key="k-1")
     assert again.order_id == first.order_id and not again.created
-    assert sealing.sealed("tok_visa", first.order_id) != sealing.sealed("tok_visa",
-                                                                        first.order_id)
+    charge = sealing.charge(saga_id=first.saga_id, order_id=first.order_id)
+    assert sealing.sealed("tok_visa", charge) != sealing.sealed("tok_visa", charge)
+
+
+async def test_the_token_is_sealed_for_the_sagas_charge_and_no_other() -> None:
+    """Bound to the saga, the order, the customer the bearer token named, the currency and the
+    order's total in minor units: what pagos opens it with for the StockVerificado of this saga
+    (inventario charges the order's total, its prices being the catalog's). A copy of it in an
+    event of another saga, or of this saga with another amount, currency or customer, does not
+    open."""
+    tables, known = OrderTables(), KnownSagas()
+    body = {**ORDER_BODY, "customer_id": "c-7", "currency": "EUR",
+            "items": [{"sku": "SKU-1", "quantity": 3, "price": "4.15"}]}
+    uow, orders = unit(tables)
+    placed = await place_order(uow, orders, body, Decimal("12.45"), None, PedidosSettings(),
+                               known, sealer=sealing.sealing_key())
+    [event] = uow.emitted
+    sealed = event.payload["payment_method"]["token"]
+    assert event.metadata["user_id"] == "c-7" and event.saga_id == placed.saga_id
+    bound = contract_sealing.Binding(saga_id=placed.saga_id, order_id=placed.order_id,
+                                     customer_id="c-7", currency="EUR", amount_minor=1245)
+    keys = sealing.opening_keys()
+    assert keys.open(sealed, bound) == "tok_visa"
+    for other in (dataclasses.replace(bound, saga_id=str(uuid.uuid4())),
+                  dataclasses.replace(bound, order_id=str(uuid.uuid4())),
+                  dataclasses.replace(bound, customer_id="c-1"),
+                  dataclasses.replace(bound, currency="USD"),
+                  dataclasses.replace(bound, amount_minor=1246)):
+        with pytest.raises(contract_sealing.CannotOpen):
+            keys.open(sealed, other)

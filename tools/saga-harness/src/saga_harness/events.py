@@ -20,9 +20,11 @@ _SHORT = [{"sku": "SKU-1", "requested": 1, "available": 0}]
 def payload_of(event_type: str, order_id: str, **fields: Any) -> dict[str, Any]:
     """A payload of ``event_type`` (one that pagos or inventario emits) for ``order_id``,
     ``fields`` replacing its defaults; a payment token is sealed with the test key
-    (``saga_harness.sealing``)."""
+    (``saga_harness.sealing``), for a charge of a saga of its own: no test that takes its
+    payload from here opens it."""
     payment_id = str(uuid.uuid4())
-    payment_method = {"type": "credit_card", "token": sealing.sealed("tok_visa", order_id)}
+    payment_method = {"type": "credit_card", "token": sealing.sealed(
+        "tok_visa", sealing.charge(saga_id=str(uuid.uuid4()), order_id=order_id))}
     defaults: dict[str, dict[str, Any]] = {
         "StockVerificado": {"items": _PRICED, "total_amount": "10.00", "currency": "USD",
                             "payment_method": payment_method},

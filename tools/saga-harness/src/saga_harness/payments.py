@@ -140,15 +140,20 @@ def _event(model: type[E], saga_id: str, source: str, payload: dict[str, Any],
 def stock_verificado(saga_id: str, order_id: str | None = None, amount: str = "19.98", *,
                      token: str = "tok_visa", replay_of: str | None = None
                      ) -> Message[StockVerificado]:
-    """``token`` in the clear, sealed for the order with this process's test key (the
-    worker's keys open it); ``replay_of``: the message id of the original, as ``sagactl
-    replay`` marks a replay."""
+    """``token`` in the clear, sealed with this process's test key for this event's charge
+    (its saga, order, amount and customer, ``sealing.TEST_CUSTOMER``: the worker's keys open
+    it); ``replay_of``: the message id of the original, as ``sagactl replay`` marks a
+    replay."""
     order_id = order_id or str(uuid.uuid4())
+    sealed = sealing.sealed(token, sealing.charge(saga_id=saga_id, order_id=order_id,
+                                                  amount=amount))
+    metadata = {"user_id": sealing.TEST_CUSTOMER}
+    if replay_of is not None:
+        metadata["replay_of"] = replay_of
     return _event(StockVerificado, saga_id, "inventario", {
         "order_id": order_id, "total_amount": amount, "currency": "USD",
         "items": [{"sku": "SKU-1", "quantity": 1, "unit_price": amount}],
-        "payment_method": {"type": "credit_card", "token": sealing.sealed(token, order_id)}},
-        metadata={"replay_of": replay_of} if replay_of is not None else None)
+        "payment_method": {"type": "credit_card", "token": sealed}}, metadata=metadata)
 
 
 def orden_cancelada(saga_id: str, order_id: str) -> Message[OrdenCancelada]:

@@ -1,5 +1,10 @@
 """Payment tokens sealed as pedidos seals them, for tests that write events themselves.
 
+A token is sealed for one charge (``charge``: saga, order, customer, amount, currency), and
+pagos opens it only for the StockVerificado of that charge (``saga_contracts.sealing``): an
+event a test writes must carry the values its token was sealed for, its customer in the
+envelope's ``metadata.user_id``, or pagos charges nothing.
+
 - ``sealed`` and ``opening_keys``: a key pair made for this test process, for unit and
   integration tests that run pedidos' or pagos' code in the process (pagos' worker opens with
   ``opening_keys()``).
@@ -11,10 +16,12 @@
 from __future__ import annotations
 
 import os
+from decimal import Decimal
 from functools import cache
 from pathlib import Path
 
 from saga_contracts.sealing import (
+    Binding,
     OpeningKeys,
     SealingKey,
     new_key_pair,
@@ -24,6 +31,15 @@ from saga_contracts.sealing import (
 from saga_harness.config import ROOT
 
 TEST_KEY_ID = "test"
+TEST_CUSTOMER = "cust-test"
+"""The customer of the tests' charges, unless they name one."""
+
+
+def charge(*, saga_id: str, order_id: str, amount: Decimal | str = "10.00",
+           currency: str = "USD", customer_id: str = TEST_CUSTOMER) -> Binding:
+    """The charge a token is sealed for."""
+    return Binding.of(saga_id=saga_id, order_id=order_id, customer_id=customer_id,
+                      amount=Decimal(amount), currency=currency)
 
 
 @cache
@@ -38,9 +54,9 @@ def sealing_key() -> SealingKey:
     return opening_keys().sealing_key(TEST_KEY_ID)
 
 
-def sealed(token: str, order_id: str) -> str:
-    """``token`` sealed for ``order_id`` with this process's test key."""
-    return sealing_key().seal(token, order_id)
+def sealed(token: str, for_charge: Binding) -> str:
+    """``token`` sealed for ``for_charge`` with this process's test key."""
+    return sealing_key().seal(token, for_charge)
 
 
 def stack_key_file() -> Path:
@@ -48,9 +64,10 @@ def stack_key_file() -> Path:
     return state / "secrets" / "payment-token-seal.pub"
 
 
-def stack_sealed(token: str, order_id: str) -> str:
-    """``token`` sealed for ``order_id`` with the running stack's key, as its pedidos seals."""
+def stack_sealed(token: str, for_charge: Binding) -> str:
+    """``token`` sealed for ``for_charge`` with the running stack's key, as its pedidos
+    seals."""
     path = stack_key_file()
     if not path.exists():
         raise FileNotFoundError(f"no payment token key at {path}: is the local stack up?")
-    return parse_sealing_key(path.read_text()).seal(token, order_id)
+    return parse_sealing_key(path.read_text()).seal(token, for_charge)

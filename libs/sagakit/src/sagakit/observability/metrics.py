@@ -100,6 +100,12 @@ PAYMENT_MISMATCHES = Counter(
     "Payment events ignored because they are not the payment the saga expects",
     ["service", "reason"],
 )
+SEALED_TOKEN_MISMATCHES = Counter(
+    "saga_sealed_token_mismatch_total",
+    "Sealed payment tokens that were not sealed for the charge that carried them (a copy in a "
+    "forged or changed event, or a key reused under its id): nothing was charged",
+    ["service"],
+)
 FORGED_REPLAYS = Counter(
     "saga_forged_replays_total",
     "Records addressed with X-Replay-For that the operator did not sign, handled as any record",
@@ -119,7 +125,8 @@ ERROR_TYPES = ("transient", "permanent")
 
 def initialise(service: str, handled_event_types: list[str],
                compensation_reasons: list[str],
-               payment_mismatch_reasons: list[str] | None = None) -> None:
+               payment_mismatch_reasons: list[str] | None = None,
+               opens_sealed_tokens: bool = False) -> None:
     """Creates every known series at zero, so that each service exposes the standard's metrics
     from its start and ``rate()`` sees the first increment (Part I §7.3)."""
     for saga_type in SAGA_TYPES:
@@ -134,6 +141,8 @@ def initialise(service: str, handled_event_types: list[str],
     # At zero from the start: an alert on increase() misses a series whose first sample is 1.
     for reason in payment_mismatch_reasons or []:
         PAYMENT_MISMATCHES.labels(service, reason)
+    if opens_sealed_tokens:
+        SEALED_TOKEN_MISMATCHES.labels(service)
     for forgery in Forgery:
         FORGED_REPLAYS.labels(service, forgery.value)
     OUTBOX_PENDING.labels(service)

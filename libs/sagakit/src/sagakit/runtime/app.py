@@ -54,7 +54,8 @@ def create_app(definition: ServiceDefinition) -> FastAPI:
                                         settings=msg, shared_transaction=rt.shared_transaction)
         metrics.initialise(definition.name, sorted({s.event_type for s in subscriptions}),
                            definition.compensation_reasons,
-                           definition.payment_mismatch_reasons)
+                           definition.payment_mismatch_reasons,
+                           definition.opens_sealed_tokens)
         app.state.runtime = rt
         verifier = TokenVerifier(load(AuthSettings))
         install_authentication(app, verifier)

@@ -58,6 +58,9 @@ class ServiceDefinition:
     payment_mismatch_reasons: list[str] = field(default_factory=list)
     """The reasons the service counts ignored payment events under
     (``saga_payment_mismatch_total``), exposed at zero from its start."""
+    opens_sealed_tokens: bool = False
+    """The service opens sealed payment tokens: ``saga_sealed_token_mismatch_total`` is exposed
+    at zero from its start."""
     database_settings: Callable[[], dict[str, str]] = dict
     """PostgreSQL settings for every connection of the service (``statement_timeout``...),
     read when the service starts."""

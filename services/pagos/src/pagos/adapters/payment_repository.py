@@ -138,7 +138,7 @@ def payment_of(row: driver.Row, leased: bool = False) -> Payment:
                    row["payment_token"], row["charge_id"], row["charge_attempts"],
                    row["refund_attempts"], leased, row["charge_sent_at"] is not None,
                    row["lease_until"], trigger.get("span_id"), trigger.get("traceparent"),
-                   trigger.get("event"), tuple(row["attempt_log"] or ()))
+                   trigger.get("event"), tuple(row["attempt_log"] or ()), row["customer_id"])
 
 
 class PaymentRepository:
@@ -257,6 +257,8 @@ class PaymentRepository:
             values["payment_token"] = None
         if outcome.manual_refund_required:
             values["manual_refund_required"] = True
+        if outcome.disowned:
+            values["customer_id"] = None
         if outcome.refunded:
             values.update(refund_id=outcome.refund_id, amount_refunded=outcome.amount_refunded)
         params = {"out_saga_id": decided_on.saga_id, "out_expected": decided_on.status.value,

@@ -79,6 +79,10 @@ class Payment:
     """The StockVerificado that asked for the charge, without its payment token (the token is
     the payment's own column): what a dead letter of the charge parks."""
     attempt_log: tuple[dict[str, Any], ...] = ()
+    customer_id: str | None = None
+    """Whose payment it is, as the StockVerificado that asked for it named the customer
+    (``pagos.usecases.customer``); bound into the sealed token, so a charge is only made for
+    the customer the order was placed by."""
 
 
 class Emit(StrEnum):

@@ -7,10 +7,15 @@ same idempotency key, derived from the saga id, so a call made again (a retry, a
 worker that died mid-call) answers what the first one did at the gateway.
 
 The payment keeps its token sealed, as pedidos sealed it; it is opened right before the call and
-held in memory for that call only. A token that does not open (sealed with a key pagos does not
-hold, changed, or another order's) fails the charge without a call, as a payment without a
-token does: CHARGE_FAILED and a dead letter, which an operator replays once pagos holds the key
-(docs/operations.md).
+held in memory for that call only, and only for the charge the payment is: its saga, order,
+customer, currency and amount in minor units, as the StockVerificado that asked for it named
+them (``saga_contracts.sealing.Binding``). A token that does not open fails the charge without
+a call, as a payment without a token does: CHARGE_FAILED and a dead letter. Sealed with a key
+pagos does not hold, an operator replays it once pagos holds the key (docs/operations.md).
+Not sealed for this charge (a token copied from another saga's event into a forged one, or an
+event whose amount, currency or customer is not the order's) no key and no replay opens it:
+it is counted in ``saga_sealed_token_mismatch_total`` and the payment loses its customer, which
+was only the event's word, so that a forged event leaves no payment any customer sees.
 
 The amount goes to the gateway in the minor units of its currency (ISO 4217: 1000 CLP is 1000,
 10.00 USD is 1000). One its currency cannot hold (inventario and pedidos refuse such amounts
@@ -21,6 +26,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from pagos.config import PagosSettings
 from pagos.domain import payment as domain
@@ -28,8 +34,9 @@ from pagos.domain.payment import Payment
 from pagos.usecases import call_outcome, charge_request, payment_events
 from pagos.usecases.ports import PaymentGateway, PaymentTokenOpener, PaymentUnits, PaymentWork
 from saga_contracts import minor_units
-from saga_contracts.sealing import SealingError
+from saga_contracts.sealing import Binding, CannotOpen, SealingError
 from sagakit.envelope import utc_now_iso
+from sagakit.observability import metrics
 from sagakit.ports import UnitOfWorkPort
 
 log = logging.getLogger("pagos.gateway_worker")
@@ -39,17 +46,44 @@ def charge_key(saga_id: str) -> str:
     return f"charge-{saga_id}"
 
 
-def _opened(tokens: PaymentTokenOpener, payment: Payment) -> tuple[str | None, str]:
-    """``payment``'s token in the clear, or None and why the gateway cannot be asked."""
+@dataclass(frozen=True)
+class _Opened:
+    token: str | None
+    """In the clear; None when the gateway cannot be asked."""
+    why_not: str = ""
+    not_for_this_charge: bool = False
+
+
+def _charge_of(payment: Payment, amount_minor: int) -> Binding:
+    """The charge ``payment`` is, as its token must have been sealed for. A payment without an
+    order or a customer (an event that named none) binds an empty one, which pedidos never
+    seals for: its token does not open."""
+    assert payment.currency is not None
+    return Binding(saga_id=payment.saga_id, order_id=payment.order_id or "",
+                   customer_id=payment.customer_id or "", currency=payment.currency,
+                   amount_minor=amount_minor)
+
+
+def _opened(tokens: PaymentTokenOpener, payment: Payment, amount_minor: int) -> _Opened:
+    """``payment``'s token in the clear, or why the gateway cannot be asked."""
     if payment.token is None:
-        return None, "no payment token"
+        return _Opened(None, "no payment token")
     try:
-        return tokens.open(payment.token, payment.order_id or ""), ""
+        return _Opened(tokens.open(payment.token, _charge_of(payment, amount_minor)))
+    except CannotOpen as exc:
+        # No key and no retry opens it: a copy of another charge's token (a forged event), or
+        # an event whose amount, currency or customer is not what the order was placed for.
+        # Its text names the key id, never the token.
+        metrics.SEALED_TOKEN_MISMATCHES.labels(call_outcome.SERVICE).inc()
+        log.error("payment token is not for this charge: %s", exc,
+                  extra={"saga_id": payment.saga_id, "status": "FAILED"})
+        return _Opened(None, f"payment token is not for this charge: {exc}",
+                       not_for_this_charge=True)
     except SealingError as exc:
         # Final for this token: no retry opens it. Its text names the key id, never the token.
         log.error("payment token does not open: %s", exc,
                   extra={"saga_id": payment.saga_id, "status": "FAILED"})
-        return None, f"payment token does not open: {exc}"
+        return _Opened(None, f"payment token does not open: {exc}")
 
 
 def _minor_units(payment: Payment) -> tuple[int | None, str]:
@@ -71,13 +105,14 @@ async def charge_payment(units: PaymentUnits, gateway: PaymentGateway, settings:
     more work."""
     assert payment.amount is not None and payment.currency is not None
     amount_minor, unchargeable = _minor_units(payment)
-    token, unopened = _opened(tokens, payment) if amount_minor is not None else (None,
-                                                                                 unchargeable)
+    opened = (_opened(tokens, payment, amount_minor) if amount_minor is not None
+              else _Opened(None, unchargeable))
+    token = opened.token
     if token is None or amount_minor is None:
         # Nothing to call (or replay) the charge with: the gateway is not asked, and an
         # outcome that was unknown stays unknown (domain.after_charge: manual refund).
         result_outcome, charge_id, decline, detail = domain.Outcome.NOT_ASKED, None, None, \
-            unopened
+            opened.why_not
     else:
         marked = await _mark_sent(units, payment)
         if marked is None:
@@ -103,7 +138,7 @@ async def charge_payment(units: PaymentUnits, gateway: PaymentGateway, settings:
         payments.record_outcome(current, call_outcome.outcome_of(
             change, attempt=attempt, lease_until=payment.lease_until,
             charge_attempts=attempts_made, charge_id=charge_id or None,
-            decline_code=decline or None))
+            decline_code=decline or None, disowned=opened.not_for_this_charge))
         if change.emit is domain.Emit.PAGO_EXITOSO:
             uow.emit(payment_events.pago_exitoso(current, charge_id), saga_id=payment.saga_id,
                      parent_span_id=current.trigger_span_id)

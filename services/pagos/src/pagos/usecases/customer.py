@@ -4,8 +4,15 @@ own payments (pagos' HTTP API).
 No event pagos consumes carries the customer in its payload; its envelope does:
 ``metadata.user_id`` is the authenticated user who placed the order (Part I §7.1: pedidos sets
 it to the customer the token names), and every participant carries it on to the events it
-emits (``sagakit.event_builder``). An event without it (published before the API took tokens)
-leaves the payment without a customer: operators alone see it.
+emits (``sagakit.event_builder``). An event without it leaves the payment without a customer:
+operators alone see it.
+
+The envelope is the word of whoever wrote the event (inventario, for StockVerificado), so the
+customer is not taken on that word alone: pedidos sealed the payment token for the customer
+the order was placed by (``saga_contracts.sealing.Binding``), and the charge opens the token
+with the customer recorded here. A StockVerificado that names another customer makes a payment
+whose token does not open: no gateway call, and the charge's failure clears the customer
+(``pagos.usecases.charge_payment``), so that no customer sees a payment a forged event made.
 """
 
 from __future__ import annotations

@@ -25,6 +25,7 @@ from decimal import Decimal
 from typing import Any, Protocol
 
 from pagos.domain.payment import Outcome, Payment, PaymentStatus
+from saga_contracts.sealing import Binding
 from sagakit.dead_letters import DeadLetter
 from sagakit.ports import UnitOfWorkPort
 
@@ -32,10 +33,11 @@ from sagakit.ports import UnitOfWorkPort
 class PaymentTokenOpener(Protocol):
     """Opens a payment token sealed for pagos (``saga_contracts.sealing.OpeningKeys``)."""
 
-    def open(self, sealed: str, order_id: str) -> str:
-        """The token in the clear. Raises ``saga_contracts.sealing.SealingError`` when it does
-        not open (a key id pagos does not hold, a changed ciphertext, another order's token):
-        final for that token."""
+    def open(self, sealed: str, charge: Binding) -> str:
+        """The token in the clear, if it was sealed for ``charge``. Raises
+        ``saga_contracts.sealing.SealingError`` when it does not open (a key id pagos does not
+        hold, a changed ciphertext, a token sealed for another charge): final for that token
+        and that charge."""
         ...
 
 
@@ -103,6 +105,9 @@ class CallOutcome:
     decline_code: str | None = None
     refunded: bool = False
     """The refund was made: ``refund_id`` and ``amount_refunded`` are written (None included)."""
+    disowned: bool = False
+    """The payment's customer is cleared: the charge's token was not sealed for the customer
+    the event named, or not for this charge at all (operators alone see the payment)."""
     refund_id: str | None = None
     amount_refunded: Decimal | None = None
 

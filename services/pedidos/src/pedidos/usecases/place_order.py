@@ -5,7 +5,11 @@ of its own.
 
 The payment token is sealed for pagos before anything is written: the order and its event (and
 so the outbox, the topics, inventario's StockVerificado and every dead letter and trace of them)
-hold the sealed token only, which pagos alone can open (``saga_contracts.sealing``)."""
+hold the sealed token only, which pagos alone can open (``saga_contracts.sealing``), and only
+for this saga's charge: its saga and order ids, its customer (the one the bearer token names)
+and its total in its currency. The total is what inventario asks pagos to charge in every
+order it verifies: it refuses an order any of whose prices is not the catalog's, and charges
+the catalog's prices (``inventario.domain.pricing``), which are then the order's."""
 
 from __future__ import annotations
 
@@ -26,6 +30,7 @@ from saga_contracts.events.orders import (
     PaymentMethod,
     ShippingAddress,
 )
+from saga_contracts.sealing import Binding
 from sagakit.envelope import new_span_id
 from sagakit.ids import time_ordered_id
 from sagakit.observability import metrics, tracing
@@ -44,11 +49,12 @@ class PlacedOrder:
     created: bool
 
 
-def sealed(body: dict[str, Any], sealer: PaymentTokenSealer, order_id: str) -> dict[str, Any]:
-    """``body`` with its payment token sealed for pagos, for the order ``order_id``."""
+def sealed(body: dict[str, Any], sealer: PaymentTokenSealer, charge: Binding
+           ) -> dict[str, Any]:
+    """``body`` with its payment token sealed for pagos, for ``charge`` only."""
     method = body["payment_method"]
     return {**body, "payment_method": {**method,
-                                       "token": sealer.seal(method["token"], order_id)}}
+                                       "token": sealer.seal(method["token"], charge)}}
 
 
 def request_hash(body: dict[str, Any]) -> str:
@@ -73,7 +79,9 @@ async def place_order(uow: UnitOfWorkPort, orders: OrderStore, body: dict[str, A
     fingerprint = request_hash(body)
     # The saga id is random, as the standard asks (Part I §7.1); the order id is a key only.
     order_id, saga_id = time_ordered_id(), uuid.uuid4()
-    body = sealed(body, sealer, str(order_id))
+    body = sealed(body, sealer, Binding.of(
+        saga_id=str(saga_id), order_id=str(order_id), customer_id=body["customer_id"],
+        amount=total, currency=body["currency"]))
     orders.add(
         order_id=order_id, saga_id=saga_id, body=body, total=total,
         idempotency_key=idempotency_key, request_hash=fingerprint,

@@ -19,14 +19,16 @@ from decimal import Decimal
 from typing import Any, Protocol
 
 from pedidos.domain.order import OrderStatus
+from saga_contracts.sealing import Binding
 from sagakit.ports import UnitOfWorkPort
 
 
 class PaymentTokenSealer(Protocol):
     """Seals an order's payment token for pagos (``saga_contracts.sealing.SealingKey``)."""
 
-    def seal(self, token: str, order_id: str) -> str:
-        """``token`` sealed for pagos, bound to ``order_id``: ciphertext only pagos opens."""
+    def seal(self, token: str, charge: Binding) -> str:
+        """``token`` sealed for pagos, bound to ``charge``: ciphertext only pagos opens, and
+        only for that charge."""
         ...
 
 
