@@ -128,18 +128,19 @@ _MARK_SENT = (update(payments)
               .returning(*payments.c, (payments.c.lease_until > func.now()).label("leased")))
 
 
+# inventario's answers are marks with a time of their own, like ``charge_sent_at``: they leave
+# ``updated_at`` to the payment's changes of status and money.
 # inventario's allocation failed: kept from the first FalloAsignacion on. Run under the row lock
 # its handler holds.
 _MARK_ALLOCATION_FAILED = (update(payments)
                            .where(payments.c.saga_id == bindparam("k_saga_id", type_=Text))
                            .values(allocation_failed_at=func.coalesce(
-                                       payments.c.allocation_failed_at, func.now()),
-                                   updated_at=func.now()))
+                                       payments.c.allocation_failed_at, func.now())))
 
 # inventario allocated the stock: staged, guarded by what the decision was taken on (the
 # status, and that no allocation was recorded and whether a failure was).
 _STOCK_ALLOCATED = (("allocated", f"""UPDATE {{schema}}.{payments.name}
-SET stock_allocated_at = now(), updated_at = now()
+SET stock_allocated_at = now()
 WHERE saga_id = :alloc_saga_id AND status = :alloc_expected AND stock_allocated_at IS NULL
       AND (allocation_failed_at IS NOT NULL) = CAST(:alloc_failed AS boolean)
 RETURNING 1"""),)
