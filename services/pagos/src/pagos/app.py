@@ -7,15 +7,20 @@ from typing import Any
 
 from fastapi import FastAPI
 
+from pagos import metrics
 from pagos.adapters.gateway_client import GatewayClient
 from pagos.adapters.payment_repository import payment_units
 from pagos.adapters.tables import messaging
 from pagos.config import GatewaySecretKey, PagosSettings, PaymentTokenKeys
 from pagos.entrypoints.http import router
-from pagos.entrypoints.messages import make_compensation_handlers, make_on_stock_verificado
+from pagos.entrypoints.messages import (
+    make_compensation_handlers,
+    make_on_stock_verificado,
+    on_stock_asignado,
+)
 from pagos.usecases.gateway_worker import GatewayWorker
 from pagos.usecases.ports import PaymentTokenOpener
-from saga_contracts.events.inventory import FalloAsignacion, StockVerificado
+from saga_contracts.events.inventory import FalloAsignacion, StockAsignado, StockVerificado
 from saga_contracts.events.orders import OrdenCancelada
 from sagakit.consumer import Subscription
 from sagakit.runtime import Runtime, ServiceDefinition, create_app
@@ -66,6 +71,9 @@ def subscriptions(worker: GatewayWorker) -> list[Subscription[Any]]:
     on_fallo_asignacion, on_orden_cancelada = make_compensation_handlers(worker.kick)
     return [
         Subscription(StockVerificado, make_on_stock_verificado(worker)),
+        # Takes no lock: it reads, then writes with its commit statement, guarded by what it
+        # read (pagos.usecases.record_allocation). Every completed saga sends one.
+        Subscription(StockAsignado, on_stock_asignado, reads_outside_transaction=True),
         Subscription(FalloAsignacion, on_fallo_asignacion),
         Subscription(OrdenCancelada, on_orden_cancelada),
     ]
@@ -76,6 +84,7 @@ def create() -> FastAPI:
     # the gateway's secret key could make no call.
     gateway_worker = GatewayWorkerRun(load(PaymentTokenKeys).opening_keys(),
                                       load(GatewaySecretKey).secret_key())
+    metrics.initialise(SERVICE)
     return create_app(ServiceDefinition(
         name=SERVICE,
         tables=messaging,
@@ -85,5 +94,6 @@ def create() -> FastAPI:
         opens_sealed_tokens=True,
         on_start=gateway_worker.start,
         on_stop=gateway_worker.stop,
-        description="Charges after stock was verified; refunds on allocation failure or cancel.",
+        description="Charges after stock was verified; refunds on allocation failure or cancel "
+                    "(not once the stock was allocated).",
     ))

@@ -26,7 +26,7 @@ from pagos.domain.payment import CHARGE_WORK, REFUND_WORK, Outcome, Payment, Pay
 from pagos.usecases.ports import CallOutcome, ChargeResult, RefundResult, Slot
 from saga_contracts import registry
 from saga_contracts.events.base import Event
-from saga_contracts.events.inventory import FalloAsignacion, StockVerificado
+from saga_contracts.events.inventory import FalloAsignacion, StockAsignado, StockVerificado
 from saga_contracts.events.orders import OrdenCancelada
 from saga_contracts.sealing import Binding
 from saga_harness import sealing
@@ -62,6 +62,8 @@ class Row:
     attempt_log: list[dict[str, Any]] = field(default_factory=list)
     manual_refund_required: bool = False
     trigger: dict[str, Any] | None = None
+    stock_allocated: bool = False
+    allocation_failed: bool = False
     visible: bool = True
     """False: committed by another transaction that a read here does not see yet (its saga id
     refuses an insert all the same)."""
@@ -73,7 +75,9 @@ class Row:
                        self.refund_attempts, self.lease_until is not None and self.lease_until > now,
                        self.charge_sent, self.lease_until, trigger.get("span_id"),
                        trigger.get("traceparent"), trigger.get("event"),
-                       tuple(self.attempt_log), self.customer_id)
+                       tuple(self.attempt_log), self.customer_id,
+                       stock_allocated=self.stock_allocated,
+                       allocation_failed=self.allocation_failed)
 
 
 class PaymentTable:
@@ -221,6 +225,24 @@ class FakePayments:
                 row.token = None
         self.uow.write(apply)
         return True
+
+    async def record_allocation_failed(self, payment: Payment) -> None:
+        row = self.table.visible(payment.saga_id)
+        assert row is not None, "recorded on a payment its handler holds locked"
+        self.uow.write(lambda: setattr(row, "allocation_failed", True))
+
+    def record_stock_allocated(self, decided_on: Payment) -> None:
+        def holds() -> bool:
+            r = self.table.visible(decided_on.saga_id)
+            return (r is not None and r.status is decided_on.status and not r.stock_allocated
+                    and r.allocation_failed == decided_on.allocation_failed)
+
+        def apply() -> None:
+            r = self.table.visible(decided_on.saga_id)
+            assert r is not None
+            r.stock_allocated = True
+
+        self.uow.stage(_Staged(holds, apply))
 
     async def charge_again(self, saga_id: str, token: str) -> bool:
         row = self.table.visible(saga_id)
@@ -462,3 +484,8 @@ def fallo_asignacion(saga_id: str, order_id: str) -> Message[FalloAsignacion]:
     return _event(FalloAsignacion, saga_id, "inventario", {
         "order_id": order_id, "reason": "stock_agotado",
         "unavailable": [{"sku": "SKU-1", "requested": 2, "available": 0}]})
+
+
+def stock_asignado(saga_id: str, order_id: str) -> Message[StockAsignado]:
+    return _event(StockAsignado, saga_id, "inventario", {
+        "order_id": order_id, "items": [{"sku": "SKU-1", "quantity": 2}]})

@@ -1,7 +1,9 @@
 """compensate_payment: OrdenCancelada and FalloAsignacion undo the saga's charge (drop it unsent,
 resolve it, or refund it) under the payment's row lock, and a cancellation that finds no payment
 records one so a later StockVerificado never charges; a charge created meanwhile in another
-lane is decided on, never dropped with the message."""
+lane is decided on, never dropped with the message. One that names another order than the
+payment's changes nothing and is counted. (A FalloAsignacion after StockAsignado:
+test_record_allocation.)"""
 
 from __future__ import annotations
 
@@ -10,7 +12,9 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
+from prometheus_client import REGISTRY
 
+from pagos import metrics
 from pagos.domain.payment import PaymentStatus
 from pagos.usecases.compensate_payment import (
     compensate_allocation_failure,
@@ -78,7 +82,8 @@ async def test_a_charge_no_call_was_sent_for_is_dropped(use_case: UseCase,
                                                         ) -> None:
     table = PaymentTable()
     saga_id, order_id = _ids()
-    row = table.add(saga_id, S.CHARGING, token="tok_visa", next_attempt_at=table.now)
+    row = table.add(saga_id, S.CHARGING, order_id=order_id, token="tok_visa",
+                    next_attempt_at=table.now)
     uow, calls = await _compensate(table, use_case, event(saga_id, order_id))
     assert row.status is S.CANCELLED and row.token is None
     assert uow.commits == 1 and calls.kicks == 0
@@ -92,7 +97,7 @@ async def test_a_charge_that_may_have_been_made_is_resolved(
     token is kept for the replay and the work is due now."""
     table = PaymentTable()
     saga_id, order_id = _ids()
-    row = table.add(saga_id, status, token="tok_visa", charge_sent=True,
+    row = table.add(saga_id, status, order_id=order_id, token="tok_visa", charge_sent=True,
                     next_attempt_at=None if status is S.CHARGE_FAILED else table.in_(8))
     uow, calls = await _compensate(table, use_case, event(saga_id, order_id))
     assert row.status is S.CANCEL_REQUESTED and row.token == "tok_visa"
@@ -105,7 +110,7 @@ async def test_a_captured_charge_is_refunded(use_case: UseCase,
                                              event: EventOf) -> None:
     table = PaymentTable()
     saga_id, order_id = _ids()
-    row = table.add(saga_id, S.CAPTURED, charge_id="ch_1", charge_sent=True)
+    row = table.add(saga_id, S.CAPTURED, order_id=order_id, charge_id="ch_1", charge_sent=True)
     uow, calls = await _compensate(table, use_case, event(saga_id, order_id))
     assert row.status is S.REFUNDING and row.next_attempt_at == table.now
     assert row.token is None
@@ -120,7 +125,8 @@ async def test_a_payment_with_nothing_to_undo_is_left_as_it_is(
     """A duplicate or late compensation, or a charge that never stood."""
     table = PaymentTable()
     saga_id, order_id = _ids()
-    row = table.add(saga_id, status, token="tok_visa", charge_sent=True, next_attempt_at=None)
+    row = table.add(saga_id, status, order_id=order_id, token="tok_visa", charge_sent=True,
+                    next_attempt_at=None)
     uow, calls = await _compensate(table, use_case, event(saga_id, order_id))
     assert row.status is status and row.token == "tok_visa" and row.next_attempt_at is None
     assert uow.commits == 1 and uow.committed and calls.kicks == 0
@@ -134,8 +140,9 @@ async def test_a_cancellation_that_found_no_payment_decides_on_the_charge_create
     is locked and decided on — resolved if its call may have left, dropped if not."""
     table = PaymentTable()
     saga_id, order_id = _ids()
-    table.before_insert = lambda: table.add(saga_id, S.CHARGING, token="tok_visa",
-                                            charge_sent=sent, next_attempt_at=table.now)
+    table.before_insert = lambda: table.add(saga_id, S.CHARGING, order_id=order_id,
+                                            token="tok_visa", charge_sent=sent,
+                                            next_attempt_at=table.now)
     uow, calls = await _compensate(table, compensate_order_cancellation,
                                    orden_cancelada(saga_id, order_id))
     row = table.rows[saga_id]
@@ -149,11 +156,60 @@ async def test_a_charge_created_meanwhile_and_not_visible_yet_is_retried() -> No
     handled again (TransientError), with nothing written."""
     table = PaymentTable()
     saga_id, order_id = _ids()
-    table.before_insert = lambda: table.add(saga_id, S.CHARGING, token="tok_visa",
-                                            visible=False)
+    table.before_insert = lambda: table.add(saga_id, S.CHARGING, order_id=order_id,
+                                            token="tok_visa", visible=False)
     uow, calls = FakeUnit(table), FakeCalls()
     with pytest.raises(TransientError):
         await compensate_order_cancellation(uow, FakePayments(table, uow), calls.kick,
                                             orden_cancelada(saga_id, order_id))
     assert table.rows[saga_id].status is S.CHARGING
     assert uow.commits == 0 and calls.kicks == 0
+
+
+def _refused(reason: str) -> float:
+    return REGISTRY.get_sample_value("saga_refund_refused_total",
+                                     {"service": "pagos", "reason": reason}) or 0.0
+
+
+@pytest.mark.parametrize(("use_case", "event"), BOTH)
+@pytest.mark.parametrize("status", [S.CHARGING, S.CAPTURED])
+async def test_a_compensation_for_another_order_changes_nothing(
+        use_case: UseCase, event: EventOf, status: PaymentStatus) -> None:
+    """The saga's payment is for its order: an event about another one is not the saga's
+    (a bug or a forgery), whatever it asks."""
+    table = PaymentTable()
+    saga_id, order_id = _ids()
+    row = table.add(saga_id, status, order_id=order_id, token="tok_visa", charge_sent=True,
+                    charge_id="ch_1", next_attempt_at=None)
+    before = _refused("order_mismatch")
+    uow, calls = await _compensate(table, use_case, event(saga_id, str(uuid.uuid4())))
+    assert row.status is status and row.token == "tok_visa" and row.next_attempt_at is None
+    assert not row.allocation_failed
+    assert uow.committed and uow.emitted == [] and calls.kicks == 0
+    assert _refused("order_mismatch") == before + 1
+
+
+async def test_an_allocation_failure_acted_on_is_recorded() -> None:
+    """So that a StockAsignado after it is known to contradict it."""
+    table = PaymentTable()
+    saga_id, order_id = _ids()
+    row = table.add(saga_id, S.CAPTURED, order_id=order_id, charge_id="ch_1", charge_sent=True)
+    await _compensate(table, compensate_allocation_failure, fallo_asignacion(saga_id, order_id))
+    assert row.allocation_failed and row.status is S.REFUNDING
+
+
+async def test_a_cancellation_records_no_allocation_failure() -> None:
+    table = PaymentTable()
+    saga_id, order_id = _ids()
+    row = table.add(saga_id, S.CAPTURED, order_id=order_id, charge_id="ch_1", charge_sent=True)
+    await _compensate(table, compensate_order_cancellation, orden_cancelada(saga_id, order_id))
+    assert not row.allocation_failed and row.status is S.REFUNDING
+
+
+def test_every_refusal_is_exposed_at_zero_from_the_start() -> None:
+    """An alert on increase() misses a series whose first sample is already 1."""
+    metrics.REFUNDS_REFUSED.clear()  # as a fresh process has it
+    metrics.initialise("pagos")
+    for reason in ("stock_allocated", "order_mismatch"):
+        assert REGISTRY.get_sample_value("saga_refund_refused_total",
+                                         {"service": "pagos", "reason": reason}) == 0

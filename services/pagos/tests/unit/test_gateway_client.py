@@ -25,6 +25,8 @@ KEY = "sk_test_not-a-real-key"
 class _Gateway:
     def __init__(self) -> None:
         self.answer: tuple[int, dict[str, Any]] = (200, {"id": "ch_1"})
+        self.raw: tuple[int, bytes] | None = None
+        """An answer that is not JSON, in the place of ``answer``."""
         self.delay_s = 0.0
         self.seen: list[tuple[str, str | None, dict[str, Any]]] = []
         self.authorizations: list[str | None] = []
@@ -37,6 +39,8 @@ class _Gateway:
                           await request.json()))
         self.authorizations.append(request.headers.get("Authorization"))
         await asyncio.sleep(self.delay_s)
+        if self.raw is not None:
+            return web.Response(body=self.raw[1], status=self.raw[0], content_type="text/html")
         status, body = self.answer
         return web.json_response(body, status=status)
 
@@ -104,6 +108,83 @@ async def test_a_refusal_that_quotes_the_request_is_kept_without_the_token(
         await client.close()
     assert result.outcome is Outcome.REJECTED and result.detail.startswith("HTTP 422: ")
     assert "tok_visa" not in result.detail and "[MASKED]" in result.detail
+
+
+# A card token in the gateway's own shape, which no pattern of pagos knows.
+CARD = "pm_1PxCardOfTheVictim42"
+
+
+async def _charge_with(url: str, token: str) -> Any:
+    client = GatewayClient(url, secret_key=KEY, timeout_s=5)
+    try:
+        return await client.charge(amount_minor=1998, currency="usd", token=token,
+                                   idempotency_key="charge-s1", saga_id="s1")
+    finally:
+        await client.close()
+
+
+async def test_a_refusal_that_echoes_the_card_token_keeps_its_code_and_message_without_it(
+        gateway: tuple[_Gateway, str]) -> None:
+    """Stripe's "No such PaymentMethod: 'pm_…'": the detail goes to the attempt log and the
+    dead letter, so the token it was given is replaced whatever its shape."""
+    fake, url = gateway
+    fake.answer = (400, {"error": {"type": "invalid_request_error", "param": "source",
+                                   "message": f"No such PaymentMethod: '{CARD}'"}})
+    result = await _charge_with(url, CARD)
+    assert result.outcome is Outcome.REJECTED
+    assert result.detail == "HTTP 400 invalid_request_error: No such PaymentMethod: '[MASKED]'"
+
+
+async def test_a_decline_that_echoes_the_card_token_carries_none_into_its_event(
+        gateway: tuple[_Gateway, str]) -> None:
+    """A decline's message becomes PagoRechazado's reason, on the wire."""
+    fake, url = gateway
+    fake.answer = (402, {"error": {"decline_code": "do_not_honor",
+                                   "message": f"Card {CARD} was declined ({CARD})"}})
+    result = await _charge_with(url, CARD)
+    assert result.outcome is Outcome.DECLINED and result.decline_code == "do_not_honor"
+    assert result.detail == "Card [MASKED] was declined ([MASKED])"
+
+
+async def test_a_long_message_is_cut_after_the_token_is_taken_out(
+        gateway: tuple[_Gateway, str]) -> None:
+    """Cut first, a message could keep the start of the token, which no replacement finds."""
+    fake, url = gateway
+    fake.answer = (400, {"error": {"code": "invalid", "message": "x" * 270 + CARD}})
+    result = await _charge_with(url, CARD)
+    assert CARD[:4] not in result.detail and len(result.detail) <= 300
+
+
+async def test_a_refusal_in_no_shape_the_client_knows_is_kept_cut_and_without_the_token(
+        gateway: tuple[_Gateway, str]) -> None:
+    fake, url = gateway
+    fake.answer = (422, {"detail": [{"loc": ["body", "source"], "input": CARD}]})
+    result = await _charge_with(url, CARD)
+    assert result.detail.startswith("HTTP 422: ") and CARD not in result.detail
+
+
+async def test_a_decline_without_a_json_body_is_a_decline(
+        gateway: tuple[_Gateway, str]) -> None:
+    fake, url = gateway
+    fake.raw = (402, b"<html>declined</html>")
+    result = await _charge_with(url, CARD)
+    assert result.outcome is Outcome.DECLINED and result.decline_code == "card_declined"
+
+
+async def test_a_refund_refusal_keeps_the_gateways_code_and_a_scrubbed_message(
+        gateway: tuple[_Gateway, str]) -> None:
+    fake, url = gateway
+    fake.answer = (400, {"error": {"code": "charge_already_refunded",
+                                   "message": "Charge ch_1 (source tok_visa) is refunded"}})
+    client = GatewayClient(url, secret_key=KEY, timeout_s=5)
+    try:
+        result = await client.refund(charge_id="ch_1", amount_minor=1998,
+                                     idempotency_key="refund-s1")
+    finally:
+        await client.close()
+    assert not result.succeeded
+    assert result.detail == ("HTTP 400 charge_already_refunded: Charge ch_1 (source [MASKED]) "
+                             "is refunded")
 
 
 async def test_a_gateway_that_does_not_answer_in_time_is_unavailable(

@@ -1,6 +1,8 @@
-"""What pagos asks of the consumer for each event it handles, pinned: its handlers read the
-payment under a row lock inside their own transaction (a cancellation must see whether a charge
-call may have left, ``charge_sent_at``), so none reads outside one or shares one."""
+"""What pagos asks of the consumer for each event it handles, pinned: its handlers that change
+the payment's money read it under a row lock inside their own transaction (a cancellation must
+see whether a charge call may have left, ``charge_sent_at``). StockAsignado's, which only
+records the allocation, reads outside one and writes with its guarded commit statement. None
+shares a transaction."""
 
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ def test_every_handler_runs_in_its_own_transaction() -> None:
     assert {s.event_type: (s.reads_outside_transaction, s.shares_transaction, s.isolation_level)
             for s in subs} == {
         "StockVerificado": (False, False, None),
+        "StockAsignado": (True, False, None),
         "FalloAsignacion": (False, False, None),
         "OrdenCancelada": (False, False, None),
     }

@@ -46,8 +46,13 @@ def envelope(event_type: str, payload: dict[str, Any], *, saga_id: str | None = 
 
 
 async def produce(topic: str, value: bytes | dict[str, Any], *, key: str | None = None,
-                  headers: dict[str, str] | None = None, times: int = 1) -> None:
-    producer = AIOKafkaProducer(**config.kafka_client(), acks="all")
+                  headers: dict[str, str] | None = None, times: int = 1,
+                  principal: str | None = None) -> None:
+    """Writes ``value`` to ``topic`` (keyed by its saga id unless ``key`` says otherwise),
+    as ``principal`` (a service's Kafka user: what a process holding its credentials can
+    write) on a stack whose Kafka authenticates; as the tests' usual client otherwise."""
+    client = config.kafka_client(principal if config.KAFKA_AUTH else None)
+    producer = AIOKafkaProducer(**client, acks="all")
     await producer.start()
     try:
         data = value if isinstance(value, bytes) else json.dumps(value).encode()

@@ -18,18 +18,18 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from pagos.adapters.payment_repository import payment_units
+from pagos.app import subscriptions
 from pagos.config import PagosSettings
 from pagos.domain.payment import Outcome
-from pagos.entrypoints.messages import make_compensation_handlers, make_on_stock_verificado
 from pagos.usecases.gateway_worker import GatewayWorker
 from pagos.usecases.ports import ChargeResult, PaymentGateway, RefundResult
 from saga_contracts import registry
 from saga_contracts.events.base import Event
-from saga_contracts.events.inventory import FalloAsignacion, StockVerificado
+from saga_contracts.events.inventory import FalloAsignacion, StockAsignado, StockVerificado
 from saga_contracts.events.orders import OrdenCancelada
 from saga_harness import sealing
-from sagakit.consumer import Handler
 from sagakit.envelope import Envelope
+from sagakit.errors import StaleRead
 from sagakit.message import Message
 from sagakit.store.tables import MessagingTables
 from sagakit.store.unit_of_work import UnitOfWork
@@ -168,16 +168,25 @@ def fallo_asignacion(saga_id: str, order_id: str) -> Message[FalloAsignacion]:
         "unavailable": [{"sku": "SKU-1", "requested": 1, "available": 0}]})
 
 
+def stock_asignado(saga_id: str, order_id: str) -> Message[StockAsignado]:
+    return _event(StockAsignado, saga_id, "inventario", {
+        "order_id": order_id, "items": [{"sku": "SKU-1", "quantity": 1}]})
+
+
 async def deliver(engine: AsyncEngine, tables: MessagingTables, gw: GatewayWorker,
                   event: Message[Any]) -> None:
-    """What the consumer does with one record: claim it, run its handler, commit."""
-    on_fallo_asignacion, on_orden_cancelada = make_compensation_handlers(gw.kick)
-    handlers: dict[str, Handler[Any]] = {"StockVerificado": make_on_stock_verificado(gw),
-                                         "OrdenCancelada": on_orden_cancelada,
-                                         "FalloAsignacion": on_fallo_asignacion}
-    async with UnitOfWork(engine, tables, "pagos") as uow:
+    """What the consumer does with one record: claim it, run its handler in the unit of work
+    its subscription asks for (pagos.app), commit. A guarded write that found what its handler
+    read gone raises ``StaleRead``, on which the consumer handles the record again."""
+    subscription = {s.event_type: s for s in subscriptions(gw)}[event.event_type]
+    async with UnitOfWork(engine, tables, "pagos", **subscription.unit_of_work_options) as uow:
         uow.claim(event.message_id, event.event_type, event.saga_id)
-        await handlers[event.event_type](uow, event)
+        await subscription.handler(uow, event)
+        if not uow.ended:
+            await uow.commit()
+        if not uow.committed:
+            raise StaleRead(f"{event.event_type}: what the handler read changed before its "
+                            "write; nothing was written")
 
 
 async def payment(engine: AsyncEngine, schema: str, saga_id: str) -> Any:
@@ -185,7 +194,8 @@ async def payment(engine: AsyncEngine, schema: str, saga_id: str) -> Any:
         return (await conn.execute(text(
             "SELECT status, payment_token, charge_id, charge_attempts, manual_refund_required, "
             "lease_until, lease_until > now() AS leased, next_attempt_at, "
-            f"next_attempt_at <= now() AS due FROM {schema}.payments WHERE saga_id = :s"),
+            "next_attempt_at <= now() AS due, stock_allocated_at, allocation_failed_at "
+            f"FROM {schema}.payments WHERE saga_id = :s"),
             {"s": saga_id})).first()
 
 

@@ -9,13 +9,20 @@ Every call carries the gateway's secret key (``Authorization: Bearer sk_...``), 
 takes it. A charge the gateway refuses for the key (401) was not made: it is retried like an
 unavailable gateway, and ends in a dead letter an operator replays once pagos has the right
 key, never in a declined order.
+
+What an answer says goes into the payment's attempt log, dead letters and events
+(``PagoRechazado.reason``, ``FalloReembolso.reason``), so only the gateway's error code and its
+message are kept, and a message may quote the request: "No such PaymentMethod: 'pm_…'". The
+card token it was given is replaced wherever it appears, whatever its shape (the gateway's, not
+only the ``tok_…`` that ``scrub`` knows), before anything leaves ``charge``, then whatever looks
+like a token (``scrub``); the text is cut only after that, so no part of a token is left.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import aiohttp
@@ -23,7 +30,7 @@ import aiohttp
 from pagos.domain.payment import Outcome
 from pagos.usecases.ports import ChargeResult, RefundResult
 from sagakit.observability import metrics
-from sagakit.observability.privacy import scrub
+from sagakit.observability.privacy import MASK, scrub
 
 # What says "the gateway could not be asked, or did not answer": the call may or may not have
 # reached it, so a charge is retried under the same idempotency key.
@@ -41,6 +48,38 @@ class _Response:
     @property
     def text(self) -> str:
         return self.body.decode(errors="replace")
+
+    def refusal(self) -> tuple[str | None, str | None]:
+        """The gateway's error code (Stripe's ``decline_code``, ``code`` or ``type``) and its
+        message, from an ``{"error": {...}}`` answer; neither from any other body."""
+        try:
+            error = self.json().get("error")
+        except (ValueError, AttributeError):
+            error = None
+        if not isinstance(error, dict):
+            return None, None
+        code = error.get("decline_code") or error.get("code") or error.get("type")
+        return (str(code) if code else None), str(error.get("message") or "")
+
+
+# How much of a gateway's message is kept.
+_MESSAGE_CHARS = 300
+
+
+def _kept(text: str, token: str | None = None) -> str:
+    """``text`` as pagos may keep it: the clear ``token`` replaced wherever it appears, then
+    anything token-shaped, then cut."""
+    if token:
+        text = text.replace(token, MASK)
+    return scrub(text)[:_MESSAGE_CHARS]
+
+
+def _refused(resp: _Response) -> str:
+    """A refusal as it is kept: its status, the gateway's code and message, or its body when
+    the gateway said neither (then cut by ``_kept``)."""
+    code, message = resp.refusal()
+    return (f"HTTP {resp.status}{f' {code}' if code else ''}: "
+            f"{message if message is not None else resp.text}")
 
 
 class GatewayClient:
@@ -73,7 +112,8 @@ class GatewayClient:
         result = await self._charge(amount_minor, currency, token, idempotency_key, saga_id)
         metrics.GATEWAY_LATENCY.labels("charge", result.outcome.value).observe(
             time.perf_counter() - started)
-        return result
+        return replace(result, detail=_kept(result.detail, token),
+                       decline_code=result.decline_code and _kept(result.decline_code, token))
 
     async def _charge(self, amount_minor: int, currency: str, token: str,
                       idempotency_key: str, saga_id: str) -> ChargeResult:
@@ -88,10 +128,9 @@ class GatewayClient:
         if resp.status == 200:
             return ChargeResult(Outcome.APPROVED, charge_id=resp.json()["id"])
         if resp.status == 402:
-            err = resp.json().get("error", {})
-            return ChargeResult(Outcome.DECLINED, decline_code=err.get("decline_code")
-                                or err.get("code") or "card_declined",
-                                detail=err.get("message", ""))
+            code, message = resp.refusal()
+            return ChargeResult(Outcome.DECLINED, decline_code=code or "card_declined",
+                                detail=message or "")
         if resp.status >= 500 or resp.status in (409, 429):
             # 409: a request with this key is still being processed; its outcome is unknown.
             return ChargeResult(Outcome.UNAVAILABLE, detail=f"HTTP {resp.status}")
@@ -100,10 +139,9 @@ class GatewayClient:
             return ChargeResult(Outcome.UNAVAILABLE,
                                 detail=f"HTTP {resp.status}: the gateway refused pagos' secret "
                                        "key (PAGOS_GATEWAY_SECRET_KEY)")
-        # The answer is kept in the payment's attempt log and may end in a dead letter: an
-        # error that quotes the request (a validation error does) would quote the token.
-        return ChargeResult(Outcome.REJECTED,
-                            detail=f"HTTP {resp.status}: {scrub(resp.text[:300])}")
+        # Kept in the payment's attempt log, and in a dead letter: ``charge`` takes the token
+        # out of whatever quotes the request.
+        return ChargeResult(Outcome.REJECTED, detail=_refused(resp))
 
     async def refund(self, *, charge_id: str, amount_minor: int, idempotency_key: str
                      ) -> RefundResult:
@@ -112,12 +150,12 @@ class GatewayClient:
             resp = await self._post("/v1/refunds", idempotency_key,
                                     {"charge": charge_id, "amount": amount_minor})
         except _UNREACHABLE as exc:
-            result = RefundResult(False, detail=f"{type(exc).__name__}: {exc}")
+            result = RefundResult(False, detail=_kept(f"{type(exc).__name__}: {exc}"))
         else:
             if resp.status == 200:
                 result = RefundResult(True, refund_id=resp.json()["id"])
             else:
-                result = RefundResult(False, detail=f"HTTP {resp.status}: {resp.text[:300]}")
+                result = RefundResult(False, detail=_kept(_refused(resp)))
         metrics.GATEWAY_LATENCY.labels("refund", "ok" if result.succeeded else "error").observe(
             time.perf_counter() - started)
         return result

@@ -128,6 +128,24 @@ _MARK_SENT = (update(payments)
               .returning(*payments.c, (payments.c.lease_until > func.now()).label("leased")))
 
 
+# inventario's answers are marks with a time of their own, like ``charge_sent_at``: they leave
+# ``updated_at`` to the payment's changes of status and money.
+# inventario's allocation failed: kept from the first FalloAsignacion on. Run under the row lock
+# its handler holds.
+_MARK_ALLOCATION_FAILED = (update(payments)
+                           .where(payments.c.saga_id == bindparam("k_saga_id", type_=Text))
+                           .values(allocation_failed_at=func.coalesce(
+                                       payments.c.allocation_failed_at, func.now())))
+
+# inventario allocated the stock: staged, guarded by what the decision was taken on (the
+# status, and that no allocation was recorded and whether a failure was).
+_STOCK_ALLOCATED = (("allocated", f"""UPDATE {{schema}}.{payments.name}
+SET stock_allocated_at = now()
+WHERE saga_id = :alloc_saga_id AND status = :alloc_expected AND stock_allocated_at IS NULL
+      AND (allocation_failed_at IS NOT NULL) = CAST(:alloc_failed AS boolean)
+RETURNING 1"""),)
+
+
 def payment_of(row: driver.Row, leased: bool = False) -> Payment:
     """The payment a row of the table holds; ``leased``: a gateway call's lease on it has not
     run out (by the database clock, where the statement says)."""
@@ -138,7 +156,9 @@ def payment_of(row: driver.Row, leased: bool = False) -> Payment:
                    row["payment_token"], row["charge_id"], row["charge_attempts"],
                    row["refund_attempts"], leased, row["charge_sent_at"] is not None,
                    row["lease_until"], trigger.get("span_id"), trigger.get("traceparent"),
-                   trigger.get("event"), tuple(row["attempt_log"] or ()), row["customer_id"])
+                   trigger.get("event"), tuple(row["attempt_log"] or ()), row["customer_id"],
+                   stock_allocated=row["stock_allocated_at"] is not None,
+                   allocation_failed=row["allocation_failed_at"] is not None)
 
 
 class PaymentRepository:
@@ -200,6 +220,10 @@ class PaymentRepository:
                 {c: v for c, v in values.items() if c not in bound})
         res = await self.uow.connection.execute(statement, params)
         return res.rowcount == 1
+
+    async def record_allocation_failed(self, payment: Payment) -> None:
+        await self.uow.connection.execute(_MARK_ALLOCATION_FAILED,
+                                          {"k_saga_id": payment.saga_id})
 
     async def mark_charge_sent(self, payment: Payment) -> Payment | None:
         rows = await driver.fetch(self.uow.connection, _MARK_SENT,
@@ -270,6 +294,12 @@ class PaymentRepository:
             params["out_retry_in_s"] = outcome.retry_in_s
         self.uow.stage(StagedWrite(_outcome(tuple(sorted(values)), outcome.schedules), params,
                                    guard="recorded"))
+
+    def record_stock_allocated(self, decided_on: Payment) -> None:
+        """Staged, guarded by the status and the allocation outcomes it was decided on."""
+        self.uow.stage(StagedWrite(_STOCK_ALLOCATED, {
+            "alloc_saga_id": decided_on.saga_id, "alloc_expected": decided_on.status.value,
+            "alloc_failed": decided_on.allocation_failed}, guard="allocated"))
 
     def dead_letter(self, letter: DeadLetter) -> None:
         letter.emit(self.uow)

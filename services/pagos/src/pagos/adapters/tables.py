@@ -42,6 +42,10 @@ payments = Table(
     # Set right before the first charge call is sent: from then on the charge may have
     # happened, and only the gateway can say whether it did.
     Column("charge_sent_at", DateTime(timezone=True)),
+    # What inventario answered the captured charge with, as pagos heard it: a FalloAsignacion
+    # for a saga whose stock was allocated refunds nothing (pagos.domain.payment).
+    Column("stock_allocated_at", DateTime(timezone=True)),
+    Column("allocation_failed_at", DateTime(timezone=True)),
     Column("attempt_log", JSONB, nullable=False, server_default="[]"),
     Column("manual_refund_required", Boolean, nullable=False, server_default="false"),
     Column("trigger", JSONB),

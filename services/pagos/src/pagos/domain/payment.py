@@ -1,6 +1,7 @@
 """The payment's state machine, free of infrastructure.
 
     (none) ──StockVerificado──▶ CHARGING ──approved──▶ CAPTURED ──FalloAsignacion / cancel──▶ REFUNDING
+    CAPTURED ──StockAsignado──▶ CAPTURED, stock allocated: a FalloAsignacion is refused from then on
     (none) ──OrdenCancelada──▶ CANCELLED (a later StockVerificado never charges)
     CHARGING ──declined──▶ DECLINED
     CHARGING ──unavailable × N──▶ CHARGE_FAILED (dead letter + alert; outcome unknown)
@@ -21,11 +22,30 @@ or its lease; a cancellation that lands before that mark drops the charge withou
 
 Every change is decided here from the current status and what happened; the repository applies
 it conditionally, so a duplicate or late event changes nothing.
+
+inventario answers each paid saga with exactly one of StockAsignado and FalloAsignacion, on
+the saga's partition of inventory-events, so pagos hears them in the order they were written.
+pagos records which it heard (``stock_allocated``, ``allocation_failed``) and holds inventario
+to that contract, deciding always as pedidos does, so that the order and its money agree:
+
+- StockAsignado, then FalloAsignacion: the goods are the customer's (pedidos completed the
+  order and ignores the failure), so the charge stands; the refund is refused and counted.
+- FalloAsignacion, then StockAsignado: the charge is already being undone (pedidos is waiting
+  for the refund and cancels the order), so the undo goes on; the allocation is recorded and
+  raises an alert, since goods are now held for a refunded order.
+- OrdenCancelada after StockAsignado: pedidos cancels only an order it has not completed (a
+  cancel request after COMPLETADA is refused with 409), and inventario puts the allocated stock
+  back on the same event, so the charge is undone as for any cancellation.
+- A compensation that names another order than the payment's changes nothing and is counted.
+
+A StockAsignado is believed only for a payment whose charge was captured, the only one
+inventario allocates for (after PagoExitoso): one for a payment still being charged, or never
+charged, is not recorded, so it cannot keep a later genuine FalloAsignacion from refunding.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from decimal import Decimal
 from enum import StrEnum
@@ -83,6 +103,15 @@ class Payment:
     """Whose payment it is, as the StockVerificado that asked for it named the customer
     (``pagos.usecases.customer``); bound into the sealed token, so a charge is only made for
     the customer the order was placed by."""
+    stock_allocated: bool = False
+    """inventario's StockAsignado was recorded: the goods are the customer's."""
+    allocation_failed: bool = False
+    """inventario's FalloAsignacion was acted on: the charge was (or is being) undone."""
+
+    def names_another_order(self, order_id: str) -> bool:
+        """An event about ``order_id`` is not about this payment's order (a payment recorded
+        without an order, by a cancellation, is any order's)."""
+        return self.order_id is not None and self.order_id.lower() != order_id.lower()
 
 
 class Emit(StrEnum):
@@ -90,6 +119,13 @@ class Emit(StrEnum):
     PAGO_RECHAZADO = "PagoRechazado"
     REEMBOLSO_EJECUTADO = "ReembolsoEjecutado"
     FALLO_REEMBOLSO = "FalloReembolso"
+
+
+class Refusal(StrEnum):
+    """Why a compensation was refused: it changes nothing, and is counted."""
+
+    STOCK_ALLOCATED = "stock_allocated"  # FalloAsignacion for a saga whose stock was allocated
+    ORDER_MISMATCH = "order_mismatch"    # it names another order than the payment's
 
 
 @dataclass(frozen=True)
@@ -101,6 +137,10 @@ class Change:
     retry_in_s: float | None = None
     dead_letter: bool = False
     alert: str | None = None
+    refused: Refusal | None = None
+    allocation_failed: bool = False
+    """Record that inventario's allocation failed (a StockAsignado after it is then known to
+    contradict it)."""
 
 
 NOTHING = Change()
@@ -127,6 +167,7 @@ def _undo_charge(status: PaymentStatus | None, charge_sent: bool) -> Change:
 def on_order_cancelled(status: PaymentStatus | None, charge_sent: bool) -> Change:
     if status is None:
         return Change(PaymentStatus.CANCELLED)  # a later StockVerificado never charges
+    # Allocated stock or not: pedidos cancelled the order, and inventario releases its stock.
     return _undo_charge(status, charge_sent)
 
 
@@ -134,6 +175,69 @@ def on_allocation_failed(status: PaymentStatus | None, charge_sent: bool) -> Cha
     if status is None:
         return NOTHING  # an allocation follows a captured charge: nothing was ever asked
     return _undo_charge(status, charge_sent)
+
+
+def on_compensation(payment: Payment | None, order_id: str, *,
+                    allocation_failure: bool) -> Change:
+    """A FalloAsignacion (``allocation_failure``) or an OrdenCancelada about ``order_id``, for
+    ``payment``: refused when it is not the payment's to act on, else the charge undone."""
+    status = payment.status if payment else None
+    charge_sent = bool(payment and payment.charge_sent)
+    if not allocation_failure:
+        if payment is not None and payment.names_another_order(order_id):
+            return Change(refused=Refusal.ORDER_MISMATCH)
+        return on_order_cancelled(status, charge_sent)
+    if payment is None:
+        return on_allocation_failed(status, charge_sent)
+    if payment.names_another_order(order_id):
+        return Change(refused=Refusal.ORDER_MISMATCH)
+    if payment.stock_allocated:
+        return Change(refused=Refusal.STOCK_ALLOCATED)
+    return replace(on_allocation_failed(status, charge_sent),
+                   allocation_failed=not payment.allocation_failed)
+
+
+# Statuses of a payment whose charge may have been captured, with its PagoExitoso, and may
+# since have been undone: the only ones inventario may have allocated stock for. A payment
+# still being charged may yet be captured: an allocation recorded on it would keep the genuine
+# FalloAsignacion that follows from refunding.
+CAPTURED_ONCE = (PaymentStatus.CAPTURED, PaymentStatus.REFUNDING, PaymentStatus.REFUNDED,
+                 PaymentStatus.REFUND_FAILED)
+
+
+class Allocation(StrEnum):
+    """What a StockAsignado does to the payment."""
+
+    RECORD = "record"                # the goods are the customer's: no refund from now on
+    CONTRADICTS = "contradicts"      # recorded, after a FalloAsignacion that undid the charge
+    DUPLICATE = "duplicate"          # recorded before
+    NO_PAYMENT = "no_payment"        # an unknown saga: nothing to record it on
+    NOT_CAPTURED = "not_captured"    # inventario allocates only after a captured charge
+    ORDER_MISMATCH = "order_mismatch"
+
+    @property
+    def recorded(self) -> bool:
+        return self in (Allocation.RECORD, Allocation.CONTRADICTS)
+
+
+# The alert raised when inventario reports an allocation after its failure.
+ALLOCATION_CONTRADICTED = "allocation_contradicted"
+
+
+def on_stock_allocated(payment: Payment | None, order_id: str) -> Allocation:
+    if payment is None:
+        return Allocation.NO_PAYMENT
+    if payment.names_another_order(order_id):
+        return Allocation.ORDER_MISMATCH
+    if payment.stock_allocated:
+        return Allocation.DUPLICATE
+    if payment.allocation_failed:
+        # Out of contract, and which of the two is genuine cannot be told here: the undo that
+        # started goes on, as pedidos goes on cancelling the order; a person settles the stock.
+        return Allocation.CONTRADICTS
+    if payment.status not in CAPTURED_ONCE:
+        return Allocation.NOT_CAPTURED
+    return Allocation.RECORD
 
 
 # ------------------------------------------------------------------ gateway outcomes

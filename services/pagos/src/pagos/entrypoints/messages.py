@@ -11,8 +11,9 @@ from pagos.usecases.compensate_payment import (
     compensate_order_cancellation,
 )
 from pagos.usecases.ports import ChargeCalls
+from pagos.usecases.record_allocation import record_stock_allocated
 from pagos.usecases.start_charge import start_charge
-from saga_contracts.events.inventory import FalloAsignacion, StockVerificado
+from saga_contracts.events.inventory import FalloAsignacion, StockAsignado, StockVerificado
 from saga_contracts.events.orders import OrdenCancelada
 from sagakit.consumer import Handler
 from sagakit.message import Message
@@ -24,6 +25,10 @@ def make_on_stock_verificado(calls: ChargeCalls) -> Handler[StockVerificado]:
         await start_charge(uow, PaymentRepository(uow), calls, event)
 
     return on_stock_verificado
+
+
+async def on_stock_asignado(uow: UnitOfWork, event: Message[StockAsignado]) -> None:
+    await record_stock_allocated(uow, PaymentRepository(uow), event)
 
 
 def make_compensation_handlers(kick: Callable[[], None]

@@ -1,5 +1,7 @@
 """FalloAsignacion or OrdenCancelada → refund the charge, resolve it, or make sure it never
-happens."""
+happens; unless the event is not the payment's to act on (pagos.domain.payment): one that names
+another order, or a FalloAsignacion for a saga whose stock inventario allocated, changes nothing
+and is counted in ``saga_refund_refused_total``, which pages (``RefundRefused``)."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ import logging
 from collections.abc import Callable
 from typing import TypeAlias
 
+from pagos import metrics
 from pagos.domain import payment as domain
 from pagos.domain.payment import Payment
 from pagos.usecases.customer import customer_of
@@ -18,6 +21,7 @@ from sagakit.message import Message
 from sagakit.ports import UnitOfWorkPort
 
 log = logging.getLogger("pagos.compensate")
+SERVICE = "pagos"
 
 Decide = Callable[[Payment | None], domain.Change]
 Compensated: TypeAlias = Message[FalloAsignacion | OrdenCancelada]
@@ -26,15 +30,15 @@ Compensated: TypeAlias = Message[FalloAsignacion | OrdenCancelada]
 async def compensate_allocation_failure(uow: UnitOfWorkPort, payments: PaymentStore,
                                         kick: Callable[[], None],
                                         event: Message[FalloAsignacion]) -> None:
-    await _locked(uow, payments, kick, event, lambda p: domain.on_allocation_failed(
-        p.status if p else None, bool(p and p.charge_sent)))
+    await _locked(uow, payments, kick, event, lambda p: domain.on_compensation(
+        p, event.payload.order_id, allocation_failure=True))
 
 
 async def compensate_order_cancellation(uow: UnitOfWorkPort, payments: PaymentStore,
                                         kick: Callable[[], None],
                                         event: Message[OrdenCancelada]) -> None:
-    await _locked(uow, payments, kick, event, lambda p: domain.on_order_cancelled(
-        p.status if p else None, bool(p and p.charge_sent)))
+    await _locked(uow, payments, kick, event, lambda p: domain.on_compensation(
+        p, event.payload.order_id, allocation_failure=False))
 
 
 async def _locked(uow: UnitOfWorkPort, payments: PaymentStore, kick: Callable[[], None],
@@ -64,7 +68,11 @@ async def _locked(uow: UnitOfWorkPort, payments: PaymentStore, kick: Callable[[]
 async def _apply(uow: UnitOfWorkPort, payments: PaymentStore, kick: Callable[[], None],
                  event: Compensated, change: domain.Change, payment: Payment | None) -> None:
     current = payment.status if payment else None
-    if change.status is None or payment is None:
+    if payment is not None and change.allocation_failed:
+        await payments.record_allocation_failed(payment)
+    if change.refused is not None:
+        _refused(uow, event, change.refused, payment)
+    elif change.status is None or payment is None:
         log.info("nothing to compensate (payment %s)", current,
                  extra={"saga_id": event.saga_id, "event_type": event.event_type})
     else:
@@ -78,3 +86,16 @@ async def _apply(uow: UnitOfWorkPort, payments: PaymentStore, kick: Callable[[],
                  extra={"saga_id": event.saga_id, "event_type": event.event_type,
                         "status": "COMPENSATING"})
     await uow.commit()
+
+
+def _refused(uow: UnitOfWorkPort, event: Compensated, reason: domain.Refusal,
+             payment: Payment | None) -> None:
+    """Once the message is recorded as processed: counted and logged. Refusing is the outcome
+    of handling it (a replay could only refuse it again): it is not dead-lettered."""
+    def counted() -> None:
+        metrics.REFUNDS_REFUSED.labels(SERVICE, reason.value).inc()
+        log.warning("compensation refused: %s", reason.value, extra={
+            "saga_id": event.saga_id, "event_type": event.event_type,
+            "message_id": event.message_id, "reason": reason.value,
+            "status": payment.status.value if payment else None})
+    uow.after_commit(counted)

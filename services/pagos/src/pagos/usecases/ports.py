@@ -42,8 +42,12 @@ class PaymentTokenOpener(Protocol):
 
 
 class PaymentStore(Protocol):
-    """A saga's payment, for the handlers of StockVerificado, FalloAsignacion and
-    OrdenCancelada."""
+    """A saga's payment, for the handlers of StockVerificado, StockAsignado, FalloAsignacion
+    and OrdenCancelada."""
+
+    async def read(self, saga_id: str) -> Payment | None:
+        """The payment as it is now, without a lock; None when the saga has none."""
+        ...
 
     async def lock(self, saga_id: str) -> Payment | None:
         """The payment, locked until the unit of work ends; None when the saga has none."""
@@ -61,6 +65,18 @@ class PaymentStore(Protocol):
         """Writes now ``payment``'s new status, only if its status is still the one it was
         read with; its gateway work falls due now if ``due_now``, and its payment token is
         cleared if ``clear_token``. False when the status had moved."""
+        ...
+
+    async def record_allocation_failed(self, payment: Payment) -> None:
+        """Writes now that inventario's allocation failed for ``payment`` (the first time is
+        kept); its handler holds the row's lock."""
+        ...
+
+    def record_stock_allocated(self, decided_on: Payment) -> None:
+        """Writes with the unit of work's commit that inventario allocated the payment's stock,
+        only if the payment is still as it was ``decided_on`` (its status, no allocation
+        recorded, and a failure recorded or not alike): otherwise nothing is written, the
+        inbox row included, and the commit returns False."""
         ...
 
     async def charge_again(self, saga_id: str, token: str) -> bool:

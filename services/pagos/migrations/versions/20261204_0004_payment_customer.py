@@ -6,7 +6,7 @@ one: operators alone see them.
 
 Revision ID: 0004
 Revises: 0003
-Create Date: 2026-12-05
+Create Date: 2026-12-04
 """
 from collections.abc import Sequence
 

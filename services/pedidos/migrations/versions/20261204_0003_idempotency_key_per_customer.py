@@ -5,7 +5,7 @@ customer only (and one customer could otherwise learn of, or be handed, another'
 
 Revision ID: 0003
 Revises: 0002
-Create Date: 2026-12-05
+Create Date: 2026-12-04
 """
 from collections.abc import Sequence
 
