@@ -1,7 +1,7 @@
 """pedidos' creation and transition writes against real PostgreSQL: order, saga and audit row
 are written and moved together, an idempotency key used before writes nothing, and a decision
-taken on a status that is no longer current writes nothing (its guard finds no row). Each write
-runs by itself in the probe's transaction, which is rolled back."""
+taken on a status, or an allocation, that is no longer current writes nothing (its guard finds
+no row). Each write runs by itself in the probe's transaction, which is rolled back."""
 
 from __future__ import annotations
 
@@ -11,7 +11,12 @@ from decimal import Decimal
 
 from sqlalchemy import text
 
-from pedidos.adapters.order_repository import creation_write, lock_saga, transition_write
+from pedidos.adapters.order_repository import (
+    allocation_write,
+    creation_write,
+    lock_saga,
+    transition_write,
+)
 from pedidos.domain.order import OrderStatus
 from pedidos.usecases.ports import AuditEntry
 from saga_harness import db
@@ -132,3 +137,35 @@ async def test_a_transitions_notification_is_written_with_it_or_not_at_all(saga:
                                       audit=AuditEntry("Probe", "test"),
                                       notification="your order timed out").run(conn, "pedidos")
         assert await notifications() == [(row.customer_id, "TIMED_OUT", "your order timed out")]
+
+
+async def test_an_allocation_is_recorded_once_and_guards_what_was_decided_without_it(
+        saga: Saga) -> None:
+    """A StockAsignado before the payment sets ``stock_allocated_at`` without moving the saga;
+    a write decided on the saga before that (a PagoExitoso that would have left it waiting for
+    the allocation) then finds nothing, and so does a second allocation."""
+    placed = await saga.settled_order(stock=0, status="CANCELADA_SIN_STOCK")
+    async with db.probe() as conn:
+        row = await lock_saga(conn, placed["saga_id"])
+        assert row is not None and not row.stock_allocated
+
+        assert await allocation_write(row, AuditEntry("StockAsignado", "inventario", "m-1")
+                                      ).run(conn, "pedidos")
+        allocated = await lock_saga(conn, placed["saga_id"])
+        assert allocated is not None and allocated.stock_allocated
+        assert allocated.status is OrderStatus.CANCELADA_SIN_STOCK
+        assert allocated.step_deadline_at == row.step_deadline_at
+        last = (await conn.execute(text(
+            "SELECT event_type, from_status, to_status, message_id FROM pedidos.saga_audit "
+            "WHERE saga_id = :s ORDER BY id DESC LIMIT 1"), {"s": row.saga_id})).one()
+        assert tuple(last) == ("StockAsignado", "CANCELADA_SIN_STOCK", "CANCELADA_SIN_STOCK",
+                               "m-1")
+
+        assert not await allocation_write(row, AuditEntry("StockAsignado", "inventario")
+                                          ).run(conn, "pedidos"), "recorded once"
+        assert not await transition_write(row, OrderStatus.TIMED_OUT, step_timeout_s=None,
+                                          audit=AuditEntry("Probe", "test")
+                                          ).run(conn, "pedidos"), (
+            "decided without the allocation: its guard finds nothing")
+        assert await transition_write(allocated, OrderStatus.TIMED_OUT, step_timeout_s=None,
+                                      audit=AuditEntry("Probe", "test")).run(conn, "pedidos")

@@ -3,10 +3,11 @@
 ``OrderTables`` plays pedidos' tables and the database clock. ``FakeOrderStore`` does what
 ``pedidos.adapters.order_repository.OrderRepository`` does: it reads at once and stages one
 write per unit of work, written when the unit of work commits and only if its guard holds (the
-saga still in the status it was decided on; for a new order, its idempotency key unused by its
-customer); otherwise nothing of the unit of work is written, its events included, and ``commit``
-returns False. Tests move a saga "elsewhere" (another instance, a deadline) by changing the tables
-directly, which is what makes a stale decision's guard fail.
+saga still in the status it was decided on, its allocation recorded or not as it was; for a new
+order, its idempotency key unused by its customer); otherwise nothing of the unit of work is
+written, its events included, and ``commit`` returns False. Tests move a saga "elsewhere"
+(another instance, a deadline) by changing the tables directly, which is what makes a stale
+decision's guard fail.
 """
 
 from __future__ import annotations
@@ -82,6 +83,8 @@ class OrderTables:
         self.orders: dict[str, OrderRecord] = {}
         self.contexts: dict[str, dict[str, Any]] = {}
         self.history: list[HistoryRow] = []
+        self.allocated_at: dict[str, datetime] = {}
+        """sagas.stock_allocated_at, of the sagas that have one."""
         self.notifications: list[NotificationRow] = []
         self.held: set[str] = set()
         """Sagas whose row another transaction holds locked."""
@@ -104,16 +107,19 @@ class OrderTables:
 
     def seed(self, status: OrderStatus, *, step_deadline_in_s: float | None = 30.0,
              expires_in_s: float = 7200.0, started_s_ago: float = 0.0,
-             traceparent: str | None = None) -> SagaState:
-        """A saga (and its order) that reached ``status``; its deadlines relative to now."""
+             traceparent: str | None = None, stock_allocated: bool = False) -> SagaState:
+        """A saga (and its order) that reached ``status``; its deadlines relative to now;
+        ``stock_allocated``: a StockAsignado that came before the payment was recorded."""
         saga_id, order_id = str(uuid.uuid4()), str(uuid.uuid4())
         started = self.now - timedelta(seconds=started_s_ago)
         saga = SagaState(
             saga_id, order_id, ORDER_BODY["customer_id"], status, Decimal("10.00"), "USD",
             started, started,
             None if step_deadline_in_s is None else self.now + timedelta(seconds=step_deadline_in_s),
-            self.now + timedelta(seconds=expires_in_s), self.now)
+            self.now + timedelta(seconds=expires_in_s), self.now, stock_allocated)
         self.sagas[saga_id] = saga
+        if stock_allocated:
+            self.allocated_at[saga_id] = self.now
         self.orders[order_id] = OrderRecord(order_id, saga_id, saga.customer_id, status.value,
                                             saga.total_amount, saga.currency, None, "h",
                                             ORDER_BODY)
@@ -125,6 +131,11 @@ class OrderTables:
         self.sagas[saga_id] = dataclasses.replace(self.sagas[saga_id], status=status,
                                                   step_started_at=self.now, db_now=self.now)
         self.order_of(saga_id).status = status.value
+
+    def allocate_elsewhere(self, saga_id: str) -> None:
+        """An early StockAsignado recorded by someone else (another lane or instance)."""
+        self.sagas[saga_id] = dataclasses.replace(self.sagas[saga_id], stock_allocated=True)
+        self.allocated_at[saga_id] = self.now
 
 
 class FakeUnitOfWork(fakes.FakeUnitOfWork):
@@ -193,9 +204,9 @@ class FakeOrderStore:
         t = self.tables
 
         def write() -> bool:
-            current = t.sagas.get(saga.saga_id)
-            if current is None or current.status is not saga.status:
+            if not _guard_holds(t, saga):
                 return False
+            current = t.sagas[saga.saga_id]
             moved = dataclasses.replace(
                 current, status=to, step_started_at=t.now, db_now=t.now,
                 step_deadline_at=(None if step_timeout_s is None
@@ -224,10 +235,27 @@ class FakeOrderStore:
         t = self.tables
 
         def write() -> bool:
-            current = t.sagas.get(saga.saga_id)
-            if current is None or current.status is not saga.status:
+            if not _guard_holds(t, saga):
                 return False
             _set_columns(t.orders[saga.order_id], order_values)
+            t.history.append(HistoryRow(saga.saga_id, audit.event_type, audit.actor,
+                                        saga.status.value, saga.status.value,
+                                        audit.message_id, audit.detail or {}))
+            return True
+
+        self.uow.stage(write)
+
+    def record_allocation(self, saga: SagaState, audit: AuditEntry) -> None:
+        t = self.tables
+        if saga.stock_allocated:
+            raise ValueError(f"saga {saga.saga_id}: its allocation is recorded already")
+
+        def write() -> bool:
+            if not _guard_holds(t, saga):
+                return False
+            t.sagas[saga.saga_id] = dataclasses.replace(t.sagas[saga.saga_id],
+                                                        stock_allocated=True)
+            t.allocated_at[saga.saga_id] = t.now
             t.history.append(HistoryRow(saga.saga_id, audit.event_type, audit.actor,
                                         saga.status.value, saga.status.value,
                                         audit.message_id, audit.detail or {}))
@@ -257,6 +285,14 @@ class FakeOrderStore:
                 return None
             raise AssertionError(f"would wait for saga {saga_id}'s lock")
         return self.tables.saga(saga_id)
+
+
+def _guard_holds(tables: OrderTables, saga: SagaState) -> bool:
+    """The adapter's guard: the saga row still shows the status and the allocation that
+    ``saga`` was decided on."""
+    current = tables.sagas.get(saga.saga_id)
+    return (current is not None and current.status is saga.status
+            and current.stock_allocated is saga.stock_allocated)
 
 
 def _set_columns(order: OrderRecord, values: dict[str, Any]) -> None:

@@ -1,6 +1,6 @@
 """pedidos' orders and sagas on PostgreSQL: the ``OrderStore`` its use cases depend on
 (pedidos.usecases.ports), on a unit of work. It reads on the unit of work's connection and
-stages its writes on the unit of work's commit statement (ADR 0002), guarded by the status the
+stages its writes on the unit of work's commit statement (ADR 0002), guarded by what the
 decision was taken on; the statements are built here once per shape."""
 
 from __future__ import annotations
@@ -42,7 +42,22 @@ _AUDIT, _NOTIFICATIONS = f"{{schema}}.{saga_audit.name}", f"{{schema}}.{notifica
 # What a write hands back of the saga row it wrote: the state the next event of that saga is
 # decided on (pedidos.usecases.known_sagas), and the clock its metrics are taken from.
 _ROW_IMAGE = ("saga_id, status, started_at, step_started_at, step_deadline_at, expires_at, "
-              "now() AS db_now")
+              "now() AS db_now, stock_allocated_at IS NOT NULL AS stock_allocated")
+
+# The guard of every write decided on a saga (``:expected``, ``:expected_allocated``): the saga
+# row still holds the two facts a decision depends on, its status and whether a StockAsignado
+# that came before the payment was recorded. Both only move forward (a status is never
+# re-entered, an allocation never unrecorded), so a row that still shows them is the row the
+# decision read. PagoExitoso is decided on both: without the allocation in the guard, a payment
+# decided before an early StockAsignado committed would still find PENDIENTE_PAGO and leave the
+# saga PENDIENTE_ASIGNACION, waiting for an allocation already recorded.
+_GUARD = ("saga_id = :key_saga_id AND status = :expected "
+          "AND (stock_allocated_at IS NOT NULL) = CAST(:expected_allocated AS boolean)")
+
+
+def _guard_params(saga: SagaState) -> dict[str, Any]:
+    return {"key_saga_id": uuid.UUID(saga.saga_id), "expected": saga.status.value,
+            "expected_allocated": saga.stock_allocated}
 
 
 def _audit_cte(source: str) -> tuple[str, str]:
@@ -98,8 +113,7 @@ RETURNING {_ROW_IMAGE}"""),
 def _transition(to: OrderStatus, order_columns: tuple[str, ...], timed: bool,
                 notified: bool) -> tuple[tuple[str, str], ...]:
     """Saga, order and audit row (and the customer's notification, if ``notified``); each part
-    runs only if the one before it matched (the status is still ``expected``): the guard is
-    the saga row.
+    runs only if the one before it matched (``_GUARD``): the guard is the saga row.
 
     The saga row is written first, the order row after it: every path that changes a saga
     takes the saga row's lock before the order row's (``LOCK_ORDER``)."""
@@ -114,7 +128,7 @@ def _transition(to: OrderStatus, order_columns: tuple[str, ...], timed: bool,
                  *(f"{c} = :set_{c}" for c in order_columns)]
     ctes = [
         ("moved_saga", f"""UPDATE {_SAGAS} SET {", ".join(saga_set)}
-WHERE saga_id = :key_saga_id AND status = :expected
+WHERE {_GUARD}
 RETURNING {_ROW_IMAGE}"""),
         ("moved_order", f"""UPDATE {_ORDERS} SET {", ".join(order_set)}
 WHERE order_id = :key_order_id AND EXISTS (SELECT 1 FROM moved_saga)
@@ -130,12 +144,15 @@ RETURNING id"""))
 
 
 @functools.cache
-def _unmoved(order_columns: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+def _unmoved(order_columns: tuple[str, ...], allocated: bool = False
+             ) -> tuple[tuple[str, str], ...]:
     """An event that does not move the saga, recorded in its history (and the order's columns
-    ``order_columns`` set), if the status is still ``expected``: the guard is the saga row,
-    touched (an UPDATE re-reads a row changed meanwhile, where a SELECT would not)."""
-    ctes = [("kept_saga", f"""UPDATE {_SAGAS} SET updated_at = now()
-WHERE saga_id = :key_saga_id AND status = :expected
+    ``order_columns`` set; with ``allocated``, the saga's stock recorded as allocated), if the
+    saga is still as decided on (``_GUARD``): the guard is the saga row, touched (an UPDATE
+    re-reads a row changed meanwhile, where a SELECT would not)."""
+    saga_set = "updated_at = now()" + (", stock_allocated_at = now()" if allocated else "")
+    ctes = [("kept_saga", f"""UPDATE {_SAGAS} SET {saga_set}
+WHERE {_GUARD}
 RETURNING saga_id""")]
     if order_columns:
         order_set = ", ".join(f"{c} = :set_{c}" for c in order_columns)
@@ -151,7 +168,8 @@ def _saga_statement(lock: bool, skip_locked: bool = False) -> Executable:
     statement = (select(sagas.c.saga_id, sagas.c.order_id, orders.c.customer_id, sagas.c.status,
                         orders.c.total_amount, orders.c.currency, sagas.c.started_at,
                         sagas.c.step_started_at, sagas.c.step_deadline_at, sagas.c.expires_at,
-                        func.now().label("db_now"))
+                        func.now().label("db_now"),
+                        sagas.c.stock_allocated_at.is_not(None).label("stock_allocated"))
                  .join(orders, orders.c.order_id == sagas.c.order_id)
                  .where(sagas.c.saga_id == bindparam("saga_id", type_=Uuid)))
     return statement.with_for_update(of=sagas, skip_locked=skip_locked) if lock else statement
@@ -187,8 +205,8 @@ def transition_write(saga: SagaState, to: OrderStatus, *, step_timeout_s: float 
     status is still the one the decision was made on (the guard)."""
     ctes = _transition(to, tuple(sorted(order_values)), step_timeout_s is not None,
                        notification is not None)
-    params = {"key_order_id": uuid.UUID(saga.order_id), "key_saga_id": uuid.UUID(saga.saga_id),
-              "expected": saga.status.value, "step_timeout_s": step_timeout_s,
+    params = {"key_order_id": uuid.UUID(saga.order_id), **_guard_params(saga),
+              "step_timeout_s": step_timeout_s,
               **{f"set_{c}": v for c, v in order_values.items()},
               **_audit_params(audit, saga.status.value, to.value)}
     if step_timeout_s is None:
@@ -200,13 +218,22 @@ def transition_write(saga: SagaState, to: OrderStatus, *, step_timeout_s: float 
 
 def unmoved_write(saga: SagaState, audit: AuditEntry, **order_values: Any) -> StagedWrite:
     """An event recorded in the saga's history without moving it (the order's columns
-    ``order_values`` set), only if the status is still the one it was judged on."""
-    params = {"key_saga_id": uuid.UUID(saga.saga_id), "expected": saga.status.value,
-              **{f"set_{c}": v for c, v in order_values.items()},
+    ``order_values`` set), only if the saga is still as it was judged on."""
+    params = {**_guard_params(saga), **{f"set_{c}": v for c, v in order_values.items()},
               **_audit_params(audit, saga.status.value, saga.status.value)}
     if order_values:
         params["key_order_id"] = uuid.UUID(saga.order_id)
     return StagedWrite(_unmoved(tuple(sorted(order_values))), params, "kept_saga")
+
+
+def allocation_write(saga: SagaState, audit: AuditEntry) -> StagedWrite:
+    """The saga's stock recorded as allocated (a StockAsignado that came before the payment),
+    with its history entry, without moving it; only if the saga is still as it was judged on,
+    its allocation not recorded yet."""
+    if saga.stock_allocated:
+        raise ValueError(f"saga {saga.saga_id}: its allocation is recorded already")
+    params = {**_guard_params(saga), **_audit_params(audit, saga.status.value, saga.status.value)}
+    return StagedWrite(_unmoved((), allocated=True), params, "kept_saga")
 
 
 # ---- the saga's state
@@ -215,7 +242,7 @@ def _state(row: driver.Row) -> SagaState:
     return SagaState(str(row["saga_id"]), str(row["order_id"]), row["customer_id"],
                      OrderStatus(row["status"]), row["total_amount"], row["currency"],
                      row["started_at"], row["step_started_at"], row["step_deadline_at"],
-                     row["expires_at"], row["db_now"])
+                     row["expires_at"], row["db_now"], row["stock_allocated"])
 
 
 def _as_written(saga: SagaState, image: Mapping[str, Any]) -> SagaState:
@@ -223,7 +250,8 @@ def _as_written(saga: SagaState, image: Mapping[str, Any]) -> SagaState:
     return dataclasses.replace(
         saga, status=OrderStatus(image["status"]), started_at=image["started_at"],
         step_started_at=image["step_started_at"], step_deadline_at=image["step_deadline_at"],
-        expires_at=image["expires_at"], db_now=image["db_now"])
+        expires_at=image["expires_at"], db_now=image["db_now"],
+        stock_allocated=image["stock_allocated"])
 
 
 async def read_saga(conn: AsyncConnection, saga_id: str) -> SagaState | None:
@@ -262,7 +290,8 @@ class OrderRepository:
             return SagaState(str(image["saga_id"]), str(order_id), body["customer_id"],
                              OrderStatus(image["status"]), total, body["currency"],
                              image["started_at"], image["step_started_at"],
-                             image["step_deadline_at"], image["expires_at"], image["db_now"])
+                             image["step_deadline_at"], image["expires_at"], image["db_now"],
+                             image["stock_allocated"])
 
         self._written = created
 
@@ -275,6 +304,9 @@ class OrderRepository:
 
     def record_unmoved(self, saga: SagaState, audit: AuditEntry, **order_values: Any) -> None:
         self.uow.stage(unmoved_write(saga, audit, **order_values))
+
+    def record_allocation(self, saga: SagaState, audit: AuditEntry) -> None:
+        self.uow.stage(allocation_write(saga, audit))
 
     def written(self) -> SagaState:
         # The row image the commit statement returned: no read after the write.

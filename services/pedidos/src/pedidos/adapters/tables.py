@@ -57,6 +57,9 @@ sagas = Table(
     Column("step_deadline_at", DateTime(timezone=True)),
     Column("expires_at", DateTime(timezone=True), nullable=False),
     Column("finished_at", DateTime(timezone=True)),
+    # When a StockAsignado that came before the payment was recorded (migration 0005): the
+    # order completes on its PagoExitoso, not on the allocation alone.
+    Column("stock_allocated_at", DateTime(timezone=True)),
 )
 
 # Part I §7.4: every transition and every event, never deleted.

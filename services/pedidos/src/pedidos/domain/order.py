@@ -5,6 +5,14 @@ a PagoExitoso can arrive before the StockVerificado it depends on. The machine t
 *forward* on any event that proves progress and ignores events that are behind the current
 state; terminal states never change. The repository applies each decision as a conditional
 update (``WHERE status = :expected``), so a duplicated or stale event changes nothing.
+
+One exception to "forward on any proof of progress": an order completes only once both its
+payment and its allocation are in. inventario allocates only after it consumed PagoExitoso, but
+pedidos reads payment-events and inventory-events independently, so a genuine StockAsignado
+can overtake its PagoExitoso here. Such a StockAsignado moves nothing: the saga records that its
+stock is allocated and keeps waiting for the payment under its deadline. Completing on it would
+let whoever can write a StockAsignado complete an order that was never paid, or whose payment
+was declined.
 """
 
 from __future__ import annotations
@@ -113,11 +121,19 @@ class Annotation:
     refund_status: RefundStatus
 
 
-Decision = Transition | Annotation | None
+@dataclass(frozen=True)
+class AllocationBeforePayment:
+    """StockAsignado before the order's payment: no state change, but the saga records that
+    its stock is allocated. Its PagoExitoso then completes the order; if none comes, the step's
+    deadline cancels it and OrdenCancelada makes inventario release the stock."""
 
 
-def on_event(status: OrderStatus, event_type: str) -> Decision:
-    """What an incoming event does to an order in ``status``; None means nothing."""
+Decision = Transition | Annotation | AllocationBeforePayment | None
+
+
+def on_event(status: OrderStatus, event_type: str, *, stock_allocated: bool) -> Decision:
+    """What an incoming event does to an order in ``status``; None means nothing.
+    ``stock_allocated``: the saga recorded a StockAsignado that came before its payment."""
     if event_type == "StockVerificado" and status is S.PENDIENTE_VALIDACION:
         return Transition(S.PENDIENTE_PAGO)
     if event_type == "StockNoDisponible" and status is S.PENDIENTE_VALIDACION:
@@ -125,11 +141,14 @@ def on_event(status: OrderStatus, event_type: str) -> Decision:
     if event_type == "PrecioRechazado" and status is S.PENDIENTE_VALIDACION:
         return Transition(S.CANCELADA_PRECIO_RECHAZADO, CancelReason.PRECIO_RECHAZADO)
     if event_type == "PagoExitoso" and status in _BEFORE_PAYMENT:
-        return Transition(S.PENDIENTE_ASIGNACION)
+        # The allocation, already in, waited for this payment: both are in.
+        return Transition(S.COMPLETADA if stock_allocated else S.PENDIENTE_ASIGNACION)
     if event_type == "PagoRechazado" and status in _BEFORE_PAYMENT:
         return Transition(S.CANCELADA_PAGO_RECHAZADO, CancelReason.PAGO_RECHAZADO)
-    if event_type == "StockAsignado" and status in _BEFORE_ALLOCATION:
+    if event_type == "StockAsignado" and status is S.PENDIENTE_ASIGNACION:
         return Transition(S.COMPLETADA)
+    if event_type == "StockAsignado" and status in _BEFORE_PAYMENT and not stock_allocated:
+        return AllocationBeforePayment()
     if event_type == "FalloAsignacion" and status in _BEFORE_ALLOCATION:
         return Transition(S.PENDIENTE_REEMBOLSO, refund_status=RefundStatus.PENDING)
     if event_type == "ReembolsoEjecutado":

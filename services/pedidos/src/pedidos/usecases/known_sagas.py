@@ -3,8 +3,9 @@
 A tracked event is decided on the saga's status. Reading it back before every guarded write
 cost pedidos a round trip per event (three per saga, one of them on the saga's critical path),
 for a row that this process had itself written a moment before, in the common case. The entry
-is only a hint, never the truth: every write decided on it is guarded by the status it names,
-and an order's status never returns to one it left (the machine only moves forward), so an
+is only a hint, never the truth: every write decided on it is guarded by the status it names
+and by whether it shows the stock allocated before the payment, and neither ever returns to a
+value it left (the machine only moves forward, an allocation is never unrecorded), so an
 entry made stale by another instance, a deadline or a cancellation fails its guard, is
 forgotten, and the event is decided again on the row read from the database.
 

@@ -4,8 +4,9 @@ payment token (``PaymentTokenSealer``).
 The use cases depend on these protocols and on ``sagakit.ports.UnitOfWorkPort``, never on SQL:
 ``pedidos.adapters`` implements them on PostgreSQL, ``services/pedidos/tests/unit/fakes.py`` in
 memory. A write is *staged*: it happens when the unit of work commits, with the events, and
-only if the saga is still in the status it was decided on (its guard); otherwise nothing of
-the unit of work is written and ``commit`` returns False.
+only if the saga is still as it was decided on (its guard: its status, and whether its stock
+was recorded as allocated); otherwise nothing of the unit of work is written and ``commit``
+returns False.
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ class PaymentTokenSealer(Protocol):
 class SagaState:
     """A saga and its order as read, or as a commit of this process left them: what a decision
     is taken on. ``db_now`` is the database clock when it was read or written, the clock its
-    deadlines are judged by."""
+    deadlines are judged by. A write decided on it is guarded by its ``status`` and its
+    ``stock_allocated``, the two facts the decisions depend on."""
 
     saga_id: str
     order_id: str
@@ -49,6 +51,8 @@ class SagaState:
     step_deadline_at: datetime | None
     expires_at: datetime
     db_now: datetime
+    stock_allocated: bool = False
+    """A StockAsignado came before the payment and was recorded (``record_allocation``)."""
 
     @property
     def elapsed_s(self) -> float:
@@ -105,12 +109,19 @@ class OrderStore(Protocol):
              **order_values: Any) -> None:
         """Stages the saga and its order moving to ``to`` (the order's columns
         ``order_values`` set), its history entry and the customer's ``notification`` if any.
-        Its guard: the saga is still in ``saga.status``."""
+        Its guard: the saga is still in ``saga.status`` (and ``saga.stock_allocated``)."""
         ...
 
     def record_unmoved(self, saga: SagaState, audit: AuditEntry, **order_values: Any) -> None:
         """Stages an event recorded in the saga's history without moving it (the order's
-        columns ``order_values`` set). Its guard: the saga is still in ``saga.status``."""
+        columns ``order_values`` set). Its guard: the saga is still in ``saga.status`` (and
+        ``saga.stock_allocated``)."""
+        ...
+
+    def record_allocation(self, saga: SagaState, audit: AuditEntry) -> None:
+        """Stages the saga's stock recorded as allocated (a StockAsignado that came before the
+        payment) without moving it, and its history entry. Its guard: the saga is still in
+        ``saga.status`` and its allocation not recorded yet."""
         ...
 
     def written(self) -> SagaState:

@@ -2,8 +2,9 @@
 
 One handler serves all of them because the decision is the state machine's; this module only
 finds the saga and writes what the machine decided. It takes no lock: the write (with the inbox
-and outbox rows) is one statement that applies only if the saga is still in the status the
-decision was taken on. The saga is the one this process's last write of it returned
+and outbox rows) is one statement that applies only if the saga is still as the decision found
+it: its status, and whether a StockAsignado that came before the payment was recorded (both
+decide a PagoExitoso). The saga is the one this process's last write of it returned
 (``KnownSagas``), or else read outside a transaction. If another event, a deadline or another
 instance moved it meanwhile, nothing is written, the saga is forgotten, and the consumer runs
 the handler again at once, on the row as it is now. One round trip in the common case, where a
@@ -13,15 +14,23 @@ A PagoExitoso that does not pay the order's total in its currency is not the ord
 it is recorded in the saga's history as ignored (without its charge id, which is not this
 order's charge), moves nothing, and is logged and counted in ``saga_payment_mismatch_total``,
 which raises an alert.
+
+A StockAsignado that overtakes the order's PagoExitoso (they travel on different topics) moves
+nothing: the saga records that its stock is allocated, and the PagoExitoso completes the order
+when it comes. Whichever of the two commits second was decided on a row the first one changed,
+finds its guard gone, and is decided again on the row as it is now: the order completes once,
+with one OrdenCompletada, in either order.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from typing import Any, TypeAlias
 
 from pedidos.config import PedidosSettings
 from pedidos.domain.order import (
+    AllocationBeforePayment,
     Annotation,
     Money,
     PaymentMismatch,
@@ -30,7 +39,7 @@ from pedidos.domain.order import (
     payment_mismatch,
 )
 from pedidos.usecases.known_sagas import KnownSagas
-from pedidos.usecases.ports import AuditEntry, OrderStore
+from pedidos.usecases.ports import AuditEntry, OrderStore, SagaState
 from pedidos.usecases.transitions import stage_transition
 from saga_contracts.events.inventory import (
     FalloAsignacion,
@@ -81,12 +90,15 @@ async def track_saga(uow: UnitOfWorkPort, orders: OrderStore, event: Message[Tra
             detail.update(payment_mismatch=mismatch.value, paid_amount=f"{paid.amount:.2f}",
                           paid_currency=paid.currency)
             _count_mismatch(uow, event, mismatch)
-    decision = None if mismatch else on_event(saga.status, event.event_type)
+    decision = None if mismatch else on_event(saga.status, event.event_type,
+                                              stock_allocated=saga.stock_allocated)
     if isinstance(decision, Transition):
         stage_transition(uow, orders, saga, decision, cause=event.event_type,
                          actor=event.source_service, settings=settings,
                          message_id=event.message_id, detail=detail,
                          order_values=order_values, known=known)
+    elif isinstance(decision, AllocationBeforePayment):
+        _stage_allocation(uow, orders, saga, event, detail, known)
     else:
         if isinstance(decision, Annotation):
             order_values["refund_status"] = decision.refund_status.value
@@ -110,6 +122,20 @@ async def track_saga(uow: UnitOfWorkPort, orders: OrderStore, event: Message[Tra
     finally:
         if not committed:
             known.forget(event.saga_id)
+
+
+def _stage_allocation(uow: UnitOfWorkPort, orders: OrderStore, saga: SagaState,
+                      event: Message[Tracked], detail: dict[str, Any], known: KnownSagas) -> None:
+    """The stock allocated before the payment: recorded, the saga left where it is, its
+    deadline running (if no payment comes, the deadline cancels the order and OrdenCancelada
+    makes inventario release the stock)."""
+    orders.record_allocation(saga, AuditEntry(
+        event.event_type, event.source_service, event.message_id,
+        {**detail, "ignored": False, "awaiting": "PagoExitoso"}))
+    uow.after_commit(lambda: log.info(
+        "stock allocated before the payment: waiting for it (%s)", saga.status.value,
+        extra={"saga_id": event.saga_id, "event_type": event.event_type}))
+    uow.after_commit(lambda: known.remember(dataclasses.replace(saga, stock_allocated=True)))
 
 
 def _count_mismatch(uow: UnitOfWorkPort, event: Message[Tracked],
