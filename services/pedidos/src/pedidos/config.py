@@ -45,6 +45,13 @@ class PedidosSettings(BaseSettings):
     deadline_scan_interval_s: float = Field(5.0, gt=0, le=MIN_ALLOCATION_STEP_S, description=(
         "Longest the deadline scanner sleeps; it also wakes when the earliest deadline falls "
         "due."))
+    order_rate_per_customer: float = Field(10.0, gt=0, description=(
+        "Orders a second one customer may place, sustained (`POST /orders`; more get `429` "
+        "with `Retry-After`). Counted per instance: N replicas behind a balancer let a "
+        "customer place up to N times as many."))
+    order_burst_per_customer: int = Field(50, ge=1, description=(
+        "Orders one customer may place at once before `PEDIDOS_ORDER_RATE_PER_CUSTOMER` "
+        "applies."))
     allow_unsafe_limits: bool = Field(False, validation_alias="SAGA_ALLOW_UNSAFE_LIMITS",
                                       description=(
         "Lets the timeouts above go below their minimums, with a warning in the log; for tests "

@@ -8,6 +8,7 @@ one that does not exist. Operators see and cancel any, and place none.
 from __future__ import annotations
 
 import logging
+import math
 import re
 import uuid
 from typing import Annotated, Any
@@ -38,6 +39,7 @@ from sagakit.auth import AUTH_RESPONSES, CUSTOMER, OPERATOR, Principal, require
 from sagakit.envelope import new_span_id
 from sagakit.observability import tracing
 from sagakit.runtime import runtime_of
+from sagakit.runtime.rate_limit import RateLimiter
 from sagakit.store.conflicts import retry_on_conflict
 
 log = logging.getLogger("pedidos.http")
@@ -59,11 +61,16 @@ def routes(settings: PedidosSettings, known: KnownSagas, sealer: PaymentTokenSea
     """The API, its commands deciding with ``settings`` and the instance's ``known`` sagas; an
     order's payment token is sealed for pagos with ``sealer``."""
     router = APIRouter()
+    # Each customer's orders: every one costs a saga and a charge at the gateway.
+    orders_of = RateLimiter(settings.order_rate_per_customer, settings.order_burst_per_customer)
 
     @router.post("/orders", status_code=202, response_model=OrderAccepted, tags=["orders"],
                  responses={**AUTH_RESPONSES, 422: {
                      "description": "Invalid body, a body customer_id that is not the token's "
-                                    "subject, or Idempotency-Key reused with another body"}})
+                                    "subject, or Idempotency-Key reused with another body"},
+                     429: {"description": "This customer placed orders faster than "
+                                          "PEDIDOS_ORDER_RATE_PER_CUSTOMER allows; see "
+                                          "Retry-After"}})
     async def create_order(body: OrderRequest, request: Request, response: Response,
                            customer: Customer,
                            idempotency_key: Annotated[str | None, Header(
@@ -72,6 +79,11 @@ def routes(settings: PedidosSettings, known: KnownSagas, sealer: PaymentTokenSea
         rt = runtime_of(request)
         if not re.fullmatch(CUSTOMER_ID, customer.subject):
             raise HTTPException(403, detail="this token's subject cannot be a customer id")
+        wait = orders_of.take(customer.subject)
+        if wait:
+            raise HTTPException(429, detail="too many orders from this customer: try again "
+                                "after Retry-After seconds",
+                                headers={"Retry-After": str(math.ceil(wait))})
         if body.customer_id is not None and body.customer_id != customer.subject:
             return _refused(["body", "customer_id"], "customer_mismatch",
                             "customer_id is not the customer the token names")
