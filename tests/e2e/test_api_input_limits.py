@@ -133,3 +133,23 @@ async def test_payments_of_a_saga_are_found_by_its_id_in_any_case(saga: Saga) ->
     lower = await saga.payments(placed["saga_id"])
     assert len(lower) == 1
     assert await saga.payments(placed["saga_id"].upper()) == lower
+
+
+def _json_of(size: int) -> bytes:
+    line = b'{"sku":"A","quantity":1,"price":"1.00"},'
+    return b'{"items":[' + line * (size // len(line)) + b'{}]}'
+
+
+@pytest.mark.parametrize(("method", "url"), [
+    ("POST", f"{config.PEDIDOS}/orders"),
+    ("PUT", f"{config.INVENTARIO}/products/SKU-BIG"),
+    ("POST", f"{config.PEDIDOS}/sagas/00000000-0000-0000-0000-000000000000/cancel"),
+])
+async def test_a_70_kib_body_is_refused_with_413_with_or_without_a_token(
+        saga: Saga, method: str, url: str) -> None:
+    body = _json_of(70 * 1024)
+    with_token = await saga.http.request(method, url, content=body, headers=JSON)
+    assert with_token.status_code == 413, with_token.text
+    without = await saga.http.request(method, url, content=body,
+                                      headers={**JSON, "Authorization": "Bearer x"})
+    assert without.status_code == 413, without.text
