@@ -42,7 +42,8 @@ fi
 
 $PY deploy/local/stack.py down
 
-# Second phase: SAGA_REPLICAS=2 and SAGA_KAFKA_BROKERS=3. Kafka's data is formatted for a number
+# Second phase: SAGA_REPLICAS=2, SAGA_KAFKA_BROKERS=3 and SAGA_PG_TLS=1 (every service, relay
+# and migration reaches PostgreSQL over TLS, sslmode=verify-full). Kafka's data is formatted for a number
 # of brokers (the stack refuses data of another count), so the three brokers keep theirs under a
 # home of their own, and the one-broker stack's stays as it was for the next run. Reduced for CI
 # (about 4 minutes with the restarts): 150 orders in the replica test (600 in full), 12 s of
@@ -50,18 +51,18 @@ $PY deploy/local/stack.py down
 rc_replicas=0
 if [ "${SAGA_TEST_REPLICA_PHASE:-1}" != 0 ]; then
   (
-    export SAGA_REPLICAS=2 SAGA_KAFKA_BROKERS=3
+    export SAGA_REPLICAS=2 SAGA_KAFKA_BROKERS=3 SAGA_PG_TLS=1
     SAGA_KAFKA_HOME="$(realpath -m "${SAGA_STATE_DIR:-.local}")/kafka3"
     export SAGA_KAFKA_HOME
     export REPLICA_TEST_ORDERS="${REPLICA_TEST_ORDERS:-150}"
     export BROKER_TEST_SECONDS="${BROKER_TEST_SECONDS:-12}"
     if ! $PY deploy/local/stack.py up; then
-      echo "[test] the stack of two replicas and three brokers did not start; its logs:" >&2
+      echo "[test] the stack of two replicas, three brokers and TLS did not start; its logs:" >&2
       tail -n 50 .local/logs/*.log >&2 || true
       $PY deploy/local/stack.py down || true
       exit 1
     fi
-    phase_markers="replicas or brokers3"
+    phase_markers="replicas or brokers3 or pg_tls"
     [ "${SAGA_KAFKA_AUTH:-1}" != 0 ] || phase_markers="($phase_markers) and not kafka_auth"
     $PYTEST -m "$phase_markers" "$@"
     rc_phase=$?
