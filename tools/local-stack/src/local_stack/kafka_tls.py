@@ -12,87 +12,30 @@ naming the CA's certificate; the broker reads its key and chain from one PEM fil
 
 from __future__ import annotations
 
-import datetime as dt
-import ipaddress
 from pathlib import Path
 
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
-
-from local_stack import secrets
+from local_stack import certificates, secrets
 
 CA_KEY = "kafka-ca.key"
 CA_CERT = "kafka-ca.pem"
 BROKER_KEYSTORE = "kafka-broker.pem"  # the broker's private key, then its certificate
-BROKER_NAMES = ("localhost",)
-BROKER_ADDRESSES = ("127.0.0.1",)
-VALID_FOR = dt.timedelta(days=825)  # the longest lifetime browsers accept; plenty for a dev stack
+BROKER_HOSTS = ("localhost", "127.0.0.1")
 
 
-def _new_key() -> ec.EllipticCurvePrivateKey:
-    return ec.generate_private_key(ec.SECP256R1())
-
-
-def _pem_key(key: ec.EllipticCurvePrivateKey) -> bytes:
-    # Unencrypted PKCS#8: the form Kafka's PEM keystore reads when no ssl.key.password is set.
-    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                             serialization.NoEncryption())
-
-
-def _certificate(subject: str, key: ec.EllipticCurvePrivateKey,
-                 issuer: tuple[x509.Name, ec.EllipticCurvePrivateKey] | None) -> x509.Certificate:
-    """A CA's self-signed certificate (``issuer`` None) or a server certificate it signs."""
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)])
-    issuer_name, signer = issuer if issuer is not None else (name, key)
-    now = dt.datetime.now(dt.UTC)
-    builder = (x509.CertificateBuilder().subject_name(name).issuer_name(issuer_name)
-               .public_key(key.public_key()).serial_number(x509.random_serial_number())
-               .not_valid_before(now - dt.timedelta(minutes=5)).not_valid_after(now + VALID_FOR)
-               .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()),
-                              critical=False))
-    if issuer is None:
-        builder = (builder.add_extension(x509.BasicConstraints(ca=True, path_length=0),
-                                         critical=True)
-                   .add_extension(x509.KeyUsage(
-                       digital_signature=False, content_commitment=False, key_encipherment=False,
-                       data_encipherment=False, key_agreement=False, key_cert_sign=True,
-                       crl_sign=True, encipher_only=False, decipher_only=False), critical=True))
-    else:
-        builder = (builder.add_extension(x509.BasicConstraints(ca=False, path_length=None),
-                                         critical=True)
-                   .add_extension(x509.SubjectAlternativeName(
-                       [x509.DNSName(n) for n in BROKER_NAMES]
-                       + [x509.IPAddress(ipaddress.ip_address(a)) for a in BROKER_ADDRESSES]),
-                       critical=False)
-                   .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]),
-                                  critical=False)
-                   .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(
-                       signer.public_key()), critical=False))
-    return builder.sign(signer, hashes.SHA256())
-
-
-def _ca() -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
-    key_pem = secrets.stored(CA_KEY, lambda: _pem_key(_new_key()))
-    key = serialization.load_pem_private_key(key_pem, password=None)
-    assert isinstance(key, ec.EllipticCurvePrivateKey)
-    cert_pem = secrets.stored(CA_CERT, lambda: _certificate(
-        "saga local stack Kafka CA", key, None).public_bytes(serialization.Encoding.PEM))
-    return x509.load_pem_x509_certificate(cert_pem), key
-
-
-def _broker_keystore(ca: x509.Certificate, ca_key: ec.EllipticCurvePrivateKey) -> bytes:
-    key = _new_key()
-    cert = _certificate("saga local stack Kafka broker", key, (ca.subject, ca_key))
-    return (_pem_key(key) + cert.public_bytes(serialization.Encoding.PEM)
-            + ca.public_bytes(serialization.Encoding.PEM))
+def _broker_keystore(ca_cert: bytes, ca_key: bytes) -> bytes:
+    key = certificates.new_key()
+    ca = certificates.load_pem(ca_cert)
+    cert = certificates.server_certificate("saga local stack Kafka broker", key, BROKER_HOSTS,
+                                           ca, certificates.load_key(ca_key))
+    return certificates.key_pem(key) + certificates.cert_pem(cert) + ca_cert
 
 
 def files() -> tuple[Path, Path]:
     """(the CA's certificate, the broker's PEM keystore), made if they were not."""
-    ca, ca_key = _ca()
-    secrets.stored(BROKER_KEYSTORE, lambda: _broker_keystore(ca, ca_key))
+    ca_key = secrets.stored(CA_KEY, lambda: certificates.key_pem(certificates.new_key()))
+    ca_cert = secrets.stored(CA_CERT, lambda: certificates.cert_pem(certificates.ca_certificate(
+        "saga local stack Kafka CA", certificates.load_key(ca_key))))
+    secrets.stored(BROKER_KEYSTORE, lambda: _broker_keystore(ca_cert, ca_key))
     return secrets.path_of(CA_CERT), secrets.path_of(BROKER_KEYSTORE)
 
 

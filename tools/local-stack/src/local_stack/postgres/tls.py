@@ -10,19 +10,13 @@ localhost, the addresses the stack's clients connect to.
 
 from __future__ import annotations
 
-import datetime as dt
-import ipaddress
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
+from local_stack import certificates
 
 HOSTS = ("127.0.0.1", "localhost")
-VALID_FOR = dt.timedelta(days=825)
 
 
 @dataclass(frozen=True)
@@ -45,42 +39,15 @@ def make_certificates(folder: Path, hosts: tuple[str, ...] = HOSTS,
     if all(p.exists() for p in (files.ca_cert, files.server_cert, files.server_key)):
         return files
     folder.mkdir(parents=True, exist_ok=True)
-    now = dt.datetime.now(dt.UTC)
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "saga local stack CA")])
-    ca = (x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name)
-          .public_key(ca_key.public_key()).serial_number(x509.random_serial_number())
-          .not_valid_before(now - dt.timedelta(minutes=5)).not_valid_after(now + VALID_FOR)
-          .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-          .add_extension(x509.KeyUsage(digital_signature=False, content_commitment=False,
-                                       key_encipherment=False, data_encipherment=False,
-                                       key_agreement=False, key_cert_sign=True, crl_sign=True,
-                                       encipher_only=False, decipher_only=False), critical=True)
-          .sign(ca_key, hashes.SHA256()))
-    key = ec.generate_private_key(ec.SECP256R1())
-    names: list[x509.GeneralName] = []
-    for host in hosts:
-        try:
-            names.append(x509.IPAddress(ipaddress.ip_address(host)))
-        except ValueError:
-            names.append(x509.DNSName(host))
-    server = (x509.CertificateBuilder()
-              .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, hosts[0])]))
-              .issuer_name(ca_name).public_key(key.public_key())
-              .serial_number(x509.random_serial_number())
-              .not_valid_before(now - dt.timedelta(minutes=5)).not_valid_after(now + VALID_FOR)
-              .add_extension(x509.SubjectAlternativeName(names), critical=False)
-              .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-              .add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]),
-                             critical=False)
-              .sign(ca_key, hashes.SHA256()))
+    ca_key = certificates.new_key()
+    ca = certificates.ca_certificate("saga local stack CA", ca_key)
+    key = certificates.new_key()
+    server = certificates.server_certificate(hosts[0], key, hosts, ca, ca_key)
     fd = os.open(files.server_key, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "wb") as out:
-        out.write(key.private_bytes(serialization.Encoding.PEM,
-                                    serialization.PrivateFormat.PKCS8,
-                                    serialization.NoEncryption()))
-    files.server_cert.write_bytes(server.public_bytes(serialization.Encoding.PEM))
-    files.ca_cert.write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+        out.write(certificates.key_pem(key))
+    files.server_cert.write_bytes(certificates.cert_pem(server))
+    files.ca_cert.write_bytes(certificates.cert_pem(ca))
     if owner is not None:
         for p in (folder, files.server_key, files.server_cert, files.ca_cert):
             os.chown(p, *owner)
