@@ -39,7 +39,7 @@ test: bootstrap
 
 # The tests that need nothing but uv: no stack, no system package (make bootstrap is not run).
 test-unit:
-	@uv run --frozen pytest -m "not stack and not after_down and not external" -q
+	@uv run --frozen pytest -m "not stack and not after_down and not external and not compose" -q
 
 lint:
 	@uv run --frozen --no-sync ruff check .

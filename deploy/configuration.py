@@ -242,6 +242,26 @@ BENCH = (
     env("BENCH_PRODUCTS", "int", "`50`", "Products the run creates and its orders draw from."),
 )
 
+COMPOSE = (
+    env("PEDIDOS_HOST_PORT", "int", "`8001`", "Host port (on 127.0.0.1) of pedidos' API."),
+    env("INVENTARIO_HOST_PORT", "int", "`8002`", "Host port (on 127.0.0.1) of inventario's API."),
+    env("PAGOS_HOST_PORT", "int", "`8003`", "Host port (on 127.0.0.1) of pagos' API."),
+    env("GATEWAY_HOST_PORT", "int", "`8010`", "Host port (on 127.0.0.1) of the fake gateway."),
+    env("IDENTITY_HOST_PORT", "int", "`8020`", "Host port (on 127.0.0.1) of the identity provider."),
+    env("POSTGRES_HOST_PORT", "int", "`25432`", "Host port (on 127.0.0.1) of PostgreSQL."),
+    env("KAFKA_HOST_PORT", "int", "`9092`",
+        "Host port (on 127.0.0.1) of Kafka's HOST listener, which advertises it."),
+    env("PROMETHEUS_HOST_PORT", "int", "`9090`", "Host port (on 127.0.0.1) of Prometheus."),
+    env("SAGA_COMPOSE_ENV_FILE", "path", "`.env`",
+        "The file of passwords and keys podman-compose reads (`python -m compose_stack dotenv "
+        "PATH` makes one)."),
+    env("SAGA_COMPOSE_UP_TIMEOUT", "float", "`900`",
+        "Seconds `python -m compose_stack up` waits for every part to be healthy (a step that "
+        "fails ends the wait at once)."),
+    env("SAGA_DEBIAN_MIRROR", "URL", "`http://deb.debian.org/debian`",
+        "The Debian mirror the offline base image is made from (`debootstrap`)."),
+)
+
 CHAOS = (
     env("CHAOS_RATE", "float", "`20`", "Orders a second during each scenario (`--rate`)."),
     env("CHAOS_SEEDS", "int", "`20`",
@@ -327,6 +347,15 @@ COMPONENTS = (
                      read_in=("tools/sagactl/src/sagactl/cli.py",)),)),
     Component("Benchmark", "Read by `make bench` (`python -m bench.run`).",
               (Table("Benchmark", environment=BENCH, read_in=("tools/bench/src/bench/run.py",)),)),
+    Component("Compose stack",
+              "Read by `python -m compose_stack` (docker-compose.yml under podman, "
+              "docs/deploy.md); the host ports are docker-compose.yml's variables too, and so "
+              "are the images (`POSTGRES_IMAGE`, `KAFKA_IMAGE`, `PROMETHEUS_IMAGE`, "
+              "`PYTHON_IMAGE`), which it sets to the images it builds offline unless they are "
+              "set.",
+              (Table("Compose stack", environment=COMPOSE,
+                     read_in=("tools/compose-stack/src/compose_stack/settings.py",
+                              "tools/compose-stack/src/compose_stack/cli.py")),)),
     Component("Chaos suite", "Read by `make chaos` (`python -m chaos`) and its TCP proxy.",
               (Table("Chaos", environment=CHAOS,
                      read_in=("tools/chaos/src/chaos/__main__.py",

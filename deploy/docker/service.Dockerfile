@@ -16,10 +16,13 @@ RUN mkdir /manifests \
     && cp uv.lock /manifests/
 
 FROM ${PYTHON_IMAGE} AS build
-# uv at a pinned version, its wheel checked against the hashes in uv-requirements.txt.
+# uv at a pinned version, its wheel checked against the hashes in uv-requirements.txt, in a
+# virtual environment of its own (a distribution's Python, such as Debian's, refuses packages
+# installed beside its own: PEP 668).
 COPY deploy/docker/uv-requirements.txt /tmp/uv-requirements.txt
-RUN pip install --no-cache-dir --require-hashes -r /tmp/uv-requirements.txt
-ENV UV_PROJECT_ENVIRONMENT=/opt/venv UV_COMPILE_BYTECODE=1 UV_LINK_MODE=copy \
+RUN python -m venv /opt/uv \
+    && /opt/uv/bin/pip install --no-cache-dir --require-hashes -r /tmp/uv-requirements.txt
+ENV PATH=/opt/uv/bin:$PATH UV_PROJECT_ENVIRONMENT=/opt/venv UV_COMPILE_BYTECODE=1 UV_LINK_MODE=copy \
     UV_PYTHON_DOWNLOADS=never
 WORKDIR /app
 ARG SERVICE

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what the local stack needs and is missing: uv, PostgreSQL, a JDK and Maven,
-# Prometheus (promtool), Go (to build kustomize), then the workspace's Python environment from
+# Prometheus (promtool), Go (to build kustomize), podman and debootstrap (the compose stack), then the workspace's Python environment from
 # the lock file, and kustomize for the Kubernetes manifests' tests (deploy/k8s/kustomize.sh).
 # Safe to run again: every step checks first.
 set -euo pipefail
@@ -15,6 +15,13 @@ command -v java >/dev/null 2>&1 || apt_packages+=(openjdk-17-jre-headless)
 command -v mvn >/dev/null 2>&1 || apt_packages+=(maven)
 command -v promtool >/dev/null 2>&1 || apt_packages+=(prometheus)
 command -v go >/dev/null 2>&1 || apt_packages+=(golang-go)
+# docker-compose.yml run for real (tools/compose-stack): podman with runc, its network stack and
+# name service, and debootstrap for the offline base image.
+command -v podman >/dev/null 2>&1 || apt_packages+=(podman)
+command -v runc >/dev/null 2>&1 || apt_packages+=(runc)
+command -v debootstrap >/dev/null 2>&1 || apt_packages+=(debootstrap)
+[ -x /usr/lib/podman/netavark ] || apt_packages+=(netavark)
+[ -x /usr/lib/podman/aardvark-dns ] || apt_packages+=(aardvark-dns)
 
 if [ ${#apt_packages[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite (`make test`): starts a fresh local stack with the test settings, runs
 # every test against it, stops it; then the replica and broker-failure tests on a stack of two
-# instances of every service and three Kafka brokers (in their reduced form: see below); and
-# then checks that nothing of the stack is left running. SAGA_TEST_REPLICA_PHASE=0 leaves the
-# second phase out.
+# instances of every service and three Kafka brokers (in their reduced form: see below); then
+# docker-compose.yml for real under podman; and then checks that nothing of the stack is left
+# running. SAGA_TEST_REPLICA_PHASE=0 and SAGA_TEST_COMPOSE_PHASE=0 leave those phases out.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -29,7 +29,7 @@ fi
 # The Kafka authentication tests need a stack with authentication (the default); one started
 # with SAGA_KAFKA_AUTH=0 would fail them, as they must when the protection is missing.
 # Likewise the PostgreSQL TLS tests need a stack started with SAGA_PG_TLS=1.
-markers="not after_down and not replicas and not brokers3"
+markers="not after_down and not replicas and not brokers3 and not compose"
 [ "${SAGA_KAFKA_AUTH:-1}" != 0 ] || markers="$markers and not kafka_auth"
 [ "${SAGA_PG_TLS:-}" = 1 ] || markers="$markers and not pg_tls"
 $PYTEST -m "$markers" "$@"
@@ -78,9 +78,21 @@ if [ "${SAGA_TEST_REPLICA_PHASE:-1}" != 0 ]; then
   rc_replicas=$?
 fi
 
+# Third phase: docker-compose.yml run for real under podman (tools/compose-stack), with no local
+# stack up: the offline images built (the first time about 2 minutes for the bases, then the
+# services' images), `up --wait`, the README's "Try it" and the 40-order race, a down/up that
+# keeps the data, `down -v`. SAGA_TEST_COMPOSE_PHASE=0 leaves it out.
+rc_compose=0
+if [ "${SAGA_TEST_COMPOSE_PHASE:-1}" != 0 ]; then
+  $PYTEST -m compose "$@"
+  rc_compose=$?
+  [ $rc_compose -eq 5 ] && rc_compose=0
+fi
+
 $PYTEST -m after_down -q
 rc2=$?
 
 [ $rc -ne 0 ] && exit $rc
 [ $rc_replicas -ne 0 ] && exit $rc_replicas
+[ $rc_compose -ne 0 ] && exit $rc_compose
 exit $rc2

@@ -15,8 +15,10 @@ from typing import Any
 
 import jsonschema
 import pytest
-import yaml
 
+from compose_stack import compose_file
+from compose_stack.images import image_variables
+from compose_stack.settings import DEFAULT_HOST_PORTS
 from local_stack.settings import DEFAULT_SERVICE_PORTS
 from saga_contracts.topics import ALL_TOPICS
 from sagakit.kafka_topics import DEFAULT_TOPIC_PARTITIONS
@@ -28,7 +30,20 @@ KAFKA_DIR = ROOT / "deploy/docker/kafka"
 
 
 def compose() -> dict[str, Any]:
-    return yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    return compose_file.load()
+
+
+def test_host_ports_and_upstream_images_are_variables_with_the_usual_defaults() -> None:
+    """What compose_stack (podman, offline images, other host ports) changes is variables: the
+    host ports default to the local stack's, the images to the upstream ones."""
+    found = compose_file.defaults()
+    for name, port in DEFAULT_HOST_PORTS.items():
+        assert found.get(name) == str(port), name
+    assert found["POSTGRES_IMAGE"] == "postgres:15"
+    assert found["KAFKA_IMAGE"].startswith("apache/kafka:")
+    assert found["PROMETHEUS_IMAGE"].startswith("prom/prometheus:")
+    assert found["PYTHON_IMAGE"] == "python:3.11.7-slim-bookworm"
+    assert set(image_variables()) <= set(found)
 
 
 def kafka_properties() -> dict[str, str]:
@@ -82,7 +97,9 @@ def test_compose_has_the_same_parts_and_ports_as_the_local_stack() -> None:
     for service, port in DEFAULT_SERVICE_PORTS.items():
         for part in (service, f"{service}-worker"):
             assert services[part]["environment"]["HTTP_PORT"] == str(port)
-            assert services[part]["build"]["args"] == {"SERVICE": service, "PORT": str(port)}
+            assert services[part]["build"]["args"] == {
+                "SERVICE": service, "PORT": str(port),
+                "PYTHON_IMAGE": "python:3.11.7-slim-bookworm"}
     stack = (ROOT / "tools/local-stack/src/local_stack/settings.py").read_text()
     for var, port in [("GATEWAY_PORT", "8010"), ("KAFKA_PORT", "9092"), ("PG_PORT", "25432")]:
         assert f'"{var}", "{port}"' in stack
@@ -223,8 +240,16 @@ def test_every_password_comes_from_the_uncommitted_env_file() -> None:
     required = set(REQUIRED.findall(text))
     optional = set(OPTIONAL.findall(text))
     assert not any("PASSWORD" in name or "SECRET" in name for name in optional), optional
-    assert set(re.findall(r"\$\{(\w+)", text)) == required | optional, "another ${...} form"
+    # Settings with a default of their own (host ports, images, the version): never a secret,
+    # and each named in .env.example's comments, with its default.
+    defaulted = set(compose_file.defaults())
+    assert not any("PASSWORD" in name or "SECRET" in name or "KEY" in name
+                   for name in defaulted), defaulted
+    assert set(re.findall(r"\$\{(\w+)", text)) == required | optional | defaulted, (
+        "another ${...} form")
     example = (ROOT / ".env.example").read_text()
+    for name, default in compose_file.defaults().items():
+        assert f"# {name}={default}" in example, f"{name} is not in .env.example's comments"
     assigned = {name: value for name, _, value in (
         line.partition("=") for line in example.splitlines() if line and not line.startswith("#"))}
     assert required | optional == set(assigned), (

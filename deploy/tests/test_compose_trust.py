@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
+from compose_stack import compose_file
 from local_stack import kafka_auth
 from local_stack.settings import DEFAULT_SERVICE_PORTS
 
@@ -27,7 +28,7 @@ MOUNTED = "/etc/saga-kafka"
 
 
 def services() -> dict[str, Any]:
-    return dict(yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"])
+    return dict(compose_file.load()["services"])
 
 
 def properties(text: str) -> dict[str, str]:
@@ -110,7 +111,7 @@ def test_the_storage_is_formatted_with_a_scram_user_for_the_admin_and_each_servi
     env = kafka["environment"]
     expected = {f"KAFKA_{p.upper()}_PASSWORD" for p in (*principals.group(1).split(),
                                                          kafka_auth.CONTROLLER)}
-    assert {k for k in env if k != "CLUSTER_ID"} == expected
+    assert {k for k in env if k not in ("CLUSTER_ID", "KAFKA_HOST_PORT")} == expected
     assert all(required_variable(env[k]) == k for k in expected)
 
 
@@ -210,7 +211,8 @@ def test_the_identity_provider_is_reachable_from_the_host_loopback_only() -> Non
     provider = services()["identity-provider"]
     assert provider["ports"] == ["127.0.0.1:8020:8020"]
     assert provider["environment"]["IDENTITY_HOST"] == "0.0.0.0"
-    assert provider["build"]["args"] == {"SERVICE": "identity-provider", "PORT": "8020"}
+    assert provider["build"]["args"] == {"SERVICE": "identity-provider", "PORT": "8020",
+                                         "PYTHON_IMAGE": "python:3.11.7-slim-bookworm"}
     assert "/health" in " ".join(provider["healthcheck"]["test"])
 
 

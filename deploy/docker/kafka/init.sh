@@ -19,8 +19,21 @@ sasl.mechanism=SCRAM-SHA-512
 sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username="admin" password="$KAFKA_ADMIN_PASSWORD";
 PROPERTIES
 
+# A command that fails is tried again a few times: the container network's name service can miss
+# a lookup while containers join it (podman's aardvark-dns reloads), and the broker may still be
+# settling its metadata right after its healthcheck passed. Both steps are idempotent.
+retry() {
+  local attempt
+  for attempt in 1 2 3 4 5; do
+    "$@" && return 0
+    echo "[kafka-init] attempt $attempt of 5 failed: $*" >&2
+    sleep 3
+  done
+  return 1
+}
+
 for topic in $TOPICS; do
-  /opt/kafka/bin/kafka-topics.sh --bootstrap-server "$BOOTSTRAP" --command-config "$CLIENT" \
+  retry /opt/kafka/bin/kafka-topics.sh --bootstrap-server "$BOOTSTRAP" --command-config "$CLIENT" \
     --create --if-not-exists --topic "$topic" --partitions "$PARTITIONS" --replication-factor 1
 done
 
@@ -34,7 +47,7 @@ while read -r principal resource_type pattern_type name operation; do
     GROUP) resource=--group ;;
     *) echo "[kafka-init] unknown resource type $resource_type" >&2; exit 1 ;;
   esac
-  /opt/kafka/bin/kafka-acls.sh --bootstrap-server "$BOOTSTRAP" --command-config "$CLIENT" \
+  retry /opt/kafka/bin/kafka-acls.sh --bootstrap-server "$BOOTSTRAP" --command-config "$CLIENT" \
     --add --allow-principal "$principal" --operation "$operation" \
     "$resource" "$name" --resource-pattern-type "$pattern_type" </dev/null
 done <<'ACLS'

@@ -41,8 +41,14 @@ umask 077
 mkdir -p "$RUNTIME"
 scram="org.apache.kafka.common.security.scram.ScramLoginModule required username=\"admin\" password=\"$admin\";"
 plain="org.apache.kafka.common.security.plain.PlainLoginModule required username=\"controller\" password=\"$controller\" user_controller=\"$controller\";"
+# The host's port of the HOST listener (docker-compose.yml's KAFKA_HOST_PORT) is what a client
+# on the host is told to come back to.
+host_port="${KAFKA_HOST_PORT:-9092}"
+case "$host_port" in
+  ''|*[!0-9]*) echo "[kafka] KAFKA_HOST_PORT is not a port number: $host_port" >&2; exit 1 ;;
+esac
 {
-  cat "$CONF"
+  sed "s#^advertised.listeners=\(.*\)HOST://127.0.0.1:9092#advertised.listeners=\1HOST://127.0.0.1:$host_port#" "$CONF"
   echo
   # Every SASL listener needs a JAAS entry, even one that only checks SCRAM credentials; the
   # client listener's also names the broker's own principal.

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
@@ -34,13 +36,26 @@ def order_body(items: list[tuple[str, int]], *, token: str = "tok_visa", price: 
     }
 
 
+@dataclass(frozen=True)
+class Endpoints:
+    """Where a stack's services answer, and the header its fake gateway's ledger wants: the
+    local stack's by default, another's (the compose stack's) when given."""
+
+    pedidos: str = config.PEDIDOS
+    inventario: str = config.INVENTARIO
+    pagos: str = config.PAGOS
+    gateway: str = config.GATEWAY
+    gateway_headers: Callable[[], dict[str, str]] = field(default=config.gateway_auth)
+
+
 class Saga:
     """The stack as a customer, an operator and an auditor see it. Its client authenticates
     each request (``saga_harness.identity.StackAuth``): an order as the customer its body names,
     everything else as an operator."""
 
-    def __init__(self, client: httpx.AsyncClient) -> None:
+    def __init__(self, client: httpx.AsyncClient, at: Endpoints | None = None) -> None:
         self.http = client
+        self.at = at or Endpoints()
 
     async def set_stock(self, sku: str, quantity: int, *, price: str | None = "5.00",
                         currency: str = "USD") -> None:
@@ -50,44 +65,44 @@ class Saga:
         body: dict[str, Any] = {"quantity": quantity}
         if price is not None:
             body.update(price=price, currency=currency)
-        r = await self.http.put(f"{config.INVENTARIO}/products/{sku}", json=body)
+        r = await self.http.put(f"{self.at.inventario}/products/{sku}", json=body)
         r.raise_for_status()
 
     async def stock(self, sku: str) -> int:
-        r = await self.http.get(f"{config.INVENTARIO}/products/{sku}")
+        r = await self.http.get(f"{self.at.inventario}/products/{sku}")
         r.raise_for_status()
         return int(r.json()["quantity"])
 
     async def place(self, body: dict[str, Any], key: str | None = None) -> dict[str, Any]:
         headers = {"Idempotency-Key": key} if key else {}
-        r = await self.http.post(f"{config.PEDIDOS}/orders", json=body, headers=headers)
+        r = await self.http.post(f"{self.at.pedidos}/orders", json=body, headers=headers)
         assert r.status_code == 202, r.text
         return r.json()
 
     async def order(self, order_id: str) -> dict[str, Any]:
-        r = await self.http.get(f"{config.PEDIDOS}/orders/{order_id}")
+        r = await self.http.get(f"{self.at.pedidos}/orders/{order_id}")
         r.raise_for_status()
         return r.json()
 
     async def history(self, saga_id: str) -> list[dict[str, Any]]:
-        r = await self.http.get(f"{config.PEDIDOS}/sagas/{saga_id}/history")
+        r = await self.http.get(f"{self.at.pedidos}/sagas/{saga_id}/history")
         r.raise_for_status()
         return r.json()["entries"]
 
     async def payments(self, saga_id: str) -> list[dict[str, Any]]:
-        r = await self.http.get(f"{config.PAGOS}/payments", params={"saga_id": saga_id})
+        r = await self.http.get(f"{self.at.pagos}/payments", params={"saga_id": saga_id})
         r.raise_for_status()
         return r.json()
 
     async def ledger(self) -> dict[str, Any]:
-        r = await self.http.get(f"{config.GATEWAY}/ledger", headers=config.gateway_auth())
+        r = await self.http.get(f"{self.at.gateway}/ledger", headers=self.at.gateway_headers())
         r.raise_for_status()
         return r.json()
 
     async def lag(self, service: str) -> float:
         """Messages the service's consumer has not committed yet, from its /metrics."""
-        base = {"pedidos": config.PEDIDOS, "inventario": config.INVENTARIO,
-                "pagos": config.PAGOS}[service]
+        base = {"pedidos": self.at.pedidos, "inventario": self.at.inventario,
+                "pagos": self.at.pagos}[service]
         text = (await self.http.get(f"{base}/metrics")).text
         values = [float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
                   if line.startswith("kafka_consumer_lag{")]

@@ -1,0 +1,45 @@
+#!/bin/bash
+# The offline PostgreSQL image's entrypoint (postgres.Containerfile): what docker-compose.yml
+# uses of the official postgres image's. The first start, on an empty data directory, makes the
+# cluster with POSTGRES_USER (default postgres) and POSTGRES_PASSWORD as its superuser and
+# POSTGRES_DB as its database, then runs /docker-entrypoint-initdb.d/*.sql in order, with
+# ON_ERROR_STOP, on a server that listens on its socket only; a failure leaves no half-made
+# cluster behind. Later starts find the cluster and start it.
+set -euo pipefail
+
+if [ "${1:-}" != postgres ]; then
+  exec "$@"
+fi
+shift
+
+if [ ! -s "$PGDATA/PG_VERSION" ]; then
+  : "${POSTGRES_PASSWORD:?POSTGRES_PASSWORD is not set}"
+  user="${POSTGRES_USER:-postgres}"
+  database="${POSTGRES_DB:-$user}"
+  pwfile="$(mktemp)"
+  printf '%s' "$POSTGRES_PASSWORD" > "$pwfile"
+  # Made aside and moved in once complete, so that an init that fails is started afresh.
+  staging="$PGDATA/.init"
+  rm -rf "$staging"
+  initdb --username="$user" --pwfile="$pwfile" --auth-local=trust --auth-host=scram-sha-256 \
+    --encoding=UTF8 -D "$staging" >/dev/null
+  rm -f "$pwfile"
+  echo "host all all all scram-sha-256" >> "$staging/pg_hba.conf"
+  pg_ctl -D "$staging" -w -o "-c listen_addresses='' -c unix_socket_directories=/var/run/postgresql" \
+    start >/dev/null
+  if [ "$database" != postgres ]; then
+    createdb --username="$user" "$database"
+  fi
+  for script in /docker-entrypoint-initdb.d/*.sql; do
+    [ -e "$script" ] || continue
+    echo "[postgres] running $script"
+    psql -v ON_ERROR_STOP=1 --no-psqlrc --username="$user" --dbname="$database" -f "$script"
+  done
+  pg_ctl -D "$staging" -m fast -w stop >/dev/null
+  # The data directory is the volume's mount point: its contents move, not the directory.
+  find "$staging" -mindepth 1 -maxdepth 1 -exec mv -t "$PGDATA" {} +
+  rmdir "$staging"
+  echo "[postgres] cluster made"
+fi
+
+exec postgres -D "$PGDATA" -c listen_addresses='*' "$@"

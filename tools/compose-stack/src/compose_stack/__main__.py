@@ -1,0 +1,3 @@
+from compose_stack.cli import main
+
+main()

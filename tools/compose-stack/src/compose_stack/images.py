@@ -1,0 +1,115 @@
+"""The images docker-compose.yml names, made without any registry but Debian's and Maven
+Central: the upstream images (postgres, apache/kafka, prom/prometheus, python) cannot be pulled
+where this project is tested, so their stand-ins are built here.
+
+1. The base: a Debian bookworm root filesystem made with ``debootstrap`` from Debian's mirror,
+   with the building machine's own certificate authorities added (a machine behind an
+   intercepting proxy reaches PyPI only through its authority), imported with ``podman import``.
+2. On it, one image each from ``deploy/podman/*.Containerfile``: PostgreSQL 15 and Prometheus
+   from Debian's packages, Kafka from Debian's Java and Maven Central's jars, and the Python the
+   services' own Dockerfile builds on.
+
+The services' images are then built by podman-compose from ``deploy/docker/service.Dockerfile``,
+with ``PYTHON_IMAGE`` naming the Python image made here. ``image_variables()`` is what names them
+for docker-compose.yml. The base is made once (``--force`` makes it again, with Debian's updates);
+the others are built every time, which podman's layer cache makes quick when nothing changed.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from compose_stack.engine import environment, image_exists, podman, podman_binary
+from compose_stack.settings import BASE_IMAGE, DEBIAN_MIRROR, OFFLINE, PODMAN_FILES, ROOT, STATE
+
+# What each stand-in is called, and the variable of docker-compose.yml that names it.
+IMAGES = {
+    "python": (f"{OFFLINE}/python:3.11-bookworm", "PYTHON_IMAGE"),
+    "postgres": (f"{OFFLINE}/postgres:15", "POSTGRES_IMAGE"),
+    "kafka": (f"{OFFLINE}/kafka:4.1.1", "KAFKA_IMAGE"),
+    "prometheus": (f"{OFFLINE}/prometheus:bookworm", "PROMETHEUS_IMAGE"),
+}
+# The building machine's own authorities (Debian's place for them).
+LOCAL_AUTHORITIES = Path("/usr/local/share/ca-certificates")
+
+
+def log(message: str) -> None:
+    print(f"[compose] {message}", flush=True)
+
+
+def image_variables() -> dict[str, str]:
+    """docker-compose.yml's image variables, naming the images made here."""
+    return {variable: name for name, variable in IMAGES.values()}
+
+
+def build_base(force: bool = False) -> None:
+    if image_exists(BASE_IMAGE) and not force:
+        return
+    if shutil.which("debootstrap") is None:
+        raise SystemExit("[compose] debootstrap is not installed (make bootstrap installs it)")
+    STATE.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=STATE, prefix="rootfs-") as tmp:
+        rootfs = Path(tmp) / "rootfs"
+        log(f"debootstrap: Debian bookworm from {DEBIAN_MIRROR}")
+        subprocess.run(["debootstrap", "--variant=minbase", "--include=ca-certificates",
+                        "bookworm", str(rootfs), DEBIAN_MIRROR],
+                       check=True, stdout=subprocess.DEVNULL)
+        authorities = sorted(LOCAL_AUTHORITIES.glob("*.crt")) if LOCAL_AUTHORITIES.is_dir() else []
+        if authorities:
+            target = rootfs / "usr/local/share/ca-certificates"
+            target.mkdir(parents=True, exist_ok=True)
+            for crt in authorities:
+                shutil.copy(crt, target / crt.name)
+            subprocess.run(["chroot", str(rootfs), "update-ca-certificates"], check=True,
+                           stdout=subprocess.DEVNULL)
+        # No apt cache nor lists in the image: every Containerfile runs apt-get update first.
+        for cache in ("var/cache/apt/archives", "var/lib/apt/lists"):
+            for entry in (rootfs / cache).glob("*"):
+                if entry.is_file():
+                    entry.unlink()
+        log(f"importing it as {BASE_IMAGE}")
+        tar = subprocess.Popen(["tar", "-C", str(rootfs), "-c", "."], stdout=subprocess.PIPE)
+        imported = subprocess.run([podman_binary(), "import", "--change", 'CMD ["/bin/bash"]',
+                                   "-", BASE_IMAGE], stdin=tar.stdout, env=environment(),
+                                  stdout=subprocess.DEVNULL)
+        if tar.wait() != 0 or imported.returncode != 0:
+            raise SystemExit("[compose] importing the root filesystem failed")
+
+
+def _build(name: str, context: Path) -> None:
+    image = IMAGES[name][0]
+    log(f"building {image}")
+    podman("build", "--quiet", "--build-arg", f"BASE_IMAGE={BASE_IMAGE}",
+           "-f", str(PODMAN_FILES / f"{name}.Containerfile"), "-t", image, str(context),
+           capture=True)
+
+
+def _kafka_context() -> Path:
+    """The Kafka image's build folder: its jars (Maven, once per pom), scripts and log4j2."""
+    context = STATE / "build" / "kafka"
+    libs = context / "libs"
+    pom = PODMAN_FILES / "kafka" / "pom.xml"
+    marker = libs / ".pom"
+    if not (marker.exists() and marker.read_bytes() == pom.read_bytes()):
+        log("fetching Kafka's jars from Maven Central")
+        shutil.rmtree(libs, ignore_errors=True)
+        libs.mkdir(parents=True)
+        subprocess.run(["mvn", "-q", "-B", "-f", str(pom), "dependency:copy-dependencies",
+                        f"-DoutputDirectory={libs}", "-DincludeScope=runtime"], check=True)
+        marker.write_bytes(pom.read_bytes())
+    shutil.rmtree(context / "bin", ignore_errors=True)
+    shutil.copytree(PODMAN_FILES / "kafka" / "bin", context / "bin")
+    shutil.copy(ROOT / "deploy/local/kafka/log4j2.properties", context / "log4j2.properties")
+    return context
+
+
+def build_all(force: bool = False) -> dict[str, str]:
+    """Makes the base if missing (again with ``force``), then the others; returns
+    image_variables()."""
+    build_base(force)
+    for name in IMAGES:
+        _build(name, _kafka_context() if name == "kafka" else PODMAN_FILES)
+    return image_variables()
