@@ -17,6 +17,10 @@ if [ ! -s "$PGDATA/PG_VERSION" ]; then
   user="${POSTGRES_USER:-postgres}"
   database="${POSTGRES_DB:-$user}"
   pwfile="$(mktemp)"
+  # The server of the init listens on a socket of its own, so that no healthcheck (pg_isready on
+  # the usual socket) calls the database ready before its scripts ran.
+  socket="$(mktemp -d)"
+  trap 'rm -rf "$pwfile" "$socket"' EXIT
   printf '%s' "$POSTGRES_PASSWORD" > "$pwfile"
   # Made aside and moved in once complete, so that an init that fails is started afresh.
   staging="$PGDATA/.init"
@@ -25,8 +29,9 @@ if [ ! -s "$PGDATA/PG_VERSION" ]; then
     --encoding=UTF8 -D "$staging" >/dev/null
   rm -f "$pwfile"
   echo "host all all all scram-sha-256" >> "$staging/pg_hba.conf"
-  pg_ctl -D "$staging" -w -o "-c listen_addresses='' -c unix_socket_directories=/var/run/postgresql" \
+  pg_ctl -D "$staging" -w -o "-c listen_addresses='' -c unix_socket_directories=$socket" \
     start >/dev/null
+  export PGHOST="$socket"
   if [ "$database" != postgres ]; then
     createdb --username="$user" "$database"
   fi
@@ -36,8 +41,12 @@ if [ ! -s "$PGDATA/PG_VERSION" ]; then
     psql -v ON_ERROR_STOP=1 --no-psqlrc --username="$user" --dbname="$database" -f "$script"
   done
   pg_ctl -D "$staging" -m fast -w stop >/dev/null
-  # The data directory is the volume's mount point: its contents move, not the directory.
-  find "$staging" -mindepth 1 -maxdepth 1 -exec mv -t "$PGDATA" {} +
+  unset PGHOST
+  # The data directory is the volume's mount point: its contents move, not the directory. What
+  # a move cut short left is replaced, and PG_VERSION, which says the cluster is there, last.
+  find "$staging" -mindepth 1 -maxdepth 1 ! -name PG_VERSION -exec sh -c \
+    'for entry; do rm -rf "$0/${entry##*/}"; mv "$entry" "$0/"; done' "$PGDATA" {} +
+  mv "$staging/PG_VERSION" "$PGDATA/PG_VERSION"
   rmdir "$staging"
   echo "[postgres] cluster made"
 fi

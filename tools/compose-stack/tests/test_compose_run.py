@@ -1,7 +1,8 @@
 """docker-compose.yml run for real, under podman (compose_stack): brought up with ``--wait`` from
 the offline images, then the README's "Try it" and the 40-order race against it; a ``down``/``up``
 cycle keeps PostgreSQL's and Kafka's data (the orders, the topics' records and the consumers'
-offsets) and the identity provider's key; ``down -v`` deletes the volumes.
+offsets) and the identity provider's key; a step that fails ends ``up`` at once; ``down -v``
+deletes the volumes.
 
 The stack's host ports are moved off the local stack's (PEDIDOS_HOST_PORT=28001...), so that
 this test never meets a local stack someone left running; make test runs it after its own local
@@ -17,6 +18,7 @@ import re
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -56,9 +58,11 @@ class Compose:
         self.env = {**os.environ, **{k: str(v) for k, v in PORTS.items()},
                     "SAGA_COMPOSE_ENV_FILE": str(env_file)}
 
-    def run(self, *args: str, timeout: float = 1500) -> subprocess.CompletedProcess[str]:
+    def run(self, *args: str, timeout: float = 1500, env: dict[str, str] | None = None,
+            ) -> subprocess.CompletedProcess[str]:
         return subprocess.run([sys.executable, "-m", "compose_stack", *args], cwd=ROOT,
-                              env=self.env, timeout=timeout, capture_output=True, text=True)
+                              env={**self.env, **(env or {})}, timeout=timeout,
+                              capture_output=True, text=True)
 
     def must(self, *args: str) -> str:
         result = self.run(*args)
@@ -210,6 +214,17 @@ async def test_compose_stack_runs_the_saga_and_keeps_its_data(compose: Compose) 
 
     compose.must("down")
     assert len(project_volumes()) >= 4, "down keeps the volumes"
+
+    # A step that fails ends `up` at once, naming it: pedidos' migrations under a password its
+    # role does not have (the environment wins over the env file).
+    began = time.monotonic()
+    refused = compose.run("up", env={"PEDIDOS_OWNER_PASSWORD": "not-the-password"}, timeout=600)
+    said = refused.stdout + refused.stderr
+    assert refused.returncode == 1, said[-4000:]
+    assert "pedidos-migrations" in said and "exited with status" in said, said[-4000:]
+    assert time.monotonic() - began < 300, "a failed step must end up, not wait it out"
+    compose.must("down")
+
     compose.must("up")
 
     after = await kafka_state(compose.values["KAFKA_ADMIN_PASSWORD"])

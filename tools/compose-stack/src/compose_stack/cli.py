@@ -8,8 +8,8 @@
     python -m compose_stack dotenv [PATH]         a new .env with fresh passwords and keys
 
 The passwords and keys come from the checkout's ``.env`` (docs/deploy.md), or from the file
-``SAGA_COMPOSE_ENV_FILE`` names; the variables of the environment win over both, as with docker
-compose. The host ports are docker-compose.yml's ``*_HOST_PORT`` variables (the local stack's
+``SAGA_COMPOSE_ENV_FILE`` names; a variable of the environment wins over the file, as with
+docker compose. The host ports are docker-compose.yml's ``*_HOST_PORT`` variables (the local stack's
 ports by default): ``up`` refuses, naming it, a port that something else holds.
 """
 
@@ -26,24 +26,55 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from dotenv import dotenv_values
+
 from compose_stack import dotenv, engine
 from compose_stack.images import build_all, image_variables, log
-from compose_stack.settings import COMPOSE_FILE, HOST_PORTS, PROJECT, ROOT
+from compose_stack.settings import (
+    COMPOSE_FILE,
+    DEFAULT_HOST_PORTS,
+    ENV_FILE,
+    ENVIRONMENT_HOST_PORTS,
+    FAILED_WAITS,
+    PROJECT,
+    ROOT,
+)
 
 UP_TIMEOUT_S = float(os.environ.get("SAGA_COMPOSE_UP_TIMEOUT", "900"))
 
 
+# A one-shot step, or a service, that restarted this often while `up` waited is failing.
+CRASH_LOOP_RESTARTS = 3
+
+
+def env_file_values() -> dict[str, str]:
+    """What the env file sets (podman-compose reads it too)."""
+    if not ENV_FILE.is_file():
+        return {}
+    return {k: v for k, v in dotenv_values(ENV_FILE).items() if v is not None}
+
+
+def host_ports() -> dict[str, int]:
+    """The host ports docker-compose.yml will publish: the environment's, else the env file's,
+    else its defaults."""
+    from_file = env_file_values()
+    return {name: int(ENVIRONMENT_HOST_PORTS[name] or from_file.get(name) or default)
+            for name, default in DEFAULT_HOST_PORTS.items()}
+
+
 def compose_command(args: Sequence[str]) -> list[str]:
-    env_file = os.environ.get("SAGA_COMPOSE_ENV_FILE")
     return [sys.executable, "-m", "podman_compose", "--podman-path", str(engine.SHIM),
-            *(["--env-file", env_file] if env_file else []),
+            *(["--env-file", str(ENV_FILE)] if ENV_FILE.is_file() else []),
             "-f", str(COMPOSE_FILE), *args]
 
 
 def compose_environment() -> dict[str, str]:
     """The project's podman, and the offline images' names unless the caller's environment
     names other images."""
-    return engine.environment(defaults=image_variables())
+    # An image the env file names is left to it (the environment would win over it).
+    from_file = env_file_values()
+    return engine.environment(defaults={name: image for name, image in image_variables().items()
+                                        if name not in from_file})
 
 
 def compose(args: Sequence[str], *, check: bool = True, capture: bool = False,
@@ -72,7 +103,7 @@ def taken_ports() -> list[str]:
     containers listens on."""
     ours = project_ports()
     taken = []
-    for variable, port in HOST_PORTS.items():
+    for variable, port in host_ports().items():
         if port in ours:
             continue
         with socket.socket() as probe:
@@ -93,21 +124,24 @@ def up(extra: Sequence[str], build: bool) -> int:
     log("podman-compose up -d --wait")
     args = ["up", "-d", "--wait", *(["--build"] if build else []), *extra]
     # podman-compose waits for ever on a dependency that failed (a migration that exited with an
-    # error): the failed step is looked for while it runs, and ends the wait.
+    # error, a service that never started or keeps dying): failures are looked for while it runs,
+    # and end the wait.
+    FAILED_WAITS.unlink(missing_ok=True)
+    began = time.time()
     process = subprocess.Popen(compose_command(args), cwd=ROOT, env=compose_environment(),
                                start_new_session=True)
     deadline = time.monotonic() + UP_TIMEOUT_S
     failed: list[str] = []
     while process.poll() is None:
-        failed = failed_steps()
+        failed = failures(began)
         if failed or time.monotonic() > deadline:
             os.killpg(process.pid, signal.SIGTERM)
             process.wait()
             break
         time.sleep(2)
-    failed = failed or failed_steps()
+    failed = failed or failures(began)
     if failed:
-        log("steps that failed: " + ", ".join(failed))
+        log("failed: " + "; ".join(failed))
     elif process.returncode != 0:
         log(f"podman-compose up ended with status {process.returncode}"
             + (f" (not up after {UP_TIMEOUT_S:.0f} s)" if time.monotonic() > deadline else ""))
@@ -118,22 +152,32 @@ def up(extra: Sequence[str], build: bool) -> int:
     return 0
 
 
-def failed_steps() -> list[str]:
-    """The project's containers that exited with a status other than 0 and will not be
-    restarted (restart: "no"): a one-shot step (migrations, kafka-init) that failed."""
+def failures(since: float) -> list[str]:
+    """What failed since ``since`` (a Unix time): a one-shot step (restart: "no") that exited
+    with a status other than 0, a container that keeps restarting, and the waits the podman
+    shim failed (a container that never started)."""
     out = engine.podman("ps", "-a", "--filter", f"label=io.podman.compose.project={PROJECT}",
                         "--format", "{{.Names}} {{.State}} {{.ExitCode}}", capture=True,
                         check=False).stdout.decode()
     failed = []
     for line in out.splitlines():
-        name, state, code = ([*line.split(), "", "", ""])[:3]
-        if state == "exited" and code not in ("0", ""):
-            policy = engine.podman("container", "inspect", "--format",
-                                   "{{.HostConfig.RestartPolicy.Name}}", name, capture=True,
-                                   check=False).stdout.decode().strip()
-            if policy in ("", "no"):
-                failed.append(f"{name} (status {code})")
-    return failed
+        name, state, code = [*line.split(), "", "", ""][:3]
+        facts = engine.podman("container", "inspect", "--format",
+                              "{{.HostConfig.RestartPolicy.Name}}|{{.RestartCount}}|"
+                              "{{.State.StartedAt.Unix}}", name, capture=True,
+                              check=False).stdout.decode().strip().split("|")
+        if len(facts) != 3:
+            continue                                      # removed meanwhile
+        policy = "" if facts[0] in ("no", "<no value>") else facts[0]
+        restarts, started = int(facts[1] or 0), int(facts[2] or 0)
+        # A step that failed in an earlier `up` is started again by this one: not a failure yet.
+        if state == "exited" and code not in ("0", "") and not policy and started >= since:
+            failed.append(f"{name} exited with status {code}")
+        elif policy and restarts >= CRASH_LOOP_RESTARTS:
+            failed.append(f"{name} restarted {restarts} times")
+    if FAILED_WAITS.exists():
+        failed += [line for line in FAILED_WAITS.read_text().splitlines() if line]
+    return sorted(set(failed))
 
 
 def report() -> None:
@@ -153,6 +197,9 @@ def down(volumes: bool) -> int:
     volumes."""
     rc = compose(["down", *(["-v"] if volumes else [])], check=False).returncode
     left = project_containers(all_states=True)
+    # podman-compose makes a pod for the project; its `down` cannot remove it while a container
+    # beyond the file's count (`up --scale`) is in it.
+    engine.podman("pod", "rm", "--force", f"pod_{PROJECT}", check=False, capture=True)
     if left:
         engine.podman("rm", "--force", "--time", "10", *left, check=False, capture=True)
         networks = engine.podman("network", "ls", "--filter",

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -82,9 +83,13 @@ def build_base(force: bool = False) -> None:
 def _build(name: str, context: Path) -> None:
     image = IMAGES[name][0]
     log(f"building {image}")
-    podman("build", "--quiet", "--build-arg", f"BASE_IMAGE={BASE_IMAGE}",
-           "-f", str(PODMAN_FILES / f"{name}.Containerfile"), "-t", image, str(context),
-           capture=True)
+    built = podman("build", "--quiet", "--build-arg", f"BASE_IMAGE={BASE_IMAGE}",
+                   "-f", str(PODMAN_FILES / f"{name}.Containerfile"), "-t", image, str(context),
+                   capture=True, check=False)
+    if built.returncode != 0:
+        print(built.stdout.decode(errors="replace"), built.stderr.decode(errors="replace"),
+              sep="\n", file=sys.stderr)
+        raise SystemExit(f"[compose] building {image} failed")
 
 
 def _kafka_context() -> Path:

@@ -37,13 +37,20 @@ DEFAULT_HOST_PORTS = {
     "KAFKA_HOST_PORT": 9092,
     "PROMETHEUS_HOST_PORT": 9090,
 }
-HOST_PORTS = {
-    "PEDIDOS_HOST_PORT": int(os.environ.get("PEDIDOS_HOST_PORT", "8001")),
-    "INVENTARIO_HOST_PORT": int(os.environ.get("INVENTARIO_HOST_PORT", "8002")),
-    "PAGOS_HOST_PORT": int(os.environ.get("PAGOS_HOST_PORT", "8003")),
-    "GATEWAY_HOST_PORT": int(os.environ.get("GATEWAY_HOST_PORT", "8010")),
-    "IDENTITY_HOST_PORT": int(os.environ.get("IDENTITY_HOST_PORT", "8020")),
-    "POSTGRES_HOST_PORT": int(os.environ.get("POSTGRES_HOST_PORT", "25432")),
-    "KAFKA_HOST_PORT": int(os.environ.get("KAFKA_HOST_PORT", "9092")),
-    "PROMETHEUS_HOST_PORT": int(os.environ.get("PROMETHEUS_HOST_PORT", "9090")),
+# The host ports set in the environment (None when not): they win over the env file's, which
+# win over the defaults (compose_stack.cli.host_ports), as with docker compose.
+ENVIRONMENT_HOST_PORTS = {
+    "PEDIDOS_HOST_PORT": os.environ.get("PEDIDOS_HOST_PORT"),
+    "INVENTARIO_HOST_PORT": os.environ.get("INVENTARIO_HOST_PORT"),
+    "PAGOS_HOST_PORT": os.environ.get("PAGOS_HOST_PORT"),
+    "GATEWAY_HOST_PORT": os.environ.get("GATEWAY_HOST_PORT"),
+    "IDENTITY_HOST_PORT": os.environ.get("IDENTITY_HOST_PORT"),
+    "POSTGRES_HOST_PORT": os.environ.get("POSTGRES_HOST_PORT"),
+    "KAFKA_HOST_PORT": os.environ.get("KAFKA_HOST_PORT"),
+    "PROMETHEUS_HOST_PORT": os.environ.get("PROMETHEUS_HOST_PORT"),
 }
+# The file of passwords and keys (and any other variable) podman-compose reads.
+ENV_FILE = Path(os.environ.get("SAGA_COMPOSE_ENV_FILE") or ROOT / ".env")
+# Where the podman shim writes the waits it failed (a step that failed, a container that never
+# started), for `up` to end at once rather than wait with podman-compose for ever.
+FAILED_WAITS = STATE / "failed-waits"

@@ -7,8 +7,9 @@ schedules a container's healthcheck with a systemd timer: on a machine without s
 health of a container stays ``starting`` for ever.
 
 This program stands in for podman (podman-compose's ``--podman-path``). With podman 4.6 or later
-it runs podman itself, unchanged. With an older one it reports version 4.6.0, leaves out the
-``--requires`` of ``podman create`` (see ``without_requires``) and answers
+on a machine with systemd it runs podman itself, unchanged. Without systemd it answers the waits
+below itself, whatever podman's version; with a podman older than 4.6 it also reports version
+4.6.0 and leaves out the ``--requires`` of ``podman create`` (see ``without_requires``). It answers
 ``podman wait --condition=...`` itself, running the containers' healthchecks (``podman
 healthcheck run``) while it waits, which is what the systemd timer would have done; every other
 command goes to podman unchanged. Its conditions are compose's:
@@ -35,7 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from compose_stack.engine import podman_binary, podman_version
-from compose_stack.settings import STATE
+from compose_stack.settings import FAILED_WAITS, STATE
 
 FIRST_WITH_WAIT = (4, 6)
 CONDITIONS = {"healthy", "running", "stopped"}
@@ -156,6 +157,10 @@ def wait(request: WaitRequest) -> int:
                 what = ("never started" if state.get("Status") == "created"
                         else f"exited with status {state.get('ExitCode')}")
                 print(f"[compose] {name} {what} (podman logs {name})", file=sys.stderr)
+                # For `python -m compose_stack up`, which ends at once (podman-compose would
+                # retry this wait for ever).
+                with open(FAILED_WAITS, "a") as out:
+                    out.write(f"{name} {what}\n")
                 return 1
             if outcome == "wait":
                 still.append(name)
@@ -181,18 +186,25 @@ def without_requires(args: list[str]) -> list[str]:
     return kept
 
 
+def without_systemd() -> bool:
+    """No systemd to run the healthchecks' timers (a container, a machine booted without it)."""
+    return not os.path.isdir("/run/systemd/system")
+
+
 def main() -> None:
     real = podman_binary()
     # podman-compose writes an empty command word after global options (`podman --version ''`).
     args = [arg for arg in sys.argv[1:] if arg != ""]
-    if podman_version() < FIRST_WITH_WAIT:
+    old = podman_version() < FIRST_WITH_WAIT
+    if args[:1] == ["wait"] and (old or without_systemd()):
+        # Without systemd no healthcheck runs unless these waits run it, even on podman 4.6+.
+        request = parse_wait(args[1:])
+        if request is not None:
+            sys.exit(wait(request))
+    if old:
         if args == ["--version"]:
             print("podman version 4.6.0")
             return
-        if args[:1] == ["wait"]:
-            request = parse_wait(args[1:])
-            if request is not None:
-                sys.exit(wait(request))
         if args[:1] in (["create"], ["run"]):
             args = without_requires(args)
         if args[:1] in (["create"], ["run"], ["start"], ["restart"]):
