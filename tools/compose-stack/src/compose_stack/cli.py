@@ -84,17 +84,23 @@ def compose(args: Sequence[str], *, check: bool = True, capture: bool = False,
                           check=check, capture_output=capture, text=True)
 
 
+# What podman-compose labels every container, volume and network of the project with.
+OURS = f"label=io.podman.compose.project={PROJECT}"
+
+
+def project_list(*what: str, template: str) -> str:
+    """``podman <what> --filter <the project> --format <template>``, its output."""
+    return engine.podman(*what, "--filter", OURS, "--format", template, capture=True,
+                         check=False).stdout.decode()
+
+
 def project_containers(*, all_states: bool = False) -> list[str]:
-    out = engine.podman("ps", *(["-a"] if all_states else []),
-                        "--filter", f"label=io.podman.compose.project={PROJECT}",
-                        "--format", "{{.Names}}", capture=True, check=False)
-    return out.stdout.decode().split()
+    return project_list("ps", *(["-a"] if all_states else []), template="{{.Names}}").split()
 
 
 def project_ports() -> set[int]:
     """The host ports the project's running containers publish."""
-    out = engine.podman("ps", "--filter", f"label=io.podman.compose.project={PROJECT}",
-                        "--format", "{{.Ports}}", capture=True, check=False).stdout.decode()
+    out = project_list("ps", template="{{.Ports}}")
     return {int(port) for port in re.findall(r":(\d+)->", out)}
 
 
@@ -156,9 +162,7 @@ def failures(since: float) -> list[str]:
     """What failed since ``since`` (a Unix time): a one-shot step (restart: "no") that exited
     with a status other than 0, a container that keeps restarting, and the waits the podman
     shim failed (a container that never started)."""
-    out = engine.podman("ps", "-a", "--filter", f"label=io.podman.compose.project={PROJECT}",
-                        "--format", "{{.Names}} {{.State}} {{.ExitCode}}", capture=True,
-                        check=False).stdout.decode()
+    out = project_list("ps", "-a", template="{{.Names}} {{.State}} {{.ExitCode}}")
     failed = []
     for line in out.splitlines():
         name, state, code = [*line.split(), "", "", ""][:3]
@@ -182,11 +186,8 @@ def failures(since: float) -> list[str]:
 
 def report() -> None:
     """Every container's state, and the last lines of each one's log."""
-    engine.podman("ps", "-a", "--filter", f"label=io.podman.compose.project={PROJECT}",
-                  check=False)
-    names = engine.podman("ps", "-a", "--filter", f"label=io.podman.compose.project={PROJECT}",
-                          "--format", "{{.Names}}", capture=True, check=False).stdout.decode()
-    for name in names.split():
+    engine.podman("ps", "-a", "--filter", OURS, check=False)
+    for name in project_containers(all_states=True):
         print(f"== {name}", flush=True)
         engine.podman("logs", "--tail", "20", name, check=False)
 
@@ -202,15 +203,11 @@ def down(volumes: bool) -> int:
     engine.podman("pod", "rm", "--force", f"pod_{PROJECT}", check=False, capture=True)
     if left:
         engine.podman("rm", "--force", "--time", "10", *left, check=False, capture=True)
-        networks = engine.podman("network", "ls", "--filter",
-                                 f"label=io.podman.compose.project={PROJECT}", "--format",
-                                 "{{.Name}}", capture=True, check=False).stdout.decode().split()
+        networks = project_list("network", "ls", template="{{.Name}}").split()
         if networks:
             engine.podman("network", "rm", *networks, check=False, capture=True)
     if volumes:
-        names = engine.podman("volume", "ls", "--filter",
-                              f"label=io.podman.compose.project={PROJECT}", "--format",
-                              "{{.Name}}", capture=True, check=False).stdout.decode().split()
+        names = project_list("volume", "ls", template="{{.Name}}").split()
         if names:
             engine.podman("volume", "rm", "--force", *names, check=False, capture=True)
     return rc

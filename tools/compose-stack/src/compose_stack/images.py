@@ -25,6 +25,7 @@ from pathlib import Path
 
 from compose_stack.engine import environment, image_exists, podman, podman_binary
 from compose_stack.settings import BASE_IMAGE, DEBIAN_MIRROR, OFFLINE, PODMAN_FILES, ROOT, STATE
+from local_stack.kafka import maven_runtime
 
 # What each stand-in is called, and the variable of docker-compose.yml that names it.
 IMAGES = {
@@ -95,16 +96,7 @@ def _build(name: str, context: Path) -> None:
 def _kafka_context() -> Path:
     """The Kafka image's build folder: its jars (Maven, once per pom), scripts and log4j2."""
     context = STATE / "build" / "kafka"
-    libs = context / "libs"
-    pom = PODMAN_FILES / "kafka" / "pom.xml"
-    marker = libs / ".pom"
-    if not (marker.exists() and marker.read_bytes() == pom.read_bytes()):
-        log("fetching Kafka's jars from Maven Central")
-        shutil.rmtree(libs, ignore_errors=True)
-        libs.mkdir(parents=True)
-        subprocess.run(["mvn", "-q", "-B", "-f", str(pom), "dependency:copy-dependencies",
-                        f"-DoutputDirectory={libs}", "-DincludeScope=runtime"], check=True)
-        marker.write_bytes(pom.read_bytes())
+    maven_runtime(PODMAN_FILES / "kafka" / "pom.xml", context / "libs")
     shutil.rmtree(context / "bin", ignore_errors=True)
     shutil.copytree(PODMAN_FILES / "kafka" / "bin", context / "bin")
     shutil.copy(ROOT / "deploy/local/kafka/log4j2.properties", context / "log4j2.properties")

@@ -25,13 +25,17 @@ from netproxy import layout as proxy_ports  # the TCP proxy's ports, shared with
 
 
 def kafka_libs() -> Path:
-    libs = KAFKA_DIR / "libs"
+    return maven_runtime(ROOT / "deploy/local/kafka/pom.xml", KAFKA_DIR / "libs")
+
+
+def maven_runtime(pom: Path, libs: Path) -> Path:
+    """The runtime jars ``pom`` depends on, fetched from Maven Central into ``libs`` once per
+    version of the pom (the compose stack's Kafka image takes its jars this way too)."""
     marker = libs / ".complete"
-    pom = ROOT / "deploy/local/kafka/pom.xml"
     stamp = hashlib.sha1(pom.read_bytes()).hexdigest()
     if marker.exists() and marker.read_text() == stamp:
         return libs
-    log("fetching Apache Kafka from Maven Central (first run only)")
+    log(f"fetching the jars of {pom.relative_to(ROOT)} from Maven Central (once)")
     shutil.rmtree(libs, ignore_errors=True)
     libs.mkdir(parents=True)
     subprocess.run(["mvn", "-q", "-B", "-f", str(pom), "dependency:copy-dependencies",
