@@ -1,18 +1,30 @@
 # The black-box contract (../shared/CONTRACT.md): run, up, down, test, bench, credentials,
 # manifests; plus status, logs.
 SHELL := /bin/bash
+# The uv that make bootstrap installs (pinned, deploy/docker/uv-requirements.txt) comes first.
+export PATH := $(CURDIR)/.local/uv/bin:$(PATH)
+# uv never downloads a Python of its own: the machine's python3 (3.11) is the one.
+export UV_PYTHON_DOWNLOADS := never
 PY := uv run --frozen --no-sync python
 STACK := $(PY) deploy/local/stack.py
 
-.PHONY: bootstrap run up down status logs credentials manifests test test-unit lint typecheck docs bench chaos
+.PHONY: test-fresh-root bootstrap bootstrap-local bootstrap-compose run up down status logs credentials manifests test test-unit lint typecheck docs bench chaos
 
+# Installs what is missing (deploy/local/programs.txt): everything make test needs; the
+# local stack's part alone; docker-compose.yml's under podman.
 bootstrap:
-	@bash deploy/local/bootstrap.sh
+	@bash deploy/local/bootstrap.sh test
 
-run: bootstrap
+bootstrap-local:
+	@bash deploy/local/bootstrap.sh local
+
+bootstrap-compose:
+	@bash deploy/local/bootstrap.sh compose
+
+run: bootstrap-local
 	@$(STACK) run
 
-up: bootstrap
+up: bootstrap-local
 	@$(STACK) up
 
 down:
@@ -37,6 +49,11 @@ manifests:
 test: bootstrap
 	@bash deploy/local/run-tests.sh
 
+# make test on a new machine: a Debian 12 root made with debootstrap for this run, with only the
+# README's prerequisites installed in it (deploy/ci/fresh-root.sh; root).
+test-fresh-root:
+	@bash deploy/ci/fresh-root.sh make test
+
 # The tests that need nothing but uv: no stack, no system package (make bootstrap is not run).
 test-unit:
 	@uv run --frozen pytest -m "not stack and not after_down and not external and not compose" -q
@@ -54,8 +71,8 @@ docs:
 	@$(PY) -m saga_contracts.catalog docs/events.md
 	@$(PY) deploy/k8s/generate.py
 
-bench: bootstrap
+bench: bootstrap-local
 	@$(PY) -m bench.run
 
-chaos: bootstrap
+chaos: bootstrap-local
 	@$(PY) -m chaos

@@ -1,34 +1,63 @@
 #!/usr/bin/env bash
-# Installs what the local stack needs and is missing: uv, PostgreSQL, a JDK and Maven,
-# Prometheus (promtool), Go (to build kustomize), podman and debootstrap (the compose stack), then the workspace's Python environment from
-# the lock file, and kustomize for the Kubernetes manifests' tests (deploy/k8s/kustomize.sh).
+# Installs what a command of the project needs and is missing, and nothing else:
+#   bootstrap.sh local     `make run`/`make up`/`make bench`/`make chaos` (the local stack)
+#   bootstrap.sh compose   docker-compose.yml under podman (tools/compose-stack)
+#   bootstrap.sh test      `make test`: all of the above and the test-only programs
+# Every need also gets the base: the Debian packages of deploy/local/programs.txt for it, uv at the
+# version and hashes of deploy/docker/uv-requirements.txt in .local/uv (git-ignored), then the
+# workspace's Python environment from uv.lock. Kustomize is built on first use by
+# deploy/k8s/kustomize.sh; `test` builds it here so that no test waits for it.
 # Safe to run again: every step checks first.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 log() { printf '[bootstrap] %s\n' "$*"; }
 
-apt_packages=()
-pg_bin_dir() { ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1; }
-[ -n "$(pg_bin_dir)" ] && [ -x "$(pg_bin_dir)/initdb" ] || apt_packages+=(postgresql postgresql-contrib)
-command -v java >/dev/null 2>&1 || apt_packages+=(openjdk-17-jre-headless)
-command -v mvn >/dev/null 2>&1 || apt_packages+=(maven)
-command -v promtool >/dev/null 2>&1 || apt_packages+=(prometheus)
-command -v go >/dev/null 2>&1 || apt_packages+=(golang-go)
-# docker-compose.yml run for real (tools/compose-stack): podman with runc, its network stack and
-# name service, and debootstrap for the offline base image.
-command -v podman >/dev/null 2>&1 || apt_packages+=(podman)
-command -v runc >/dev/null 2>&1 || apt_packages+=(runc)
-command -v debootstrap >/dev/null 2>&1 || apt_packages+=(debootstrap)
-[ -x /usr/lib/podman/netavark ] || apt_packages+=(netavark)
-[ -x /usr/lib/podman/aardvark-dns ] || apt_packages+=(aardvark-dns)
+[ $# -gt 0 ] || set -- test
+needs=(base)
+for need in "$@"; do
+  case "$need" in
+    local) needs+=(local) ;;
+    compose) needs+=(compose) ;;
+    test) needs+=(local compose test) ;;
+    *) echo "usage: bootstrap.sh [local|compose|test]..." >&2; exit 2 ;;
+  esac
+done
 
-if [ ${#apt_packages[@]} -gt 0 ]; then
+# programs.txt's rows for these needs whose program is missing: "program package" lines.
+missing_programs() {
+  local need program package wanted
+  while read -r need program package; do
+    case "$need" in ''|'#'*) continue ;; esac
+    wanted=0
+    for n in "${needs[@]}"; do [ "$n" = "$need" ] && wanted=1; done
+    [ $wanted = 1 ] || continue
+    case "$program" in
+      python3:*)
+        python3 -c "import ${program#python3:}" >/dev/null 2>&1 && continue ;;
+      /*)
+        # A path may be a glob (PostgreSQL's version directory).
+        compgen -G "$program" >/dev/null && continue ;;
+      *)
+        command -v "$program" >/dev/null 2>&1 && continue ;;
+    esac
+    echo "$program $package"
+  done < deploy/local/programs.txt
+}
+
+mapfile -t missing < <(missing_programs)
+if [ ${#missing[@]} -gt 0 ]; then
+  packages=()
+  for row in "${missing[@]}"; do
+    package="${row#* }"
+    [[ " ${packages[*]} " == *" $package "* ]] || packages+=("$package")
+  done
   if [ "$(id -u)" -ne 0 ]; then
-    log "missing system packages: ${apt_packages[*]} (run as root or install them yourself)"
+    log "missing: ${missing[*]%% *}"
+    log "install them as root: apt-get install --no-install-recommends ${packages[*]}"
     exit 1
   fi
-  log "installing ${apt_packages[*]}"
+  log "installing ${packages[*]} (for ${missing[*]%% *})"
   export DEBIAN_FRONTEND=noninteractive
   # Debian's packages start services of their own when installed (a PostgreSQL cluster on 5432,
   # a Prometheus on :9090), which the stack does not want and must not have to stop: stopping
@@ -45,18 +74,36 @@ if [ ${#apt_packages[@]} -gt 0 ]; then
     > "$policy"
   chmod 755 "$policy"
   apt-get update -qq
-  apt-get install -y -qq --no-install-recommends "${apt_packages[@]}" >/dev/null
+  apt-get install -y -qq --no-install-recommends "${packages[@]}" >/dev/null
   restore_policy
   trap - EXIT
+  # A package that installed but did not bring its program is a wrong row in programs.txt.
+  mapfile -t still < <(missing_programs)
+  if [ ${#still[@]} -gt 0 ]; then
+    log "still missing after the install: ${still[*]%% *} (deploy/local/programs.txt)"
+    exit 1
+  fi
 fi
 
-if ! command -v uv >/dev/null 2>&1; then
-  log "installing uv"
-  python3 -m pip install --quiet --disable-pip-version-check uv
+# uv at the pinned version, its wheel checked against the pinned hashes, in a venv of its own:
+# Debian's Python refuses installs into the system (PEP 668), and an unpinned uv could resolve
+# the lock file differently. The Makefile puts .local/uv/bin first on PATH.
+UV_PIN="$(sed -n 's/^uv==\([^ ]*\).*/\1/p' deploy/docker/uv-requirements.txt)"
+UV=.local/uv/bin/uv
+if [ ! -x "$UV" ] || [ "$("$UV" --version 2>/dev/null | cut -d' ' -f2)" != "$UV_PIN" ]; then
+  log "installing uv $UV_PIN into .local/uv"
+  rm -rf .local/uv
+  python3 -m venv .local/uv
+  .local/uv/bin/pip install --quiet --disable-pip-version-check --require-hashes \
+    -r deploy/docker/uv-requirements.txt
 fi
 
 log "syncing the Python workspace (uv.lock)"
-uv sync --frozen --quiet
-log "kustomize (deploy/k8s/kustomize.sh pins its version)"
-bash deploy/k8s/kustomize.sh version >/dev/null
+"$UV" sync --frozen --quiet
+for need in "${needs[@]}"; do
+  if [ "$need" = test ]; then
+    log "kustomize (deploy/k8s/kustomize.sh pins its version)"
+    bash deploy/k8s/kustomize.sh version >/dev/null
+  fi
+done
 log "ready"

@@ -29,7 +29,7 @@ from pathlib import Path
 from dotenv import dotenv_values
 
 from compose_stack import dotenv, engine
-from compose_stack.images import build_all, image_variables, log
+from compose_stack.images import build_all, build_services, image_variables, log
 from compose_stack.settings import (
     COMPOSE_FILE,
     DEFAULT_HOST_PORTS,
@@ -39,6 +39,7 @@ from compose_stack.settings import (
     PROJECT,
     ROOT,
 )
+from local_stack.system_programs import require
 
 UP_TIMEOUT_S = float(os.environ.get("SAGA_COMPOSE_UP_TIMEOUT", "900"))
 
@@ -127,8 +128,11 @@ def up(extra: Sequence[str], build: bool) -> int:
             "to free ports")
         return 1
     build_all()
+    build_services({**env_file_values(), **compose_environment()}, force=build)
     log("podman-compose up -d --wait")
-    args = ["up", "-d", "--wait", *(["--build"] if build else []), *extra]
+    # Every image is built above, each once: podman-compose would build an image once per
+    # service that runs it, at the same time.
+    args = ["up", "-d", "--wait", "--no-build", *extra]
     # podman-compose waits for ever on a dependency that failed (a migration that exited with an
     # error, a service that never started or keeps dying): failures are looked for while it runs,
     # and end the wait.
@@ -235,6 +239,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     if extra and ns.command not in ("up", "compose"):
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
 
+    if ns.command in ("images", "up"):
+        require("compose")
     if ns.command == "images":
         build_all(force=ns.force)
         rc = 0

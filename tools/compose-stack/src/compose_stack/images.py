@@ -9,8 +9,9 @@ where this project is tested, so their stand-ins are built here.
    from Debian's packages, Kafka from Debian's Java and Maven Central's jars, and the Python the
    services' own Dockerfile builds on.
 
-The services' images are then built by podman-compose from ``deploy/docker/service.Dockerfile``,
-with ``PYTHON_IMAGE`` naming the Python image made here. ``image_variables()`` is what names them
+The services' images are then built from ``deploy/docker/service.Dockerfile``, with
+``PYTHON_IMAGE`` naming the Python image made here: each image once (``build_services``), however
+many services run it, before podman-compose starts anything. ``image_variables()`` is what names them
 for docker-compose.yml. The base is made once (``--force`` makes it again, with Debian's updates);
 the others are built every time, which podman's layer cache makes quick when nothing changed.
 """
@@ -23,7 +24,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from compose_stack.engine import environment, image_exists, podman, podman_binary
+from compose_stack.compose_file import ImageBuild, image_builds
+from compose_stack.engine import environment, image_exists, podman_binary
 from compose_stack.settings import BASE_IMAGE, DEBIAN_MIRROR, OFFLINE, PODMAN_FILES, ROOT, STATE
 from local_stack.kafka import maven_runtime
 
@@ -81,16 +83,40 @@ def build_base(force: bool = False) -> None:
             raise SystemExit("[compose] importing the root filesystem failed")
 
 
-def _build(name: str, context: Path) -> None:
-    image = IMAGES[name][0]
+def _podman_build(image: str, args: list[str]) -> None:
+    """One ``podman build``, its whole output kept in a log of its own: a failed build prints
+    that log's end and names the image, rather than a step that failed somewhere."""
     log(f"building {image}")
-    built = podman("build", "--quiet", "--build-arg", f"BASE_IMAGE={BASE_IMAGE}",
-                   "-f", str(PODMAN_FILES / f"{name}.Containerfile"), "-t", image, str(context),
-                   capture=True, check=False)
+    logs = STATE / "build-logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    log_path = logs / (image.replace("/", "_").replace(":", "_") + ".log")
+    with log_path.open("wb") as out:
+        built = subprocess.run([podman_binary(), "build", *args, "-t", image],
+                               stdout=out, stderr=subprocess.STDOUT, env=environment())
     if built.returncode != 0:
-        print(built.stdout.decode(errors="replace"), built.stderr.decode(errors="replace"),
-              sep="\n", file=sys.stderr)
-        raise SystemExit(f"[compose] building {image} failed")
+        tail = log_path.read_bytes()[-8000:].decode(errors="replace")
+        print(tail, file=sys.stderr)
+        raise SystemExit(f"[compose] building {image} failed (exit {built.returncode}); "
+                         f"its whole log: {log_path}")
+
+
+def _build(name: str, context: Path) -> None:
+    _podman_build(IMAGES[name][0], ["--build-arg", f"BASE_IMAGE={BASE_IMAGE}",
+                                    "-f", str(PODMAN_FILES / f"{name}.Containerfile"),
+                                    str(context)])
+
+
+def build_service(build: ImageBuild) -> None:
+    args = [arg for key, value in build.args for arg in ("--build-arg", f"{key}={value}")]
+    _podman_build(build.image, [*args, "-f", str(build.dockerfile), str(build.context)])
+
+
+def build_services(variables: dict[str, str], force: bool) -> None:
+    """The images docker-compose.yml builds, one at a time and each once: all of them with
+    ``force`` (``up --build``), else those missing."""
+    for build in image_builds(variables):
+        if force or not image_exists(build.image):
+            build_service(build)
 
 
 def _kafka_context() -> Path:

@@ -18,6 +18,7 @@ import sys
 from local_stack import commands, credentials
 from local_stack.postgres.data_dir import pg_data_dir
 from local_stack.settings import ROOT, prometheus_requested
+from local_stack.system_programs import require
 
 
 def main() -> None:
@@ -33,6 +34,8 @@ def main() -> None:
     parser.add_argument("--prometheus", action="store_true",
                         help="also start Prometheus scraping the services")
     args = parser.parse_args()
+    if args.command in ("up", "run", "start", "restart"):
+        require("local")
     if args.command == "up":
         commands.up(args.prometheus or prometheus_requested())
     elif args.command == "down":
