@@ -48,6 +48,8 @@ if [ -z "$(find "$tarball" -mtime -7 2>/dev/null)" ]; then
 fi
 
 root="$(mktemp -d /var/tmp/saga-fresh-root.XXXXXX)"
+# The root folder is /: everyone must be able to enter it (mktemp makes it 0700).
+chmod 755 "$root"
 started=$(date +%s)
 
 # Everything mounted under the root, deepest first.
