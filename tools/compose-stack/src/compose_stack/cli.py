@@ -240,7 +240,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
 
     if ns.command in ("images", "up"):
-        require("compose")
+        require(engine.PROGRAMS)
     if ns.command == "images":
         build_all(force=ns.force)
         rc = 0

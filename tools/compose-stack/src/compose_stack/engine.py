@@ -75,6 +75,13 @@ def environment(extra: Mapping[str, str] | None = None,
             "BUILDAH_FORMAT": "docker", **(extra or {})}
 
 
+# What running docker-compose.yml under podman runs: podman and its OCI runtime, its network
+# stack (netavark, which sets up each container's network with iptables, and aardvark-dns for
+# the containers' names), debootstrap and tar for the offline base image.
+PROGRAMS = ("podman", "runc", "/usr/lib/podman/netavark", "/usr/lib/podman/aardvark-dns",
+            "iptables", "debootstrap", "tar")
+
+
 def podman_binary() -> str:
     found = shutil.which("podman")
     if found is None:

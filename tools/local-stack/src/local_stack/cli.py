@@ -18,7 +18,7 @@ import sys
 from local_stack import commands, credentials
 from local_stack.postgres.data_dir import pg_data_dir
 from local_stack.settings import ROOT, prometheus_requested
-from local_stack.system_programs import require
+from local_stack.system_programs import LOCAL_STACK, require
 
 
 def main() -> None:
@@ -35,7 +35,7 @@ def main() -> None:
                         help="also start Prometheus scraping the services")
     args = parser.parse_args()
     if args.command in ("up", "run", "start", "restart"):
-        require("local")
+        require(LOCAL_STACK)
     if args.command == "up":
         commands.up(args.prometheus or prometheus_requested())
     elif args.command == "down":

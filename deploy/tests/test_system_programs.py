@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from local_stack.system_programs import BOOTSTRAP, TABLE, Program, programs, require
+from compose_stack import engine
+from local_stack.system_programs import BOOTSTRAP, LOCAL_STACK, TABLE, present, programs, require
 
 ROOT = TABLE.parents[2]
 
@@ -28,26 +29,42 @@ def test_require_names_each_missing_program_its_package_and_the_command(tmp_path
                              "compose /no/such/dir/*/netavark netavark\n"
                              "local no-such-local-program postgresql\n")
     with pytest.raises(SystemExit) as ended:
-        require("compose", table)
+        require(["sh", "no-such-program-here", "/no/such/dir/*/netavark"], table)
     message = str(ended.value)
     assert "no-such-program-here (Debian's iptables)" in message
     assert "/no/such/dir/*/netavark (Debian's netavark)" in message
     assert "make bootstrap-compose" in message
     assert "apt-get install --no-install-recommends iptables netavark" in message
-    # Another need's program and a present one are not named.
+    # A program not asked for and a present one are not named.
     assert "no-such-local-program" not in message and "dash" not in message
 
 
+def test_a_program_the_table_lacks_is_named_as_one_no_bootstrap_installs(tmp_path: Path) -> None:
+    with pytest.raises(SystemExit) as ended:
+        require(["sh", "iptables-not-listed"], _table(tmp_path, "compose sh dash\n"))
+    assert "iptables-not-listed (which deploy/local/programs.txt does not list" in str(ended.value)
+
+
 def test_require_passes_when_every_program_is_there(tmp_path: Path) -> None:
-    require("local", _table(tmp_path, "local sh dash\nlocal python3:json python3\n"))
+    require(["sh", "python3:json"], _table(tmp_path, "local sh dash\n"))
 
 
 def test_a_program_may_be_a_command_a_path_glob_or_a_python_module() -> None:
-    assert Program("x", "sh", "dash").present()
-    assert Program("x", "/bin/s*", "dash").present()
-    assert Program("x", "python3:json", "python3").present()
-    assert not Program("x", "python3:no_such_module_here", "python3-x").present()
-    assert not Program("x", "/no/such/path/*", "x").present()
+    assert present("sh")
+    assert present("/bin/s*")
+    assert present("python3:json")
+    assert not present("python3:no_such_module_here")
+    assert not present("/no/such/path/*")
+
+
+def test_every_program_a_part_runs_is_in_the_table_under_its_need() -> None:
+    """What bootstrap installs covers what the local stack and the compose stack run: a program
+    dropped from the table (iptables, say) fails here as well as on a new machine."""
+    rows = {p.name: p.need for p in programs()}
+    for name in LOCAL_STACK:
+        assert rows.get(name) == "local", f"{name} is not installed for the local stack"
+    for name in engine.PROGRAMS:
+        assert rows.get(name) == "compose", f"{name} is not installed for the compose stack"
 
 
 def test_the_table_names_only_needs_bootstrap_knows() -> None:
@@ -61,14 +78,6 @@ def test_the_table_names_only_needs_bootstrap_knows() -> None:
         assert re.search(rf"^{re.escape(target)}:", makefile, re.M), command
         if need != "base":
             assert f"{need})" in bootstrap, f"bootstrap.sh does not take {need}"
-
-
-def test_netavark_is_never_without_iptables() -> None:
-    """netavark runs iptables for every container's network and its package does not depend on
-    it: podman then fails every `podman run` with a bare "No such file or directory"."""
-    compose = {p.name: p for p in programs() if p.need == "compose"}
-    assert "iptables" in compose and compose["iptables"].package == "iptables"
-    assert any(name.endswith("/netavark") for name in compose)
 
 
 def test_bootstrap_reports_a_missing_program_by_name_without_root() -> None:
