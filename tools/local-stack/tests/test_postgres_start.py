@@ -89,7 +89,8 @@ def test_a_port_another_program_listens_on_fails_at_once_naming_it(tmp_path: Pat
         (state / "pg.location").write_text(str(tmp_path / "pg"))
         res = subprocess.run([sys.executable, str(ROOT / "deploy/local/stack.py"), "start",
                               "postgres"], capture_output=True, text=True, timeout=60,
-                             env={"PATH": "/usr/bin:/bin", "SAGA_STATE_DIR": str(state),
+                             env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin",
+                                  "SAGA_STATE_DIR": str(state),
                                   "PG_PORT": str(port), "STACK_PG_CRASH_WAIT": "30"})
     assert res.returncode != 0
     assert f"port 127.0.0.1:{port} (PG_PORT) is taken by another program" in res.stderr
