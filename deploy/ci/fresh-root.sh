@@ -47,24 +47,38 @@ if [ -z "$(find "$tarball" -mtime -7 2>/dev/null)" ]; then
   mv -f "$tarball.new" "$tarball"
 fi
 
+# The processes whose root is DIR or a container's inside it, and only those.
+processes_in() {
+  local link proc
+  for proc in /proc/[0-9]*; do
+    link="$(readlink "$proc/root" 2>/dev/null)" || continue
+    if [ "$link" = "$1" ] || [[ "$link" == "$1"/* ]]; then echo "${proc#/proc/}"; fi
+  done
+}
+# What is mounted under DIR, deepest first.
+mounts_under() {
+  awk -v r="$1" '$2 == r || index($2, r "/") == 1 { print $2 }' /proc/self/mounts | sort -r
+}
+
+# Roots left by a run that was killed (SIGKILL skips the clean-up below): deleted when nothing
+# is mounted in them nor runs in them any more, and they are hours old, so that a run that is
+# starting is never hit.
+for stale in $(find /var/tmp -maxdepth 1 -name 'saga-fresh-root.*' -type d -mmin +360); do
+  if [ -z "$(mounts_under "$stale")" ] && [ -z "$(processes_in "$stale")" ]; then
+    log "deleting $stale, left by an earlier run"
+    rm -rf "$stale"
+  fi
+done
+
 root="$(mktemp -d /var/tmp/saga-fresh-root.XXXXXX)"
 # The root folder is /: everyone must be able to enter it (mktemp makes it 0700).
 chmod 755 "$root"
 started=$(date +%s)
 
-# Everything mounted under the root, deepest first.
-mounts_under_root() {
-  awk -v r="$root" '$2 == r || index($2, r "/") == 1 { print $2 }' /proc/self/mounts | sort -r
-}
-
 cleanup() {
   local rc=$?
-  # The processes whose root is this root or a container's inside it, and only those.
-  local pids=() link
-  for proc in /proc/[0-9]*; do
-    link="$(readlink "$proc/root" 2>/dev/null)" || continue
-    if [ "$link" = "$root" ] || [[ "$link" == "$root"/* ]]; then pids+=("${proc#/proc/}"); fi
-  done
+  local pids
+  mapfile -t pids < <(processes_in "$root")
   if [ ${#pids[@]} -gt 0 ]; then
     log "stopping ${#pids[@]} process(es) left in the root"
     kill -TERM "${pids[@]}" 2>/dev/null || true
@@ -79,10 +93,10 @@ cleanup() {
   local target
   while read -r target; do
     [ -n "$target" ] && umount -l "$target" 2>/dev/null || true
-  done < <(mounts_under_root)
-  # Never delete through a mount: the checkout and the caches are mounted in the root.
-  if [ -n "$(mounts_under_root)" ]; then
-    log "still mounted under $root, left in place: $(mounts_under_root | tr '\n' ' ')" >&2
+  done < <(mounts_under "$root")
+  # Never delete through a mount: the caches and shared/ are mounted in the root.
+  if [ -n "$(mounts_under "$root")" ]; then
+    log "still mounted under $root, left in place: $(mounts_under "$root" | tr '\n' ' ')" >&2
   else
     rm -rf "$root"
   fi
