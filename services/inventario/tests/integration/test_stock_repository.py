@@ -4,22 +4,27 @@ and whether or not the products exist), the allocation's read (without locks), a
 allocation's write: its lock timeout binding the locks it takes, and its guard, which writes
 nothing when the locked units disagree with the decision or the saga was allocated meanwhile.
 Last, a validation and an allocation through their handlers and a real unit of work, on a copy
-of the tables in another schema: every statement of theirs reaches the copy."""
+of the tables in another schema: every statement of theirs reaches the copy; and, on
+connections with inventario's statement timeout, the allocation waits for a product's lock as
+long as the lock timeout says, not the shorter statement timeout."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 import uuid
+from collections.abc import AsyncIterator
 from decimal import Decimal
 from typing import TypeVar
 
 import pytest
 from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from inventario.adapters.stock_repository import StockRepository
 from inventario.adapters.tables import messaging
+from inventario.app import database_settings, subscriptions
 from inventario.config import InventarioSettings
 from inventario.domain.payment_match import Money
 from inventario.domain.stock import AllocationStatus, Line
@@ -29,9 +34,10 @@ from saga_contracts import registry
 from saga_contracts.events.base import Event
 from saga_contracts.events.orders import OrdenSolicitada
 from saga_contracts.events.payments import PagoExitoso
-from saga_harness import db, sealing
+from saga_harness import config, db, sealing
 from saga_harness.clients import new_sku
 from saga_harness.faults import row_locked
+from saga_harness.waiting import wait_for
 from sagakit.consumer import Handler
 from sagakit.context import current_message
 from sagakit.envelope import Envelope
@@ -70,6 +76,13 @@ def _units(read: ValidationRead) -> tuple[AllocationStatus | None, dict[str, int
 def _on_probe(conn: AsyncConnection) -> tuple[StockRepository, _OnProbe]:
     uow = _OnProbe(conn)
     return StockRepository(uow), uow  # type: ignore[arg-type]
+
+
+async def _state(repo: StockRepository, saga_id: str) -> AllocationState:
+    """The allocation's read, as its handler makes it (the rest of the probe's transaction
+    gets inventario's allocation timeout)."""
+    return await repo.allocation_state(saga_id, statement_timeout_ms=int(
+        InventarioSettings().allocation_statement_timeout_s * 1000))
 
 
 async def test_the_validation_read_answers_both_questions_in_one_statement(
@@ -125,7 +138,7 @@ async def test_the_allocation_state_is_read_in_one_statement_without_locks(
                           [Line(b, 2), Line(a, 1), Line(absent, 1), Line(b, 1)], "verified",
                           payment_requested=Money(Decimal("1234.5"), "PEN"))
         assert await uow.write()
-        assert await repo.allocation_state(checked) == AllocationState(
+        assert await _state(repo, checked) == AllocationState(
             checked=[Line(b, 2), Line(a, 1), Line(absent, 1), Line(b, 1)],
             payment_requested=Money(Decimal("1234.50"), "PEN"), allocation=None,
             on_hand={a: 4, b: 9})
@@ -134,13 +147,13 @@ async def test_the_allocation_state_is_read_in_one_statement_without_locks(
         async with row_locked("SELECT 1 FROM inventario.products WHERE sku = ANY($1) "
                               "FOR UPDATE NOWAIT", [a, b]):
             pass
-        assert await repo.allocation_state(never) == AllocationState(
+        assert await _state(repo, never) == AllocationState(
             checked=None, payment_requested=None, allocation=None, on_hand={})
         # A check that asked for no payment (stock unavailable) has its lines and no payment.
         repo.record_check(unavailable, str(uuid.uuid4()), [Line(a, 9)], "unavailable",
                           payment_requested=None)
         assert await uow.write()
-        assert await repo.allocation_state(unavailable) == AllocationState(
+        assert await _state(repo, unavailable) == AllocationState(
             checked=[Line(a, 9)], payment_requested=None, allocation=None, on_hand={a: 4})
         # A saga that has its allocation already: no product is read.
         repo.record_check(allocated, str(uuid.uuid4()), [Line(other, 1)], "verified",
@@ -148,7 +161,7 @@ async def test_the_allocation_state_is_read_in_one_statement_without_locks(
         assert await uow.write()
         assert await repo.insert_allocation(allocated, None, AllocationStatus.RELEASED,
                                             [Line(other, 1)])
-        assert await repo.allocation_state(allocated) == AllocationState(
+        assert await _state(repo, allocated) == AllocationState(
             checked=[Line(other, 1)], payment_requested=Money(Decimal("3.00"), "USD"),
             allocation=AllocationStatus.RELEASED, on_hand={})
 
@@ -278,7 +291,7 @@ async def test_validation_and_allocation_find_products_by_key_in_a_large_catalog
         repo.record_check(saga_id, order_id, lines, "verified",
                           payment_requested=Money(Decimal("10.00"), "USD"))
         assert await uow.write()
-        state = await repo.allocation_state(saga_id)
+        state = await _state(repo, saga_id)
         assert state.on_hand == {a: 10, b: 10}
         repo.record_allocation(saga_id, order_id, AllocationStatus.ALLOCATED, lines,
                                lock_timeout_ms=1000)
@@ -306,11 +319,13 @@ def _event(model: type[E], saga_id: str, source: str, payload: dict[str, object]
 
 async def _deliver(engine: AsyncEngine, tables: MessagingTables, handler: Handler[E],
                    event: Message[E]) -> bool:
-    """What the consumer does with one record, once: claim it, run the handler, commit."""
+    """What the consumer does with one record, once: claim it, run the handler in the unit of
+    work its subscription asks for (inventario.app), commit."""
+    options = {s.event_type: s for s in subscriptions(None)  # type: ignore[arg-type]
+               }[event.event_type].unit_of_work_options
     token = current_message.set(event.envelope)
     try:
-        async with UnitOfWork(engine, tables, "inventario",
-                              reads_outside_transaction=True) as uow:
+        async with UnitOfWork(engine, tables, "inventario", **options) as uow:
             uow.claim(event.message_id, event.event_type, event.saga_id)
             await handler(uow, event)
             if not uow.ended:
@@ -410,3 +425,100 @@ async def test_a_payment_the_check_did_not_ask_for_records_only_its_message(
             assert (await conn.execute(text(
                 f"SELECT status FROM {SCRATCH}.processed_messages WHERE message_id = :m"),
                 {"m": foreign.message_id})).scalar_one() == "processed"
+
+
+def _checked_then_paid(saga_id: str, order_id: str, sku: str
+                       ) -> tuple[Message[OrdenSolicitada], Message[PagoExitoso]]:
+    """An order of two units of ``sku`` at 5.00 USD, and its payment."""
+    placed = _event(OrdenSolicitada, saga_id, "pedidos", {
+        "order_id": order_id, "customer_id": "c-1",
+        "items": [{"sku": sku, "quantity": 2, "price": "5.00"}],
+        "total_amount": "10.00", "currency": "USD",
+        "shipping_address": {"street": "Av. Siempre Viva 742", "city": "Lima", "country": "PE",
+                             "postal_code": "15001"},
+        "payment_method": {"type": "credit_card", "token": sealing.sealed(
+            "tok_visa", sealing.charge(saga_id=saga_id, order_id=order_id,
+                                       customer_id="c-1"))}})
+    paid = _event(PagoExitoso, saga_id, "pagos", {
+        "order_id": order_id, "payment_id": str(uuid.uuid4()), "charge_id": "ch_1",
+        "amount": "10.00", "currency": "USD"})
+    return placed, paid
+
+
+@contextlib.asynccontextmanager
+async def _as_inventario(monkeypatch: pytest.MonkeyPatch, lock_timeout_s: float,
+                         statement_timeout_s: float
+                         ) -> AsyncIterator[tuple[AsyncEngine, MessagingTables, str,
+                                                  InventarioSettings]]:
+    """A copy of the tables with a product of 5 units checked for a saga (returned), and an
+    engine whose connections have inventario's settings (``inventario.app``) for these
+    timeouts, on the copy: its statement timeout on every connection."""
+    monkeypatch.setenv("INVENTARIO_LOCK_TIMEOUT_S", str(lock_timeout_s))
+    monkeypatch.setenv("INVENTARIO_STATEMENT_TIMEOUT_S", str(statement_timeout_s))
+    sku = new_sku()
+    async with db.scratch_copy(SCRATCH, "inventario", SCRATCH_TABLES) as (plain, tables):
+        async with plain.begin() as conn:
+            await conn.execute(text(
+                f"INSERT INTO {SCRATCH}.products (sku, quantity, price, currency) "
+                "VALUES (:s, 5, 5.00, 'USD')"), {"s": sku})
+        engine = create_async_engine(
+            config.admin_dsn().replace("postgresql://", "postgresql+asyncpg://"),
+            connect_args={"server_settings": database_settings()})
+        try:
+            yield (engine.execution_options(schema_translate_map={"inventario": SCRATCH}),
+                   tables, sku, InventarioSettings())
+        finally:
+            await engine.dispose()
+
+
+async def _lock_waited_s() -> float:
+    """How long the allocation's commit statement (on the copy) has waited for a lock."""
+    waited = await db.fetchval(
+        "SELECT max(extract(epoch FROM clock_timestamp() - query_start)) "
+        "FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+        "AND query LIKE '%alloc_timeout%' AND query LIKE $1", f'%"{SCRATCH}"%')
+    return float(waited or 0)
+
+
+async def test_the_allocation_waits_for_a_lock_past_the_statement_timeout_to_the_lock_timeout(
+        running_stack: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The product is held locked longer than a statement may take (0.5 s here, 5 s by
+    default), less than a lock may be waited for (3 s here, 10 s): the allocation waits, and
+    takes the units once the lock is let go (ADR 0001's lock timeout applies)."""
+    saga_id, order_id = f"probe-{uuid.uuid4()}", str(uuid.uuid4())
+    async with _as_inventario(monkeypatch, 3.0, 0.5) as (engine, tables, sku, settings):
+        placed, paid = _checked_then_paid(saga_id, order_id, sku)
+        assert await _deliver(engine, tables, on_orden_solicitada, placed)
+        async with row_locked(f"SELECT 1 FROM {SCRATCH}.products WHERE sku = $1 FOR UPDATE",
+                              sku):
+            allocation = asyncio.create_task(
+                _deliver(engine, tables, make_on_pago_exitoso(settings), paid))
+            await wait_for(_lock_waited_s, lambda waited: allocation.done() or waited > 1.0,
+                           timeout=10, what="the allocation waiting for the lock for 1 s")
+            if allocation.done():
+                await allocation  # what ended the wait before the lock timeout
+        assert await asyncio.wait_for(allocation, 10), "allocated once the lock was let go"
+        async with engine.connect() as conn:
+            assert (await conn.execute(text(
+                f"SELECT quantity FROM {SCRATCH}.products WHERE sku = :s"), {"s": sku})
+            ).scalar_one() == 3
+
+
+async def test_a_lock_held_past_the_lock_timeout_ends_the_allocation_at_the_lock_timeout(
+        running_stack: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Held for longer than the lock timeout (1 s here), the lock is what the allocation gives
+    up on (SQLSTATE 55P03, retried by the consumer), at the lock timeout; never the statement
+    timeout (0.5 s here) first."""
+    saga_id, order_id = f"probe-{uuid.uuid4()}", str(uuid.uuid4())
+    async with _as_inventario(monkeypatch, 1.0, 0.5) as (engine, tables, sku, settings):
+        placed, paid = _checked_then_paid(saga_id, order_id, sku)
+        assert await _deliver(engine, tables, on_orden_solicitada, placed)
+        async with row_locked(f"SELECT 1 FROM {SCRATCH}.products WHERE sku = $1 FOR UPDATE",
+                              sku):
+            started = time.monotonic()
+            with pytest.raises(Exception) as failure:
+                await asyncio.wait_for(
+                    _deliver(engine, tables, make_on_pago_exitoso(settings), paid), 10)
+            gave_up_after = time.monotonic() - started
+        assert sqlstate(failure.value) == "55P03", repr(failure.value)
+        assert 1.0 <= gave_up_after < 1.5, gave_up_after

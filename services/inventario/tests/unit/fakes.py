@@ -89,6 +89,8 @@ class FakeStockRepository:
         self._meanwhile = meanwhile
         self.lock_timeouts_ms: list[int] = []
         """The lock timeout of each allocation staged."""
+        self.statement_timeouts_ms: list[int] = []
+        """The statement timeout each allocation's read gave the rest of its transaction."""
 
     def _read(self) -> None:
         if self._meanwhile is not None:
@@ -117,7 +119,9 @@ class FakeStockRepository:
             return True  # no guard: a check recorded first is kept, the commit goes on
         self.uow.stage(write)
 
-    async def allocation_state(self, saga_id: str) -> AllocationState:
+    async def allocation_state(self, saga_id: str, *, statement_timeout_ms: int
+                               ) -> AllocationState:
+        self.statement_timeouts_ms.append(statement_timeout_ms)
         check = self.inventory.checks.get(saga_id)
         allocation = self.inventory.allocations.get(saga_id)
         state = AllocationState(

@@ -21,6 +21,7 @@ from .fakes import Allocation, FakeStockRepository, Inventory, StagingUnitOfWork
 
 ORDER_ID = "6f1c2a4e-1111-4222-8333-444455556666"
 LOCK_TIMEOUT_MS = 1234
+STATEMENT_TIMEOUT_MS = 5678
 
 
 # What the stock check of every saga here asked pagos for, and what pago_exitoso pays.
@@ -43,7 +44,8 @@ async def _allocate(inventory: Inventory, saga_id: str, *,
     uow = StagingUnitOfWork()
     stock = FakeStockRepository(inventory, uow, meanwhile=meanwhile)
     with handling(event):
-        await allocate_stock(uow, stock, event, lock_timeout_ms=LOCK_TIMEOUT_MS)
+        await allocate_stock(uow, stock, event, lock_timeout_ms=LOCK_TIMEOUT_MS,
+                             statement_timeout_ms=STATEMENT_TIMEOUT_MS)
     return uow, stock
 
 
@@ -63,6 +65,8 @@ async def test_the_checked_lines_units_are_taken_and_the_allocation_recorded() -
     assert inventory.allocations == {"saga-1": Allocation(
         ORDER_ID, AllocationStatus.ALLOCATED, [Line("A", 3), Line("B", 5)])}
     assert stock.lock_timeouts_ms == [LOCK_TIMEOUT_MS]
+    assert stock.statement_timeouts_ms == [STATEMENT_TIMEOUT_MS], \
+        "set by the read, for the allocation's commit statement"
 
 
 async def test_stock_consumed_since_the_check_fails_the_allocation_and_takes_nothing() -> None:
@@ -186,7 +190,8 @@ async def test_a_mismatch_is_counted_only_once_its_message_is_recorded() -> None
     before = _mismatches("no_payment_requested")
     with handling(event):
         await allocate_stock(uow, FakeStockRepository(inventory, uow), event,
-                             lock_timeout_ms=LOCK_TIMEOUT_MS)
+                             lock_timeout_ms=LOCK_TIMEOUT_MS,
+                             statement_timeout_ms=STATEMENT_TIMEOUT_MS)
     assert not uow.committed
     assert _mismatches("no_payment_requested") == before
 

@@ -17,8 +17,11 @@ def test_each_handler_commits_as_its_rule_needs() -> None:
         # transaction (ADR 0006).
         "OrdenSolicitada": (True, True, None),
         # The allocation's guard re-checks under row locks in its one statement (ADR 0005);
-        # it takes locks, so it never shares a transaction with other records.
-        "PagoExitoso": (True, False, None),
+        # it takes locks, so it never shares a transaction with other records. Its read and
+        # that statement are a transaction, in which the read sets the statement's timeout
+        # above the lock timeout: a transaction of its own, the statement would have the
+        # connection's, shorter, and the lock timeout would never apply (ADR 0001).
+        "PagoExitoso": (False, False, None),
         # A release reads the allocation under its lock inside a transaction of its own.
         "OrdenCancelada": (False, False, None),
     }

@@ -46,7 +46,8 @@ class PagosSettings(BaseSettings):
         "is emitted and the payment is left for a refund by hand."))
     resolve_attempts: int = Field(5, ge=1, description=(
         "Calls made to learn whether a charge cancelled while its outcome was unknown was made "
-        "(the charge replayed under its key); then FalloReembolso, for a refund by hand."))
+        "(the charge replayed under its key), however many calls the charge made before; then "
+        "FalloReembolso, for a refund by hand."))
     # The longest the gateway worker sleeps between looks at the table; it also wakes when this
     # instance creates work and when the earliest scheduled work falls due.
     worker_poll_interval_s: float = Field(5.0, gt=0, le=5, description=(

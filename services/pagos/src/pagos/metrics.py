@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from enum import StrEnum
+
 from prometheus_client import Counter
 
 from pagos.domain.payment import Refusal
@@ -14,8 +16,41 @@ REFUNDS_REFUSED = Counter(
 )
 
 
+class GatewayCall(StrEnum):
+    CHARGE = "charge"
+    REFUND = "refund"
+
+
+class Stage(StrEnum):
+    """Where pagos failed around a gateway call (not the gateway's answer)."""
+
+    CALL = "call"              # making the call, or reading its reply: recorded as unknown
+    RECORD = "record"          # recording its outcome: recorded as unknown instead
+    UNRECORDED = "unrecorded"  # not even that: the call is made again when its lease runs out
+
+
+GATEWAY_UNINTELLIGIBLE_REPLIES = Counter(
+    "saga_gateway_unintelligible_reply_total",
+    "Gateway replies pagos could not understand (a 200 whose body is not the API's: not JSON, "
+    "or without the charge's or refund's id), each recorded as an unknown outcome",
+    ["service", "call"],
+)
+
+GATEWAY_WORKER_ERRORS = Counter(
+    "saga_gateway_worker_errors_total",
+    "Exceptions pagos met around a gateway call, by stage: 'call' and 'record' are recorded as "
+    "the call's unknown outcome (counted against its attempts); 'unrecorded' could not be "
+    "recorded at all, and the call is made again when its lease runs out",
+    ["service", "call", "stage"],
+)
+
+
 def initialise(service: str) -> None:
-    """Every reason at zero from the start: an alert on increase() misses a series whose first
+    """Every label at zero from the start: an alert on increase() misses a series whose first
     sample is 1."""
     for reason in Refusal:
         REFUNDS_REFUSED.labels(service, reason.value)
+    for call in GatewayCall:
+        GATEWAY_UNINTELLIGIBLE_REPLIES.labels(service, call.value)
+        for stage in Stage:
+            GATEWAY_WORKER_ERRORS.labels(service, call.value, stage.value)

@@ -55,6 +55,7 @@ class Row:
     refund_id: str | None = None
     amount_refunded: Decimal = Decimal("0")
     charge_attempts: int = 0
+    resolve_attempts: int = 0
     refund_attempts: int = 0
     next_attempt_at: datetime | None = None
     lease_until: datetime | None = None
@@ -77,7 +78,8 @@ class Row:
                        trigger.get("traceparent"), trigger.get("event"),
                        tuple(self.attempt_log), self.customer_id,
                        stock_allocated=self.stock_allocated,
-                       allocation_failed=self.allocation_failed)
+                       allocation_failed=self.allocation_failed,
+                       resolve_attempts=self.resolve_attempts)
 
 
 class PaymentTable:
@@ -314,13 +316,17 @@ class FakePayments:
             r = row()
             return (r is not None and r.status is decided_on.status
                     and r.charge_attempts == decided_on.charge_attempts
-                    and r.refund_attempts == decided_on.refund_attempts)
+                    and r.resolve_attempts == decided_on.resolve_attempts
+                    and r.refund_attempts == decided_on.refund_attempts
+                    and (not outcome.lease_held or r.lease_until == outcome.lease_until))
 
         def apply() -> None:
             r = row()
             assert r is not None
             if outcome.charge_attempts is not None:
                 r.charge_attempts = outcome.charge_attempts
+            if outcome.resolve_attempts is not None:
+                r.resolve_attempts = outcome.resolve_attempts
             if outcome.refund_attempts is not None:
                 r.refund_attempts = outcome.refund_attempts
             if outcome.charge_id is not None:
@@ -374,10 +380,11 @@ class FakeUnits:
 
 class FakeGateway:
     """``PaymentGateway``: answers each call with the next scripted result (an approval, a
-    refund, when none is left); ``during_call`` runs while a call is in flight."""
+    refund, when none is left), or raises it if it is an exception (the client failing on a
+    reply, say); ``during_call`` runs while a call is in flight."""
 
-    def __init__(self, charges: list[ChargeResult] | None = None,
-                 refunds: list[RefundResult] | None = None) -> None:
+    def __init__(self, charges: list[ChargeResult | Exception] | None = None,
+                 refunds: list[RefundResult | Exception] | None = None) -> None:
         self.charges = list(charges or [])
         self.refunds = list(refunds or [])
         self.calls: list[tuple[str, dict[str, Any]]] = []
@@ -390,8 +397,11 @@ class FakeGateway:
                                       "saga_id": saga_id}))
         if self.during_call is not None:
             self.during_call()
-        return self.charges.pop(0) if self.charges else ChargeResult(
+        answer = self.charges.pop(0) if self.charges else ChargeResult(
             Outcome.APPROVED, charge_id=f"ch_{saga_id[:8]}")
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
 
     async def refund(self, *, charge_id: str, amount_minor: int,
                      idempotency_key: str) -> RefundResult:
@@ -399,8 +409,11 @@ class FakeGateway:
                                       "idempotency_key": idempotency_key}))
         if self.during_call is not None:
             self.during_call()
-        return self.refunds.pop(0) if self.refunds else RefundResult(
+        answer = self.refunds.pop(0) if self.refunds else RefundResult(
             True, refund_id=f"re_{charge_id}")
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
 
 
 class FakeCalls:

@@ -6,25 +6,39 @@ without a call."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from decimal import Decimal
 from typing import Any
 
 import pytest
 
+from pagos import metrics as pagos_metrics
 from pagos.config import PagosSettings
 from pagos.domain.payment import Outcome, Payment, PaymentStatus
 from pagos.usecases import call_outcome, charge_request
 from pagos.usecases.charge_payment import charge_key, charge_payment
+from pagos.usecases.compensate_payment import compensate_order_cancellation
 from pagos.usecases.ports import ChargeResult
 from saga_contracts.sealing import Binding, new_key_pair, parse_opening_keys, parse_sealing_key
 from saga_harness import sealing
 from sagakit import jsonio
 from sagakit.observability import metrics
 
-from .fakes import FakeCalls, FakeGateway, FakeUnits, PaymentTable, Row, stock_verificado
+from .fakes import (
+    FakeCalls,
+    FakeGateway,
+    FakePayments,
+    FakeUnit,
+    FakeUnits,
+    PaymentTable,
+    Row,
+    orden_cancelada,
+    stock_verificado,
+)
 
 S = PaymentStatus
 SETTINGS = PagosSettings(charge_retry_schedule_s=(2.0, 8.0), resolve_attempts=3)
@@ -161,23 +175,103 @@ async def test_a_cancelled_charge_its_replay_declines_was_never_made() -> None:
 
 
 async def test_a_cancelled_charge_that_stays_unknown_is_left_for_a_manual_refund() -> None:
+    """Replayed PAGOS_RESOLVE_ATTEMPTS times (3 here), every answer unknown: then FalloReembolso
+    and a refund by hand."""
     table = PaymentTable()
     row, payment = _leased(table, S.CANCEL_REQUESTED, charge_sent=True, charge_attempts=1)
-    await _charge(table, payment, FakeGateway([UNAVAILABLE]))
-    assert row.status is S.CANCEL_REQUESTED and row.charge_attempts == 2
-    assert row.next_attempt_at is not None and row.token == payment.token
     alerts = _alerts("cancelled_charge_unresolved")
-    row.lease_until = table.in_(45)  # leased again for its next try
-    payment = row.payment(table.now)
+    for replays in (1, 2):
+        await _charge(table, payment, FakeGateway([UNAVAILABLE]))
+        assert row.status is S.CANCEL_REQUESTED and row.resolve_attempts == replays
+        assert row.next_attempt_at is not None and row.token == payment.token
+        row.lease_until = table.in_(45)  # leased again for its next try
+        payment = row.payment(table.now)
     units, calls = await _charge(table, payment, FakeGateway([UNAVAILABLE]))
     assert row.status is S.REFUND_FAILED and row.manual_refund_required
-    assert row.token is None and row.charge_attempts == 3
+    assert row.token is None and row.resolve_attempts == 3
+    assert row.charge_attempts == 1, "the replays are not the charge's calls"
+    assert [(a["kind"], a["attempt"]) for a in row.attempt_log] == [
+        ("resolve", 1), ("resolve", 2), ("resolve", 3)]
     [event] = _emitted(units)
     assert event.event_type == "FalloReembolso"
     assert event.payload == {"order_id": row.order_id, "payment_id": row.payment_id,
                              "reason": "gateway timeout", "attempts": 3}
     assert _alerts("cancelled_charge_unresolved") == alerts + 1
     assert calls.kicks == 0
+
+
+async def _outage_then_cancelled(table: PaymentTable, charges: int) -> tuple[Row, Payment]:
+    """A charge whose ``charges`` calls the gateway left unanswered (an outage), then cancelled
+    by pedidos (its step deadline) before its next retry: leased for the first replay."""
+    row, payment = _leased(table)
+    for _ in range(charges):
+        await _charge(table, payment, FakeGateway([UNAVAILABLE]))
+        row.lease_until = table.in_(45)
+        payment = row.payment(table.now)
+    assert row.status is S.CHARGING and row.charge_attempts == charges
+    units = FakeUnits(table)
+    async with units() as (uow, payments):
+        await compensate_order_cancellation(uow, payments, lambda: None,
+                                            orden_cancelada(row.saga_id, ORDER_ID))
+    assert row.status is S.CANCEL_REQUESTED
+    row.lease_until = table.in_(45)
+    return row, row.payment(table.now)
+
+
+async def test_the_calls_of_a_charge_before_its_cancellation_leave_its_resolution_every_replay(
+        ) -> None:
+    """A gateway down through the charge's retries (two of three here), then the cancellation:
+    the replays that resolve it have their own budget. The first replay, still unanswered, is
+    one of three, and the gateway, back for the second, says no charge was made: the order is
+    cancelled, and nobody is asked to refund by hand what was never charged."""
+    table = PaymentTable()
+    row, payment = await _outage_then_cancelled(table, charges=2)
+    alerts = _alerts("cancelled_charge_unresolved")
+    await _charge(table, payment, FakeGateway([UNAVAILABLE]))
+    assert row.status is S.CANCEL_REQUESTED, "one replay of three: resolved again"
+    assert (row.charge_attempts, row.resolve_attempts) == (2, 1)
+    assert row.next_attempt_at is not None and row.token == payment.token
+    row.lease_until = table.in_(45)
+    units, _ = await _charge(table, row.payment(table.now), FakeGateway([DECLINED]))
+    assert row.status is S.CANCELLED and not row.manual_refund_required
+    assert _emitted(units) == [] and _alerts("cancelled_charge_unresolved") == alerts
+    assert [(a["kind"], a["attempt"], a["outcome"]) for a in row.attempt_log] == [
+        ("charge", 1, "unavailable"), ("charge", 2, "unavailable"),
+        ("resolve", 1, "unavailable"), ("resolve", 2, "declined")]
+
+
+async def test_a_charge_that_used_every_retry_still_gets_every_replay() -> None:
+    """Every retry of the charge used (three calls, two retries here) is not a replay used."""
+    table = PaymentTable()
+    row, _ = await _outage_then_cancelled(table, charges=2)
+    # The third call, past the last retry, would fail the charge: it is cancelled before.
+    for replays in range(1, SETTINGS.resolve_attempts + 1):
+        row.lease_until = table.in_(45)
+        await _charge(table, row.payment(table.now), FakeGateway([UNAVAILABLE]))
+        assert row.resolve_attempts == replays
+        assert row.status is (S.CANCEL_REQUESTED if replays < SETTINGS.resolve_attempts
+                              else S.REFUND_FAILED)
+
+
+async def test_a_charge_call_answered_after_the_cancellation_is_no_replay() -> None:
+    """The call left while the payment was CHARGING and the cancellation landed while it was
+    in flight: its unknown answer is the charge's, and the resolution keeps every replay."""
+    table = PaymentTable()
+    row, payment = _leased(table)
+    gateway = FakeGateway([UNAVAILABLE])
+    gateway.during_call = lambda: setattr(row, "status", S.CANCEL_REQUESTED)
+    await _charge(table, payment, gateway)
+    assert row.status is S.CANCEL_REQUESTED
+    assert (row.charge_attempts, row.resolve_attempts) == (1, 0)
+    assert row.next_attempt_at is not None
+    assert table.in_(1.6) <= row.next_attempt_at <= table.in_(2.4), \
+        "the first replay waits as a charge's first retry"
+    for replays in range(1, SETTINGS.resolve_attempts + 1):
+        row.lease_until = table.in_(45)
+        await _charge(table, row.payment(table.now), FakeGateway([UNAVAILABLE]))
+        assert (row.charge_attempts, row.resolve_attempts) == (1, replays)
+        assert row.status is (S.CANCEL_REQUESTED if replays < SETTINGS.resolve_attempts
+                              else S.REFUND_FAILED)
 
 
 @pytest.mark.parametrize(("status", "decided"), [(S.CANCEL_REQUESTED, S.REFUND_FAILED),
@@ -400,3 +494,132 @@ async def test_an_amount_its_currency_cannot_hold_is_never_sent() -> None:
     assert row.status is S.CHARGE_FAILED
     [attempt] = row.attempt_log
     assert attempt["outcome"] == "not_asked" and "CLP has 0 decimal places" in attempt["detail"]
+
+
+# A card token in the gateway's own shape, which no pattern of pagos knows: only the token the
+# call had, replaced wherever it appears, keeps it out of what pagos writes.
+CARD = "pm_1PxCardOfTheVictim42"
+
+
+def _worker_errors(call: str, stage: str) -> float:
+    return pagos_metrics.GATEWAY_WORKER_ERRORS.labels("pagos", call, stage)._value.get()
+
+
+def _carries(records: list[logging.LogRecord], text: str) -> bool:
+    return any(text in str(value) for r in records
+               for value in (r.getMessage(), *vars(r).values()))
+
+
+@pytest.mark.parametrize("status", [S.CHARGING, S.CANCEL_REQUESTED])
+async def test_a_call_that_fails_in_pagos_is_its_unknown_outcome_recorded_and_counted(
+        status: PaymentStatus, caplog: pytest.LogCaptureFixture) -> None:
+    """The client raised on the reply (after the call left, so the charge may have been
+    made): recorded as an unknown outcome, counted against the call's budget and retried on
+    its schedule, like a gateway that did not answer. Logged and kept without the card
+    token, whatever its shape."""
+    table = PaymentTable()
+    row, payment = _leased(table, status, charge_sent=True,
+                           seal=lambda _, charge: sealing.sealed(CARD, charge))
+    failed = ValueError(f"Expecting value: line 1 column 1 (char 0) in reply to {CARD}")
+    errors = _worker_errors("charge", "call")
+    _, calls = await _charge(table, payment, FakeGateway([failed]))
+    assert row.status is status, "unknown: retried"
+    assert (row.charge_attempts, row.resolve_attempts) == (
+        (1, 0) if status is S.CHARGING else (0, 1))
+    assert row.lease_until is None and row.next_attempt_at is not None and calls.kicks == 1
+    [attempt] = row.attempt_log
+    assert attempt["outcome"] == "unavailable"
+    assert attempt["detail"] == ("ValueError: Expecting value: line 1 column 1 (char 0) in "
+                                 "reply to [MASKED]")
+    assert _worker_errors("charge", "call") == errors + 1
+    assert _carries(caplog.records, "Expecting value") and not _carries(caplog.records, CARD)
+
+
+async def test_a_call_pagos_keeps_failing_ends_as_a_gateway_that_never_answers_does() -> None:
+    """Every attempt counted: past the last retry the charge fails into its dead letter with
+    its alert, as for a gateway that never answers (never a call made again for ever)."""
+    table = PaymentTable()
+    row, payment = _leased(table)
+    alerts = _alerts("charge_failed")
+    for _ in range(len(SETTINGS.charge_retry_schedule_s) + 1):
+        await _charge(table, payment, FakeGateway([KeyError("id")]))
+        row.lease_until = table.in_(45)
+        payment = row.payment(table.now)
+    assert row.status is S.CHARGE_FAILED and row.charge_attempts == 3
+    [letter] = table.dead_letters
+    assert letter.value["reason"] == "gateway_retries_exhausted"
+    assert _alerts("charge_failed") == alerts + 1
+
+
+async def test_a_failure_before_the_call_is_counted_too() -> None:
+    """Opening the token failed in a way nothing expected: no call left, and the attempt is
+    recorded as unknown all the same (the opener may work on the retry)."""
+    class Broken:
+        def open(self, sealed: str, charge: Binding) -> str:
+            raise RuntimeError("key store unavailable")
+
+    table = PaymentTable()
+    row, payment = _leased(table)
+    gateway = FakeGateway()
+    await _charge(table, payment, gateway, tokens=Broken())
+    assert gateway.calls == [] and row.status is S.CHARGING and row.charge_attempts == 1
+    assert row.attempt_log[0]["detail"] == "RuntimeError: key store unavailable"
+
+
+class _FailingCommits(FakeUnits):
+    """Units whose ``fail`` next commits that record an outcome raise ``error``, after
+    writing if ``written``: a connection lost around the commit statement."""
+
+    def __init__(self, table: PaymentTable, fail: int, error: Exception,
+                 written: bool = False) -> None:
+        super().__init__(table)
+        self.fail, self.error, self.written = fail, error, written
+
+    @contextlib.asynccontextmanager
+    async def __call__(self, *, reads_outside_transaction: bool = False
+                       ) -> AsyncIterator[tuple[FakeUnit, FakePayments]]:
+        async with super().__call__(reads_outside_transaction=reads_outside_transaction) as (
+                unit, payments):
+            if self.fail > 0 and len(self.opened) > 1:  # not the re-check before the call
+                self.fail -= 1
+                commit = unit.commit
+
+                async def failing() -> bool:
+                    if self.written:
+                        await commit()
+                    raise self.error
+                unit.commit = failing
+            yield unit, payments
+
+
+async def test_an_outcome_that_cannot_be_recorded_is_recorded_as_unknown() -> None:
+    """Recording the approval failed: the call's outcome is recorded as unknown instead, and
+    its retry, under the same key, finds the approval."""
+    table = PaymentTable()
+    row, payment = _leased(table)
+    errors = _worker_errors("charge", "record")
+    units = _FailingCommits(table, 1, ConnectionResetError("connection reset by peer"))
+    await charge_payment(units, FakeGateway([APPROVED]), SETTINGS, payment, lambda: None,
+                         tokens=sealing.opening_keys())
+    assert row.status is S.CHARGING and row.charge_attempts == 1
+    assert row.lease_until is None and row.next_attempt_at is not None
+    [attempt] = row.attempt_log
+    assert attempt["outcome"] == "unavailable"
+    assert attempt["detail"] == ("outcome not recorded: ConnectionResetError: connection "
+                                 "reset by peer")
+    assert _worker_errors("charge", "record") == errors + 1
+    row.lease_until = table.in_(45)
+    await _charge(table, row.payment(table.now), FakeGateway([APPROVED]))
+    assert row.status is S.CAPTURED and row.charge_attempts == 2
+
+
+async def test_an_outcome_whose_failed_commit_went_through_is_not_recorded_twice() -> None:
+    """The commit wrote the approval and then lost its connection: it ended the call's lease,
+    so the unknown outcome that stands in for it writes nothing."""
+    table = PaymentTable()
+    row, payment = _leased(table)
+    units = _FailingCommits(table, 1, ConnectionResetError("lost"), written=True)
+    await charge_payment(units, FakeGateway([APPROVED]), SETTINGS, payment, lambda: None,
+                         tokens=sealing.opening_keys())
+    assert row.status is S.CAPTURED and row.charge_attempts == 1
+    assert [a["outcome"] for a in row.attempt_log] == ["approved"]

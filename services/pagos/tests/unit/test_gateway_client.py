@@ -15,6 +15,7 @@ import pytest
 import uvicorn
 from aiohttp import web
 
+from pagos import metrics as pagos_metrics
 from pagos.adapters.gateway_client import GatewayClient
 from pagos.config import PagosSettings
 from pagos.domain.payment import Outcome
@@ -269,3 +270,51 @@ async def test_every_call_carries_the_secret_key(gateway: tuple[_Gateway, str]) 
     finally:
         await client.close()
     assert fake.authorizations == [f"Bearer {KEY}", f"Bearer {KEY}"]
+
+
+def _unintelligible(call: str) -> float:
+    return pagos_metrics.GATEWAY_UNINTELLIGIBLE_REPLIES.labels("pagos", call)._value.get()
+
+
+# Bodies of a 200 that do not say what the gateway did: a proxy's page, a reply cut short, JSON
+# that is not the API's object with its id.
+NOT_THE_APIS = {
+    "html": b"<html><body>502 Bad Gateway (from the proxy)</body></html>",
+    "cut_short": b'{"id": "ch_',
+    "not_utf8": b"\xff\xfe\x00",
+    "no_id": b'{"object": "charge", "status": "succeeded"}',
+    "null_id": b'{"id": null}',
+    "a_list": b'[{"id": "ch_1"}]',
+}
+
+
+@pytest.mark.parametrize("body", sorted(NOT_THE_APIS))
+async def test_a_200_that_is_not_the_apis_answer_is_an_unknown_charge_and_counted(
+        gateway: tuple[_Gateway, str], body: str) -> None:
+    """Neither an approval nor a crash: the charge may have been made, so its outcome is
+    unknown (made again under its key); the reply is counted, and nothing of its body or the
+    card token is kept."""
+    fake, url = gateway
+    fake.raw = (200, NOT_THE_APIS[body])
+    seen = _unintelligible("charge")
+    result = await _charge_with(url, CARD)
+    assert result.outcome is Outcome.UNAVAILABLE and result.charge_id is None
+    assert result.detail == "HTTP 200 without the charge's id: a reply that is not the API's"
+    assert _unintelligible("charge") == seen + 1
+
+
+async def test_a_refund_answered_by_a_200_that_is_not_the_apis_is_not_made(
+        gateway: tuple[_Gateway, str]) -> None:
+    """Not a refund the payment could record: failed, tried again under its key."""
+    fake, url = gateway
+    fake.raw = (200, NOT_THE_APIS["html"])
+    seen = _unintelligible("refund")
+    client = GatewayClient(url, secret_key=KEY, timeout_s=5)
+    try:
+        result = await client.refund(charge_id="ch_1", amount_minor=1998,
+                                     idempotency_key="refund-s1")
+    finally:
+        await client.close()
+    assert not result.succeeded and result.refund_id is None
+    assert result.detail == "HTTP 200 without the refund's id: a reply that is not the API's"
+    assert _unintelligible("refund") == seen + 1

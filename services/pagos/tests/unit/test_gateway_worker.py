@@ -5,17 +5,22 @@ looks for waiting work as soon as a slot frees."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+import pytest
+
+from pagos import metrics as pagos_metrics
 from pagos.config import PagosSettings
 from pagos.domain.payment import PaymentStatus
 from pagos.usecases.gateway_worker import GatewayWorker
 from saga_harness import sealing
+from sagakit.observability import metrics
 
-from .fakes import FakeGateway, FakeUnits, PaymentTable, Row
+from .fakes import FakeGateway, FakePayments, FakeUnit, FakeUnits, PaymentTable, Row
 
 S = PaymentStatus
 ORDER_ID = Row("", S.CHARGING).order_id or ""  # the fake rows' order
@@ -194,3 +199,85 @@ async def test_a_charge_created_with_every_slot_taken_is_claimed_when_one_frees(
         stop.set()
         worker.kick()
         await asyncio.wait_for(loop, 10)
+
+
+class _BrokenGateway(FakeGateway):
+    """Every call raises, as a client failing on every reply would (an HTML page from a
+    proxy in the place of the API's JSON, say)."""
+
+    async def charge(self, **call: Any) -> Any:
+        await super().charge(**call)
+        raise ValueError("Expecting value: line 1 column 1 (char 0)")
+
+    async def refund(self, **call: Any) -> Any:
+        await super().refund(**call)
+        raise KeyError("id")
+
+
+# Retries due at once (the fake table's clock stands still): the budget is spent in a blink.
+QUICK = PagosSettings(worker_poll_interval_s=0.05, gateway_timeout_s=5,
+                      charge_retry_schedule_s=(0.0, 0.0), refund_retry_schedule_s=(0.0, 0.0),
+                      resolve_attempts=2)
+
+
+@pytest.mark.parametrize(("status", "columns", "ends", "calls", "alert"), [
+    (S.CHARGING, {}, S.CHARGE_FAILED, 3, "charge_failed"),
+    (S.CANCEL_REQUESTED, {"charge_sent": True, "charge_attempts": 3}, S.REFUND_FAILED, 2,
+     "cancelled_charge_unresolved"),
+    (S.REFUNDING, {"charge_id": "ch_1", "charge_sent": True}, S.REFUND_FAILED, 3,
+     "refund_failed"),
+])
+async def test_calls_that_keep_failing_in_pagos_end_where_an_unanswering_gateway_ends(
+        status: PaymentStatus, columns: dict[str, Any], ends: PaymentStatus, calls: int,
+        alert: str) -> None:
+    """Each failed call is recorded and counted against its budget, so the worker stops
+    calling: the payment ends failed, with its alert, after as many calls as a gateway that
+    never answers gets. Never a lease run out and the call made again, for ever, with nothing
+    recorded."""
+    table = PaymentTable()
+    row = _due(table, status, **columns)
+    gateway = _BrokenGateway()
+    worker = GatewayWorker(FakeUnits(table), gateway, QUICK, sealing.opening_keys())
+    alerts = metrics.ALERTS.labels("pagos", alert, "critical")._value.get()
+    stop = asyncio.Event()
+    loop = asyncio.create_task(worker.run(stop))
+    try:
+        await _until(lambda: row.status is ends, 5, f"{status} given up on as {ends}")
+    finally:
+        stop.set()
+        worker.kick()
+        await asyncio.wait_for(loop, 10)
+    assert len(gateway.calls) == calls
+    assert row.manual_refund_required is (ends is S.REFUND_FAILED)
+    assert metrics.ALERTS.labels("pagos", alert, "critical")._value.get() == alerts + 1
+
+
+class _DatabaseGone(FakeUnits):
+    """The database is out of reach once the call has left: nothing can be recorded."""
+
+    @contextlib.asynccontextmanager
+    async def __call__(self, *, reads_outside_transaction: bool = False
+                       ) -> AsyncIterator[tuple[FakeUnit, FakePayments]]:
+        if len(self.opened) >= 1:
+            raise ConnectionRefusedError("connection refused")
+        async with super().__call__(reads_outside_transaction=reads_outside_transaction) as (
+                unit, payments):
+            yield unit, payments
+
+
+async def test_a_call_whose_outcome_cannot_be_recorded_at_all_is_logged_and_counted(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """Not even "unknown" could be written: the attempt ends (its slot freed), said in the log
+    and counted; the lease runs out and the call is made again, under the same key."""
+    table = PaymentTable()
+    row = _due(table, lease_until=table.in_(45))
+    gateway = FakeGateway()
+    worker = GatewayWorker(_DatabaseGone(table), gateway, QUICK, sealing.opening_keys())
+    unrecorded = pagos_metrics.GATEWAY_WORKER_ERRORS.labels(
+        "pagos", "charge", "unrecorded")._value.get()
+    await worker.attempt(row.payment(table.now))
+    assert [kind for kind, _ in gateway.calls] == ["charge"]
+    assert row.status is S.CHARGING and row.attempt_log == []
+    assert pagos_metrics.GATEWAY_WORKER_ERRORS.labels(
+        "pagos", "charge", "unrecorded")._value.get() == unrecorded + 1
+    assert any("ConnectionRefusedError" in r.getMessage() for r in caplog.records)

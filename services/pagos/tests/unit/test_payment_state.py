@@ -18,13 +18,15 @@ from pagos.domain import payment as d
 P = d.PaymentStatus
 CHARGE_SCHEDULE = (2.0, 8.0, 18.0)
 REFUND_SCHEDULE = (2.0, 4.0, 8.0, 16.0)
+RESOLVE = 5  # PAGOS_RESOLVE_ATTEMPTS
 
 
 def test_charge_retries_follow_the_schedule_then_give_up_with_an_alert() -> None:
-    waits = [d.after_charge(P.CHARGING, d.Outcome.UNAVAILABLE, n, CHARGE_SCHEDULE, 5).retry_in_s
+    waits = [d.after_charge(P.CHARGING, d.Outcome.UNAVAILABLE, n, 0, CHARGE_SCHEDULE,
+                            RESOLVE).retry_in_s
              for n in (1, 2, 3)]
     assert waits == [2.0, 8.0, 18.0]
-    last = d.after_charge(P.CHARGING, d.Outcome.UNAVAILABLE, 4, CHARGE_SCHEDULE, 5)
+    last = d.after_charge(P.CHARGING, d.Outcome.UNAVAILABLE, 4, 0, CHARGE_SCHEDULE, RESOLVE)
     assert last.status is P.CHARGE_FAILED and last.dead_letter and last.alert
 
 
@@ -47,10 +49,35 @@ def test_cancellation(status: P | None, charge_sent: bool, to: P) -> None:
 
 
 def test_an_unresolvable_cancelled_charge_is_left_for_a_manual_refund() -> None:
-    no_token = d.after_charge(P.CANCEL_REQUESTED, d.Outcome.NOT_ASKED, 1, CHARGE_SCHEDULE, 5)
+    no_token = d.after_charge(P.CANCEL_REQUESTED, d.Outcome.NOT_ASKED, 0, 1, CHARGE_SCHEDULE,
+                              RESOLVE)
     assert no_token.status is P.REFUND_FAILED and d.manual_refund_required(no_token.status)
-    exhausted = d.after_charge(P.CANCEL_REQUESTED, d.Outcome.UNAVAILABLE, 5, CHARGE_SCHEDULE, 5)
+    exhausted = d.after_charge(P.CANCEL_REQUESTED, d.Outcome.UNAVAILABLE, 1, RESOLVE,
+                               CHARGE_SCHEDULE, RESOLVE)
     assert exhausted.status is P.REFUND_FAILED and exhausted.emit is d.Emit.FALLO_REEMBOLSO
+
+
+@pytest.mark.parametrize("charges_made", [1, 3, 4])
+def test_a_cancelled_charge_is_replayed_its_whole_budget_whatever_its_charge_calls_used(
+        charges_made: int) -> None:
+    """The replays that resolve a cancellation count apart from the charge's own calls (a
+    gateway outage through the charge's retries used four): every replay but the last that
+    stays unknown is followed by another."""
+    waits = [d.after_charge(P.CANCEL_REQUESTED, d.Outcome.UNAVAILABLE, charges_made, n,
+                            CHARGE_SCHEDULE, RESOLVE).retry_in_s
+             for n in range(1, RESOLVE)]
+    assert waits == [2.0, 8.0, 18.0, 18.0]
+    last = d.after_charge(P.CANCEL_REQUESTED, d.Outcome.UNAVAILABLE, charges_made, RESOLVE,
+                          CHARGE_SCHEDULE, RESOLVE)
+    assert last.status is P.REFUND_FAILED and last.alert == "cancelled_charge_unresolved"
+
+
+def test_a_charge_call_answered_unknown_after_the_cancellation_leaves_every_replay() -> None:
+    """It was no replay (``replays_made`` 0): the first replay follows, a first retry's wait
+    later."""
+    change = d.after_charge(P.CANCEL_REQUESTED, d.Outcome.UNAVAILABLE, 4, 0, CHARGE_SCHEDULE,
+                            RESOLVE)
+    assert change.status is None and change.retry_in_s == 2.0
 
 
 @pytest.mark.parametrize("outcome", [d.Outcome.REJECTED, d.Outcome.UNAVAILABLE])
@@ -58,14 +85,14 @@ def test_only_a_declined_replay_proves_a_cancelled_charge_never_happened(
         outcome: d.Outcome) -> None:
     """A 4xx other than a decline (the key reused with other parameters, a request still in
     progress) says nothing about the first call: resolved again, never CANCELLED on it."""
-    assert d.after_charge(P.CANCEL_REQUESTED, d.Outcome.DECLINED, 1, CHARGE_SCHEDULE,
-                          5).status is P.CANCELLED
-    unknown = d.after_charge(P.CANCEL_REQUESTED, outcome, 1, CHARGE_SCHEDULE, 5)
+    assert d.after_charge(P.CANCEL_REQUESTED, d.Outcome.DECLINED, 1, 1, CHARGE_SCHEDULE,
+                          RESOLVE).status is P.CANCELLED
+    unknown = d.after_charge(P.CANCEL_REQUESTED, outcome, 1, 1, CHARGE_SCHEDULE, RESOLVE)
     assert unknown.status is None and unknown.retry_in_s is not None
 
 
 def test_a_late_approval_of_a_charge_given_up_on_captures_it() -> None:
-    late = d.after_charge(P.CHARGE_FAILED, d.Outcome.APPROVED, 4, CHARGE_SCHEDULE, 5)
+    late = d.after_charge(P.CHARGE_FAILED, d.Outcome.APPROVED, 4, 0, CHARGE_SCHEDULE, RESOLVE)
     assert late.status is P.CAPTURED and late.emit is d.Emit.PAGO_EXITOSO
 
 
@@ -85,8 +112,10 @@ class PaymentRace(RuleBasedStateMachine):
     def start(self) -> None:
         self.status: P | None = None
         self.charge_attempts = 0
+        self.replays = 0              # charge calls sent while CANCEL_REQUESTED
         self.refund_attempts = 0
         self.in_flight = False        # a charge call has been sent and not answered
+        self.sent_as: d.PaymentStatus | None = None  # the status the call in flight left in
         self.charge_sent = False      # leased for a charge call at least once
         self.charged = 0              # what the gateway really captured (0 or 1)
         self.refunded = 0
@@ -118,6 +147,7 @@ class PaymentRace(RuleBasedStateMachine):
     @rule()
     def send_charge(self) -> None:
         self.in_flight = self.charge_sent = True
+        self.sent_as = self.status
 
     @precondition(lambda self: self.in_flight)
     @rule(outcome=st.sampled_from(list(d.Outcome)), went_through=st.booleans())
@@ -128,10 +158,17 @@ class PaymentRace(RuleBasedStateMachine):
             self.charged = 1
         if self.charged and outcome is not d.Outcome.UNAVAILABLE:
             outcome = d.Outcome.APPROVED  # a replayed key answers what it did the first time
-        self.charge_attempts += 1
+        if self.sent_as is P.CANCEL_REQUESTED:
+            self.replays += 1
+        else:
+            self.charge_attempts += 1
         assert self.status is not None
-        self._apply(d.after_charge(self.status, outcome, self.charge_attempts, CHARGE_SCHEDULE,
-                                   5))
+        change = d.after_charge(self.status, outcome, self.charge_attempts, self.replays,
+                                CHARGE_SCHEDULE, RESOLVE)
+        if (self.status is P.CANCEL_REQUESTED and change.status is P.REFUND_FAILED
+                and outcome is not d.Outcome.NOT_ASKED):
+            assert self.replays == RESOLVE, "given up on before its every replay"
+        self._apply(change)
 
     @precondition(lambda self: self.status is P.REFUNDING)
     @rule(works=st.booleans())

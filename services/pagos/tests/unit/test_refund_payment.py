@@ -7,6 +7,7 @@ import uuid
 from decimal import Decimal
 from typing import Any
 
+from pagos import metrics as pagos_metrics
 from pagos.config import PagosSettings
 from pagos.domain.payment import Payment, PaymentStatus
 from pagos.usecases.ports import RefundResult
@@ -117,3 +118,31 @@ async def test_an_outcome_for_a_payment_refunded_meanwhile_changes_nothing_else(
     assert row.lease_until == others_lease and row.next_attempt_at is None
     assert _emitted(units) == [], "ReembolsoEjecutado went out once, with the first record"
     assert calls.kicks == 0
+
+
+def _worker_errors(stage: str) -> float:
+    return pagos_metrics.GATEWAY_WORKER_ERRORS.labels("pagos", "refund", stage)._value.get()
+
+
+async def test_a_refund_call_that_fails_in_pagos_is_a_failed_attempt_recorded_and_counted(
+        ) -> None:
+    """The client raised on the reply: the refund may have been made, so it is tried again
+    under its key, on its schedule; past the last try, FalloReembolso and a refund by hand,
+    as for a gateway that never answers (never a refund called again for ever with nothing
+    recorded)."""
+    table = PaymentTable()
+    row, payment = _leased(table)
+    errors = _worker_errors("call")
+    _, calls = await _refund(table, payment, FakeGateway(refunds=[KeyError("id")]))
+    assert row.status is S.REFUNDING and row.refund_attempts == 1
+    assert row.lease_until is None and row.next_attempt_at is not None and calls.kicks == 1
+    assert row.attempt_log[0]["detail"] == "KeyError: 'id'"
+    assert _worker_errors("call") == errors + 1
+    for _ in range(len(SETTINGS.refund_retry_schedule_s)):
+        row.lease_until = table.in_(45)
+        units, _ = await _refund(table, row.payment(table.now),
+                                 FakeGateway(refunds=[ValueError("not JSON")]))
+    assert row.status is S.REFUND_FAILED and row.manual_refund_required
+    assert row.refund_attempts == 3
+    [event] = _emitted(units)
+    assert event.event_type == "FalloReembolso" and event.payload["attempts"] == 3

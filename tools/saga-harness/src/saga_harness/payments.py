@@ -192,7 +192,8 @@ async def deliver(engine: AsyncEngine, tables: MessagingTables, gw: GatewayWorke
 async def payment(engine: AsyncEngine, schema: str, saga_id: str) -> Any:
     async with engine.connect() as conn:
         return (await conn.execute(text(
-            "SELECT status, payment_token, charge_id, charge_attempts, manual_refund_required, "
+            "SELECT status, payment_token, charge_id, charge_attempts, resolve_attempts, "
+            "manual_refund_required, "
             "lease_until, lease_until > now() AS leased, next_attempt_at, "
             "next_attempt_at <= now() AS due, stock_allocated_at, allocation_failed_at "
             f"FROM {schema}.payments WHERE saga_id = :s"),

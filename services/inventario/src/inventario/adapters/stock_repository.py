@@ -3,7 +3,9 @@
 Reads go to the unit of work's connection; a write the protocol says is recorded with the
 commit is staged on the unit of work (``UnitOfWork.stage``) and sent with its commit statement,
 so that a saga step is one or two round trips: the read, then the commit statement that is its
-whole transaction (ADR 0002), guarded when the read may be stale by then (ADR 0005). The other
+whole transaction (ADR 0002), guarded when the read may be stale by then (ADR 0005). The
+allocation's two run in a transaction of their own, BEGIN and COMMIT around them, so that its
+read can give its commit statement, which waits for locks, a longer statement timeout. The other
 writes run on the connection, in the transaction the unit of work commits.
 
 The statements a saga step runs are built once and their values bound at execution: building a
@@ -53,20 +55,23 @@ _PUT_BACK = (pg_insert(products)
                                     set_={"quantity": products.c.quantity
                                           + bindparam("v_quantity", type_=Integer),
                                           "updated_at": func.now()}))
-# What the allocation decides on, read without a lock or a transaction: the lines validated for
-# the saga and the payment its check asked for, its allocation row's status, and, if it has
-# none, the lines' products on hand. The
+# What the allocation decides on, read without a lock: the lines validated for the saga and the
+# payment its check asked for, its allocation row's status, and, if it has none, the lines'
+# products on hand. It also sets the statement timeout of the rest of its transaction (the
+# allocation's commit statement, which waits for locks): read in the WHERE, so that it is
+# evaluated whatever the planner makes of an unused column. The
 # products are found by their primary key (= ANY of an array: an IN over the lines' SKUs was
 # planned as a scan of every product).
 _ALLOCATION_READ = f"""SELECT c.items AS checked, c.payment_amount, c.payment_currency,
        a.status AS allocation, p.sku, p.quantity
-FROM (SELECT 1) AS one
+FROM (SELECT set_config('statement_timeout', :k_statement_timeout, true) AS timeout) AS one
 LEFT JOIN {{schema}}.{stock_checks.name} AS c ON c.saga_id = :k_saga_id
 LEFT JOIN {{schema}}.{allocations.name} AS a ON a.saga_id = :k_saga_id
 LEFT JOIN LATERAL (SELECT sku, quantity FROM {{schema}}.{products.name}
                    WHERE a.status IS NULL
                      AND sku = ANY (ARRAY(SELECT l->>'sku'
-                                          FROM jsonb_array_elements(c.items) AS l))) AS p ON true"""
+                                          FROM jsonb_array_elements(c.items) AS l))) AS p ON true
+WHERE one.timeout IS NOT NULL"""
 
 
 @cache
@@ -82,12 +87,12 @@ VALUES (:chk_saga_id, :chk_order_id, CAST(:chk_items AS jsonb), :chk_result,
         :chk_payment_amount, :chk_payment_currency)
 ON CONFLICT (saga_id) DO NOTHING
 RETURNING saga_id"""),)
-# The allocation, decided on what ``_ALLOCATION_READ`` found, in one statement that is its own
-# transaction. It sets its lock timeout first (a subquery every later part reads, LATERAL, so
-# that it is evaluated before any lock is waited for), then locks the lines' products in SKU
-# order (two allocations that share products lock them in the same order) and reads them as
-# the last transaction to change them left them. The saga's allocation row goes in only if the
-# locked units agree with the decision (every line has its units for ALLOCATED, some line has
+# The allocation, decided on what ``_ALLOCATION_READ`` found, in one statement, the last of the
+# transaction that read began. It sets its lock timeout first (a subquery every later part
+# reads, LATERAL, so that it is evaluated before any lock is waited for), then locks the lines'
+# products in SKU order (two allocations that share products lock them in the same order) and
+# reads them as the last transaction to change them left them. The saga's allocation row goes
+# in only if the locked units agree with the decision (every line has its units for ALLOCATED, some line has
 # too few for FAILED) and no allocation was recorded for the saga meanwhile; only then are the
 # units taken (the UPDATE joins what the INSERT returned). Otherwise nothing is written and
 # the consumer handles the message again, reading what changed. Lines of the same SKU count
@@ -200,11 +205,15 @@ class StockRepository:
 
     # ---- allocations
 
-    async def allocation_state(self, saga_id: str) -> AllocationState:
+    async def allocation_state(self, saga_id: str, *, statement_timeout_ms: int
+                               ) -> AllocationState:
         """The lines validated for the saga, the payment its check asked for, its allocation
-        and, if it has none, the lines' products on hand: one statement, without locks."""
+        and, if it has none, the lines' products on hand: one statement, without locks, which
+        sets the statement timeout of the rest of its transaction (``SET LOCAL``: nothing to
+        undo, and none outside a transaction)."""
         rows = await driver.fetch(self.conn, _allocation_read(self.uow.tables.schema),
-                                  {"k_saga_id": saga_id})
+                                  {"k_saga_id": saga_id,
+                                   "k_statement_timeout": f"{int(statement_timeout_ms)}ms"})
         first = rows[0]
         return AllocationState(
             checked=(lines_from_json(first["checked"]) if first["checked"] is not None

@@ -24,9 +24,11 @@ async def on_orden_solicitada(uow: UnitOfWork, event: Message[OrdenSolicitada]) 
 
 def make_on_pago_exitoso(settings: InventarioSettings) -> Handler[PagoExitoso]:
     lock_timeout_ms = int(settings.lock_timeout_s * 1000)
+    statement_timeout_ms = int(settings.allocation_statement_timeout_s * 1000)
 
     async def on_pago_exitoso(uow: UnitOfWork, event: Message[PagoExitoso]) -> None:
-        await allocate_stock(uow, StockRepository(uow), event, lock_timeout_ms=lock_timeout_ms)
+        await allocate_stock(uow, StockRepository(uow), event, lock_timeout_ms=lock_timeout_ms,
+                             statement_timeout_ms=statement_timeout_ms)
 
     return on_pago_exitoso
 

@@ -6,7 +6,8 @@ units, locked at the commit, no longer agree with the decision (another saga too
 between the read and the lock), or the saga's allocation was recorded meanwhile, nothing is
 written, ``commit`` returns False and the consumer handles the message again at once, on what
 it reads then: a FalloAsignacion, and the saga's refund. How the read and the guarded write
-reach PostgreSQL in two round trips: inventario.adapters.stock_repository (ADR 0005).
+reach PostgreSQL, in a transaction whose statement timeout lets the write wait for its locks
+as long as the lock timeout says: inventario.adapters.stock_repository (ADR 0005).
 
 Only the payment the saga asked for takes stock: the amount and currency its stock check sent
 pagos in StockVerificado. A PagoExitoso of another amount or currency, or for a saga whose
@@ -44,12 +45,14 @@ SERVICE = "inventario"
 
 
 async def allocate_stock(uow: UnitOfWorkPort, stock: StockStore, event: Message[PagoExitoso],
-                         *, lock_timeout_ms: int) -> None:
+                         *, lock_timeout_ms: int, statement_timeout_ms: int) -> None:
     """``lock_timeout_ms``: how long the allocation may wait for a product another saga holds;
     past it the attempt fails (a transient error: retried with backoff, then dead-lettered)
-    instead of holding the consumer forever."""
+    instead of holding the consumer forever. ``statement_timeout_ms``: how long its write may
+    take, lock waits included; longer than ``lock_timeout_ms``, or the lock timeout would
+    never be the one that ends a wait."""
     order_id = event.payload.order_id
-    state = await stock.allocation_state(event.saga_id)
+    state = await stock.allocation_state(event.saga_id, statement_timeout_ms=statement_timeout_ms)
     paid = Money(event.payload.amount, event.payload.currency)
     mismatch = payment_mismatch(state.payment_requested, paid)
     if mismatch is not None:

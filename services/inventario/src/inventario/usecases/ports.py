@@ -71,9 +71,13 @@ class StockStore(Protocol):
         any) with the commit, unless the saga has one already (the first is kept)."""
         ...
 
-    async def allocation_state(self, saga_id: str) -> AllocationState:
+    async def allocation_state(self, saga_id: str, *, statement_timeout_ms: int
+                               ) -> AllocationState:
         """The lines checked for the saga, the payment its check asked for, its allocation
-        and, if it has none, the lines' units on hand, without locks."""
+        and, if it has none, the lines' units on hand, without locks. The statements after it
+        in the unit of work's transaction (the allocation's commit, which waits for the
+        products' locks) may take ``statement_timeout_ms`` each: a statement's timeout is fixed
+        as it starts, so the one before it sets it."""
         ...
 
     def record_allocation(self, saga_id: str, order_id: str, status: AllocationStatus,

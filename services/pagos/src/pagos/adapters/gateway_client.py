@@ -16,21 +16,32 @@ message are kept, and a message may quote the request: "No such PaymentMethod: '
 card token it was given is replaced wherever it appears, whatever its shape (the gateway's, not
 only the ``tok_…`` that ``scrub`` knows), before anything leaves ``charge``, then whatever looks
 like a token (``scrub``); the text is cut only after that, so no part of a token is left.
+
+A 200 is believed only with the charge's or refund's id in the API's JSON: a body that is not
+(a proxy's error page, a truncated reply) does not say what the gateway did. The charge's
+outcome is then unknown (``UNAVAILABLE``: made again under its key, on its retry schedule) and
+the refund failed (tried again under its key), and ``saga_gateway_unintelligible_reply_total``
+counts it.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import time
 from dataclasses import dataclass, replace
 from typing import Any
 
 import aiohttp
 
+from pagos import metrics as pagos_metrics
 from pagos.domain.payment import Outcome
 from pagos.usecases.ports import ChargeResult, RefundResult
 from sagakit.observability import metrics
 from sagakit.observability.privacy import MASK, scrub
+
+log = logging.getLogger("pagos.gateway_client")
+SERVICE = "pagos"
 
 # What says "the gateway could not be asked, or did not answer": the call may or may not have
 # reached it, so a charge is retried under the same idempotency key.
@@ -48,6 +59,16 @@ class _Response:
     @property
     def text(self) -> str:
         return self.body.decode(errors="replace")
+
+    def object_id(self) -> str | None:
+        """The ``id`` of the object a success answers with (the charge, the refund); None when
+        the body is not the API's JSON object with one."""
+        try:
+            body = self.json()
+        except ValueError:  # not JSON, or not UTF-8
+            return None
+        found = body.get("id") if isinstance(body, dict) else None
+        return found if isinstance(found, str) and found else None
 
     def refusal(self) -> tuple[str | None, str | None]:
         """The gateway's error code (Stripe's ``decline_code``, ``code`` or ``type``) and its
@@ -72,6 +93,16 @@ def _kept(text: str, token: str | None = None) -> str:
     if token:
         text = text.replace(token, MASK)
     return scrub(text)[:_MESSAGE_CHARS]
+
+
+def _unintelligible(call: pagos_metrics.GatewayCall, resp: _Response, **context: str) -> str:
+    """Counts and logs a reply that does not say what the gateway did; what is kept of it: its
+    status and the kind of body, never the body (it may quote the request)."""
+    pagos_metrics.GATEWAY_UNINTELLIGIBLE_REPLIES.labels(SERVICE, call.value).inc()
+    detail = f"HTTP {resp.status} without the {call.value}'s id: a reply that is not the API's"
+    log.warning("gateway reply not understood: %s (%d bytes)", detail, len(resp.body),
+                extra={**context, "call": call.value})
+    return detail
 
 
 def _refused(resp: _Response) -> str:
@@ -126,7 +157,12 @@ class GatewayClient:
         except _UNREACHABLE as exc:
             return ChargeResult(Outcome.UNAVAILABLE, detail=f"transport error: {exc!r}")
         if resp.status == 200:
-            return ChargeResult(Outcome.APPROVED, charge_id=resp.json()["id"])
+            charge_id = resp.object_id()
+            if charge_id is None:
+                # The charge may have been made: unknown, resolved by the same key again.
+                return ChargeResult(Outcome.UNAVAILABLE, detail=_unintelligible(
+                    pagos_metrics.GatewayCall.CHARGE, resp, saga_id=saga_id))
+            return ChargeResult(Outcome.APPROVED, charge_id=charge_id)
         if resp.status == 402:
             code, message = resp.refusal()
             return ChargeResult(Outcome.DECLINED, decline_code=code or "card_declined",
@@ -152,8 +188,13 @@ class GatewayClient:
         except _UNREACHABLE as exc:
             result = RefundResult(False, detail=_kept(f"{type(exc).__name__}: {exc}"))
         else:
-            if resp.status == 200:
-                result = RefundResult(True, refund_id=resp.json()["id"])
+            refund_id = resp.object_id() if resp.status == 200 else None
+            if refund_id is not None:
+                result = RefundResult(True, refund_id=refund_id)
+            elif resp.status == 200:
+                # Not a refund the payment can record: tried again under the same key.
+                result = RefundResult(False, detail=_unintelligible(
+                    pagos_metrics.GatewayCall.REFUND, resp, idempotency_key=idempotency_key))
             else:
                 result = RefundResult(False, detail=_kept(_refused(resp)))
         metrics.GATEWAY_LATENCY.labels("refund", "ok" if result.succeeded else "error").observe(

@@ -73,9 +73,11 @@ RETURNING *"""),)
 
 
 @functools.cache
-def _outcome(columns: tuple[str, ...], schedules: bool) -> tuple[tuple[str, str], ...]:
-    """A gateway call's outcome, applied only if the payment's status is still the one it was
-    decided on (the guard): the columns set, the call appended to the attempt log, the call's
+def _outcome(columns: tuple[str, ...], schedules: bool, lease_held: bool
+             ) -> tuple[tuple[str, str], ...]:
+    """A gateway call's outcome, applied only if the payment's status and attempt counts are
+    still those it was decided on (the guard), and with ``lease_held`` only while the call
+    still holds its lease: the columns set, the call appended to the attempt log, the call's
     lease ended (only if it is still the caller's: a lease taken since by another worker is
     that worker's), and, if ``schedules``, the next attempt due ``:out_retry_in_s`` from now
     (NULL seconds: nothing due). An outcome that changes nothing does not schedule: the work
@@ -83,6 +85,7 @@ def _outcome(columns: tuple[str, ...], schedules: bool) -> tuple[tuple[str, str]
     assigned = "".join(f"{c} = :out_{c}, " for c in columns)
     schedule = ("next_attempt_at = now() + make_interval(secs => CAST(:out_retry_in_s AS "
                 "double precision)),\n    " if schedules else "")
+    held = ("\n      AND lease_until = CAST(:out_lease AS timestamptz)" if lease_held else "")
     return (("recorded", f"""UPDATE {{schema}}.{payments.name} SET {assigned}
     attempt_log = attempt_log || jsonb_build_array(CAST(:out_attempt AS jsonb)),
     lease_until = CASE WHEN lease_until = CAST(:out_lease AS timestamptz) THEN NULL
@@ -90,7 +93,8 @@ def _outcome(columns: tuple[str, ...], schedules: bool) -> tuple[tuple[str, str]
     {schedule}updated_at = now()
 WHERE saga_id = :out_saga_id AND status = :out_expected
       AND charge_attempts = :out_seen_charge_attempts
-      AND refund_attempts = :out_seen_refund_attempts
+      AND resolve_attempts = :out_seen_resolve_attempts
+      AND refund_attempts = :out_seen_refund_attempts{held}
 RETURNING 1"""),)
 
 
@@ -158,7 +162,8 @@ def payment_of(row: driver.Row, leased: bool = False) -> Payment:
                    row["lease_until"], trigger.get("span_id"), trigger.get("traceparent"),
                    trigger.get("event"), tuple(row["attempt_log"] or ()), row["customer_id"],
                    stock_allocated=row["stock_allocated_at"] is not None,
-                   allocation_failed=row["allocation_failed_at"] is not None)
+                   allocation_failed=row["allocation_failed_at"] is not None,
+                   resolve_attempts=row["resolve_attempts"])
 
 
 class PaymentRepository:
@@ -265,10 +270,13 @@ class PaymentRepository:
         return payment_of(returned[0], leased=self._leased) if returned else None
 
     def record_outcome(self, decided_on: Payment, outcome: CallOutcome) -> None:
-        """Staged, guarded by the status and attempt counts the outcome was decided on."""
+        """Staged, guarded by the status and attempt counts the outcome was decided on (and
+        the call's lease, for an outcome that says so)."""
         values: dict[str, Any] = {}
         if outcome.charge_attempts is not None:
             values["charge_attempts"] = outcome.charge_attempts
+        if outcome.resolve_attempts is not None:
+            values["resolve_attempts"] = outcome.resolve_attempts
         if outcome.refund_attempts is not None:
             values["refund_attempts"] = outcome.refund_attempts
         if outcome.charge_id is not None:
@@ -287,13 +295,14 @@ class PaymentRepository:
             values.update(refund_id=outcome.refund_id, amount_refunded=outcome.amount_refunded)
         params = {"out_saga_id": decided_on.saga_id, "out_expected": decided_on.status.value,
                   "out_seen_charge_attempts": decided_on.charge_attempts,
+                  "out_seen_resolve_attempts": decided_on.resolve_attempts,
                   "out_seen_refund_attempts": decided_on.refund_attempts,
                   "out_attempt": jsonio.dumps(outcome.attempt), "out_lease": outcome.lease_until,
                   **{f"out_{c}": v for c, v in values.items()}}
         if outcome.schedules:
             params["out_retry_in_s"] = outcome.retry_in_s
-        self.uow.stage(StagedWrite(_outcome(tuple(sorted(values)), outcome.schedules), params,
-                                   guard="recorded"))
+        self.uow.stage(StagedWrite(_outcome(tuple(sorted(values)), outcome.schedules,
+                                            outcome.lease_held), params, guard="recorded"))
 
     def record_stock_allocated(self, decided_on: Payment) -> None:
         """Staged, guarded by the status and the allocation outcomes it was decided on."""

@@ -36,6 +36,9 @@ payments = Table(
     Column("refund_id", Text),
     Column("amount_refunded", Numeric(12, 2), nullable=False, server_default="0"),
     Column("charge_attempts", Integer, nullable=False, server_default="0"),
+    # The replays that resolve a cancelled charge (CANCEL_REQUESTED): a budget of their own,
+    # which the charge's calls before the cancellation never use up.
+    Column("resolve_attempts", Integer, nullable=False, server_default="0"),
     Column("refund_attempts", Integer, nullable=False, server_default="0"),
     Column("next_attempt_at", DateTime(timezone=True)),
     Column("lease_until", DateTime(timezone=True)),

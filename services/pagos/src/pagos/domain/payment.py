@@ -10,7 +10,7 @@
     CHARGING / CHARGE_FAILED ──cancel once a call may have been sent──▶ CANCEL_REQUESTED
     CANCEL_REQUESTED ──replayed charge approved──▶ REFUNDING   (the charge happened: undo it)
     CANCEL_REQUESTED ──replayed charge declined──▶ CANCELLED (any other answer is not a proof)
-    CANCEL_REQUESTED ──unresolved × N, or nothing to replay with──▶ REFUND_FAILED (manual)
+    CANCEL_REQUESTED ──unresolved × N replays, or nothing to replay with──▶ REFUND_FAILED (manual)
     REFUNDING ──refunded──▶ REFUNDED ;  REFUNDING ──failed × N──▶ REFUND_FAILED (manual refund)
 
 An outcome that is not known (a timeout, a lost reply, a worker that died mid-call) is never
@@ -19,6 +19,12 @@ the first call's result if the gateway made that charge, and otherwise makes it 
 refunded). A payment is "maybe charged" from the moment a worker leases it for a charge call
 right before it sends the call (``charge_sent``) for ever after, whatever became of that worker
 or its lease; a cancellation that lands before that mark drops the charge without a call.
+
+The charge and its resolution have budgets of their own: a call counts against the one it was
+sent for (``charge_attempts`` while CHARGING, ``resolve_attempts`` once CANCEL_REQUESTED), so
+the calls a gateway outage took from the charge never shorten the resolution of its
+cancellation: a cancelled charge is replayed ``resolve_attempts`` times before finance is asked
+to refund by hand.
 
 Every change is decided here from the current status and what happened; the repository applies
 it conditionally, so a duplicate or late event changes nothing.
@@ -107,6 +113,9 @@ class Payment:
     """inventario's StockAsignado was recorded: the goods are the customer's."""
     allocation_failed: bool = False
     """inventario's FalloAsignacion was acted on: the charge was (or is being) undone."""
+    resolve_attempts: int = 0
+    """Replays of the charge sent to resolve its cancellation (CANCEL_REQUESTED); the charge
+    calls made before it was cancelled are ``charge_attempts``."""
 
     def names_another_order(self, order_id: str) -> bool:
         """An event about ``order_id`` is not about this payment's order (a payment recorded
@@ -246,21 +255,28 @@ def on_stock_allocated(payment: Payment | None, order_id: str) -> Allocation:
 class Outcome(StrEnum):
     APPROVED = "approved"
     DECLINED = "declined"
-    UNAVAILABLE = "unavailable"  # timeout, connection error, 5xx: the result is unknown
+    # Timeout, connection error, 5xx, a reply that cannot be understood, a call that failed
+    # in pagos: the result is unknown.
+    UNAVAILABLE = "unavailable"
     REJECTED = "rejected"        # 4xx other than a decline: retrying will not help
     NOT_ASKED = "not_asked"      # no token to call with, or none that opens: not asked
 
 
-def after_charge(status: PaymentStatus, outcome: Outcome, attempts_made: int,
-                 charge_schedule_s: tuple[float, ...], resolve_attempts: int) -> Change:
-    """``attempts_made`` counts this one; ``charge_schedule_s`` are the waits between attempts."""
+def after_charge(status: PaymentStatus, outcome: Outcome, charges_made: int,
+                 replays_made: int, charge_schedule_s: tuple[float, ...],
+                 resolve_attempts: int) -> Change:
+    """``charges_made``: the charge calls made, and ``replays_made``: the replays sent to
+    resolve a cancellation, each counting this call if it was one of theirs (a call counts
+    against what it was sent for: a charge call answered once the payment is CANCEL_REQUESTED
+    counts as a charge call, and leaves the resolution its every replay).
+    ``charge_schedule_s`` are the waits between attempts."""
     if status is PaymentStatus.CHARGING:
         if outcome is Outcome.APPROVED:
             return Change(PaymentStatus.CAPTURED, Emit.PAGO_EXITOSO)
         if outcome is Outcome.DECLINED:
             return Change(PaymentStatus.DECLINED, Emit.PAGO_RECHAZADO)
-        if outcome is Outcome.UNAVAILABLE and attempts_made <= len(charge_schedule_s):
-            return Change(retry_in_s=charge_schedule_s[attempts_made - 1])
+        if outcome is Outcome.UNAVAILABLE and charges_made <= len(charge_schedule_s):
+            return Change(retry_in_s=charge_schedule_s[charges_made - 1])
         return Change(PaymentStatus.CHARGE_FAILED, dead_letter=True, alert="charge_failed")
     if status is PaymentStatus.CANCEL_REQUESTED:
         if outcome is Outcome.APPROVED:
@@ -271,9 +287,11 @@ def after_charge(status: PaymentStatus, outcome: Outcome, attempts_made: int,
             return Change(PaymentStatus.CANCELLED)
         # Any other refusal proves nothing about the first call (the key reused with other
         # parameters, a request still in progress, credentials): unknown, like a timeout.
-        if outcome is not Outcome.NOT_ASKED and attempts_made < resolve_attempts:
-            return Change(retry_in_s=charge_schedule_s[min(attempts_made, len(charge_schedule_s))
-                                                       - 1])
+        if outcome is not Outcome.NOT_ASKED and replays_made < resolve_attempts:
+            # The first replay waits as a charge's first retry does (a charge call answered
+            # after the cancellation counts no replay, and waits the same).
+            step = min(max(replays_made, 1), len(charge_schedule_s))
+            return Change(retry_in_s=charge_schedule_s[step - 1])
         return Change(PaymentStatus.REFUND_FAILED, Emit.FALLO_REEMBOLSO,
                       alert="cancelled_charge_unresolved")
     if status is PaymentStatus.CHARGE_FAILED and outcome is Outcome.APPROVED:

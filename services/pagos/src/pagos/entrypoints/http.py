@@ -37,6 +37,9 @@ class PaymentRecord(BaseModel):
     charge_id: str | None
     decline_code: str | None
     charge_attempts: int
+    resolve_attempts: int
+    """Replays of the charge made to resolve its cancellation (``charge_attempts`` are the
+    charge's own calls)."""
     refund_attempts: int
     manual_refund_required: bool
     refund: Refund | None
@@ -60,7 +63,7 @@ def _record(row: dict[str, Any]) -> PaymentRecord:
         order_id=str(row["order_id"]) if row["order_id"] else None, status=row["status"],
         amount=_money(row["amount"]), currency=row["currency"], charge_id=row["charge_id"],
         decline_code=row["decline_code"], charge_attempts=row["charge_attempts"],
-        refund_attempts=row["refund_attempts"],
+        resolve_attempts=row["resolve_attempts"], refund_attempts=row["refund_attempts"],
         manual_refund_required=row["manual_refund_required"], refund=refund,
         attempts=row["attempt_log"], created_at=row["created_at"], updated_at=row["updated_at"])
 

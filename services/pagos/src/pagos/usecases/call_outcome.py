@@ -6,21 +6,34 @@ transaction held open, where a locked read-decide-write took five (BEGIN, lock, 
 commit statement, COMMIT) on every saga's critical path. If a cancellation moved the payment
 meanwhile, nothing was written, and the outcome is decided again on the payment read as it is
 now, as a lock would have made it wait and then decide.
+
+pagos failing around a call is recorded like a gateway that does not answer: an exception
+making the call or reading its reply is the call's unknown outcome, and one recording the
+outcome is replaced by recording that the outcome is unknown (only while the call holds its
+lease: the failed commit may have gone through). Either counts against the call's attempts and
+retries on its schedule, so the payment ends where a gateway that never answers leaves it
+(CHARGE_FAILED, REFUND_FAILED), never in a call made again for ever with nothing recorded. Each
+is logged without the exception's text unmasked and counted in
+``saga_gateway_worker_errors_total``.
 """
 
 from __future__ import annotations
 
 import logging
 import random
+import traceback
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
+from pagos import metrics as pagos_metrics
 from pagos.domain import payment as domain
 from pagos.domain.payment import Payment
+from pagos.metrics import GatewayCall, Stage
 from pagos.usecases import payment_events
 from pagos.usecases.ports import CallOutcome, PaymentUnits, PaymentWork
 from sagakit.observability import metrics
+from sagakit.observability.privacy import MASK, scrub
 from sagakit.ports import UnitOfWorkPort
 
 log = logging.getLogger("pagos.gateway_worker")
@@ -34,9 +47,30 @@ Decide = Callable[[UnitOfWorkPort, PaymentWork, Payment], None]
 """Decides the outcome on the payment as it is given, and stages it (``record_outcome``) with
 its events on the unit of work."""
 
+# How much of an exception's text the attempt log keeps.
+_ERROR_CHARS = 300
+
 
 def jittered(seconds: float) -> float:
     return seconds * (1 + random.uniform(-0.2, 0.2))
+
+
+def failure(call: GatewayCall, stage: Stage, exc: Exception, payment: Payment,
+            token: str | None = None) -> str:
+    """Logs and counts ``exc``, met by pagos around ``payment``'s ``call`` at ``stage``; what
+    the attempt log keeps of it: its type and text, with the card ``token`` (in the clear, if
+    the call had it) replaced wherever it appears, then anything token-shaped, then cut. The
+    log line has the same, and where it was raised (the traceback's frames, without the texts
+    of the exceptions it chained, which nothing has masked)."""
+    text = f"{type(exc).__name__}: {exc}"
+    if token:
+        text = text.replace(token, MASK)
+    kept = scrub(text)[:_ERROR_CHARS]
+    pagos_metrics.GATEWAY_WORKER_ERRORS.labels(SERVICE, call.value, stage.value).inc()
+    log.error("gateway %s: pagos failed (%s): %s", call.value, stage.value, kept,
+              extra={"saga_id": payment.saga_id, "call": call.value, "stage": stage.value,
+                     "where": "".join(traceback.format_tb(exc.__traceback__))})
+    return kept
 
 
 def outcome_of(change: domain.Change, *, attempt: dict[str, Any],
@@ -59,15 +93,34 @@ def outcome_of(change: domain.Change, *, attempt: dict[str, Any],
         manual_refund_required=domain.manual_refund_required(status), **fields)
 
 
-async def record(units: PaymentUnits, called_for: Payment, decide: Decide) -> None:
+async def record_or_unknown(units: PaymentUnits, called_for: Payment, decide: Decide,
+                            unknown: Callable[[str], Decide], call: GatewayCall) -> None:
+    """Records the call's outcome (``decide``); if that fails, records instead that it is
+    unknown (``unknown``, given what failed: decided with ``lease_held``), while the call
+    still holds its lease."""
+    try:
+        await record(units, called_for, decide)
+    except Exception as exc:
+        detail = failure(call, Stage.RECORD, exc, called_for)
+        await record(units, called_for, unknown(f"outcome not recorded: {detail}"),
+                     while_leased=True)
+
+
+async def record(units: PaymentUnits, called_for: Payment, decide: Decide, *,
+                 while_leased: bool = False) -> None:
     """Writes a gateway call's outcome, decided by ``decide`` on the payment: first as it was
-    ``called_for``, then, each time the payment had moved, as it is read now."""
+    ``called_for``, then, each time the payment had moved, as it is read now; ``while_leased``:
+    only as long as the call holds its lease (``decide`` stages a ``lease_held`` outcome)."""
     current: Payment | None = called_for
     for _ in range(RECORD_TRIES):
         async with units(reads_outside_transaction=True) as (uow, payments):
             if current is None:
                 current = await payments.read(called_for.saga_id)
                 assert current is not None
+                if while_leased and current.lease_until != called_for.lease_until:
+                    # The outcome's commit went through after all (it ends the lease), or the
+                    # lease ran out and another call holds the payment: that call records.
+                    return
             decide(uow, payments, current)
             if await uow.commit():
                 return

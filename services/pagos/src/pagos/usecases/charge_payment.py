@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pagos.config import PagosSettings
 from pagos.domain import payment as domain
 from pagos.domain.payment import Payment
+from pagos.metrics import GatewayCall, Stage
 from pagos.usecases import call_outcome, charge_request, payment_events
 from pagos.usecases.ports import PaymentGateway, PaymentTokenOpener, PaymentUnits, PaymentWork
 from saga_contracts import minor_units
@@ -97,12 +98,56 @@ def _minor_units(payment: Payment) -> tuple[int | None, str]:
         return None, f"amount cannot be charged: {exc}"
 
 
+@dataclass(frozen=True)
+class _Call:
+    """A charge call, made or not, as its outcome is recorded."""
+
+    sent_for: Payment
+    """The payment as the call found it right before it left (``_mark_sent``), or as it was
+    leased when no call left: sent while CANCEL_REQUESTED, the call is a replay that resolves
+    a cancellation, and counts against that budget."""
+    outcome: domain.Outcome
+    charge_id: str | None = None
+    decline: str | None = None
+    detail: str = ""
+    disowned: bool = False
+
+    @property
+    def replay(self) -> bool:
+        return self.sent_for.status is domain.PaymentStatus.CANCEL_REQUESTED
+
+    def unknown(self, detail: str) -> _Call:
+        return _Call(self.sent_for, domain.Outcome.UNAVAILABLE, detail=detail,
+                     disowned=self.disowned)
+
+
 async def charge_payment(units: PaymentUnits, gateway: PaymentGateway, settings: PagosSettings,
                          payment: Payment, kick: Callable[[], None], *,
                          tokens: PaymentTokenOpener) -> None:
     """Makes ``payment``'s charge call (it is leased to this call) with its token opened by
     ``tokens``, and records its outcome; ``kick`` wakes the worker when the outcome schedules
     more work."""
+    try:
+        call = await _call(units, gateway, payment, tokens)
+    except Exception as exc:
+        # pagos failed before any call left (opening the token, the re-check before the
+        # call): as unknown as a gateway that does not answer, and counted as such.
+        call = _Call(payment, domain.Outcome.UNAVAILABLE, detail=call_outcome.failure(
+            GatewayCall.CHARGE, Stage.CALL, exc, payment))
+    if call is None:
+        log.info("charge not sent: the payment has no charge work left, or the lease "
+                 "ran out", extra={"saga_id": payment.saga_id})
+        return
+    at = utc_now_iso()
+    await call_outcome.record_or_unknown(
+        units, call.sent_for, _decide(call, at, settings, kick),
+        lambda detail: _decide(call.unknown(detail), at, settings, kick, lease_held=True),
+        GatewayCall.CHARGE)
+
+
+async def _call(units: PaymentUnits, gateway: PaymentGateway, payment: Payment,
+                tokens: PaymentTokenOpener) -> _Call | None:
+    """``payment``'s charge call and what it answered; None when it must not be sent."""
     assert payment.amount is not None and payment.currency is not None
     amount_minor, unchargeable = _minor_units(payment)
     opened = (_opened(tokens, payment, amount_minor) if amount_minor is not None
@@ -111,50 +156,62 @@ async def charge_payment(units: PaymentUnits, gateway: PaymentGateway, settings:
     if token is None or amount_minor is None:
         # Nothing to call (or replay) the charge with: the gateway is not asked, and an
         # outcome that was unknown stays unknown (domain.after_charge: manual refund).
-        result_outcome, charge_id, decline, detail = domain.Outcome.NOT_ASKED, None, None, \
-            opened.why_not
-    else:
-        marked = await _mark_sent(units, payment)
-        if marked is None:
-            log.info("charge not sent: the payment has no charge work left, or the lease "
-                     "ran out", extra={"saga_id": payment.saga_id})
-            return
+        return _Call(payment, domain.Outcome.NOT_ASKED, detail=opened.why_not,
+                     disowned=opened.not_for_this_charge)
+    marked = await _mark_sent(units, payment)
+    if marked is None:
+        return None
+    # A cancellation may have turned the charge into a resolution: ``marked`` says which.
+    try:
         result = await gateway.charge(
-            amount_minor=amount_minor,
-            currency=payment.currency.lower(), token=token,
+            amount_minor=amount_minor, currency=payment.currency.lower(), token=token,
             idempotency_key=charge_key(payment.saga_id), saga_id=payment.saga_id)
-        payment = marked  # a cancellation may have turned it into a resolution
-        result_outcome, charge_id, decline, detail = (result.outcome, result.charge_id,
-                                                     result.decline_code, result.detail)
-    at = utc_now_iso()
+    except Exception as exc:
+        # The call may have reached the gateway: unknown, made again under the same key.
+        return _Call(marked, domain.Outcome.UNAVAILABLE, detail=call_outcome.failure(
+            GatewayCall.CHARGE, Stage.CALL, exc, marked, token))
+    return _Call(marked, result.outcome, result.charge_id, result.decline_code, result.detail,
+                 opened.not_for_this_charge)
+
+
+def _decide(call: _Call, at: str, settings: PagosSettings, kick: Callable[[], None], *,
+            lease_held: bool = False) -> call_outcome.Decide:
+    """How ``call``'s outcome is decided and staged on the payment as it is given."""
 
     def decide(uow: UnitOfWorkPort, payments: PaymentWork, current: Payment) -> None:
-        attempts_made = current.charge_attempts + 1
-        attempt = {"kind": "charge", "attempt": attempts_made, "at": at,
-                   "outcome": result_outcome.value, "detail": detail}
-        change = domain.after_charge(current.status, result_outcome, attempts_made,
+        # Each call counts against what it was sent for: the charge's retries, or the replays
+        # that resolve its cancellation (a charge call answered after the cancellation is
+        # still a charge call, and leaves the resolution its every replay).
+        charges_made = current.charge_attempts + (0 if call.replay else 1)
+        replays_made = current.resolve_attempts + (1 if call.replay else 0)
+        attempts_made = replays_made if call.replay else charges_made
+        attempt = {"kind": "resolve" if call.replay else "charge", "attempt": attempts_made,
+                   "at": at, "outcome": call.outcome.value, "detail": call.detail}
+        change = domain.after_charge(current.status, call.outcome, charges_made, replays_made,
                                      settings.charge_retry_schedule_s,
                                      settings.resolve_attempts)
         payments.record_outcome(current, call_outcome.outcome_of(
-            change, attempt=attempt, lease_until=payment.lease_until,
-            charge_attempts=attempts_made, charge_id=charge_id or None,
-            decline_code=decline or None, disowned=opened.not_for_this_charge))
+            change, attempt=attempt, lease_until=call.sent_for.lease_until,
+            lease_held=lease_held, charge_attempts=charges_made,
+            resolve_attempts=replays_made, charge_id=call.charge_id or None,
+            decline_code=call.decline or None, disowned=call.disowned))
         if change.emit is domain.Emit.PAGO_EXITOSO:
-            uow.emit(payment_events.pago_exitoso(current, charge_id), saga_id=payment.saga_id,
-                     parent_span_id=current.trigger_span_id)
+            uow.emit(payment_events.pago_exitoso(current, call.charge_id),
+                     saga_id=current.saga_id, parent_span_id=current.trigger_span_id)
         elif change.emit is domain.Emit.PAGO_RECHAZADO:
-            uow.emit(payment_events.pago_rechazado(current, decline or "rejected",
-                                                   detail or "declined"),
-                     saga_id=payment.saga_id, parent_span_id=current.trigger_span_id)
+            uow.emit(payment_events.pago_rechazado(current, call.decline or "rejected",
+                                                   call.detail or "declined"),
+                     saga_id=current.saga_id, parent_span_id=current.trigger_span_id)
         elif change.emit is domain.Emit.FALLO_REEMBOLSO:
-            call_outcome.emit_refund_failed(uow, current, attempts_made, detail)
+            call_outcome.emit_refund_failed(uow, current, attempts_made, call.detail)
         if change.dead_letter:
             # The charge could not be made after every retry: park it for an operator, with
             # the StockVerificado that asked for it (``sagactl replay`` asks for it again).
-            payments.dead_letter(charge_request.dead_letter(current, attempts_made, detail))
+            payments.dead_letter(charge_request.dead_letter(current, attempts_made,
+                                                            call.detail))
         call_outcome.after(uow, change, current, kick)
 
-    await call_outcome.record(units, payment, decide)
+    return decide
 
 
 async def _mark_sent(units: PaymentUnits, payment: Payment) -> Payment | None:

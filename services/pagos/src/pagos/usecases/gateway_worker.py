@@ -9,7 +9,10 @@ outbox. A crash at any point leaves a row that is due again once its lease expir
 gateway's idempotency keys (derived from the saga id) make the repeated call harmless.
 
 This module is the worker's loop and its slots (how many calls at once, and which start
-where); a call and its outcome are ``charge_payment``'s and ``refund_payment``'s.
+where); a call and its outcome are ``charge_payment``'s and ``refund_payment``'s, which record
+pagos' own failures around a call as its unknown outcome (``call_outcome``). What even that
+could not record (the database out of reach) is logged and counted here, and the call is made
+again when its lease runs out.
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ from opentelemetry.trace import SpanKind
 from pagos.config import PagosSettings
 from pagos.domain import payment as domain
 from pagos.domain.payment import Payment
+from pagos.metrics import GatewayCall, Stage
+from pagos.usecases import call_outcome
 from pagos.usecases.charge_payment import charge_payment
 from pagos.usecases.ports import PaymentGateway, PaymentTokenOpener, PaymentUnits, Slot
 from pagos.usecases.refund_payment import refund_payment
@@ -101,6 +106,10 @@ class GatewayWorker:
 
     def _attempt_done(self, task: asyncio.Task[None]) -> None:
         self._running.discard(task)
+        # ``attempt`` handles every Exception: what ends one otherwise (a BaseException) is
+        # said, not left for the garbage collector to mention.
+        if not task.cancelled() and (exc := task.exception()) is not None:
+            log.error("gateway attempt ended by %s", type(exc).__name__)
         self._slot_freed()
 
     def _slot_freed(self) -> None:
@@ -156,14 +165,30 @@ class GatewayWorker:
     async def attempt(self, payment: Payment) -> None:
         # The saga's trace goes on from the StockVerificado that asked for this payment.
         refund = payment.status is domain.PaymentStatus.REFUNDING
+        call = GatewayCall.REFUND if refund else GatewayCall.CHARGE
         with tracing.span(
-                f"gateway {'refund' if refund else 'charge'}",
+                f"gateway {call.value}",
                 traceparent=payment.trigger_traceparent, kind=SpanKind.CLIENT,
                 attributes=tracing.attributes(id=payment.saga_id,
-                                              attempt=(payment.refund_attempts if refund
-                                                       else payment.charge_attempts) + 1)):
-            if refund:
-                await refund_payment(self.units, self.gateway, self.settings, payment, self.kick)
-            else:
-                await charge_payment(self.units, self.gateway, self.settings, payment, self.kick,
-                                     tokens=self.tokens)
+                                              attempt=_attempts_before(payment) + 1)):
+            try:
+                if refund:
+                    await refund_payment(self.units, self.gateway, self.settings, payment,
+                                         self.kick)
+                else:
+                    await charge_payment(self.units, self.gateway, self.settings, payment,
+                                         self.kick, tokens=self.tokens)
+            except Exception as exc:
+                # Not even the call's unknown outcome could be recorded (the database out of
+                # reach, say): the lease runs out and the call is made again, each time
+                # logged and counted, until its outcome is recorded.
+                call_outcome.failure(call, Stage.UNRECORDED, exc, payment)
+
+
+def _attempts_before(payment: Payment) -> int:
+    """The calls ``payment``'s next call follows, in the budget it counts against."""
+    if payment.status is domain.PaymentStatus.REFUNDING:
+        return payment.refund_attempts
+    if payment.status is domain.PaymentStatus.CANCEL_REQUESTED:
+        return payment.resolve_attempts
+    return payment.charge_attempts

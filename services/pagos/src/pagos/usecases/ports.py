@@ -111,11 +111,16 @@ class CallOutcome:
     schedules: bool
     """Whether the outcome decides the payment's next work: due ``retry_in_s`` from now, or
     none when that is None. An outcome that does not schedule leaves the work due as it is."""
+    lease_held: bool = False
+    """Written only while the call still holds its lease (``lease_until``): an outcome that
+    stands in for one whose recording failed, which may have been written after all (its
+    commit ends the lease)."""
     retry_in_s: float | None = None
     status: PaymentStatus | None = None
     clear_token: bool = False
     manual_refund_required: bool = False
     charge_attempts: int | None = None
+    resolve_attempts: int | None = None
     refund_attempts: int | None = None
     charge_id: str | None = None
     decline_code: str | None = None
@@ -153,7 +158,8 @@ class PaymentWork(Protocol):
 
     def record_outcome(self, decided_on: Payment, outcome: CallOutcome) -> None:
         """Writes ``outcome`` with the unit of work's commit, only if the payment is still as
-        it was ``decided_on`` (its status and attempt counts): otherwise nothing is written,
+        it was ``decided_on`` (its status and attempt counts) and, for an outcome that says
+        so (``lease_held``), its call still holds its lease: otherwise nothing is written,
         events and dead letters included, and the commit returns False."""
         ...
 
