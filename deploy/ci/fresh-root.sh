@@ -25,11 +25,14 @@
 set -euo pipefail
 
 log() { printf '[fresh-root] %s\n' "$*"; }
+# The root of this run, and when it began (the EXIT trap's, so not local to a function).
+root=""
+started=$(date +%s)
 die() { log "$*" >&2; exit 1; }
 
 # The host's side: the root made, the checkout copied, the root entered, the root deleted.
 outside() {
-  local checkout cache mirror suite tarball work root started rc
+  local checkout cache mirror suite tarball work rc
   checkout="$(cd "$(dirname "$0")/../.." && pwd)"
   [ $# -gt 0 ] || set -- make test
   [ "$(id -u)" -eq 0 ] || die "needs root (debootstrap, namespaces and mounts)"
@@ -75,7 +78,6 @@ outside() {
   root="$(mktemp -d /var/tmp/saga-fresh-root.XXXXXX)"
   # The folder is /: everyone must be able to enter it (mktemp makes it 0700).
   chmod 755 "$root"
-  started=$(date +%s)
   # The mounts live in the root's own mount namespace and end with it, so nothing under the root
   # is mounted here, and deleting it never reaches the caches mounted into it.
   trap 'rm -rf "$root"; log "ended after $(( $(date +%s) - started )) s"' EXIT
