@@ -10,12 +10,12 @@ PostgreSQL, renews nothing, and at ``expires_at`` a standby takes over.
 What fences a former holder, whatever it does when it wakes:
 
 - Kafka: it hands a record to its producer only while its lease is valid by its own clock
-  (``Lease.valid``): until the monotonic time its last renewal was sent plus the lease, never
-  later than the expiry the database wrote (``now()`` there is at or after the send). A relay
+  (``Lease.valid``): until the monotonic time its last renewal was sent plus 95 % of the lease,
+  before the expiry the database wrote (``now()`` there is at or after the send). A relay
   that wakes after the lease ran out sends nothing new, and whatever it had selected waits for
   the next leader.
 - PostgreSQL: everything the relay writes to its outbox (the marks, a row's failure) carries
-  its epoch and applies only while the epoch is still the row's (``FENCED``): a woken holder
+  its epoch and applies only while the epoch is still the lease's (``FENCED``): a woken holder
   can neither mark rows nor hold a saga's later rows behind one it calls failed.
 
 What it cannot fence is a record its producer already held when it hung: Kafka may still get
@@ -33,6 +33,7 @@ from typing import Any, Protocol
 class LeadLost(Exception):
     """This relay does not hold the lead (any more): nothing may be sent or written as its
     leader."""
+
 
 # The lease's row in the outbox's schema: one outbox, one lease.
 LEASE_NAME = "outbox"
@@ -70,12 +71,15 @@ CLOCK_MARGIN = 0.05
 
 
 class Connection(Protocol):
+    """What the lease needs of the relay's asyncpg connection."""
+
     async def fetchval(self, query: str, *args: Any) -> Any: ...
 
     async def execute(self, query: str, *args: Any) -> Any: ...
 
 
 def statement(template: str, schema: str) -> str:
+    """``template`` for the lease of the outbox in ``schema`` (``{epoch}`` left to fill)."""
     return template.format(lease=f'"{schema}".outbox_relay_lease', name=LEASE_NAME,
                            epoch="{epoch}")
 
