@@ -47,7 +47,8 @@ $PY deploy/local/stack.py down
 # of brokers (the stack refuses data of another count), so the three brokers keep theirs under a
 # home of their own, and the one-broker stack's stays as it was for the next run. Reduced for CI
 # (about 4 minutes with the restarts): 150 orders in the replica test (600 in full), 12 s of
-# orders at 20/s around the first broker's death (30 s in full).
+# orders at 20/s around the first broker's death (30 s in full), a 20-s hang of the relay's
+# leader (30 s in full).
 rc_replicas=0
 if [ "${SAGA_TEST_REPLICA_PHASE:-1}" != 0 ]; then
   (
@@ -56,6 +57,7 @@ if [ "${SAGA_TEST_REPLICA_PHASE:-1}" != 0 ]; then
     export SAGA_KAFKA_HOME
     export REPLICA_TEST_ORDERS="${REPLICA_TEST_ORDERS:-150}"
     export BROKER_TEST_SECONDS="${BROKER_TEST_SECONDS:-12}"
+    export HUNG_LEADER_TEST_SECONDS="${HUNG_LEADER_TEST_SECONDS:-20}"
     if ! $PY deploy/local/stack.py up; then
       echo "[test] the stack of two replicas, three brokers and TLS did not start; its logs:" >&2
       tail -n 50 .local/logs/*.log >&2 || true

@@ -44,12 +44,12 @@ pytestmark = pytest.mark.replicas
 ORDERS = int(os.environ.get("REPLICA_TEST_ORDERS", "600"))
 RATE = float(os.environ.get("REPLICA_TEST_RATE", "20"))
 # The longest a service may show no relay leader. The killed leader's session ends with its
-# process (the kernel closes its socket; its backend reads the end and releases the advisory
-# lock at once), and the standby tries for the lock every relay poll interval (0.5 s,
-# SAGA_RELAY_POLL_INTERVAL_S). The rest is the watch's: a round of samples waits for its
-# slowest /ready, whose database check may take up to 2 s on a loaded stack, and rounds are
-# 200 ms apart. 0.5 + 2 + 0.2, and 1 s for the standby's event loop busy with the load on two
-# cores shared by every part.
+# process (the kernel closes its socket; its backend reads the end and exits at once), which
+# frees its lease without waiting for the lease to run out, and the standby tries for it every
+# relay poll interval (0.5 s, SAGA_RELAY_POLL_INTERVAL_S). The rest is the watch's: a round of
+# samples waits for its slowest /ready, whose database check may take up to 2 s on a loaded
+# stack, and rounds are 200 ms apart. 0.5 + 2 + 0.2, and 1 s for the standby's event loop busy
+# with the load on two cores shared by every part.
 LEADERLESS_BOUND_S = 4.0
 # How long the survivors may take to hold everything the dead held: the consumer group's
 # session timeout (10 s) before the dead member is evicted, and a payment the dead pagos had

@@ -99,6 +99,19 @@ class MessagingSettings(KafkaClientSettings):
         "How long the relay waits for Kafka to start its producer, acknowledge a batch or answer "
         "a metadata request; past it the batch is given up on, and after a backoff the relay waits "
         "for the sends still in flight before it sends their rows again or anything new."))
+    # The lead's bounds (sagakit.outbox.leadership, ADR 0012): a leader that hangs or loses
+    # PostgreSQL is replaced within the lease and a standby's poll; one that cannot get its rows
+    # into Kafka gives the lead up after the stall. Both well inside the 15 s a saga step may
+    # lose to a fault, the consumer group's 10 s session timeout included.
+    relay_lease_s: float = Field(5.0, ge=1, le=60, description=(
+        "How long the relay's lead lasts, by the database's clock, unless its holder renews it "
+        "(four times as often); a leader that hangs or is cut off from PostgreSQL is replaced "
+        "by a standby within this plus the standby's poll interval, and sends nothing to Kafka "
+        "once it has gone this long without a renewal."))
+    relay_stall_s: float = Field(6.0, ge=1, le=120, description=(
+        "A leading relay that has finished no round of publishing for this long (Kafka "
+        "unreachable or not acknowledging, or its loop stuck) gives the lead up to a standby "
+        "and stands aside for three poll intervals before it tries again."))
     relay_max_attempts: int = Field(10, ge=1, description=(
         "Publishes of an outbox row that Kafka refused (or failed for it) before the row is "
         "marked failed for an operator, its saga's later rows held behind it; a broker that is "

@@ -285,6 +285,7 @@ async def test_the_batch_statement_is_planned_once_and_reads_the_pending_rows_by
     saga = str(uuid.uuid4())
     batches = 8
     try:
+        assert await relay.lead()
         async with TopicReader(TOPIC) as topic:
             for seq in range(batches):
                 await _write(engine, tables, saga, seq)
@@ -302,7 +303,7 @@ async def test_the_batch_statement_is_planned_once_and_reads_the_pending_rows_by
         assert statement["custom_plans"] == 0, statement
         assert statement["generic_plans"] == batches, statement
         plan = "\n".join(r[0] for r in await conn.fetch(
-            f"EXPLAIN EXECUTE {statement['name']}('{{}}', '{{}}', 50)"))
+            f"EXPLAIN EXECUTE {statement['name']}('{{}}', '{{}}', 50, {relay.lease.epoch})"))
         assert "ix_outbox_pending" in plan, plan
     finally:
         await relay.close()
@@ -407,6 +408,7 @@ async def test_a_row_for_a_topic_that_does_not_exist_is_counted_and_failed_after
     await _write_row(engine, tables, other, 0)
     producer = relay.publisher.producer = _Producer(answers=True)
     try:
+        assert await relay.lead()
         assert await relay.publish_batch() == 1
         counted = await _row(engine, lost, 0)
         assert (counted.status, counted.attempts) == ("pending", 1)
@@ -429,6 +431,7 @@ async def test_an_unknown_topic_while_the_cluster_does_not_answer_is_the_broker_
     await _write_row(engine, tables, saga_id, 0, topic="no-such-topic")
     relay.publisher.producer = _Producer(answers=False)
     try:
+        assert await relay.lead()
         with pytest.raises(UnknownTopicOrPartitionError):
             await relay.publish_batch()
     finally:

@@ -5,11 +5,18 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import json
+import time
 from typing import Any
 
 from sagakit.outbox.relay import OutboxRelay
 
 ROWS = 200
+
+
+def lead(relay: OutboxRelay) -> None:
+    """Makes ``relay`` lead on its fake connection: the lease taken now, as epoch 1."""
+    relay.lease._held(1, time.monotonic())
+    relay._lead(True)
 
 
 def outbox_row(i: int, saga: str | None = None) -> dict[str, Any]:
@@ -34,13 +41,20 @@ class FakeConnection:
     def is_closed(self) -> bool:
         return False
 
+    def terminate(self) -> None:
+        return None
+
+    async def fetchval(self, query: str, *args: Any) -> int:
+        """The lead's lease: taken and renewed at once, as epoch 1."""
+        return 1
+
     def commit(self, relay: OutboxRelay, *rows: dict[str, Any]) -> None:
         for r in rows:
             self.pending[r["message_id"]] = r
         relay.signal.committed()
 
-    async def fetch(self, query: str, ids: list[str], acked_at: list[dt.datetime], limit: int
-                    ) -> list[dict[str, Any]]:
+    async def fetch(self, query: str, ids: list[str], acked_at: list[dt.datetime], limit: int,
+                    epoch: int) -> list[dict[str, Any]]:
         self.selects += 1
         self.marked_by_select += ids
         seen = [r for mid, r in self.pending.items() if mid not in ids][:limit]
@@ -51,7 +65,10 @@ class FakeConnection:
         return [{**r, "payload": json.dumps(r["payload"]), "headers": "{}", "created_at": now,
                  "attempts": 0} for r in seen]
 
-    async def execute(self, query: str, ids: list[str], acked_at: list[dt.datetime]) -> None:
+    async def execute(self, query: str, *args: Any) -> None:
+        if "unnest" not in query:
+            return  # the lease given back
+        ids: list[str] = args[0]
         self.marked_alone += ids
         for mid in ids:
             self.pending.pop(mid, None)

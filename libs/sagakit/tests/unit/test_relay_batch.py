@@ -17,7 +17,7 @@ from sagakit.outbox.relay import MARK_WITHIN_S, OutboxRelay
 from sagakit.settings import MessagingSettings
 from sagakit.store.tables import messaging_tables, service_metadata
 
-from .relay_fakes import ROWS, FakeConnection, FakeProducer, outbox_row
+from .relay_fakes import ROWS, FakeConnection, FakeProducer, lead, outbox_row
 
 
 async def test_a_batch_is_acknowledged_in_one_wait() -> None:
@@ -26,6 +26,7 @@ async def test_a_batch_is_acknowledged_in_one_wait() -> None:
     relay = OutboxRelay(engine, tables, "relaybatch", MessagingSettings())
     conn = FakeConnection()
     relay._listen_conn = conn  # type: ignore[assignment]
+    lead(relay)
     relay.publisher.producer = FakeProducer()
     iterations = 0
 
@@ -76,7 +77,7 @@ def _relay_on(conn: FakeConnection, poll_s: float) -> tuple[OutboxRelay, Any]:
     settings.relay_poll_interval_s = poll_s
     relay = OutboxRelay(engine, tables, "relaybatch", settings)
     relay._listen_conn = conn  # type: ignore[assignment]
-    relay._lead(True)
+    lead(relay)
     relay.publisher.producer = FakeProducer()
     return relay, engine
 

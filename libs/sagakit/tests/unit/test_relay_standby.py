@@ -33,9 +33,9 @@ class StandbyConnection:
     def is_closed(self) -> bool:
         return False
 
-    async def fetchval(self, query: str, *args: Any) -> bool:
+    async def fetchval(self, query: str, *args: Any) -> int | None:
         self.tries += 1
-        return False
+        return None
 
     async def execute(self, query: str, *args: Any) -> None:
         self.in_flight += 1

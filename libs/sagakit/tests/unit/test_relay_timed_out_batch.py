@@ -20,7 +20,7 @@ from sagakit.outbox.relay import OutboxRelay
 from sagakit.settings import MessagingSettings
 from sagakit.store.tables import messaging_tables, service_metadata
 
-from .relay_fakes import FakeConnection, outbox_row
+from .relay_fakes import FakeConnection, lead, outbox_row
 
 
 class HeldProducer:
@@ -69,8 +69,9 @@ class FakeEngine:
     async def begin(self) -> AsyncIterator[FakeEngine]:
         yield self
 
-    async def execute(self, statement: Any) -> None:
+    async def execute(self, statement: Any) -> Any:
         self.statements.append(statement)
+        return type("Result", (), {"rowcount": 1})()
 
 
 def _relay(conn: FakeConnection, producer: HeldProducer) -> tuple[OutboxRelay, FakeEngine]:
@@ -80,7 +81,7 @@ def _relay(conn: FakeConnection, producer: HeldProducer) -> tuple[OutboxRelay, F
     relay = OutboxRelay(engine, messaging_tables(service_metadata("relaybatch")),  # type: ignore[arg-type]
                         "relaybatch", settings)
     relay._listen_conn = conn  # type: ignore[assignment]
-    relay._lead(True)
+    lead(relay)
     relay.publisher.producer = producer
     return relay, engine
 

@@ -14,7 +14,11 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from saga_harness import config
 from saga_harness.waiting import wait_for
-from sagakit.store.migrations import create_messaging_indexes_v2, create_messaging_tables_v1
+from sagakit.store.migrations import (
+    create_messaging_indexes_v2,
+    create_messaging_tables_v1,
+    create_relay_lease_v3,
+)
 from sagakit.store.tables import MessagingTables, messaging_tables, service_metadata
 
 
@@ -22,6 +26,7 @@ def _create_messaging_tables(conn: Connection, schema: str) -> None:
     op = Operations(MigrationContext.configure(conn))
     create_messaging_tables_v1(op, schema)
     create_messaging_indexes_v2(op, schema)
+    create_relay_lease_v3(op, schema)
 
 
 @contextlib.asynccontextmanager

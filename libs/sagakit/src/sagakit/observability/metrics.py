@@ -50,6 +50,14 @@ RELAY_LEADER = Gauge(
     "outbox_relay_leader", "1 on the instance whose relay publishes the service's outbox",
     ["service"],
 )
+RELAY_LEAD_LOST = Counter(
+    "outbox_relay_lead_lost_total",
+    "Leads this instance's relay lost or gave up, by reason: expired (not renewed in time: "
+    "the relay hung or lost PostgreSQL), taken (another relay holds the lease), stalled (no "
+    "round of publishing finished: Kafka unreachable), connection (its connection failed)",
+    ["service", "reason"],
+)
+RELAY_LEAD_LOST_REASONS = ("expired", "taken", "stalled", "connection")
 RELAY_WAKEUPS_FORWARDED = Counter(
     "outbox_relay_wakeups_forwarded_total",
     "NOTIFYs a standby relay sent to wake the leader for commits of its process", ["service"],
@@ -146,5 +154,7 @@ def initialise(service: str, handled_event_types: list[str],
     for forgery in Forgery:
         FORGED_REPLAYS.labels(service, forgery.value)
     OUTBOX_PENDING.labels(service)
+    for reason in RELAY_LEAD_LOST_REASONS:
+        RELAY_LEAD_LOST.labels(service, reason)
     for outcome in ("committed", "rolled_back"):
         SHARED_TRANSACTIONS.labels(service, outcome)

@@ -4,6 +4,8 @@ is counted, and given up on when it can never be published, without holding up o
 The relay (``sagakit.outbox.relay``) selects the rows and hands each batch over; what Kafka
 acknowledged goes back to it (``acked``), to be marked published.
 
+Each record is handed to the producer only while the relay holds the lead (``may_send``:
+sagakit.outbox.leadership); a batch during which the lead is lost sends none of the rest.
 A batch that gives up (no acknowledgement within ``relay_publish_timeout_s``, or a failure) does
 not take its records back: they stay in the producer, which (idempotent) retries them until the
 broker answers. Their sends are kept ``in_flight`` and resolved before anything new is sent
@@ -29,12 +31,13 @@ from aiokafka.errors import (
     UnknownTopicOrPartitionError,
 )
 from opentelemetry.trace import SpanKind
-from sqlalchemy import update
+from sqlalchemy import exists, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from sagakit import jsonio
 from sagakit.kafka import durable_producer
 from sagakit.observability import metrics, tracing
+from sagakit.outbox.leadership import LEASE_NAME, LeadLost
 from sagakit.outbox.statements import OutboxRow
 from sagakit.settings import MessagingSettings
 from sagakit.store.tables import OUTBOX_FAILED, OUTBOX_PENDING, MessagingTables
@@ -54,12 +57,18 @@ class Publisher:
     """Publishes batches of outbox rows through one producer, started for the first batch."""
 
     def __init__(self, engine: AsyncEngine, tables: MessagingTables, service: str,
-                 settings: MessagingSettings, acked: Callable[[list[OutboxRow]], None]) -> None:
+                 settings: MessagingSettings, acked: Callable[[list[OutboxRow]], None], *,
+                 may_send: Callable[[], bool], epoch: Callable[[], int | None]) -> None:
         self.engine = engine
         self.tables = tables
         self.service = service
         self.settings = settings
         self._acked = acked
+        self._may_send = may_send
+        """Whether the relay holds the lead now: asked before each record is handed over."""
+        self._epoch = epoch
+        """The relay's epoch of the lead (sagakit.outbox.leadership), which a row's failure is
+        written under."""
         self.producer: Any = None
         """The Kafka producer, started for the first batch that needs it."""
         self.in_flight: list[tuple[OutboxRow, asyncio.Future[Any]]] = []
@@ -144,6 +153,11 @@ class Publisher:
         for row in rows:
             if row.saga_id in held:
                 continue
+            if not self._may_send():
+                # The lead was lost while this batch was selected or sent (the relay hung, or
+                # its lease was not renewed): the rows not sent yet are the next leader's.
+                failure = LeadLost("the lead was lost during the batch")
+                break
             refusal = topic_refused.get(row.topic)
             if refusal is None:
                 try:
@@ -257,12 +271,21 @@ class Publisher:
 
     async def _record_failure(self, row: OutboxRow, exc: BaseException, *,
                               give_up: bool) -> None:
-        o = self.tables.outbox
+        """Counts the failure on the row, and fails it if ``give_up``: only on a row still
+        pending, and only while the relay's epoch is the lease's. A relay that lost the lead
+        meanwhile writes nothing: its failure could otherwise hold a saga's later rows behind a
+        row the new leader published."""
+        epoch = self._epoch()
+        if epoch is None:
+            return
+        o, lease = self.tables.outbox, self.tables.relay_lease
+        fenced = exists().where(lease.c.name == LEASE_NAME, lease.c.epoch == epoch)
         async with self.engine.begin() as conn:
-            await conn.execute(update(o).where(o.c.message_id == row.message_id).values(
+            written = (await conn.execute(update(o).where(
+                o.c.message_id == row.message_id, o.c.status == OUTBOX_PENDING, fenced).values(
                 attempts=o.c.attempts + 1, last_error=repr(exc)[:2000],
-                status=OUTBOX_FAILED if give_up else OUTBOX_PENDING))
-        if give_up:
+                status=OUTBOX_FAILED if give_up else OUTBOX_PENDING))).rowcount
+        if give_up and written:
             log.error("outbox row %s marked failed after %s attempts: %r", row.message_id,
                       row.attempts + 1, exc, extra={"service": self.service,
                                                    "saga_id": row.saga_id,

@@ -42,7 +42,8 @@ def create_app(definition: ServiceDefinition) -> FastAPI:
         svc = load(ServiceSettings)
         msg = load(MessagingSettings)
         engine = build_engine(svc.database_url, definition.name, svc.db_pool_size,
-                              server_settings=definition.database_settings())
+                              server_settings=definition.database_settings(),
+                              idle_in_transaction_timeout_s=svc.db_idle_in_transaction_timeout_s)
         relay = OutboxRelay(engine, definition.tables, definition.name, msg,
                             instance=svc.instance())
         rt = Runtime(definition.name, engine, definition.tables, msg, svc, relay)

@@ -8,6 +8,8 @@ import socket
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from sagakit.store.database import IDLE_IN_TRANSACTION_TIMEOUT_S
+
 
 class ServiceSettings(BaseSettings):
     model_config = SettingsConfigDict(extra="ignore")
@@ -24,11 +26,21 @@ class ServiceSettings(BaseSettings):
         "role; its migrations read the same variable, as the schema's owner role."))
     instance_name: str = Field("", validation_alias="SAGA_INSTANCE", description=(
         "Which replica of the service this process is, for people: its relay's connection is "
-        "named `<service>-relay@<instance>` in `pg_stat_activity` (who holds the relay's lead) "
-        "and `/ready` says it. Unset: `<host name>:<HTTP_PORT>`."))
+        "named `<service>-relay@<instance>` in `pg_stat_activity`, and so is the holder of the "
+        "relay's lease while it leads; `/ready` says it. Unset: `<host name>:<HTTP_PORT>`."))
     db_pool_size: int = Field(20, ge=1, validation_alias="DB_POOL_SIZE", description=(
         "Connections in the service's pool, with no overflow: past this many units of work at "
         "once, the next waits for a connection."))
+    # A process that hangs or is cut off inside a transaction keeps its row locks, and the
+    # per-saga locks of its commit, until PostgreSQL ends that transaction: other instances'
+    # handlers wait for them (or skip them, SKIP LOCKED) meanwhile. No unit of work waits on
+    # anything but its own statements between two of them: milliseconds.
+    db_idle_in_transaction_timeout_s: float = Field(
+        IDLE_IN_TRANSACTION_TIMEOUT_S, gt=0, le=300,
+        validation_alias="DB_IDLE_IN_TRANSACTION_TIMEOUT_S", description=(
+        "PostgreSQL ends a transaction of the service whose connection has sent nothing for "
+        "this long (`idle_in_transaction_session_timeout`): the longest a hung or cut-off "
+        "instance keeps the rows it locked from the others."))
     log_level: str = Field("INFO", validation_alias="LOG_LEVEL", description=(
         "Level of the service's JSON log lines (DEBUG, INFO, WARNING, ERROR)."))
     # How long an idle keep-alive connection stays open. It must outlast the idle expiry of

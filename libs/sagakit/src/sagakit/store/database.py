@@ -41,13 +41,38 @@ CONNECTION_LOST = (OSError, asyncio.TimeoutError, asyncpg.InterfaceError,
 # waited through a database restart is tested before it is used.
 PING_IF_IDLE_FOR_S = 1.0
 
+# The default of ``DB_IDLE_IN_TRANSACTION_TIMEOUT_S`` (``ServiceSettings``).
+IDLE_IN_TRANSACTION_TIMEOUT_S = 5.0
+
+# A client that vanished without closing its connection (its host lost, the network cut) answers
+# no TCP keepalive: PostgreSQL ends its backend within about 25 s, where the kernel's defaults
+# take over two hours, and with it whatever the backend held. A client that hangs while its
+# kernel still answers (SIGSTOP, a proxy in between) is not caught this way: its open
+# transaction is, by ``idle_in_transaction_session_timeout``, and the relay's lead by its lease
+# (sagakit.outbox.leadership). Ignored on a Unix socket.
+PEER_KEEPALIVE = {"tcp_keepalives_idle": "10", "tcp_keepalives_interval": "5",
+                  "tcp_keepalives_count": "3", "tcp_user_timeout": "20000"}
+
+
+def session_settings(idle_in_transaction_timeout_s: float = IDLE_IN_TRANSACTION_TIMEOUT_S
+                     ) -> dict[str, str]:
+    """PostgreSQL settings every connection of a service's pool starts with: a transaction
+    whose client sends nothing for ``idle_in_transaction_timeout_s`` is ended by the server,
+    its row locks and per-saga locks released, so a hung or cut-off instance does not stall the
+    sagas it touched past that; and the keepalives above."""
+    return {**PEER_KEEPALIVE, "idle_in_transaction_session_timeout":
+            f"{round(idle_in_transaction_timeout_s * 1000)}ms"}
+
 
 def build_engine(url: str, name: str, pool_size: int,
                  ping_if_idle_for_s: float = PING_IF_IDLE_FOR_S,
-                 server_settings: dict[str, str] | None = None) -> AsyncEngine:
+                 server_settings: dict[str, str] | None = None,
+                 idle_in_transaction_timeout_s: float = IDLE_IN_TRANSACTION_TIMEOUT_S
+                 ) -> AsyncEngine:
     engine = create_engine_for(
         url,
-        server_settings={**(server_settings or {}), "application_name": name},
+        server_settings={**session_settings(idle_in_transaction_timeout_s),
+                         **(server_settings or {}), "application_name": name},
         # No overflow: SQLAlchemy closes an overflow connection as soon as it is handed back,
         # and under load that was a new connection every half second per service (a backend
         # forked, a TLS attempt, type introspection each time). Past ``pool_size``

@@ -69,6 +69,27 @@ def drop_messaging_indexes_v2(op: Any, schema: str) -> None:
     op.drop_index("ix_outbox_failed", "outbox", schema=schema)
 
 
+def create_relay_lease_v3(op: Any, schema: str) -> None:
+    """The outbox relay's lead (``sagakit.outbox.leadership``): one row per outbox, taken by one
+    relay instance at a time until ``expires_at`` (the database's clock), renewed while it
+    publishes; ``epoch`` grows with every taking and fences whatever a former holder still
+    sends. Starts with no row: the first relay to try inserts it."""
+    op.create_table(
+        "outbox_relay_lease",
+        sa.Column("name", sa.Text, primary_key=True),
+        sa.Column("holder", sa.Text, nullable=False),
+        sa.Column("holder_pid", sa.Integer),
+        sa.Column("epoch", sa.BigInteger, nullable=False),
+        sa.Column("expires_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("taken_at", sa.DateTime(timezone=True), nullable=False),
+        schema=schema,
+    )
+
+
+def drop_relay_lease_v3(op: Any, schema: str) -> None:
+    op.drop_table("outbox_relay_lease", schema=schema)
+
+
 def drop_messaging_tables_v1(op: Any, schema: str) -> None:
     op.drop_table("processed_messages", schema=schema)
     op.drop_table("outbox", schema=schema)

@@ -1,4 +1,5 @@
-"""The messaging tables every service keeps in its own schema: ``outbox`` and ``processed_messages``.
+"""The messaging tables every service keeps in its own schema: ``outbox``, ``processed_messages``
+and ``outbox_relay_lease`` (who publishes the outbox).
 
 The service's migrations create them (see ``sagakit.store.migrations``); these definitions are
 what the runtime queries against, bound to the service's schema.
@@ -46,6 +47,7 @@ class MessagingTables:
     schema: str
     outbox: Table
     processed_messages: Table
+    relay_lease: Table
 
     @property
     def notify_channel(self) -> str:
@@ -82,4 +84,14 @@ def messaging_tables(metadata: MetaData) -> MessagingTables:
         Column("processed_at", DateTime(timezone=True), nullable=False,
                server_default=func.now()),
     )
-    return MessagingTables(metadata.schema, outbox, processed)
+    relay_lease = Table(
+        "outbox_relay_lease",
+        metadata,
+        Column("name", Text, primary_key=True),
+        Column("holder", Text, nullable=False),
+        Column("holder_pid", Integer),
+        Column("epoch", BigInteger, nullable=False),
+        Column("expires_at", DateTime(timezone=True), nullable=False),
+        Column("taken_at", DateTime(timezone=True), nullable=False),
+    )
+    return MessagingTables(metadata.schema, outbox, processed, relay_lease)
