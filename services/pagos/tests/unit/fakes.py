@@ -502,3 +502,30 @@ def fallo_asignacion(saga_id: str, order_id: str) -> Message[FalloAsignacion]:
 def stock_asignado(saga_id: str, order_id: str) -> Message[StockAsignado]:
     return _event(StockAsignado, saga_id, "inventario", {
         "order_id": order_id, "items": [{"sku": "SKU-1", "quantity": 2}]})
+
+
+class FailingCommits(FakeUnits):
+    """Units whose ``fail`` next commits that record an outcome raise ``error``, after
+    writing if ``written``: a connection lost around the commit statement."""
+
+    def __init__(self, table: PaymentTable, fail: int, error: Exception,
+                 written: bool = False, spared: int = 1) -> None:
+        super().__init__(table)
+        self.fail, self.error, self.written, self.spared = fail, error, written, spared
+
+    @contextlib.asynccontextmanager
+    async def __call__(self, *, reads_outside_transaction: bool = False
+                       ) -> AsyncIterator[tuple[FakeUnit, FakePayments]]:
+        async with super().__call__(reads_outside_transaction=reads_outside_transaction) as (
+                unit, payments):
+            # ``spared``: the first units opened (a charge's re-check before its call) commit.
+            if self.fail > 0 and len(self.opened) > self.spared:
+                self.fail -= 1
+                commit = unit.commit
+
+                async def failing() -> bool:
+                    if self.written:
+                        await commit()
+                    raise self.error
+                unit.commit = failing
+            yield unit, payments

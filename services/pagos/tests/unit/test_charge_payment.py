@@ -6,11 +6,10 @@ without a call."""
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import logging
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
@@ -29,10 +28,9 @@ from sagakit import jsonio
 from sagakit.observability import metrics
 
 from .fakes import (
+    FailingCommits,
     FakeCalls,
     FakeGateway,
-    FakePayments,
-    FakeUnit,
     FakeUnits,
     PaymentTable,
     Row,
@@ -566,40 +564,56 @@ async def test_a_failure_before_the_call_is_counted_too() -> None:
     assert row.attempt_log[0]["detail"] == "RuntimeError: key store unavailable"
 
 
-class _FailingCommits(FakeUnits):
-    """Units whose ``fail`` next commits that record an outcome raise ``error``, after
-    writing if ``written``: a connection lost around the commit statement."""
-
-    def __init__(self, table: PaymentTable, fail: int, error: Exception,
-                 written: bool = False) -> None:
-        super().__init__(table)
-        self.fail, self.error, self.written = fail, error, written
-
-    @contextlib.asynccontextmanager
-    async def __call__(self, *, reads_outside_transaction: bool = False
-                       ) -> AsyncIterator[tuple[FakeUnit, FakePayments]]:
-        async with super().__call__(reads_outside_transaction=reads_outside_transaction) as (
-                unit, payments):
-            if self.fail > 0 and len(self.opened) > 1:  # not the re-check before the call
-                self.fail -= 1
-                commit = unit.commit
-
-                async def failing() -> bool:
-                    if self.written:
-                        await commit()
-                    raise self.error
-                unit.commit = failing
-            yield unit, payments
-
-
-async def test_an_outcome_that_cannot_be_recorded_is_recorded_as_unknown() -> None:
-    """Recording the approval failed: the call's outcome is recorded as unknown instead, and
-    its retry, under the same key, finds the approval."""
+async def test_an_approval_whose_recording_fails_once_is_recorded_on_the_second_try() -> None:
+    """The commit of the approval lost its connection before it reached the database: it is
+    written again on a new unit of work, and the charge is captured on this call."""
     table = PaymentTable()
     row, payment = _leased(table)
     errors = _worker_errors("charge", "record")
-    units = _FailingCommits(table, 1, ConnectionResetError("connection reset by peer"))
+    units = FailingCommits(table, 1, ConnectionResetError("connection reset by peer"))
     await charge_payment(units, FakeGateway([APPROVED]), SETTINGS, payment, lambda: None,
+                         tokens=sealing.opening_keys())
+    assert row.status is S.CAPTURED and row.charge_attempts == 1
+    assert [a["outcome"] for a in row.attempt_log] == ["approved"]
+    assert _worker_errors("charge", "record") == errors + 1
+
+
+@pytest.mark.parametrize("answer", [APPROVED, DECLINED], ids=["approved", "declined"])
+async def test_a_sure_answer_that_cannot_be_recorded_on_the_last_attempt_is_learnt_again(
+        answer: ChargeResult) -> None:
+    """The gateway answered for sure on the charge's last attempt and the answer could not be
+    written, twice: it is not turned into an unknown outcome, which on the last attempt would
+    end an approved charge in CHARGE_FAILED (the customer charged, the order lost) or a
+    declined one in a manual refund of nothing. The payment stays leased; when the lease runs
+    out the call is made again under the same key, and the gateway's answer is recorded."""
+    table = PaymentTable()
+    last = len(SETTINGS.charge_retry_schedule_s)
+    row, payment = _leased(table, charge_attempts=last)
+    errors = _worker_errors("charge", "record")
+    units = FailingCommits(table, 2, ConnectionResetError("connection reset by peer"))
+    gateway = FakeGateway([answer])
+    await charge_payment(units, gateway, SETTINGS, payment, lambda: None,
+                         tokens=sealing.opening_keys())
+    assert row.status is S.CHARGING and row.charge_attempts == last
+    assert row.attempt_log == [] and not row.manual_refund_required
+    assert row.lease_until == payment.lease_until, "left leased, for the same call to learn"
+    assert _worker_errors("charge", "record") == errors + 2
+    row.lease_until = table.in_(45)
+    await _charge(table, row.payment(table.now), FakeGateway([answer]))
+    assert gateway.calls[0][1]["idempotency_key"] == charge_key(row.saga_id)
+    assert row.status is (S.CAPTURED if answer is APPROVED else S.DECLINED)
+    assert not row.manual_refund_required
+
+
+async def test_an_unknown_outcome_that_cannot_be_recorded_is_recorded_as_unknown() -> None:
+    """The gateway did not answer, and recording that failed twice: "unknown" is written in
+    its place while the call holds its lease, counted against the attempts, retried on the
+    schedule, never a call made again for ever with nothing recorded."""
+    table = PaymentTable()
+    row, payment = _leased(table)
+    errors = _worker_errors("charge", "record")
+    units = FailingCommits(table, 2, ConnectionResetError("connection reset by peer"))
+    await charge_payment(units, FakeGateway([UNAVAILABLE]), SETTINGS, payment, lambda: None,
                          tokens=sealing.opening_keys())
     assert row.status is S.CHARGING and row.charge_attempts == 1
     assert row.lease_until is None and row.next_attempt_at is not None
@@ -607,7 +621,7 @@ async def test_an_outcome_that_cannot_be_recorded_is_recorded_as_unknown() -> No
     assert attempt["outcome"] == "unavailable"
     assert attempt["detail"] == ("outcome not recorded: ConnectionResetError: connection "
                                  "reset by peer")
-    assert _worker_errors("charge", "record") == errors + 1
+    assert _worker_errors("charge", "record") == errors + 2
     row.lease_until = table.in_(45)
     await _charge(table, row.payment(table.now), FakeGateway([APPROVED]))
     assert row.status is S.CAPTURED and row.charge_attempts == 2
@@ -618,7 +632,7 @@ async def test_an_outcome_whose_failed_commit_went_through_is_not_recorded_twice
     so the unknown outcome that stands in for it writes nothing."""
     table = PaymentTable()
     row, payment = _leased(table)
-    units = _FailingCommits(table, 1, ConnectionResetError("lost"), written=True)
+    units = FailingCommits(table, 1, ConnectionResetError("lost"), written=True)
     await charge_payment(units, FakeGateway([APPROVED]), SETTINGS, payment, lambda: None,
                          tokens=sealing.opening_keys())
     assert row.status is S.CAPTURED and row.charge_attempts == 1

@@ -15,8 +15,9 @@ import pytest
 
 from pagos import metrics as pagos_metrics
 from pagos.config import PagosSettings
-from pagos.domain.payment import PaymentStatus
+from pagos.domain.payment import Outcome, PaymentStatus
 from pagos.usecases.gateway_worker import GatewayWorker
+from pagos.usecases.ports import ChargeResult
 from saga_harness import sealing
 from sagakit.observability import metrics
 
@@ -271,7 +272,7 @@ async def test_a_call_whose_outcome_cannot_be_recorded_at_all_is_logged_and_coun
     and counted; the lease runs out and the call is made again, under the same key."""
     table = PaymentTable()
     row = _due(table, lease_until=table.in_(45))
-    gateway = FakeGateway()
+    gateway = FakeGateway([ChargeResult(Outcome.UNAVAILABLE, detail="gateway timeout")])
     worker = GatewayWorker(_DatabaseGone(table), gateway, QUICK, sealing.opening_keys())
     unrecorded = pagos_metrics.GATEWAY_WORKER_ERRORS.labels(
         "pagos", "charge", "unrecorded")._value.get()

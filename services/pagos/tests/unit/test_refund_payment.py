@@ -14,7 +14,7 @@ from pagos.usecases.ports import RefundResult
 from pagos.usecases.refund_payment import refund_key, refund_payment
 from sagakit.observability import metrics
 
-from .fakes import FakeCalls, FakeGateway, FakeUnits, PaymentTable, Row
+from .fakes import FailingCommits, FakeCalls, FakeGateway, FakeUnits, PaymentTable, Row
 
 S = PaymentStatus
 SETTINGS = PagosSettings(refund_retry_schedule_s=(2.0, 4.0))
@@ -89,6 +89,27 @@ async def test_a_refund_that_keeps_failing_is_left_for_a_refund_by_hand() -> Non
                              "reason": "HTTP 502: bad gateway", "attempts": 3}
     assert metrics.ALERTS.labels("pagos", "refund_failed", "critical")._value.get() == alerts + 1
     assert calls.kicks == 0
+
+
+async def test_a_refund_made_on_the_last_attempt_and_not_recorded_is_never_left_for_a_person(
+        ) -> None:
+    """The gateway refunded on the refund's last attempt and the refund could not be written,
+    twice: recording it as a failed attempt would end it in REFUND_FAILED and send a person to
+    refund money already refunded. The payment stays leased; when the lease runs out the
+    refund is asked again under the same key and the gateway's "refunded" is recorded."""
+    table = PaymentTable()
+    row, payment = _leased(table, refund_attempts=2)
+    alerts = metrics.ALERTS.labels("pagos", "refund_failed", "critical")._value.get()
+    units = FailingCommits(table, 2, ConnectionResetError("connection reset by peer"), spared=0)
+    await refund_payment(units, FakeGateway(), SETTINGS, payment, lambda: None)
+    assert row.status is S.REFUNDING and row.refund_attempts == 2
+    assert not row.manual_refund_required and row.lease_until == payment.lease_until
+    assert metrics.ALERTS.labels("pagos", "refund_failed", "critical")._value.get() == alerts
+    row.lease_until = table.in_(45)
+    gateway = FakeGateway()
+    await _refund(table, row.payment(table.now), gateway)
+    assert gateway.calls[0][1]["idempotency_key"] == refund_key(row.saga_id)
+    assert row.status is S.REFUNDED and not row.manual_refund_required
 
 
 async def test_with_no_charge_id_the_gateway_is_not_asked_and_the_refund_fails() -> None:

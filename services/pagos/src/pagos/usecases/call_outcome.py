@@ -8,13 +8,14 @@ meanwhile, nothing was written, and the outcome is decided again on the payment 
 now, as a lock would have made it wait and then decide.
 
 pagos failing around a call is recorded like a gateway that does not answer: an exception
-making the call or reading its reply is the call's unknown outcome, and one recording the
-outcome is replaced by recording that the outcome is unknown (only while the call holds its
-lease: the failed commit may have gone through). Either counts against the call's attempts and
-retries on its schedule, so the payment ends where a gateway that never answers leaves it
-(CHARGE_FAILED, REFUND_FAILED), never in a call made again for ever with nothing recorded. Each
-is logged without the exception's text unmasked and counted in
-``saga_gateway_worker_errors_total``.
+making the call or reading its reply is the call's unknown outcome, counted against the call's
+attempts and retried on its schedule, so the payment ends where a gateway that never answers
+leaves it (CHARGE_FAILED, REFUND_FAILED), never in a call made again for ever with nothing
+recorded. An outcome that cannot be written is tried once more; then an unknown one is recorded
+as unknown (only while the call holds its lease: the failed commit may have gone through), and
+a sure answer of the gateway is left for the call to learn again when its lease runs out
+(``record_or_unknown``). Each failure is logged without the exception's text unmasked and
+counted in ``saga_gateway_worker_errors_total``.
 """
 
 from __future__ import annotations
@@ -94,16 +95,39 @@ def outcome_of(change: domain.Change, *, attempt: dict[str, Any],
 
 
 async def record_or_unknown(units: PaymentUnits, called_for: Payment, decide: Decide,
-                            unknown: Callable[[str], Decide], call: GatewayCall) -> None:
-    """Records the call's outcome (``decide``); if that fails, records instead that it is
-    unknown (``unknown``, given what failed: decided with ``lease_held``), while the call
-    still holds its lease."""
-    try:
-        await record(units, called_for, decide)
-    except Exception as exc:
-        detail = failure(call, Stage.RECORD, exc, called_for)
-        await record(units, called_for, unknown(f"outcome not recorded: {detail}"),
-                     while_leased=True)
+                            unknown: Callable[[str], Decide], call: GatewayCall, *,
+                            conclusive: bool) -> None:
+    """Records the call's outcome (``decide``), trying once more on a new unit of work when
+    that fails (the write is guarded by the status and counts it was decided on, so a commit
+    that went through is not written twice). If it fails again:
+
+    - an answer the gateway gave for sure (``conclusive``: approved, declined, refunded) is
+      left unrecorded, the payment leased: when the lease runs out the call is made again under
+      the same idempotency key and the gateway gives the same answer, recorded then. Recording
+      it as unknown instead would spend an attempt on a guess, and on the last one end an
+      approved charge in CHARGE_FAILED or a refund that was made in REFUND_FAILED, with a
+      person sent to refund money already refunded;
+    - an outcome that was unknown already is recorded as unknown (``unknown``, given what
+      failed: decided with ``lease_held``), while the call still holds its lease.
+
+    Each failure is logged and counted (``saga_gateway_worker_errors_total``, stage
+    ``record``), so a database that keeps refusing the outcome is seen, not a silent loop."""
+    detail = ""
+    for again in (False, True):
+        try:
+            # Again: only while the call holds its lease, as the failed commit may have gone
+            # through (it ends the lease).
+            await record(units, called_for, decide, while_leased=again)
+            return
+        except Exception as exc:
+            detail = failure(call, Stage.RECORD, exc, called_for)
+    if conclusive:
+        log.warning("gateway %s: its answer is not recorded; the call is made again, under the "
+                    "same key, when its lease runs out", call.value,
+                    extra={"saga_id": called_for.saga_id, "call": call.value})
+        return
+    await record(units, called_for, unknown(f"outcome not recorded: {detail}"),
+                 while_leased=True)
 
 
 async def record(units: PaymentUnits, called_for: Payment, decide: Decide, *,

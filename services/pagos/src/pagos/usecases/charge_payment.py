@@ -142,7 +142,8 @@ async def charge_payment(units: PaymentUnits, gateway: PaymentGateway, settings:
     await call_outcome.record_or_unknown(
         units, call.sent_for, _decide(call, at, settings, kick),
         lambda detail: _decide(call.unknown(detail), at, settings, kick, lease_held=True),
-        GatewayCall.CHARGE)
+        GatewayCall.CHARGE,
+        conclusive=call.outcome in (domain.Outcome.APPROVED, domain.Outcome.DECLINED))
 
 
 async def _call(units: PaymentUnits, gateway: PaymentGateway, payment: Payment,

@@ -39,7 +39,7 @@ async def refund_payment(units: PaymentUnits, gateway: PaymentGateway, settings:
         units, payment, _decide(payment, succeeded, refund_id, detail, at, settings, kick),
         lambda failed: _decide(payment, False, None, failed, at, settings, kick,
                                lease_held=True),
-        GatewayCall.REFUND)
+        GatewayCall.REFUND, conclusive=succeeded)
 
 
 async def _call(gateway: PaymentGateway, payment: Payment) -> tuple[bool, str | None, str]:
