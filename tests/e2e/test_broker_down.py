@@ -1,5 +1,6 @@
 """Part IV §3.3 scenario 2: Kafka stops while orders keep coming. The outbox holds them, the
-gauge shows the backlog, and when Kafka is back every saga completes, its events in order."""
+gauge shows the backlog, and when Kafka is back every saga completes, its events in order (the
+first copy of each; a later copy has the same message id)."""
 
 from __future__ import annotations
 
@@ -38,11 +39,16 @@ async def test_orders_survive_a_broker_outage(saga: Saga) -> None:
         await wait_for(lambda: _pending(saga), lambda n: n == 0, timeout=15,
                        what="outbox drained")
         for p in placed:
-            events = []
             await topic.wait_for(lambda r, sid=p["saga_id"]: headers_of(r).get("X-Saga-ID") == sid
                                  and headers_of(r)["X-Event-Type"] == "OrdenCompletada",
                                  timeout=30)
-            events = [headers_of(r)["X-Event-Type"] for r in topic.records
-                      if headers_of(r).get("X-Saga-ID") == p["saga_id"]]
-            assert events == ["OrdenSolicitada", "OrdenCompletada"], events
+            records = [(headers_of(r)["X-Message-ID"], headers_of(r)["X-Event-Type"])
+                       for r in topic.records if headers_of(r).get("X-Saga-ID") == p["saga_id"]]
+            # Kafka out of reach for longer than SAGA_RELAY_STALL_S makes the relay give up its
+            # lead and take it again (docs/operations.md#relay-leadership): a record its producer
+            # held may then reach Kafka twice. Any such record is a copy (the same message id,
+            # which the consumers' inbox drops), and the first copies are in the saga's order.
+            first = list(dict.fromkeys(records))
+            assert [event for _, event in first] == ["OrdenSolicitada", "OrdenCompletada"], records
+            assert set(records) == set(first), records
     assert await saga.stock(sku) == 92
