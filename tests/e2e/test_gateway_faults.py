@@ -1,0 +1,57 @@
+"""The payment gateway failing slowly or strangely under load (``make chaos``'s
+"gateway-outage" and "gateway-garbled", shorter), each followed by the chaos suite's invariant
+check on the three databases and the gateway's ledger.
+
+- Down for longer than the payment step's deadline while orders arrive, then back: charges
+  fail, orders are cancelled at their deadline while the gateway is still down, and pagos must
+  find out what became of each charge once it answers again. Every order ends by itself, money
+  balances, and no payment is left for a refund by hand: the gateway came back in time to say.
+  pedidos is restarted with a payment step of 6 s (and the deadline scanner looking every
+  0.2 s); pagos keeps the test settings (deploy/local/test.env: calls time out after 2 s,
+  retried after 0.5, 1 and 2 s).
+- Answering a quarter of pagos' calls with an HTML page of a proxy after forwarding them (the
+  charge may have been made) and another quarter with garbage without forwarding them, then
+  every call after pagos' timeout: pagos reaches the gateway through the TCP proxy of
+  tools/netproxy for the test. Every order ends, money balances (pagos' payments agree with
+  the ledger: no charge kept without an order that keeps it, none twice), and every call so
+  answered is in its payment's attempt log as a call whose outcome was not understood.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from chaos.scripted import Timings, gateway_garbled, gateway_outage
+from saga_harness.faults import behind_proxy, reconfigured
+
+RATE = 5.0
+PAYMENT_DEADLINE_S = 6.0
+SHORT_PAYMENT_STEP = {"SAGA_ALLOW_UNSAFE_LIMITS": "1",
+                      "PEDIDOS_PAYMENT_TIMEOUT_S": f"{PAYMENT_DEADLINE_S:g}",
+                      "PEDIDOS_DEADLINE_SCAN_INTERVAL_S": "0.2"}
+
+
+async def test_a_gateway_down_past_the_payment_deadline_leaves_nothing_for_manual_refund(
+        running_stack: None) -> None:
+    timings = dataclasses.replace(Timings.of_environment(),
+                                  payment_deadline_s=PAYMENT_DEADLINE_S)
+    outage = gateway_outage(timings)
+    with reconfigured("pedidos", SHORT_PAYMENT_STEP):
+        report = await outage.run("gateway-outage", rate=RATE)
+    print(report.render())
+    assert report.acknowledged, "orders were placed during the outage"
+    assert report.violations == [], "\n".join(map(str, report.violations))
+    assert report.outcomes.get("CANCELADA_TIMEOUT", 0) > 0, \
+        "orders reached their payment deadline while the gateway was down"
+
+
+async def test_a_gateway_answering_pages_garbage_and_late_keeps_the_money_right(
+        running_stack: None) -> None:
+    garbled = gateway_garbled(Timings.of_environment(), garble_s=8.0)
+    async with behind_proxy(["pagos"]):
+        report = await garbled.run("gateway-garbled", rate=RATE)
+    print(report.render())
+    assert report.acknowledged
+    assert report.garbled_calls > 0, "the proxy answered some calls in the gateway's place"
+    assert report.violations == [], "\n".join(map(str, report.violations))
+    assert report.outcomes.get("COMPLETADA", 0) > 0
