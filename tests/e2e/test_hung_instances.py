@@ -56,7 +56,7 @@ async def _recovers(name: str, run: Scripted) -> None:
     print(report.render())
     assert report.acknowledged, "the load reached the stack"
     assert len(report.recoveries) == len(run.faults)
-    assert report.violations == [], "\n".join(map(str, report.violations))
+    assert not report.violations, report.render()
     for r in report.recoveries:
         assert r.sagas > 0, f"sagas were under way during {r.window.fault}"
 

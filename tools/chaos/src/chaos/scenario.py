@@ -76,6 +76,10 @@ def random_schedule(seed: int, load_s: float, faults: int = 3, network: int = 0)
     return sorted(chosen, key=lambda f: f.at_s)
 
 
+# Violations of one invariant listed in a report before the rest are counted.
+SHOWN_PER_INVARIANT = 5
+
+
 @dataclass
 class Report:
     name: str
@@ -108,7 +112,13 @@ class Report:
                    for r in self.recoveries),
                  "  invariants: " + ("all hold" if not self.violations else
                                      f"{len(self.violations)} VIOLATED")]
-        lines += [f"    - {v}" for v in self.violations]
+        shown: dict[str, int] = {}
+        for v in self.violations:  # a few of each kind: hundreds of one say no more
+            shown[v.invariant] = shown.get(v.invariant, 0) + 1
+            if shown[v.invariant] <= SHOWN_PER_INVARIANT:
+                lines.append(f"    - {v}")
+        lines += [f"    - … and {n - SHOWN_PER_INVARIANT} more of {name}"
+                  for name, n in shown.items() if n > SHOWN_PER_INVARIANT]
         return "\n".join(lines)
 
 
