@@ -84,11 +84,13 @@ def test_the_gateway_comes_back_while_cancelled_charges_are_still_being_resolved
     outage = SCRIPTED["gateway-outage"]
     assert outage.expect_no_manual_refund
     (down,) = outage.faults
-    # Back (started, then answering a second later) halfway through the 46 s.
-    assert (down.kind, down.part, down.duration_s) == ("kill", "gateway", 60.0 + 23.0 - 1.0)
-    # The test settings (deploy/local/test.env) and a payment step of 6 s.
+    # pagos' connections to it refused, back halfway through the 46 s: the calls at 28 and
+    # 46 s of the first resolutions are answered.
+    assert (down.kind, down.part, down.duration_s) == ("reset", "pagos-gateway", 60.0 + 23.0)
+    # The test settings (deploy/local/test.env: calls 0.5, 1, 2 and 2 s apart) and a payment
+    # step of 6 s: back 2.75 s after the first deadlines, before the calls at 3.5 and 5.5 s.
     short = gateway_outage(Timings(6.0, 2.0, (0.5, 1.0, 2.0), 5))
-    assert short.faults[0].duration_s == 6.0 + 2.75 - 1.0
+    assert short.faults[0].duration_s == 6.0 + 2.75
 
 
 def test_the_gateway_answers_late_past_pagos_timeout() -> None:

@@ -5,8 +5,9 @@ shorter (tests/e2e/test_gateway_faults.py, tests/e2e/test_hung_instances.py).
 Two kinds of scenario were added for faults that are slow, partial or silent rather than
 crashes:
 
-- The gateway. Down for longer than the payment step's deadline, so that orders are cancelled
-  while their charge's outcome cannot be known, then back: no payment may be left for a manual
+- The gateway. Down (every connection to it refused) for longer than the payment step's
+  deadline, so that orders are cancelled while their charge's outcome cannot be known, then
+  back: no payment may be left for a manual
   refund (``expect_no_manual_refund``). Answering some calls with a page that is not its API's
   (the charge may have been made), or with garbage, and then answering after pagos' timeout.
 - An instance that hangs or is cut off but does not die: the relay's leader paused (SIGSTOP),
@@ -45,9 +46,6 @@ AMPLE = 100_000
 # Orders are under way before the fault strikes and keep arriving after it ends.
 LEAD_IN_S = 5.0
 TAIL_S = 10.0
-# How long the gateway takes from its start to its first answer (about a second, idle): a
-# killed gateway answers again this long after it is started.
-GATEWAY_START_S = 1.0
 # sagakit.kafka's consumers: a member that does not heartbeat for this long is evicted and
 # its partitions are given to the others.
 CONSUMER_SESSION_TIMEOUT_S = 10.0
@@ -98,14 +96,18 @@ class Scripted:
 
 
 def gateway_outage(t: Timings) -> Scripted:
-    """The gateway killed for longer than the payment step's deadline while orders arrive:
+    """The gateway down for longer than the payment step's deadline while orders arrive:
     charges fail, orders are cancelled at their deadline while the gateway is still down, and
-    pagos must find out what became of each charge once it is back. It answers again halfway
-    through the resolution of the first cancelled charges (its start included), so every one
-    of them can still be resolved: none may be left for a refund by hand."""
-    down_s = max(t.payment_deadline_s + t.resolution_s / 2 - GATEWAY_START_S,
-                 t.payment_deadline_s + GATEWAY_START_S)
-    return Scripted((Fault(2.0, "kill", "gateway", down_s),), load_s=2.0 + down_s + 3.0,
+    pagos must find out what became of each charge once it is back. It comes back halfway
+    through the resolution of the first cancelled charges, so that each of them still has
+    calls to make (two at least: a first answer may be a transient 503 of its own): none may
+    be left for a refund by hand.
+
+    Down is pagos' route to it refusing and resetting every connection, as a dead process's
+    port does: unlike a killed gateway, whose start takes from one second to several on a
+    loaded machine, it is back the moment the schedule says."""
+    down_s = t.payment_deadline_s + t.resolution_s / 2
+    return Scripted((Fault(2.0, "reset", "pagos-gateway", down_s),), load_s=2.0 + down_s + 3.0,
                     units=AMPLE, expect_no_manual_refund=True)
 
 
