@@ -61,13 +61,14 @@ async def behind_proxy(parts: list[str]) -> AsyncIterator[str]:
     control = f"http://127.0.0.1:{CONTROL_PORT}"
     await asyncio.to_thread(stack.start, "netproxy")
     try:
-        for part in parts:
-            await asyncio.to_thread(stack.restart, part, {"SAGA_NETPROXY": "1"})
+        # All at once: each restart waits for its part's readiness (seconds), and the
+        # instances' migrations are serialised by the service itself.
+        await asyncio.gather(*(asyncio.to_thread(stack.restart, part, {"SAGA_NETPROXY": "1"})
+                               for part in parts))
         yield control
     finally:
         with contextlib.suppress(httpx.HTTPError):
             async with httpx.AsyncClient(timeout=5) as http:
                 await http.delete(f"{control}/faults")
-        for part in parts:
-            await asyncio.to_thread(stack.restart, part)
+        await asyncio.gather(*(asyncio.to_thread(stack.restart, part) for part in parts))
         await asyncio.to_thread(stack.stop, "netproxy")
