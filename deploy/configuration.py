@@ -196,7 +196,8 @@ LOCAL_STACK = (
         "does."),
     env("SAGA_NETPROXY", "flag", UNSET,
         "`1`: every service reaches PostgreSQL, Kafka and the gateway through the chaos "
-        "suite's TCP proxy, which can then add latency, black holes and resets (`make chaos` "
+        "suite's TCP proxy, each instance through routes of its own, which can then add "
+        "latency, black holes, resets and answers that are not the gateway's (`make chaos` "
         "sets it)."),
     env("STACK_UP_TIMEOUT", "float", "`120`",
         "Read, but not used: each part has a wait of its own."),
@@ -269,10 +270,11 @@ CHAOS = (
         "and every scripted scenario."),
     env("NETPROXY_BASE_PORT", "int", "`15400`",
         "Control port of the TCP proxy; the ports it forwards follow it (pedidos' PostgreSQL "
-        "route is this + 11)."),
+        "route is this + 11, the second pedidos instance's this + 111)."),
     env("KAFKA_PROXIED_LISTENER_BASE", "int", "`9094`",
-        "First of the Kafka listeners the proxy forwards to, one per service, each "
-        "advertised at that service's proxy port."),
+        "First of the Kafka listeners the proxy forwards to: on every broker one per instance "
+        "of each service, each advertised at that instance's route to that broker (+10 per "
+        "instance, +100 per broker)."),
 )
 
 COMPONENTS = (

@@ -20,6 +20,7 @@ import pytest
 
 from local_stack import parts, ports, processes
 from local_stack.postgres import crash
+from netproxy import layout
 
 ROOT = Path(__file__).resolve().parents[3]
 IANA_DYNAMIC = (49152, 65535)
@@ -37,10 +38,15 @@ def test_every_default_port_lies_below_the_ephemeral_ranges() -> None:
     127.0.0.1:55432 to itself), and the part then cannot bind it."""
     stack_ports = _defaults("tools/local-stack/src/local_stack/settings.py")
     proxy = _defaults("tools/netproxy/src/netproxy/layout.py")
-    base, kafka_base = proxy["NETPROXY_BASE_PORT"], proxy["KAFKA_PROXIED_LISTENER_BASE"]
-    # The proxy's control port, its routes (base + 11 … base + 33) and Kafka's proxied listeners.
-    used = {**stack_ports, **{f"netproxy+{i}": base + i for i in range(34)},
-            **{f"kafka-proxied+{i}": kafka_base + i for i in range(3)}}
+    assert proxy["NETPROXY_BASE_PORT"] == layout.CONTROL_PORT
+    # The proxy's control port, its routes and Kafka's proxied listeners, for a stack of two
+    # instances of each service and three brokers (the test suite's second phase).
+    used = {**stack_ports, "netproxy": layout.CONTROL_PORT,
+            **{name: port for name, (port, _, _) in layout.stack_routes(0, 0, 2, 3).items()},
+            **{f"kafka-{b} {name}": port for b in (1, 2, 3)
+               for name, port, _ in layout.kafka_listeners(b, 2)},
+            **{f"kafka-{b} {name}": stack_ports[name] + 100 * (b - 1) for b in (2, 3)
+               for name in ("KAFKA_PORT", "KAFKA_CONTROLLER_PORT", "KAFKA_TLS_PORT")}}
     low, _ = (int(n) for n in Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
     assert {k: p for k, p in used.items() if p >= min(low, IANA_DYNAMIC[0])} == {}
     assert len(set(used.values())) == len(used), "two parts share a default port"

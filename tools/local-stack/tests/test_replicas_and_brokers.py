@@ -9,6 +9,7 @@ import pytest
 
 from local_stack import commands, kafka, parts, secrets, settings
 from local_stack.kafka_cluster import brokers, quorum_voters, replication_properties
+from netproxy.layout import route_port
 from sagakit.kafka_topics import TopicSettings
 
 
@@ -74,11 +75,18 @@ def test_each_of_three_brokers_gets_a_configuration_of_its_own(
         assert conf["node.id"] == str(broker.node_id)
         assert conf["process.roles"] == "broker,controller"
         assert conf["controller.quorum.voters"] == quorum_voters(cluster)
+        # The chaos suite's proxy has a route to every broker (netproxy.layout).
+        pedidos = (f"PROXIED_PEDIDOS://127.0.0.1:{9094 + 100 * (broker.node_id - 1)}",
+                   f"PROXIED_PEDIDOS://127.0.0.1:{route_port('pedidos', 'kafka', 1, broker.node_id)}")
         assert conf["listeners"] == (f"CLIENT://127.0.0.1:{broker.port},"
                                      f"CONTROLLER://127.0.0.1:{broker.controller_port},"
+                                     f"{pedidos[0]},PROXIED_INVENTARIO://127.0.0.1:"
+                                     f"{9095 + 100 * (broker.node_id - 1)},PROXIED_PAGOS://"
+                                     f"127.0.0.1:{9096 + 100 * (broker.node_id - 1)},"
                                      f"TLS://127.0.0.1:{broker.tls_port}")
-        assert conf["advertised.listeners"] == (f"CLIENT://127.0.0.1:{broker.port},"
-                                                f"TLS://127.0.0.1:{broker.tls_port}")
+        assert conf["advertised.listeners"].startswith(f"CLIENT://127.0.0.1:{broker.port},"
+                                                       f"{pedidos[1]},")
+        assert conf["advertised.listeners"].endswith(f",TLS://127.0.0.1:{broker.tls_port}")
         assert conf["log.dirs"] == str(broker.data)
         assert (conf["default.replication.factor"], conf["min.insync.replicas"]) == ("3", "2")
         assert (conf["offsets.topic.replication.factor"],
@@ -92,8 +100,20 @@ def test_one_broker_keeps_its_proxied_listeners_and_single_copies(tmp_path: Path
     cluster = brokers(1, home=tmp_path)
     conf = _properties(kafka.kafka_config(cluster[0], cluster))
     assert conf["controller.quorum.voters"] == "1@127.0.0.1:9093"
-    assert "PROXIED_PEDIDOS" in conf["listeners"]
+    assert "PROXIED_PEDIDOS://127.0.0.1:9094" in conf["listeners"]
+    assert "PROXIED_PEDIDOS://127.0.0.1:15412" in conf["advertised.listeners"]
     assert (conf["default.replication.factor"], conf["min.insync.replicas"]) == ("1", "1")
+
+
+def test_each_instance_gets_proxied_listeners_of_its_own(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One instance can be cut off Kafka by the chaos suite's proxy while the other is not."""
+    monkeypatch.setattr(kafka, "REPLICAS", 2)
+    cluster = brokers(1, home=tmp_path)
+    conf = _properties(kafka.kafka_config(cluster[0], cluster))
+    assert "PROXIED_PAGOS_2://127.0.0.1:9106" in conf["listeners"]
+    assert "PROXIED_PAGOS_2://127.0.0.1:15532" in conf["advertised.listeners"]
+    assert "listener.name.proxied_pagos_2.scram-sha-512.sasl.jaas.config" in conf
 
 
 def test_a_replication_factor_above_the_brokers_is_refused() -> None:

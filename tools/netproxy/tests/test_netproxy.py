@@ -115,3 +115,102 @@ async def test_control_api_sets_and_clears_faults(proxied_echo: tuple[ProxySet, 
         assert (await http.put("/routes/nope", json={"refuse": True})).status_code == 404
         assert (await http.delete("/faults")).status_code == 200
         assert proxies["echo"].faults == type(proxies["echo"].faults)()
+
+
+@pytest.fixture
+async def proxied_api() -> AsyncIterator[tuple[ProxySet, str, list[str]]]:
+    """An HTTP API behind the proxy that answers JSON and notes the idempotency key of every
+    request it received."""
+    from aiohttp import web
+
+    received: list[str] = []
+
+    async def charge(request: web.Request) -> web.Response:
+        await request.read()
+        received.append(request.headers.get("Idempotency-Key", ""))
+        return web.json_response({"id": f"ch_{len(received)}"})
+
+    app = web.Application()
+    app.router.add_post("/v1/charges", charge)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    target = _free_port()
+    await web.TCPSite(runner, "127.0.0.1", target).start()
+    port = _free_port()
+    try:
+        async with ProxySet({"api": (port, "127.0.0.1", target)}) as proxies:
+            yield proxies, f"http://127.0.0.1:{port}", received
+    finally:
+        await runner.cleanup()
+
+
+async def _call(session, base: str, key: str) -> tuple[int, bytes]:  # type: ignore[no-untyped-def]
+    async with session.post(f"{base}/v1/charges", json={"amount": 100},
+                            headers={"Idempotency-Key": key}) as resp:
+        return resp.status, await resp.read()
+
+
+async def test_an_html_reply_replaces_the_answer_of_a_forwarded_request(
+        proxied_api: tuple[ProxySet, str, list[str]]) -> None:
+    import aiohttp
+
+    proxies, base, received = proxied_api
+    async with aiohttp.ClientSession() as session:
+        assert (await _call(session, base, "k1"))[0] == 200
+        # The same keep-alive connection: the fault applies from the next request on.
+        proxies["api"].set(html_share=1.0)
+        status, body = await _call(session, base, "k2")
+        assert status == 200 and body.startswith(b"<!DOCTYPE html>")
+        assert received == ["k1", "k2"], "the request went through: its effect may be real"
+        proxies["api"].clear()
+        status, body = await _call(session, base, "k3")
+        assert (status, body) == (200, b'{"id": "ch_3"}')
+    assert [(g.kind, g.idempotency_key) for g in proxies["api"].garbled] == [("html", "k2")]
+
+
+async def test_garbage_is_answered_without_forwarding(
+        proxied_api: tuple[ProxySet, str, list[str]]) -> None:
+    import json
+
+    import aiohttp
+
+    proxies, base, received = proxied_api
+    proxies["api"].set(garbage_share=1.0)
+    async with aiohttp.ClientSession() as session:
+        status, body = await _call(session, base, "k1")
+    assert status == 200 and received == []
+    with pytest.raises(ValueError):
+        json.loads(body)
+    assert [(g.kind, g.idempotency_key) for g in proxies["api"].garbled] == [("garbage", "k1")]
+
+
+async def test_reply_faults_hit_a_share_of_the_calls(
+        proxied_api: tuple[ProxySet, str, list[str]]) -> None:
+    import aiohttp
+
+    proxies, base, _ = proxied_api
+    proxies["api"].set(html_share=0.25, garbage_share=0.25)
+    async with aiohttp.ClientSession() as session:
+        answers = [await _call(session, base, f"k{i}") for i in range(200)]
+    clean = sum(body.startswith(b'{"id"') for _, body in answers)
+    assert 60 <= clean <= 140, clean
+    assert len(proxies["api"].garbled) == 200 - clean
+
+
+def test_every_instance_has_routes_of_its_own_to_every_broker() -> None:
+    from netproxy import layout
+
+    routes = layout.stack_routes(25432, 8010, replicas=2, brokers=3)
+    # Instance 1 keeps the ports of a one-instance, one-broker stack.
+    assert routes["pedidos-postgres"] == (15411, "127.0.0.1", 25432)
+    assert routes["pedidos-kafka"] == (15412, "127.0.0.1", 9094)
+    assert routes["pagos-gateway"] == (15433, "127.0.0.1", 8010)
+    assert routes["pedidos-2-postgres"][0] == 15511
+    assert routes["inventario-2-kafka-3"] == (15525, "127.0.0.1", 9305)
+    assert len({port for port, _, _ in routes.values()}) == len(routes) == 2 * (3 * 4 + 1)
+    assert layout.instance_routes("pedidos-2", "kafka", brokers=3) == [
+        "pedidos-2-kafka", "pedidos-2-kafka-2", "pedidos-2-kafka-3"]
+    assert set(layout.instance_routes("pagos-2", "gateway")) <= set(routes)
+    # Each broker advertises every instance's listener at that instance's route to it.
+    assert ("PROXIED_PAGOS_2", 9206, 15534) in layout.kafka_listeners(broker=2, replicas=2)
+    assert layout.kafka_bootstrap("pagos", 2, 2) == "127.0.0.1:15532,127.0.0.1:15534"

@@ -24,6 +24,16 @@ class Order:
 
 
 @dataclass
+class Payment:
+    """pagos' record of a saga's payment."""
+
+    status: str
+    charge_id: str | None
+    manual_refund_required: bool
+    attempts: list[dict[str, Any]]                # its attempt log: every gateway call recorded
+
+
+@dataclass
 class Snapshot:
     orders: dict[str, Order]                      # by order id
     acknowledged: list[str]                       # order ids answered 202 during the run
@@ -34,6 +44,10 @@ class Snapshot:
     refunds: list[dict[str, Any]]
     stale_outbox: list[tuple[str, str, float]] = field(default_factory=list)  # svc, saga, age s
     inbox_without_effect: list[tuple[str, str]] = field(default_factory=list)  # svc, message id
+    payments: dict[str, Payment] = field(default_factory=dict)  # saga id → pagos' payment
+    garbled: list[str] = field(default_factory=list)
+    """Idempotency keys of the gateway calls the TCP proxy answered in the gateway's place (a
+    key once per call: netproxy's reply faults)."""
 
 
 @dataclass(frozen=True)
@@ -48,8 +62,9 @@ class Violation:
 
 
 def check(s: Snapshot) -> list[Violation]:
-    return [*no_oversell(s), *money_balances(s), *every_saga_terminal(s), *outbox_drained(s),
-            *inbox_matches_effects(s), *acknowledged_orders_exist(s)]
+    return [*no_oversell(s), *money_balances(s), *payments_match_ledger(s),
+            *every_saga_terminal(s), *outbox_drained(s), *inbox_matches_effects(s),
+            *acknowledged_orders_exist(s), *gateway_calls_recorded(s)]
 
 
 def no_oversell(s: Snapshot) -> list[Violation]:
@@ -82,14 +97,7 @@ def no_oversell(s: Snapshot) -> list[Violation]:
 
 def money_balances(s: Snapshot) -> list[Violation]:
     out = []
-    charges_by_saga: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for c in s.charges:
-        key = c.get("idempotency_key") or ""
-        if c["status"] == "succeeded" and key.startswith("charge-"):
-            charges_by_saga[key.removeprefix("charge-")].append(c)
-    refunded: dict[str, int] = defaultdict(int)
-    for r in s.refunds:
-        refunded[r["charge"]] += int(r["amount"])
+    charges_by_saga, refunded = _ledger_of(s)
     for saga_id, charges in charges_by_saga.items():
         if len(charges) > 1:
             out.append(Violation("money", f"{len(charges)} successful charges", (saga_id,)))
@@ -105,6 +113,83 @@ def money_balances(s: Snapshot) -> list[Violation]:
         if net != expected:
             out.append(Violation("money", f"{o.status} order has a net charge of {net} minor "
                                  f"units, expected {expected}", (o.saga_id,)))
+    return out
+
+
+def _ledger_of(s: Snapshot) -> tuple[dict[str, list[dict[str, Any]]], dict[str, int]]:
+    """The ledger's successful charges by saga id, and what was refunded of each charge."""
+    charges: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for c in s.charges:
+        key = c.get("idempotency_key") or ""
+        if c["status"] == "succeeded" and key.startswith("charge-"):
+            charges[key.removeprefix("charge-")].append(c)
+    refunded: dict[str, int] = defaultdict(int)
+    for r in s.refunds:
+        refunded[r["charge"]] += int(r["amount"])
+    return charges, refunded
+
+
+# pagos' statuses once its work on a payment is over, and whether the money stays charged.
+_KEEPS_THE_CHARGE = {"CAPTURED": True, "REFUNDED": False, "DECLINED": False, "CANCELLED": False,
+                     "CHARGE_FAILED": False}
+
+
+def payments_match_ledger(s: Snapshot) -> list[Violation]:
+    """pagos' own record agrees with the gateway's ledger: a captured payment is the one charge
+    the ledger keeps for its saga, under the charge id pagos recorded; a payment pagos holds no
+    money for (refunded, declined, cancelled, failed) has nothing kept in the ledger. A
+    payment left for a manual refund is the operators' to settle."""
+    out = []
+    charges, refunded = _ledger_of(s)
+    for saga_id, p in s.payments.items():
+        if p.status == "REFUND_FAILED":
+            continue
+        if p.status not in _KEEPS_THE_CHARGE:
+            out.append(Violation("payments", f"payment still {p.status} after the faults "
+                                 "stopped", (saga_id,)))
+            continue
+        kept = [c for c in charges.get(saga_id, []) if refunded[c["id"]] < int(c["amount"])]
+        if not _KEEPS_THE_CHARGE[p.status]:
+            if kept:
+                out.append(Violation("payments", f"pagos says {p.status} but the gateway keeps "
+                                     f"charge {kept[0]['id']}", (saga_id,)))
+        elif [c["id"] for c in kept] != [p.charge_id]:
+            out.append(Violation("payments", f"pagos says CAPTURED as {p.charge_id} but the "
+                                 f"gateway keeps {[c['id'] for c in kept]}", (saga_id,)))
+    return out
+
+
+def no_manual_refund(s: Snapshot) -> list[Violation]:
+    """No payment left for finance to refund by hand: for runs in which the gateway always came
+    back and answered, so that every outcome could be found out."""
+    flagged = {saga for saga, p in s.payments.items()
+               if p.manual_refund_required or p.status == "REFUND_FAILED"}
+    flagged |= {o.saga_id for o in s.orders.values() if o.status == "REEMBOLSO_FALLIDO"}
+    return [Violation("manual_refund", "left for a refund by hand though the gateway came back",
+                      (saga,)) for saga in sorted(flagged)]
+
+
+# What each kind of gateway call's attempt log says when the call was understood.
+_UNDERSTOOD = {"charge": {"approved", "declined"}, "refund": {"refunded"}}
+
+
+def gateway_calls_recorded(s: Snapshot) -> list[Violation]:
+    """Every gateway call answered with something that is not the gateway's API (the TCP proxy's
+    reply faults) is in its payment's attempt log as a call whose outcome was not understood:
+    counted against the payment's budget, never a silent retry."""
+    garbled: dict[tuple[str, str], int] = defaultdict(int)
+    for key in s.garbled:
+        kind, _, saga_id = key.partition("-")
+        if kind in _UNDERSTOOD and saga_id in s.payments:
+            garbled[(saga_id, kind)] += 1
+    out = []
+    for (saga_id, kind), calls in sorted(garbled.items()):
+        recorded = sum(1 for a in s.payments[saga_id].attempts
+                       if a.get("kind") == kind and a.get("outcome") not in _UNDERSTOOD[kind])
+        if recorded < calls:
+            out.append(Violation("recorded", f"{calls} {kind} calls answered with a body that "
+                                 f"is not the gateway's, {recorded} recorded as not understood",
+                                 (saga_id,)))
     return out
 
 

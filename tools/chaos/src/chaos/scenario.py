@@ -1,6 +1,7 @@
 """A chaos scenario: orders at a steady rate with contention, a fault schedule, healing,
-quiescence, then the invariant check. Schedules are random but seeded (reproducible) or
-scripted; every fault is undone before the check."""
+quiescence, then the invariant check and, for the faults that hang or cut off an instance, the
+time the sagas took to recover (``chaos.recovery``). Schedules are random but seeded
+(reproducible) or scripted; every fault is undone before the check."""
 
 from __future__ import annotations
 
@@ -13,14 +14,16 @@ import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import asyncpg
 import httpx
 
-from chaos import snapshot
-from chaos.checker import TERMINAL, Snapshot, Violation, check
+from chaos import recovery, snapshot, targets
+from chaos.checker import TERMINAL, Snapshot, Violation, check, no_manual_refund
+from chaos.recovery import Recovery, Window
 from netproxy.layout import CONTROL_PORT, stack_routes
 from saga_harness import config, replicas, stack
 from saga_harness.identity import StackAuth
@@ -28,23 +31,30 @@ from saga_harness.identity import StackAuth
 SERVICES = ["pedidos", "inventario", "pagos"]
 PARTS = [*SERVICES, "gateway", "kafka", "postgres"]
 # Network faults go through the TCP proxy of tools/netproxy (the stack started with
-# SAGA_NETPROXY=1).
-NETWORK_KINDS = ["latency", "blackhole", "reset"]
+# SAGA_NETPROXY=1). The random schedules draw from the first three; "html" and "garbage" answer
+# a share of the HTTP calls on a route in the target's place (netproxy.replies).
+RANDOM_NETWORK_KINDS = ["latency", "blackhole", "reset"]
+NETWORK_KINDS = [*RANDOM_NETWORK_KINDS, "html", "garbage"]
 ROUTES = sorted(stack_routes(0, 0))
 CONTROL = f"http://127.0.0.1:{CONTROL_PORT}"
+CLEAR = {"latency_s": 0, "blackhole": False, "refuse": False, "html_share": 0,
+         "garbage_share": 0}
 
 
 @dataclass(frozen=True)
 class Fault:
     at_s: float          # after the start of the load
-    kind: str            # kill | pause | latency | blackhole | reset
+    kind: str            # kill | pause | latency | blackhole | reset | html | garbage
     part: str            # a part of the stack (parts killed together: "kafka-2+kafka-3"),
-    #                      or a proxy route for network faults
+    #                      or a proxy route for network faults; either may name an instance by
+    #                      its relay's role when it strikes ("pedidos@leader": chaos.targets)
     duration_s: float    # down, paused or degraded for this long
     latency_s: float = 0.0
+    share: float = 0.0   # html, garbage: the share of the route's calls answered so
 
     def __str__(self) -> str:
-        extra = f" +{self.latency_s:g}s" if self.kind == "latency" else ""
+        extra = (f" +{self.latency_s:g}s" if self.kind == "latency" else
+                 f" {self.share:.0%}" if self.kind in ("html", "garbage") else "")
         return f"{self.kind}{extra} {self.part} at {self.at_s:.1f}s for {self.duration_s:.1f}s"
 
 
@@ -59,11 +69,15 @@ def random_schedule(seed: int, load_s: float, faults: int = 3, network: int = 0)
         if len({f.part for f in chosen}) >= 2:
             break
     for _ in range(network):
-        kind = rng.choice(NETWORK_KINDS)
+        kind = rng.choice(RANDOM_NETWORK_KINDS)
         chosen.append(Fault(round(rng.uniform(1.0, load_s - 4.0), 1), kind, rng.choice(ROUTES),
                             round(rng.uniform(1.0, 4.0), 1),
                             round(rng.uniform(0.2, 3.0), 1) if kind == "latency" else 0.0))
     return sorted(chosen, key=lambda f: f.at_s)
+
+
+# Violations of one invariant listed in a report before the rest are counted.
+SHOWN_PER_INVARIANT = 5
 
 
 @dataclass
@@ -77,6 +91,11 @@ class Report:
     """Answers to the cancellations sent, by HTTP status."""
     violations: list[Violation] = field(default_factory=list)
     seconds: float = 0.0
+    recoveries: list[Recovery] = field(default_factory=list)
+    garbled_calls: int = 0
+    """Gateway calls of the run the TCP proxy answered in the gateway's place."""
+    survivors: bool = False
+    """More than one instance of every service: the bound applies while a fault lasts."""
 
     def render(self) -> str:
         lines = [f"scenario {self.name} ({self.seconds:.0f}s)",
@@ -85,30 +104,53 @@ class Report:
                  f"{sum(self.outcomes.values())} in the database",
                  f"  outcomes: {self.outcomes}",
                  *([f"  cancellations answered: {self.cancels}"] if self.cancels else []),
+                 *([f"  gateway calls answered by the proxy: {self.garbled_calls}"]
+                   if self.garbled_calls else []),
+                 *(f"  recovery: {r.render()}; time to recover "
+                   f"{recovery.time_to_recover(r, self.survivors):.1f}s (bound "
+                   f"{recovery.BOUND_S:g}s {'while it lasts' if self.survivors else 'after it'})"
+                   for r in self.recoveries),
                  "  invariants: " + ("all hold" if not self.violations else
                                      f"{len(self.violations)} VIOLATED")]
-        lines += [f"    - {v}" for v in self.violations]
+        shown: dict[str, int] = {}
+        for v in self.violations:  # a few of each kind: hundreds of one say no more
+            shown[v.invariant] = shown.get(v.invariant, 0) + 1
+            if shown[v.invariant] <= SHOWN_PER_INVARIANT:
+                lines.append(f"    - {v}")
+        lines += [f"    - … and {n - SHOWN_PER_INVARIANT} more of {name}"
+                  for name, n in shown.items() if n > SHOWN_PER_INVARIANT]
         return "\n".join(lines)
 
 
-async def _inject(fault: Fault) -> None:
-    if fault.kind in NETWORK_KINDS:
-        await _network_fault(fault)
-    elif fault.kind == "pause":
-        if not _signal(fault.part, signal.SIGSTOP):
-            return  # killed by an earlier fault and not back yet: nothing to pause
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+async def _inject(fault: Fault) -> Window:
+    """Strikes, waits ``duration_s``, undoes; what it struck and when."""
+    async with httpx.AsyncClient(timeout=5) as http:
+        if fault.kind in NETWORK_KINDS:
+            return await _network_fault(fault, http)
+        parts = [await targets.instance(p, http) for p in fault.part.split("+")]
+    target = "+".join(parts)
+    if fault.kind == "pause":
+        if not _signal(target, signal.SIGSTOP):
+            # Killed by an earlier fault and not back yet: nothing to pause.
+            return Window(str(fault), f"{target} (not running)", _now(), _now())
+        started = _now()
         await asyncio.sleep(fault.duration_s)
-        _signal(fault.part, signal.SIGCONT)
-    else:
-        parts = fault.part.split("+")
-        for part in parts:
-            await asyncio.to_thread(stack.stack, "kill", part)
-        await asyncio.sleep(fault.duration_s)
-        # Other faults may be in force: start it and let it find its way back on its own.
-        # One after the other: starting a broker starts every broker that is down, and two
-        # starts at once would each stop the broker the other one is starting.
-        for part in parts:
-            await asyncio.to_thread(stack.stack, "start", part, "--no-wait", check=False)
+        _signal(target, signal.SIGCONT)
+        return Window(str(fault), target, started, _now())
+    for part in parts:
+        await asyncio.to_thread(stack.stack, "kill", part)
+    started = _now()
+    await asyncio.sleep(fault.duration_s)
+    # Other faults may be in force: start it and let it find its way back on its own.
+    # One after the other: starting a broker starts every broker that is down, and two
+    # starts at once would each stop the broker the other one is starting.
+    for part in parts:
+        await asyncio.to_thread(stack.stack, "start", part, "--no-wait", check=False)
+    return Window(str(fault), target, started, _now())
 
 
 def _signal(part: str, sig: signal.Signals) -> bool:
@@ -137,19 +179,21 @@ def _postgres_pids() -> list[int]:
     return pids
 
 
-async def _network_fault(fault: Fault) -> None:
-    route = f"{CONTROL}/routes/{fault.part}"
-    async with httpx.AsyncClient(timeout=5) as http:
-        if fault.kind == "latency":
-            (await http.put(route, json={"latency_s": fault.latency_s})).raise_for_status()
-        elif fault.kind == "blackhole":
-            (await http.put(route, json={"blackhole": True})).raise_for_status()
-        else:  # reset what is open, refuse what comes, for the duration
-            (await http.put(route, json={"refuse": True})).raise_for_status()
-            (await http.post(f"{route}/reset")).raise_for_status()
-        await asyncio.sleep(fault.duration_s)
-        (await http.put(route, json={"latency_s": 0, "blackhole": False, "refuse": False})
-         ).raise_for_status()
+async def _network_fault(fault: Fault, http: httpx.AsyncClient) -> Window:
+    known = {r["name"] for r in (await http.get(f"{CONTROL}/routes")).json()}
+    routes = await targets.routes(fault.part, http, known)
+    change = {"latency": {"latency_s": fault.latency_s}, "blackhole": {"blackhole": True},
+              "html": {"html_share": fault.share}, "garbage": {"garbage_share": fault.share},
+              "reset": {"refuse": True}}[fault.kind]
+    for name in routes:
+        (await http.put(f"{CONTROL}/routes/{name}", json=change)).raise_for_status()
+        if fault.kind == "reset":  # reset what is open, refuse what comes, for the duration
+            (await http.post(f"{CONTROL}/routes/{name}/reset")).raise_for_status()
+    started = _now()
+    await asyncio.sleep(fault.duration_s)
+    for name in routes:
+        (await http.put(f"{CONTROL}/routes/{name}", json=CLEAR)).raise_for_status()
+    return Window(str(fault), "+".join(routes), started, _now())
 
 
 async def clear_network_faults() -> None:
@@ -261,21 +305,27 @@ class OrderLoad:
         return list(self.initial)
 
 
-async def verdict(load: OrderLoad, quiesce_s: float = 240.0) -> tuple[Snapshot, list[Violation]]:
+async def verdict(load: OrderLoad, quiesce_s: float = 240.0, *,
+                  expect_no_manual_refund: bool = False) -> tuple[Snapshot, list[Violation]]:
     """Once every order of the load is settled (or ``quiesce_s`` passed): the snapshot and the
     invariants it breaks, with every 500 the load was answered (503 is the answer while the
-    database is away: nothing was done, retry; 500 never is)."""
+    database is away: nothing was done, retry; 500 never is). ``expect_no_manual_refund``: the
+    gateway always came back and answered, so no payment may be left for a refund by hand."""
     await quiesce(load.acknowledged, load.skus(), quiesce_s)
     snap = await snapshot.take(load.acknowledged, load.initial)
-    return snap, check(snap) + [Violation("http", e) for e in load.server_errors]
+    violations = check(snap) + [Violation("http", e) for e in load.server_errors]
+    return snap, violations + (no_manual_refund(snap) if expect_no_manual_refund else [])
 
 
 async def run(name: str, faults: list[Fault], *, seed: int = 0, rate: float = 5.0,
               load_s: float = 20.0, skus: int = 3, units: int = 12,
-              quiesce_s: float = 240.0, cancel_share: float = 0.0) -> Report:
+              quiesce_s: float = 240.0, cancel_share: float = 0.0,
+              expect_no_manual_refund: bool = False, measure_recovery: bool = False) -> Report:
     """Orders at ``rate`` for ``load_s`` (``OrderLoad``, to every pedidos instance) while the
-    faults happen; healed, settled, checked."""
-    report = Report(name, faults)
+    faults happen; healed, settled, checked. ``measure_recovery``: how long the sagas waited
+    around each fault, held to ``recovery.BOUND_S`` (while it lasts with more than one
+    instance of every service, after it ends with one)."""
+    report = Report(name, faults, survivors=replicas.replicas() > 1)
     started = time.monotonic()
     stack.up()
     # Authenticated as the stack's users: orders as their customer, the rest as an operator.
@@ -285,13 +335,20 @@ async def run(name: str, faults: list[Fault], *, seed: int = 0, rate: float = 5.
         chaos = [asyncio.create_task(_delayed(f)) for f in faults]
         await load.send(int(rate * load_s), rate)
         await load.finish()
-        await asyncio.gather(*chaos)
+        windows = await asyncio.gather(*chaos)
     report.orders_sent, report.acknowledged, report.cancels = (load.sent, load.acknowledged,
                                                                load.cancels)
     await _heal()
-    snap, report.violations = await verdict(load, quiesce_s)
+    snap, report.violations = await verdict(load, quiesce_s,
+                                            expect_no_manual_refund=expect_no_manual_refund)
     for o in snap.orders.values():
         report.outcomes[o.status] = report.outcomes.get(o.status, 0) + 1
+    report.garbled_calls = len(snap.garbled)
+    if measure_recovery:
+        steps = await recovery.steps_of(load.acknowledged, load.skus())
+        report.recoveries = [recovery.measure(w, steps) for w in windows]
+        report.violations += [v for r in report.recoveries
+                              if (v := recovery.beyond_bound(r, report.survivors))]
     report.seconds = time.monotonic() - started
     return report
 
@@ -309,14 +366,16 @@ async def _heal() -> None:
             await asyncio.sleep(2)
 
 
-async def _delayed(fault: Fault) -> None:
+async def _delayed(fault: Fault) -> Window:
     await asyncio.sleep(fault.at_s)
-    await _inject(fault)
+    return await _inject(fault)
 
 
 async def busy(order_ids: list[str], skus: Sequence[str] = ()) -> int:
     """Orders of the run (acknowledged, or for its products) not terminal yet, plus payments
-    of theirs that pagos still has gateway work for."""
+    of theirs that pagos still has gateway work for, or has yet to hear were cancelled: a
+    charge that failed, or one captured, for an order that ended without completing (pedidos
+    ends an order that timed out at once and the undoing follows)."""
     conn = await asyncpg.connect(config.admin_dsn())
     try:
         return int(await conn.fetchval(
@@ -325,7 +384,9 @@ async def busy(order_ids: list[str], skus: Sequence[str] = ()) -> int:
             "jsonb_array_elements(o.items) i WHERE i->>'sku' = ANY($3::text[]))) "
             "SELECT (SELECT count(*) FROM run WHERE NOT status = ANY($2::text[])) + "
             "(SELECT count(*) FROM pagos.payments p JOIN run ON run.saga_id::text = "
-            "p.saga_id WHERE p.status IN ('CHARGING', 'CANCEL_REQUESTED', 'REFUNDING'))",
+            "p.saga_id WHERE p.status IN ('CHARGING', 'CANCEL_REQUESTED', 'REFUNDING') "
+            "OR (run.status = ANY($2::text[]) AND run.status <> 'COMPLETADA' "
+            "AND p.status IN ('CHARGE_FAILED', 'CAPTURED')))",
             order_ids, list(TERMINAL), list(skus)))
     finally:
         await conn.close()

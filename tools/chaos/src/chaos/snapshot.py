@@ -9,7 +9,8 @@ from typing import Any
 import asyncpg
 import httpx
 
-from chaos.checker import Order, Snapshot
+from chaos.checker import Order, Payment, Snapshot
+from netproxy.layout import CONTROL_PORT
 from saga_harness import config
 
 
@@ -51,6 +52,11 @@ async def take(acknowledged: list[str], initial_stock: dict[str, int],
             "SELECT p.message_id FROM pedidos.processed_messages p WHERE p.status = 'processed' "
             "AND p.saga_id = ANY($1::text[]) AND NOT EXISTS (SELECT 1 FROM pedidos.saga_audit a "
             "WHERE a.message_id = p.message_id)", sagas)]
+        payments = {r["saga_id"]: Payment(r["status"], r["charge_id"],
+                                          r["manual_refund_required"], _items(r["attempt_log"]))
+                    for r in await conn.fetch(
+            "SELECT saga_id, status, charge_id, manual_refund_required, attempt_log "
+            "FROM pagos.payments WHERE saga_id = ANY($1::text[])", sagas)}
         # Every allocation request inventario processed has its allocation row.
         orphans += [("inventario", r["message_id"]) for r in await conn.fetch(
             "SELECT p.message_id FROM inventario.processed_messages p WHERE p.status = "
@@ -67,5 +73,25 @@ async def take(acknowledged: list[str], initial_stock: dict[str, int],
     charges = [c for c in ledger["charges"] if c["idempotency_key"] in keys]
     ids = {c["id"] for c in charges}
     refunds = [r for r in ledger["refunds"] if r["charge"] in ids]
+    garbled = [k for k in await garbled_gateway_calls()
+               if k.partition("-")[2] in set(sagas)]
     return Snapshot(orders, acknowledged, initial_stock, final_stock, allocations, charges,
-                    refunds, stale, orphans)
+                    refunds, stale, orphans, payments, garbled)
+
+
+async def garbled_gateway_calls() -> list[str]:
+    """The idempotency keys of the gateway calls the TCP proxy answered itself (reply faults),
+    on every instance's route to the gateway; none when the proxy does not run."""
+    control = f"http://127.0.0.1:{CONTROL_PORT}"
+    async with httpx.AsyncClient(timeout=10) as http:
+        try:
+            routes = (await http.get(f"{control}/routes")).json()
+        except httpx.HTTPError:
+            return []
+        keys: list[str] = []
+        for route in routes:
+            if route["name"].endswith("-gateway"):
+                answer = await http.get(f"{control}/routes/{route['name']}/garbled")
+                answer.raise_for_status()
+                keys += [g["idempotency_key"] for g in answer.json() if g["idempotency_key"]]
+        return keys

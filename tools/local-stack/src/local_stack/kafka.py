@@ -20,7 +20,7 @@ from local_stack.kafka_cluster import Broker, brokers, node_placeholders
 from local_stack.ports import refuse_taken_port
 from local_stack.probes import port_open
 from local_stack.processes import alive, read_pid, spawn, stop_group, wait_for
-from local_stack.settings import KAFKA_DIR, NETPROXY, ROOT, topic_settings
+from local_stack.settings import KAFKA_DIR, REPLICAS, ROOT, topic_settings
 from netproxy import layout as proxy_ports  # the TCP proxy's ports, shared with the chaos suite
 
 
@@ -47,12 +47,10 @@ def maven_runtime(pom: Path, libs: Path) -> Path:
 def kafka_config(broker: Broker, cluster: list[Broker]) -> Path:
     broker.data.mkdir(parents=True, exist_ok=True)
     text = (ROOT / "deploy/local/kafka/server.properties").read_text()
-    # One extra listener per service, advertised at that service's proxy port: a client that
-    # bootstraps through the proxy keeps using it for the broker connections that follow. The
-    # proxy has one Kafka route per service: only a one-broker stack has them.
-    proxied = [(proxy_ports.kafka_listener_name(svc), proxy_ports.kafka_listener_port(svc),
-                proxy_ports.route_port(svc, "kafka")) for svc in proxy_ports.SERVICES
-                if len(cluster) == 1]
+    # One extra listener per instance of each service, advertised at that instance's proxy
+    # route to this broker: a client that bootstraps through the proxy keeps using it for the
+    # broker connections that follow (netproxy.layout).
+    proxied = proxy_ports.kafka_listeners(broker.node_id, REPLICAS)
     extra = [(n, p, a, kafka_auth.client_protocol()) for n, p, a in proxied]
     # The TLS listener is advertised as itself: a client that bootstraps on it stays on TLS.
     extra += [(name, broker.tls_port, broker.tls_port, protocol)
@@ -89,9 +87,6 @@ def start_kafka() -> None:
     cluster = brokers()
     if all(port_open(b.port) and alive(read_pid(b.part)) for b in cluster):
         return
-    if NETPROXY and len(cluster) > 1:
-        raise SystemExit("[stack] SAGA_NETPROXY=1 routes one Kafka broker per service: "
-                         "run it with SAGA_KAFKA_BROKERS=1")
     libs = kafka_libs()
     for broker in cluster:
         if port_open(broker.port) and alive(read_pid(broker.part)):

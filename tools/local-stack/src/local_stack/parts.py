@@ -24,6 +24,7 @@ from local_stack.processes import alive, read_pid, spawn, stop_group, wait_for
 from local_stack.settings import (
     GATEWAY_PORT,
     IDENTITY_PORT,
+    KAFKA_BROKERS,
     NETPROXY,
     PG_PORT,
     REPLICAS,
@@ -70,11 +71,15 @@ def service_env(service: str, k: int = 1) -> dict[str, str]:
         **gateway_key.service_env(service),
     }
     if NETPROXY:
-        env["DATABASE_URL"] = with_stack_tls(dsn(f"{service}_app", role_password(service, "app"),
-                                                 port=proxy_ports.route_port(service, "postgres")))
-        env["KAFKA_BOOTSTRAP_SERVERS"] = f"127.0.0.1:{proxy_ports.route_port(service, 'kafka')}"
+        # Each instance through routes of its own (netproxy.layout), so that one instance can
+        # be cut off while the others are not.
+        env["DATABASE_URL"] = with_stack_tls(dsn(
+            f"{service}_app", role_password(service, "app"),
+            port=proxy_ports.route_port(service, "postgres", k)))
+        env["KAFKA_BOOTSTRAP_SERVERS"] = proxy_ports.kafka_bootstrap(service, k, KAFKA_BROKERS)
         if service == "pagos":
-            env["GATEWAY_URL"] = f"http://127.0.0.1:{proxy_ports.route_port(service, 'gateway')}"
+            env["GATEWAY_URL"] = (
+                f"http://127.0.0.1:{proxy_ports.route_port(service, 'gateway', k)}")
     return env
 
 
@@ -98,6 +103,8 @@ def service_parts(replicas: int = REPLICAS) -> list[PyPart]:
             for k in range(1, replicas + 1) for s, p in SERVICE_PORTS.items()]
 
 
+# Its routes follow the stack's shape: every instance's (SAGA_REPLICAS), to every broker
+# (SAGA_KAFKA_BROKERS); it inherits both from the stack's environment.
 NETPROXY_PART = PyPart("netproxy", "netproxy", proxy_ports.CONTROL_PORT,
                        {"PG_PORT": str(PG_PORT), "GATEWAY_PORT": str(GATEWAY_PORT)})
 

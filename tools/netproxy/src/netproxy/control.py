@@ -20,6 +20,8 @@ class FaultChange(BaseModel):
     latency_s: float | None = Field(None, ge=0)
     blackhole: bool | None = None
     refuse: bool | None = None
+    html_share: float | None = Field(None, ge=0, le=1)
+    garbage_share: float | None = Field(None, ge=0, le=1)
 
 
 def _control_app(proxies: ProxySet) -> Any:
@@ -47,6 +49,12 @@ def _control_app(proxies: ProxySet) -> Any:
         log.warning("route %s: %s", name, json.dumps(r.describe()))
         return r.describe()
 
+    @app.get("/routes/{name}/garbled")
+    async def garbled(name: str) -> list[dict[str, str | None]]:
+        """The requests the route answered itself (reply faults), oldest first."""
+        return [{"kind": g.kind, "idempotency_key": g.idempotency_key}
+                for g in route(name).garbled]
+
     @app.post("/routes/{name}/reset")
     async def reset(name: str) -> dict[str, int]:
         return {"reset": route(name).reset_connections()}
@@ -65,7 +73,10 @@ async def serve() -> None:
 
     pg_port = int(os.environ.get("PG_PORT", "25432"))
     gateway_port = int(os.environ.get("GATEWAY_PORT", "8010"))
-    async with ProxySet(stack_routes(pg_port, gateway_port)) as proxies:
+    # The stack's shape, as the stack that starts this part was started.
+    replicas = int(os.environ.get("SAGA_REPLICAS", "1"))
+    brokers = int(os.environ.get("SAGA_KAFKA_BROKERS", "1"))
+    async with ProxySet(stack_routes(pg_port, gateway_port, replicas, brokers)) as proxies:
         config = uvicorn.Config(_control_app(proxies), host="127.0.0.1", port=CONTROL_PORT,
                                 log_level="warning", access_log=False)
         await uvicorn.Server(config).serve()
