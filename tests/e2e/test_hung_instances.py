@@ -118,14 +118,8 @@ async def test_sagas_keep_moving_while_a_consumer_is_paused(running_stack: None)
     await _recovers("paused-consumer-x2", _paused_consumer())
 
 
-# The leader's instance cut off from PostgreSQL, with two instances, is not here: that
-# instance's consumer keeps its partitions (its heartbeats still reach Kafka) while its handlers
-# retry a database they cannot reach, so the sagas on those partitions wait for the fault's
-# end, past the bound. It is an open defect (a consumer should leave its group when its
-# database has been out of reach for a bounded time); `python -m chaos --scripted
-# relay-leader-cut-from-postgres-x2` shows it.
 @pytest.mark.replicas
-@pytest.mark.parametrize("dependency", ["kafka"])
+@pytest.mark.parametrize("dependency", ["postgres", "kafka"])
 async def test_sagas_keep_moving_while_the_relay_leader_is_cut_off(
         dependency: str, pedidos_behind_proxy: None) -> None:
     _require(2)

@@ -153,6 +153,13 @@ class MessagingSettings(KafkaClientSettings):
         "Longest one attempt at a handler (its whole transaction) may take; past it the "
         "attempt is abandoned and retried as a transient failure."))
 
+    # The consumer's side of a database cut off from this instance only (sagakit.store.
+    # reachability): the group gives its partitions to an instance that can reach it. With the
+    # group's rebalance (a heartbeat, 3 s) and the backlog, inside the 15 s a saga step may lose.
+    consumer_database_lost_s: float = Field(5.0, ge=1, le=60, description=(
+        "How long this instance's database may leave a probe of it unanswered (one a second) "
+        "before the instance's consumer leaves its group, so that its partitions go to an "
+        "instance that can reach the database; it joins again once the database answers."))
     consumer_max_records: int = Field(500, ge=1, description=(
         "Most records one fetch from Kafka returns, and how many may wait in a partition's "
         "lane before that partition is paused."))

@@ -33,6 +33,7 @@ from sagakit.consumer.shared_runs import SharedRuns
 from sagakit.consumer.subscription import Subscription, by_event_type
 from sagakit.kafka import manual_commit_consumer
 from sagakit.settings import MessagingSettings
+from sagakit.store.reachability import Reachability
 from sagakit.store.shared_transaction import SharedTransaction
 from sagakit.store.unit_of_work import UnitOfWorkFactory
 
@@ -68,6 +69,11 @@ def _check_fetcher_alive(consumer: AIOKafkaConsumer) -> None:
         raise KafkaError(f"aiokafka's fetch task ended ({detail}); restarting the consumer")
 
 
+class DatabaseLost(Exception):
+    """This instance's database stopped answering (``sagakit.store.reachability``): the
+    session ends, which leaves the group, and the next one starts once it answers."""
+
+
 class EventConsumer:
     """Consumes ``topics`` for ``service`` and hands each record of the subscribed event types
     to its handler, in a unit of work from ``uow_factory``."""
@@ -77,11 +83,13 @@ class EventConsumer:
                  settings: MessagingSettings,
                  shared_transaction: Callable[[], SharedTransaction] | None = None,
                  dead_letters: DeadLetterWriter | None = None,
-                 origins: Mapping[str, Origin] | None = None) -> None:
+                 origins: Mapping[str, Origin] | None = None,
+                 reachability: Reachability | None = None) -> None:
         """``dead_letters``: where records given up on go (by default through the outbox of
         ``uow_factory``'s units of work). ``origins``: the topic and producer each handled event
         type must come from, by default its schema's; a test that reads a scratch topic names
-        that topic here."""
+        that topic here. ``reachability``: while it says the database is lost, this consumer
+        stays out of its group."""
         self.service = service
         self.topics = topics
         self.settings = settings
@@ -97,6 +105,7 @@ class EventConsumer:
             self.processor, self.shared_runs, self.offsets,
             faults.with_delivery_faults(InOrder(), settings, self.processor.until_decided),
             settings)
+        self.reachability = reachability
         self.kafka: AIOKafkaConsumer | None = None
         """The Kafka consumer of the current session; None between sessions."""
         self._restarts = 0
@@ -106,6 +115,8 @@ class EventConsumer:
 
     async def run(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
+            if not await self._database_answers(stop):
+                return
             consumer = manual_commit_consumer(self.settings, self.service, self.topics,
                                               f"{self.service}-consumer",
                                               self.settings.consumer_fetch_max_wait_ms,
@@ -117,6 +128,9 @@ class EventConsumer:
                 await self._session(consumer, stop)
             except asyncio.CancelledError:
                 raise
+            except DatabaseLost as exc:
+                log.warning("consumer leaving its group: %s", exc,
+                            extra={"service": self.service})
             except Exception as exc:
                 # Kafka gone, or anything else that broke this consumer (aiokafka's background
                 # tasks can die of errors it does not expect, aio-libs/aiokafka#1038): a new
@@ -136,6 +150,17 @@ class EventConsumer:
                 self.assigned.clear()
                 with contextlib.suppress(Exception):
                     await asyncio.wait_for(consumer.stop(), 10)
+
+    async def _database_answers(self, stop: asyncio.Event) -> bool:
+        """Waits while the database is lost to this instance; False when stopped meanwhile."""
+        if self.reachability is None or not self.reachability.lost.is_set():
+            return True
+        regained = asyncio.create_task(self.reachability.regained.wait())
+        stopped = asyncio.create_task(stop.wait())
+        await asyncio.wait({regained, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        for task in (regained, stopped):
+            task.cancel()
+        return not stop.is_set()
 
     async def refresh_lag(self) -> None:
         if self.kafka is not None:
@@ -160,6 +185,9 @@ class EventConsumer:
     async def _fetch(self, consumer: AIOKafkaConsumer, lanes: Lanes, stop: asyncio.Event) -> None:
         while not stop.is_set():
             lanes.raise_if_crashed()
+            if self.reachability is not None and self.reachability.lost.is_set():
+                raise DatabaseLost(f"no answer from the database for "
+                                   f"{self.reachability.lost_after_s:.0f}s")
             batch = await consumer.getmany(timeout_ms=1000,
                                            max_records=self.settings.consumer_max_records)
             _check_fetcher_alive(consumer)

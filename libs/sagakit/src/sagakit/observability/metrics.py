@@ -50,6 +50,12 @@ RELAY_LEADER = Gauge(
     "outbox_relay_leader", "1 on the instance whose relay publishes the service's outbox",
     ["service"],
 )
+DATABASE_REACHABLE = Gauge(
+    "saga_database_reachable",
+    "0 while this instance's database has not answered its probe for "
+    "SAGA_CONSUMER_DATABASE_LOST_S (its consumer has left its group meanwhile), else 1",
+    ["service"],
+)
 RELAY_LEAD_LOST = Counter(
     "outbox_relay_lead_lost_total",
     "Leads this instance's relay lost or gave up, by reason: expired (not renewed in time: "

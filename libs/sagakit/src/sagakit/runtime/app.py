@@ -32,6 +32,7 @@ from sagakit.runtime.service import Runtime, ServiceDefinition
 from sagakit.runtime.settings import HttpLimits, ServiceSettings
 from sagakit.settings import MessagingSettings, load
 from sagakit.store.database import build_engine
+from sagakit.store.reachability import Reachability
 
 log = logging.getLogger("sagakit.runtime")
 
@@ -49,10 +50,14 @@ def create_app(definition: ServiceDefinition) -> FastAPI:
         rt = Runtime(definition.name, engine, definition.tables, msg, svc, relay)
         subscriptions = definition.subscriptions(rt)
         topics = topics_of(subscriptions)
+        reachability = None
         if topics:
+            reachability = Reachability(engine.url, definition.name,
+                                        lost_after_s=msg.consumer_database_lost_s)
             rt.consumer = EventConsumer(service=definition.name, topics=topics,
                                         subscriptions=subscriptions, uow_factory=rt.uow,
-                                        settings=msg, shared_transaction=rt.shared_transaction)
+                                        settings=msg, shared_transaction=rt.shared_transaction,
+                                        reachability=reachability)
         metrics.initialise(definition.name, sorted({s.event_type for s in subscriptions}),
                            definition.compensation_reasons,
                            definition.payment_mismatch_reasons,
@@ -71,6 +76,8 @@ def create_app(definition: ServiceDefinition) -> FastAPI:
             tasks.append(asyncio.create_task(relay.run(stop), name="relay"))
         if rt.consumer and svc.run_consumer:
             tasks.append(asyncio.create_task(rt.consumer.run(stop), name="consumer"))
+            if reachability is not None:
+                tasks.append(asyncio.create_task(reachability.run(stop), name="reachability"))
         if svc.run_jobs:
             for job in [*messaging_jobs(msg), *definition.jobs]:
                 tasks.append(asyncio.create_task(run_periodic(job, rt, stop), name=job.name))
