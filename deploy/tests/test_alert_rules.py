@@ -45,11 +45,11 @@ def test_each_mandatory_alert_fires_when_it_should_and_only_then() -> None:
 
 # Beyond the standard's five: payments the system gave up on, which a person must settle,
 # payment events that are not their saga's payment, payment tokens sealed for another charge,
-# replays the operator did not sign, and refunds pagos refused because they were not the
-# saga's to make.
+# replays the operator did not sign, refunds pagos refused because they were not the
+# saga's to make, and an instance that cannot reach its database.
 OWN = {"PaymentNeedsManualAction": "critical", "PaymentEventMismatch": "critical",
        "SealedTokenMismatch": "critical", "ForgedReplay": "critical",
-       "RefundRefused": "critical"}
+       "RefundRefused": "critical", "DatabaseUnreachable": "critical"}
 
 
 def test_severities_are_the_standards() -> None:
