@@ -164,10 +164,24 @@ async def test_a_refusal_in_no_shape_the_client_knows_is_kept_cut_and_without_th
     assert result.detail.startswith("HTTP 422: ") and CARD not in result.detail
 
 
-async def test_a_decline_without_a_json_body_is_a_decline(
+async def test_a_402_without_the_apis_error_object_is_an_unknown_outcome(
         gateway: tuple[_Gateway, str]) -> None:
+    """A page from something in between says nothing of what the gateway did: asked again
+    under the same key, never taken as "nothing was charged"."""
     fake, url = gateway
     fake.raw = (402, b"<html>declined</html>")
+    before = _unintelligible("charge")
+    result = await _charge_with(url, CARD)
+    assert result.outcome is Outcome.UNAVAILABLE and result.decline_code is None
+    assert result.detail == ("HTTP 402 without the charge's error object: a reply that is not "
+                             "the API's")
+    assert _unintelligible("charge") == before + 1
+
+
+async def test_a_402_with_the_apis_error_object_but_no_code_is_a_card_decline(
+        gateway: tuple[_Gateway, str]) -> None:
+    fake, url = gateway
+    fake.answer = (402, {"error": {"message": "Your card was declined."}})
     result = await _charge_with(url, CARD)
     assert result.outcome is Outcome.DECLINED and result.decline_code == "card_declined"
 

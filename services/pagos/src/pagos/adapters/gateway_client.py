@@ -95,11 +95,13 @@ def _kept(text: str, token: str | None = None) -> str:
     return scrub(text)[:_MESSAGE_CHARS]
 
 
-def _unintelligible(call: pagos_metrics.GatewayCall, resp: _Response, **context: str) -> str:
+def _unintelligible(call: pagos_metrics.GatewayCall, resp: _Response, *, lacks: str = "id",
+                    **context: str) -> str:
     """Counts and logs a reply that does not say what the gateway did; what is kept of it: its
     status and the kind of body, never the body (it may quote the request)."""
     pagos_metrics.GATEWAY_UNINTELLIGIBLE_REPLIES.labels(SERVICE, call.value).inc()
-    detail = f"HTTP {resp.status} without the {call.value}'s id: a reply that is not the API's"
+    detail = (f"HTTP {resp.status} without the {call.value}'s {lacks}: a reply that is not "
+              "the API's")
     log.warning("gateway reply not understood: %s (%d bytes)", detail, len(resp.body),
                 extra={**context, "call": call.value})
     return detail
@@ -165,8 +167,16 @@ class GatewayClient:
             return ChargeResult(Outcome.APPROVED, charge_id=charge_id)
         if resp.status == 402:
             code, message = resp.refusal()
+            if message is None:
+                # A 402 that is not the API's error object (a proxy's or a portal's page) does
+                # not say the gateway declined: taken as a decline, a charge that an earlier
+                # call under this key made would never be refunded. Unknown, it is asked again
+                # under the same key, and the gateway answers what it did.
+                return ChargeResult(Outcome.UNAVAILABLE, detail=_unintelligible(
+                    pagos_metrics.GatewayCall.CHARGE, resp, lacks="error object",
+                    saga_id=saga_id))
             return ChargeResult(Outcome.DECLINED, decline_code=code or "card_declined",
-                                detail=message or "")
+                                detail=message)
         if resp.status >= 500 or resp.status in (409, 429):
             # 409: a request with this key is still being processed; its outcome is unknown.
             return ChargeResult(Outcome.UNAVAILABLE, detail=f"HTTP {resp.status}")
