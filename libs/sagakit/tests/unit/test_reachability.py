@@ -9,7 +9,7 @@ from sagakit.store.reachability import Reachability
 
 
 def _watch() -> Reachability:
-    watch = Reachability("postgresql+asyncpg://u:p@127.0.0.1:1/db", "unittest", lost_after_s=5.0)
+    watch = Reachability("postgresql+asyncpg://127.0.0.1:1/db", "unittest", lost_after_s=5.0)
     watch._record(True, 100.0)
     return watch
 
