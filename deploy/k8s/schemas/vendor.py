@@ -157,6 +157,12 @@ def main() -> None:
                                               f"{file}", "sha256": sha256(path.read_bytes())}
     (HERE / "crds.json").write_text(json.dumps(crds, sort_keys=True))
 
+    # The Kafka versions the Strimzi release runs, as released (deploy/tests/test_kafka_version.py).
+    versions = args.strimzi / "kafka-versions.yaml"
+    (HERE / "strimzi-kafka-versions.yaml").write_bytes(versions.read_bytes())
+    sources["strimzi-kafka-versions.yaml"] = {"from": f"strimzi {STRIMZI}: kafka-versions.yaml",
+                                              "sha256": sha256(versions.read_bytes())}
+
     compose = args.compose_go / COMPOSE_SPEC
     (HERE / "compose-spec.json").write_bytes(compose.read_bytes())
     sources["compose-spec.json"] = {"from": f"Go module github.com/compose-spec/compose-go/v2 "

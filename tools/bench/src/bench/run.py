@@ -44,7 +44,8 @@ def machine() -> dict[str, Any]:
             "cpu": platform.processor() or platform.machine(), "kernel": platform.release(),
             "python": platform.python_version(),
             "postgres": version(["psql", "--version"]),
-            "kafka": f"4.1.1 (KRaft, {replicas.kafka_brokers()} node(s))",
+            "kafka": f"{(ROOT / 'deploy/kafka-version').read_text().strip()} (KRaft, "
+                     f"{replicas.kafka_brokers()} node(s))",
             # What the stack ran as: compare runs of 1 and 2 replicas, 1 and 3 brokers.
             "replicas": replicas.replicas(), "kafka_brokers": replicas.kafka_brokers(),
             "date": datetime.now(UTC).isoformat(timespec="seconds")}

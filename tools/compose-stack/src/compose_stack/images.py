@@ -27,13 +27,13 @@ from pathlib import Path
 from compose_stack.compose_file import ImageBuild, image_builds
 from compose_stack.engine import environment, image_exists, podman_binary
 from compose_stack.settings import BASE_IMAGE, DEBIAN_MIRROR, OFFLINE, PODMAN_FILES, ROOT, STATE
-from local_stack.kafka import maven_runtime
+from local_stack.kafka import KAFKA_VERSION, maven_runtime
 
 # What each stand-in is called, and the variable of docker-compose.yml that names it.
 IMAGES = {
     "python": (f"{OFFLINE}/python:3.11-bookworm", "PYTHON_IMAGE"),
     "postgres": (f"{OFFLINE}/postgres:15", "POSTGRES_IMAGE"),
-    "kafka": (f"{OFFLINE}/kafka:4.1.1", "KAFKA_IMAGE"),
+    "kafka": (f"{OFFLINE}/kafka:{KAFKA_VERSION}", "KAFKA_IMAGE"),
     "prometheus": (f"{OFFLINE}/prometheus:bookworm", "PROMETHEUS_IMAGE"),
 }
 # The building machine's own authorities (Debian's place for them).

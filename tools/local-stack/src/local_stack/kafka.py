@@ -23,23 +23,29 @@ from local_stack.processes import alive, read_pid, spawn, stop_group, wait_for
 from local_stack.settings import KAFKA_DIR, REPLICAS, ROOT, topic_settings
 from netproxy import layout as proxy_ports  # the TCP proxy's ports, shared with the chaos suite
 
+# The one pin of Kafka's version: the local stack's jars, the compose stack's image, the
+# Kubernetes cluster (a version Strimzi supports: deploy/tests/test_kafka_version.py).
+KAFKA_VERSION = (ROOT / "deploy/kafka-version").read_text().strip()
+
 
 def kafka_libs() -> Path:
     return maven_runtime(ROOT / "deploy/local/kafka/pom.xml", KAFKA_DIR / "libs")
 
 
 def maven_runtime(pom: Path, libs: Path) -> Path:
-    """The runtime jars ``pom`` depends on, fetched from Maven Central into ``libs`` once per
-    version of the pom (the compose stack's Kafka image takes its jars this way too)."""
+    """The runtime jars ``pom`` depends on, at Kafka's ``KAFKA_VERSION``, fetched from Maven
+    Central into ``libs`` once per version of the pom and of Kafka (the compose stack's Kafka
+    image takes its jars this way too)."""
     marker = libs / ".complete"
-    stamp = hashlib.sha1(pom.read_bytes()).hexdigest()
+    stamp = hashlib.sha1(pom.read_bytes() + KAFKA_VERSION.encode()).hexdigest()
     if marker.exists() and marker.read_text() == stamp:
         return libs
     log(f"fetching the jars of {pom.relative_to(ROOT)} from Maven Central (once)")
     shutil.rmtree(libs, ignore_errors=True)
     libs.mkdir(parents=True)
     subprocess.run(["mvn", "-q", "-B", "-f", str(pom), "dependency:copy-dependencies",
-                    f"-DoutputDirectory={libs}", "-DincludeScope=runtime"], check=True)
+                    f"-Dkafka.version={KAFKA_VERSION}", f"-DoutputDirectory={libs}",
+                    "-DincludeScope=runtime"], check=True)
     marker.write_text(stamp)
     return libs
 
