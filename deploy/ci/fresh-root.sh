@@ -109,13 +109,25 @@ EOF
 
   log "ready in $(( $(date +%s) - started )) s; the README's prerequisites, then: $*"
   set +e
-  # --kill-child: if this script is stopped, the namespace's first process is killed, and with
-  # it every process of the namespace.
+  # --kill-child: when unshare ends, the namespace's first process is killed, and with it every
+  # process of the namespace. unshare itself ignores SIGTERM while it waits, so a stop of this
+  # script (SIGTERM, Ctrl-C) is passed on to it as SIGKILL: the run ends at once, not at the
+  # stopper's SIGKILL.
   SAGA_FRESH_ROOT="$root" SAGA_FRESH_CHECKOUT="$checkout" SAGA_FRESH_CACHE="$cache" \
     SAGA_FRESH_PREREQUISITES="$prerequisites" \
     unshare --mount --pid --fork --kill-child --propagation private \
-    bash "$0" --inside "$@"
+    bash "$0" --inside "$@" &
+  inner=$!
+  stopped=0
+  trap 'stopped=1; log "stopped: ending the run"; kill -KILL "$inner" 2>/dev/null' TERM INT
+  wait "$inner"
   rc=$?
+  if [ $stopped -eq 1 ]; then
+    # That wait returned for the signal; this one, once unshare has ended.
+    wait "$inner"
+    rc=143
+  fi
+  trap - TERM INT
   set -e
   log "status $rc"
   return $rc
