@@ -151,6 +151,20 @@ async def _published(topic: TopicReader, sagas: list[str], seq: int, timeout: fl
     return time.monotonic()
 
 
+async def _next(engine: AsyncEngine, tables: MessagingTables, topic: TopicReader,
+                sagas: list[str], seq: int, timeout: float = 15) -> float:
+    """Writes event ``seq`` of every saga and waits until it is on the topic; returns when."""
+    await _write(engine, tables, sagas, seq)
+    return await _published(topic, sagas, seq, timeout=timeout)
+
+
+async def _settled(engine: AsyncEngine, tables: MessagingTables, topic: TopicReader,
+                   sagas: list[str], seq: int) -> None:
+    """``_next``, and every row marked published after it."""
+    await _next(engine, tables, topic, sagas, seq)
+    await _all_marked(engine)
+
+
 async def _all_marked(engine: AsyncEngine) -> None:
     """Every row marked published: nothing the leader acknowledged is left for the next."""
     async def unmarked() -> int:
@@ -182,9 +196,7 @@ async def test_a_leader_cut_off_from_postgres_is_replaced_within_its_lease(
     engine, tables = scratch
     sagas = [str(uuid.uuid4()) for _ in range(SAGAS)]
     async with TopicReader(TOPIC) as topic, _relays(tmp_path) as pair:
-        await _write(engine, tables, sagas, 0)
-        await _published(topic, sagas, 0, timeout=15)
-        await _all_marked(engine)
+        await _settled(engine, tables, topic, sagas, 0)
         published_by_first = pair.first.published
         assert published_by_first >= SAGAS and pair.second.published == 0
 
@@ -204,14 +216,11 @@ async def test_a_leader_cut_off_from_postgres_is_replaced_within_its_lease(
         print(f"the cut-off leader stopped leading {gave_up.at - cut_at:.2f}s after the cut")
         assert gave_up.at - cut_at <= LEASE_S + SLACK_S
 
-        await _write(engine, tables, sagas, 2)
-        await _published(topic, sagas, 2, timeout=15)
+        await _next(engine, tables, topic, sagas, 2)
         pair.proxies.clear()
         await wait_for(lambda: _connected("first"), bool, timeout=30,
                        what="the first relay connected again")
-        await _write(engine, tables, sagas, 3)
-        await _published(topic, sagas, 3, timeout=15)
-        await _all_marked(engine)
+        await _settled(engine, tables, topic, sagas, 3)
         assert pair.first.published == published_by_first, \
             "the former leader published after the cut"
         assert not pair.first.leads and await _holder() == f"{SCHEMA}-relay@second"
@@ -223,9 +232,7 @@ async def test_a_hung_leader_is_replaced_and_publishes_nothing_when_it_wakes(
     engine, tables = scratch
     sagas = [str(uuid.uuid4()) for _ in range(SAGAS)]
     async with TopicReader(TOPIC) as topic, _relays(tmp_path) as pair:
-        await _write(engine, tables, sagas, 0)
-        await _published(topic, sagas, 0, timeout=15)
-        await _all_marked(engine)
+        await _settled(engine, tables, topic, sagas, 0)
 
         pair.first.pause()
         hung_at = time.monotonic()
@@ -234,9 +241,7 @@ async def test_a_hung_leader_is_replaced_and_publishes_nothing_when_it_wakes(
                                    timeout=HUNG_OR_PARTITIONED_BOUND_S + SLACK_S)
         print(f"hung (SIGSTOP): the standby published {seen_at - hung_at:.2f}s after the hang "
               f"(bound {HUNG_OR_PARTITIONED_BOUND_S}s + {SLACK_S}s)")
-        await _write(engine, tables, sagas, 2)
-        await _published(topic, sagas, 2, timeout=15)
-        await _all_marked(engine)
+        await _settled(engine, tables, topic, sagas, 2)
         published_by_first = pair.first.published
 
         # It wakes with its loop where it stopped, its lease long gone: it knows it does not
@@ -248,8 +253,7 @@ async def test_a_hung_leader_is_replaced_and_publishes_nothing_when_it_wakes(
         print(f"the woken leader said it does not lead {woke.at - resumed_at:.3f}s after "
               "it was resumed")
         for seq in (3, 4):
-            await _write(engine, tables, sagas, seq)
-            await _published(topic, sagas, seq, timeout=15)
+            await _next(engine, tables, topic, sagas, seq)
         await _all_marked(engine)
         assert pair.first.published == published_by_first, "the woken leader published"
         assert not pair.first.leads and await _holder() == f"{SCHEMA}-relay@second"
@@ -261,9 +265,7 @@ async def test_a_leader_cut_off_from_kafka_gives_the_lead_up(
     engine, tables = scratch
     sagas = [str(uuid.uuid4()) for _ in range(SAGAS)]
     async with TopicReader(TOPIC) as topic, _relays(tmp_path, first_kafka_proxied=True) as pair:
-        await _write(engine, tables, sagas, 0)
-        await _published(topic, sagas, 0, timeout=15)
-        await _all_marked(engine)
+        await _settled(engine, tables, topic, sagas, 0)
 
         pair.proxies["first-kafka"].set(blackhole=True)
         cut_at = time.monotonic()
@@ -276,16 +278,14 @@ async def test_a_leader_cut_off_from_kafka_gives_the_lead_up(
 
         # Still cut off, it does not take the lead back: the standby publishes what follows.
         for seq in (2, 3):
-            await _write(engine, tables, sagas, seq)
-            await _published(topic, sagas, seq, timeout=15)
+            await _next(engine, tables, topic, sagas, seq)
         assert await _holder() == f"{SCHEMA}-relay@second"
         gave_up = next(r for r in pair.first.reports if r.at > cut_at and not r.leader)
         assert not [r for r in pair.first.reports if r.at > gave_up.at and r.leader], \
             "the cut-off relay led again"
 
         pair.proxies.clear()
-        await _write(engine, tables, sagas, 4)
-        await _published(topic, sagas, 4, timeout=15)
+        await _next(engine, tables, topic, sagas, 4)
     # What the cut-off leader had handed its producer may reach the topic when its route heals:
     # copies, behind the first ones.
     _check_order(topic.records, sagas, 4, once=False)
@@ -330,13 +330,11 @@ async def test_a_leader_whose_loop_froze_mid_batch_gives_the_lead_up_and_sends_n
                                        timeout=CUT_OFF_FROM_KAFKA_BOUND_S + SLACK_S)
             print(f"loop frozen mid-batch: the standby published {seen_at - frozen_at:.2f}s "
                   f"after (bound {CUT_OFF_FROM_KAFKA_BOUND_S}s + {SLACK_S}s)")
-            await _write(engine, tables, sagas, 1)
-            await _published(topic, sagas, 1, timeout=15)
+            await _next(engine, tables, topic, sagas, 1)
 
             thaw.set()
             for seq in (2, 3):
-                await _write(engine, tables, sagas, seq)
-                await _published(topic, sagas, seq, timeout=15)
+                await _next(engine, tables, topic, sagas, seq)
             await _all_marked(engine)
             assert first.published_total == 0, "the thawed relay sent its batch"
             assert not first.is_leader and second.is_leader
