@@ -40,6 +40,7 @@ from sagakit.kafka_topics import TopicSettings
 from sagakit.runtime import ServiceSettings
 from sagakit.runtime.settings import HttpLimits
 from sagakit.settings import KafkaClientSettings, MessagingSettings
+from sagakit.store.alembic_env import MigrationSettings
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGET = ROOT / "docs" / "configuration.md"
@@ -283,6 +284,7 @@ COMPONENTS = (
         "Read by pedidos, inventario and pagos when they start. A value that does not parse, or "
         "falls outside its limits, stops the service with a message that names the variable.",
         (Table("Process", ServiceSettings),
+         Table("Migrations", MigrationSettings),
          Table("HTTP limits", HttpLimits),
          Table("Messaging: outbox relay, inbox, consumer", MessagingSettings),
          Table("Authentication: the OIDC issuer trusted", AuthSettings),

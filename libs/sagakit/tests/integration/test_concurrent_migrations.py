@@ -9,8 +9,10 @@ table and the tables beside the first's, and fails when the first commits."""
 from __future__ import annotations
 
 import asyncio
+import signal
 import sys
 import textwrap
+import time
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -100,6 +102,64 @@ async def test_two_upgrades_started_at_once_on_a_fresh_schema_both_succeed(
     finally:
         for p in upgrades:
             if p.returncode is None:
+                p.kill()
+                await p.wait()
+        await gate.close()
+
+
+async def test_a_hung_migrator_gives_the_lock_up_to_the_next(
+        fresh_schema: str, tmp_path: Path) -> None:
+    """The first upgrade is paused (SIGSTOP) in the middle of its migration, holding the
+    migration lock; the second waits for that lock. PostgreSQL ends the hung one's session once
+    it has sent nothing for ``DB_MIGRATION_IDLE_TIMEOUT_S`` (3 s here), which releases the lock
+    and rolls its migration back: the second upgrade runs it and succeeds."""
+    schema = fresh_schema
+    ini = _migrations(tmp_path, schema)
+    url = config.admin_dsn().replace("postgresql://", "postgresql+asyncpg://")
+    idle_s = 3.0
+    gate = await asyncpg.connect(config.admin_dsn())
+    upgrades: list[asyncio.subprocess.Process] = []
+
+    async def start(n: int) -> None:
+        upgrades.append(await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "alembic", "-c", str(ini), "upgrade", "head",
+            cwd=tmp_path, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+            env={"PATH": "/usr/bin:/bin", "DB_MIGRATION_IDLE_TIMEOUT_S": str(idle_s),
+                 "DATABASE_URL": f"{url}?application_name=migrate-{schema}-{n}"}))
+
+    async def waiting_for_a_lock(n: int) -> bool:
+        return bool(await gate.fetchval(
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 "
+            "AND wait_event_type = 'Lock'", f"migrate-{schema}-{n}"))
+
+    try:
+        await gate.execute("SELECT pg_advisory_lock(hashtextextended($1, 0))", f"gate:{schema}")
+        await start(1)
+        await wait_for(lambda: waiting_for_a_lock(1), bool, timeout=60,
+                       what="the first upgrade inside its migration, at the gate")
+        upgrades[0].send_signal(signal.SIGSTOP)
+        await start(2)
+        await wait_for(lambda: waiting_for_a_lock(2), bool, timeout=60,
+                       what="the second upgrade waiting for the migration lock")
+        # The first one's migration goes on in the database up to its next statement, which
+        # its paused client never sends.
+        await gate.execute("SELECT pg_advisory_unlock(hashtextextended($1, 0))", f"gate:{schema}")
+        released_at = time.monotonic()
+        out = (await asyncio.wait_for(upgrades[1].communicate(), idle_s + 30))[0].decode()
+        assert upgrades[1].returncode == 0, out
+        took = time.monotonic() - released_at
+        print(f"the second upgrade finished {took:.1f}s after the hung one got the gate "
+              f"(its idle timeout {idle_s}s)")
+        versions = await gate.fetch(f"SELECT version_num FROM {schema}.alembic_version")
+        assert [r["version_num"] for r in versions] == ["0001"]
+
+        upgrades[0].send_signal(signal.SIGCONT)
+        await asyncio.wait_for(upgrades[0].communicate(), 60)
+        assert upgrades[0].returncode != 0, "the hung upgrade went on after its session ended"
+    finally:
+        for p in upgrades:
+            if p.returncode is None:
+                p.send_signal(signal.SIGCONT)
                 p.kill()
                 await p.wait()
         await gate.close()

@@ -17,9 +17,12 @@ import os
 from typing import Any
 
 from alembic import context
+from pydantic import Field
+from pydantic_settings import BaseSettings
 from sqlalchemy import pool, text
 from sqlalchemy.engine import Connection
 
+from sagakit.store.database import PEER_KEEPALIVE
 from sagakit.store.postgres_url import create_engine_for
 
 # Session-level, taken before Alembic reads the version table and released after the commit:
@@ -30,6 +33,23 @@ MIGRATION_UNLOCK = "SELECT pg_advisory_unlock(hashtextextended(:key, 0))"
 
 def migration_lock_key(schema: str) -> str:
     return f"alembic-upgrade:{schema}"
+
+
+class MigrationSettings(BaseSettings):
+    # A migration sends its statements back to back: a minute of silence is a hung migrator,
+    # not a slow migration (a long statement is not silence: the server is working on it).
+    db_migration_idle_timeout_s: float = Field(
+        60.0, ge=1, le=3600, validation_alias="DB_MIGRATION_IDLE_TIMEOUT_S", description=(
+            "PostgreSQL ends the session of a migration that has sent nothing for this long, in "
+            "a transaction or between two, and with it the migration lock: the longest a hung "
+            "migrator keeps the other instances from starting."))
+
+
+def migration_session_settings(idle_timeout_s: float) -> dict[str, str]:
+    """The migration connection's: the lock is released when its holder hangs or vanishes."""
+    idle = f"{round(idle_timeout_s * 1000)}ms"
+    return {**PEER_KEEPALIVE, "idle_in_transaction_session_timeout": idle,
+            "idle_session_timeout": idle}
 
 
 def run_migrations(schema: str) -> None:
@@ -57,7 +77,9 @@ def run_migrations(schema: str) -> None:
             context.run_migrations()
 
     async def main() -> None:
-        engine = create_engine_for(url, poolclass=pool.NullPool)
+        idle_s = MigrationSettings().db_migration_idle_timeout_s
+        engine = create_engine_for(url, poolclass=pool.NullPool,
+                                   server_settings=migration_session_settings(idle_s))
         try:
             async with engine.connect() as conn:
                 await conn.run_sync(do_run)
