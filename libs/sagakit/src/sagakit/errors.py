@@ -19,10 +19,12 @@ class CommitOutcomeUnknown(Exception):
     not. Never report it as "nothing was done"; retry idempotently (inbox, Idempotency-Key)."""
 
 
-# SQLSTATEs of a server that is going away or not there yet: class 08 (connection exception)
-# and, of class 57, admin_shutdown, crash_shutdown and cannot_connect_now (the database is
-# starting up). asyncpg reports some of these as a plain error, not as a connection error.
-SERVER_GONE_SQLSTATES = {"57P01", "57P02", "57P03"}
+# SQLSTATEs of a server that is going away, not there yet, or ending this session: class 08
+# (connection exception) and admin_shutdown, crash_shutdown, cannot_connect_now (the database
+# is starting up), database_dropped, idle_session_timeout and idle_in_transaction_session_
+# timeout (the server ended the session). asyncpg reports some of these as a plain error, not
+# as a connection error.
+SERVER_GONE_SQLSTATES = {"57P01", "57P02", "57P03", "57P04", "57P05", "25P03"}
 
 
 class StaleRead(TransientError):
@@ -61,8 +63,12 @@ def is_connection_failure(exc: BaseException) -> bool:
     from sagakit.store.database import CONNECTION_LOST
 
     code = sqlstate(exc)
-    if code is not None and (code.startswith("08") or code in SERVER_GONE_SQLSTATES):
-        return True
+    if code is not None:
+        # The server answered with an error: the connection is gone only if the error says so.
+        # Any other (a statement timeout, a lock timeout, a serialization failure) is the
+        # statement's, even where SQLAlchemy wraps it as an OperationalError: a COMMIT that
+        # fails so did not commit, and is not of unknown outcome.
+        return code.startswith("08") or code in SERVER_GONE_SQLSTATES
     if isinstance(exc, DBAPIError):
         return bool(exc.connection_invalidated) or isinstance(exc, OperationalError | InterfaceError)
     # asyncpg's own errors, from a statement sent on the driver's connection.

@@ -15,6 +15,7 @@ from sqlalchemy import Column, Integer, MetaData, Table, Text, bindparam, litera
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from saga_harness import config, db
+from saga_harness.waiting import wait_for
 from sagakit.errors import is_connection_failure
 from sagakit.store import driver
 from sagakit.store.database import build_engine
@@ -120,6 +121,43 @@ async def test_a_connection_that_dies_under_a_statement_leaves_the_pool(
         pids = {(await c.execute(text("SELECT pg_backend_pid()"))).scalar_one()
                 for c in (c1, c2)}
     assert pid not in pids
+
+
+@pytest.mark.parametrize("setting", ["statement_timeout", "lock_timeout"])
+@pytest.mark.parametrize("path", ["driver", "sqlalchemy"])
+async def test_a_statement_or_lock_timeout_is_the_statements_failure_not_a_lost_connection(
+        engine: AsyncEngine, setting: str, path: str) -> None:
+    """A statement cancelled by its timeout, as asyncpg raises it (QueryCanceledError is one
+    of its OperatorInterventionErrors, the class of a server shutting sessions down) or as
+    SQLAlchemy wraps it: the statement's failure, on a connection that is fine."""
+    async with engine.connect() as holder, engine.connect() as conn:
+        await holder.execute(_LOCK, {"name": "a"})
+        await conn.execute(text(f"SET LOCAL {setting} = '100ms'"))
+        with pytest.raises(Exception) as failure:
+            if path == "driver":
+                await driver.fetch(conn, _LOCK, {"name": "a"})
+            else:
+                await conn.execute(_LOCK, {"name": "a"})
+        assert not is_connection_failure(failure.value), repr(failure.value)
+        await conn.rollback()
+        assert (await conn.execute(text("SELECT 1"))).scalar_one() == 1
+        await holder.rollback()
+
+
+async def test_a_session_the_server_ended_for_idling_in_a_transaction_is_a_lost_connection(
+        engine: AsyncEngine) -> None:
+    async with engine.connect() as conn:
+        await conn.execute(text("SET LOCAL idle_in_transaction_session_timeout = '200ms'"))
+        pid = (await conn.execute(text("SELECT pg_backend_pid()"))).scalar_one()
+
+        async def backends() -> int:
+            return int(await db.fetchval("SELECT count(*) FROM pg_stat_activity WHERE pid = $1",
+                                         pid))
+        await wait_for(backends, lambda n: n == 0, timeout=10,
+                       what="the server ended the idle transaction's session")
+        with pytest.raises(Exception) as failure:
+            await conn.execute(text("SELECT 1"))
+        assert is_connection_failure(failure.value), repr(failure.value)
 
 
 async def test_the_driver_of_a_connected_connection_is_found_without_a_greenlet(
