@@ -76,3 +76,13 @@ def test_the_drawing_puts_each_mark_in_its_lane_column_and_row() -> None:
         assert mark.y == swimlanes.HEADER + swimlanes.ROW * mark.step + swimlanes.ROW / 2
     assert len(drawing.rows) == len(timeline.steps) and len(drawing.links) == 3
     assert drawing.rows[1].gap == "+40 ms" and drawing.rows[0].clock == "10:00:00.000"
+
+
+def test_history_keeps_pedidos_order_and_gateway_calls_go_where_their_time_says() -> None:
+    # The second entry's transaction began first and waited for the first's lock.
+    swapped = [HISTORY[0], {**HISTORY[3], "at": at(140)}, {**HISTORY[2], "at": at(139)}]
+    timeline = build("s-1", swapped, PAYMENTS)
+    assert [s.marks[0].label for s in timeline.steps] == [
+        "OrdenSolicitada", "charge #1: approved", "StockAsignado", "PagoExitoso"]
+    assert [s.source for s in timeline.steps] == ["history", "gateway", "history", "history"]
+    assert format_gap(timeline.steps[-1].since_previous) == "−1 ms"

@@ -44,6 +44,11 @@ class Step:
     def lanes(self) -> tuple[Lane, ...]:
         return tuple(m.lane for m in self.marks)
 
+    @property
+    def source(self) -> Literal["history", "gateway"]:
+        """Where the step comes from: pedidos' history, or pagos' record of a gateway call."""
+        return "gateway" if self.marks[0].kind == "gateway" else "history"
+
 
 @dataclass(frozen=True)
 class Timeline:
@@ -108,11 +113,18 @@ def gateway_steps(payments: Iterable[Mapping[str, Any]]) -> list[RawStep]:
 def build(saga_id: str, history: Sequence[Mapping[str, Any]],
           payments: Sequence[Mapping[str, Any]] = (), *, status: str | None = None,
           order_id: str | None = None, trace_id: str | None = None) -> Timeline:
-    """The timeline of ``history`` (pedidos' entries, in the order it recorded them) and the
-    gateway calls of ``payments``, merged by time; history entries keep their order."""
-    raw = [history_step(e) for e in history] + gateway_steps(payments)
-    # Stable: entries at the same instant keep pedidos' order.
-    raw.sort(key=lambda r: r[0])
+    """The timeline of ``history`` and the gateway calls of ``payments``. History entries keep
+    pedidos' order, the order its state changed in: their times are those of the transactions
+    that wrote them, which can be a little out of order when two events of the saga arrive at
+    once and one waited for the other's lock. Each gateway call goes before the first entry
+    recorded after it."""
+    calls = sorted(gateway_steps(payments), key=lambda r: r[0])
+    raw: list[RawStep] = []
+    for entry in map(history_step, history):
+        while calls and calls[0][0] < entry[0]:
+            raw.append(calls.pop(0))
+        raw.append(entry)
+    raw.extend(calls)
     steps: list[Step] = []
     for at, marks, message_id, actor in raw:
         since = at - steps[-1].at if steps else None
@@ -124,6 +136,8 @@ def format_gap(gap: timedelta | None) -> str:
     """``+12 ms``, ``+1.3 s``, ``+2 min 5 s``: the time between two steps, as read at a glance."""
     if gap is None:
         return "start"
+    if gap < timedelta(0):
+        return f"−{format_gap(-gap)[1:]}"
     ms = gap.total_seconds() * 1000
     if ms < 1000:
         return f"+{ms:.0f} ms"
