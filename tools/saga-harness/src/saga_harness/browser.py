@@ -63,7 +63,7 @@ def screenshot(driver: WebDriver, name: str) -> Path:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     path = ARTIFACTS / f"{name}.png"
     # The whole page, not only the window: the timeline's table runs below the fold.
-    shot = driver.execute_cdp_cmd(  # type: ignore[attr-defined]
+    shot = driver.execute_cdp_cmd(
         "Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True})
     path.write_bytes(base64.b64decode(shot["data"]))
     return path
