@@ -3,13 +3,11 @@ through Debian's chromedriver (both from ``make bootstrap``, deploy/local/progra
 driver is named by its path, so Selenium never looks for one to download; a missing Chromium
 fails the test, naming the packages, rather than skip it.
 
-Screenshots go to ``test-artifacts/console/`` (git-ignored; ``SAGA_TEST_ARTIFACTS`` moves the
-folder), one PNG per page a test names."""
+Screenshots go to ``test-artifacts/console/`` (git-ignored), one PNG per page a test names."""
 
 from __future__ import annotations
 
 import base64
-import os
 import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -25,7 +23,7 @@ from saga_harness.config import ROOT
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
-ARTIFACTS = Path(os.environ.get("SAGA_TEST_ARTIFACTS", ROOT / "test-artifacts")) / "console"
+ARTIFACTS = ROOT / "test-artifacts" / "console"
 # How long a page may take to show what a test waits for.
 PAGE_TIMEOUT_S = 20
 
