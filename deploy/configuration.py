@@ -31,6 +31,7 @@ from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 from pydantic_settings import BaseSettings
 
+from consola.settings import ConsolaSettings
 from identity_provider.settings import IdentityProviderSettings
 from inventario.config import InventarioSettings
 from pagos.config import GatewaySecretKey, PagosSettings, PaymentTokenKeys
@@ -188,6 +189,9 @@ LOCAL_STACK = (
     env("IDENTITY_PORT", "int", "`8020`",
         "Port of the local identity provider; the services trust `http://127.0.0.1:<port>` as "
         "their issuer."),
+    env("CONSOLA_PORT", "int", "`8030`",
+        "Port of the operator console; it signs operators in through the local identity "
+        "provider with `http://127.0.0.1:<port>/auth/callback` as its redirect URI."),
     env("PEDIDOS_PORT", "int", "`8001`", "HTTP port of pedidos."),
     env("INVENTARIO_PORT", "int", "`8002`", "HTTP port of inventario."),
     env("PAGOS_PORT", "int", "`8003`", "HTTP port of pagos."),
@@ -250,6 +254,7 @@ COMPOSE = (
     env("PAGOS_HOST_PORT", "int", "`8003`", "Host port (on 127.0.0.1) of pagos' API."),
     env("GATEWAY_HOST_PORT", "int", "`8010`", "Host port (on 127.0.0.1) of the fake gateway."),
     env("IDENTITY_HOST_PORT", "int", "`8020`", "Host port (on 127.0.0.1) of the identity provider."),
+    env("CONSOLA_HOST_PORT", "int", "`8030`", "Host port (on 127.0.0.1) of the operator console."),
     env("POSTGRES_HOST_PORT", "int", "`25432`", "Host port (on 127.0.0.1) of PostgreSQL."),
     env("KAFKA_HOST_PORT", "int", "`9092`",
         "Host port (on 127.0.0.1) of Kafka's HOST listener, which advertises it."),
@@ -311,6 +316,10 @@ COMPONENTS = (
     Component("Identity provider", "Read by `python -m identity_provider`, the local stack's "
               "development stand-in for an OIDC issuer.",
               (Table("Identity provider", IdentityProviderSettings),)),
+    Component("Operator console", "Read by `python -m consola`, with the authentication "
+              "variables of every service above (`AUTH_ISSUER`, `AUTH_AUDIENCE`...): the issuer "
+              "it signs operators in through and whose tokens it verifies as the services do.",
+              (Table("Operator console", ConsolaSettings),)),
     Component(
         "Local stack",
         "Read by `python deploy/local/stack.py` (`make up`, `make run`, `make test`). It gives "
@@ -318,7 +327,8 @@ COMPONENTS = (
         "`KAFKA_BOOTSTRAP_SERVERS`, `GATEWAY_URL`, `AUTH_ISSUER`, `AUTH_AUDIENCE` (its identity "
         "provider's) and `SAGA_OPERATOR_PUBLIC_KEYS` (the public half of the operator key it "
         "makes at its first start) from these, the identity provider the key it signs with "
-        "(made at the first start too), and pedidos and "
+        "(made at the first start too), the operator console the file of its session key "
+        "(`CONSOLA_SESSION_SECRET_FILE`, made then too) and the services' URLs, and pedidos and "
         "pagos the files of the payment token key pair it makes at its first start "
         "(`PEDIDOS_PAYMENT_TOKEN_SEAL_KEY_FILE`, `PAGOS_PAYMENT_TOKEN_OPEN_KEYS_FILE`, under "
         "`$SAGA_STATE_DIR/secrets`), and pagos and the fake gateway the file of the gateway's "

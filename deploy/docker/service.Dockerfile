@@ -1,5 +1,5 @@
 # syntax=docker/dockerfile:1
-# One image per service (pedidos, inventario, pagos, fake-gateway, identity-provider), sagactl
+# One image per service (pedidos, inventario, pagos, fake-gateway, identity-provider, consola), sagactl
 # in each:
 #   docker build -f deploy/docker/service.Dockerfile --build-arg SERVICE=pedidos -t saga/pedidos:0.1.0 .
 # The dependencies are a layer of their own, made from the lock file and the workspace's
@@ -39,7 +39,7 @@ RUN --mount=type=cache,target=/root/.cache/uv \
 FROM ${PYTHON_IMAGE}
 ARG SERVICE
 # The port the service listens on (HTTP_PORT; the local stack's: pedidos 8001, inventario 8002,
-# pagos 8003, fake-gateway 8010, identity-provider 8020), given by the build.
+# pagos 8003, fake-gateway 8010, identity-provider 8020, consola 8030), given by the build.
 ARG PORT
 ENV SERVICE=${SERVICE} HTTP_HOST=0.0.0.0 HTTP_PORT=${PORT} GATEWAY_HOST=0.0.0.0 GATEWAY_PORT=${PORT} \
     PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1 PATH=/opt/venv/bin:$PATH

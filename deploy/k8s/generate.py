@@ -10,6 +10,8 @@ local stack, so that the three deployments cannot drift apart:
   count, NetworkPolicy and ServiceMonitor, all on the local stack's port;
 - the issuer every service trusts (auth/settings.yaml: a placeholder for the OIDC issuer,
   the local stack's audience);
+- the operator console (services/consola.yaml): its settings, Deployment, Service,
+  PodDisruptionBudget and NetworkPolicy, on the local stack's port;
 - the Kafka topics (saga_contracts.topics) and users, whose ACLs are the local stack's
   (local_stack.kafka_auth.acls);
 - the PostgreSQL cluster's roles, the local stack's (an owner and an app role per service);
@@ -29,7 +31,7 @@ from typing import Any
 import yaml
 
 from local_stack import identity, kafka_auth
-from local_stack.settings import DEFAULT_SERVICE_PORTS, PG_DB
+from local_stack.settings import DEFAULT_CONSOLA_PORT, DEFAULT_SERVICE_PORTS, PG_DB
 from saga_contracts import topics
 from sagakit.kafka_topics import DEFAULT_TOPIC_PARTITIONS
 
@@ -78,6 +80,13 @@ GATEWAY_SECRET = ("payment-gateway-secret-key", "secret-key")
 # components/identity-provider); the audience is the one the local stack's tokens name.
 AUTH_SETTINGS = "saga-auth-settings"
 AUTH_ISSUER = "https://issuer.example.com"
+# The operator console's address as the operators' browsers reach it (an Ingress of the
+# installer's, in front of its Service), a placeholder an overlay sets; and the Secret that holds
+# the key its session cookies are signed with, made by whoever installs (docs/deploy.md).
+CONSOLE = "consola"
+CONSOLE_PUBLIC_URL = "https://console.example.com"
+CONSOLE_SESSION_SECRET = ("consola-session-secret", "secret")
+
 # The operator token Prometheus scrapes /metrics with (operators only): a Secret made by whoever
 # installs, from the issuer (docs/deploy.md).
 METRICS_TOKEN = ("saga-metrics-token", "token")
@@ -362,6 +371,72 @@ def service_objects(service: str, port: int) -> list[dict[str, Any]]:
             *network_policies(service, port), service_monitor(service)]
 
 
+def console_objects(port: int = DEFAULT_CONSOLA_PORT) -> list[dict[str, Any]]:
+    """The operator console: stateless (its session is a signed cookie, the sign-in's state
+    too), so two replicas behind one Service; it holds no credential but its cookie key, and
+    reaches only the issuer (HTTPS) and the APIs of pedidos and pagos, with the operators' own
+    tokens."""
+    component = "web"
+    settings = {"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": f"{CONSOLE}-settings", "labels": labels(CONSOLE)},
+                "data": {"CONSOLA_HOST": "0.0.0.0", "CONSOLA_PORT": str(port),
+                         "CONSOLA_PUBLIC_URL": CONSOLE_PUBLIC_URL,
+                         "CONSOLA_SECURE_COOKIE": "true",
+                         "CONSOLA_PEDIDOS_URL": f"http://pedidos:{DEFAULT_SERVICE_PORTS['pedidos']}",
+                         "CONSOLA_PAGOS_URL": f"http://pagos:{DEFAULT_SERVICE_PORTS['pagos']}"}}
+    secret_name, secret_key = CONSOLE_SESSION_SECRET
+    container = {
+        "name": CONSOLE, "image": image(CONSOLE), "imagePullPolicy": "IfNotPresent",
+        "ports": [{"name": "http", "containerPort": port, "protocol": "TCP"}],
+        "envFrom": [{"configMapRef": {"name": f"{CONSOLE}-settings"}},
+                    {"configMapRef": {"name": AUTH_SETTINGS}}],
+        "env": [{"name": "CONSOLA_SESSION_SECRET",
+                 "valueFrom": {"secretKeyRef": {"name": secret_name, "key": secret_key}}}],
+        "startupProbe": probe("/health", 2, 30),
+        "livenessProbe": probe("/health", 10, 3),
+        "readinessProbe": probe("/health", 5, 2),
+        "resources": resources("500m", "256Mi"),
+        "securityContext": security_context(),
+        "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
+    }
+    deployment = {
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": CONSOLE, "labels": labels(CONSOLE, component)},
+        "spec": {
+            "replicas": MIN_REPLICAS,
+            "selector": {"matchLabels": labels(CONSOLE, component)},
+            "template": {
+                "metadata": {"labels": labels(CONSOLE, component)},
+                "spec": {
+                    "serviceAccountName": CONSOLE,
+                    "automountServiceAccountToken": False,
+                    "securityContext": pod_security_context(),
+                    "containers": [container],
+                    "volumes": [{"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}}],
+                },
+            },
+        },
+    }
+    service = {"apiVersion": "v1", "kind": "Service",
+               "metadata": {"name": CONSOLE, "labels": labels(CONSOLE, component)},
+               "spec": {"selector": labels(CONSOLE, component),
+                        "ports": [{"name": "http", "port": port, "targetPort": "http"}]}}
+    apis = [{"to": [{"podSelector": {"matchLabels": labels(name, "api")}}],
+             "ports": [{"protocol": "TCP", "port": DEFAULT_SERVICE_PORTS[name]}]}
+            for name in ("pedidos", "pagos")]
+    policy = {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+              "metadata": {"name": CONSOLE, "labels": labels(CONSOLE, component)},
+              "spec": {"podSelector": {"matchLabels": labels(CONSOLE, component)},
+                       "policyTypes": ["Ingress", "Egress"],
+                       "ingress": [{"ports": [{"protocol": "TCP", "port": port}]}],
+                       "egress": [dns_egress(), https_egress(), *apis]}}
+    account = {"apiVersion": "v1", "kind": "ServiceAccount",
+               "metadata": {"name": CONSOLE, "labels": labels(CONSOLE)},
+               "automountServiceAccountToken": False}
+    return [account, settings, deployment, service,
+            disruption_budget(CONSOLE, component), policy]
+
+
 def auth_settings() -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": AUTH_SETTINGS, "labels": {"app.kubernetes.io/part-of": PART_OF}},
@@ -454,6 +529,8 @@ def files() -> dict[Path, str]:
            dump(service_objects(service, port),
                 "deploy/k8s/generate.py, local_stack.settings (ports, partitions)")
            for service, port in DEFAULT_SERVICE_PORTS.items()}
+    out[BASE / "services" / f"{CONSOLE}.yaml"] = dump(
+        console_objects(), "deploy/k8s/generate.py, local_stack.settings (ports)")
     out[BASE / "auth" / "settings.yaml"] = dump([auth_settings()],
                                                 "deploy/k8s/generate.py, local_stack.identity")
     out[BASE / "kafka" / "topics.yaml"] = dump(kafka_topics(), "saga_contracts.topics")

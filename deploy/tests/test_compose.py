@@ -89,7 +89,7 @@ def test_every_published_port_is_on_the_hosts_loopback_only() -> None:
 def test_compose_has_the_same_parts_and_ports_as_the_local_stack() -> None:
     services = compose()["services"]
     expected = {**{s: str(p) for s, p in DEFAULT_SERVICE_PORTS.items()}, "gateway": "8010",
-                "kafka": "9092", "postgres": "25432"}
+                "kafka": "9092", "postgres": "25432", "consola": "8030"}
     for name, port in expected.items():
         assert name in services, name
         published = [str(p).rsplit(":", 1)[0] for p in services[name].get("ports", [])]
@@ -101,7 +101,8 @@ def test_compose_has_the_same_parts_and_ports_as_the_local_stack() -> None:
                 "SERVICE": service, "PORT": str(port),
                 "PYTHON_IMAGE": "python:3.11.7-slim-bookworm"}
     stack = (ROOT / "tools/local-stack/src/local_stack/settings.py").read_text()
-    for var, port in [("GATEWAY_PORT", "8010"), ("KAFKA_PORT", "9092"), ("PG_PORT", "25432")]:
+    for var, port in [("GATEWAY_PORT", "8010"), ("KAFKA_PORT", "9092"), ("PG_PORT", "25432"),
+                      ("CONSOLA_PORT", "8030")]:
         assert f'"{var}", "{port}"' in stack
 
 

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from local_stack import kafka_auth
-from local_stack.settings import DEFAULT_SERVICE_PORTS
+from local_stack.settings import DEFAULT_CONSOLA_PORT, DEFAULT_SERVICE_PORTS
 from saga_contracts.topics import ALL_TOPICS
 from saga_harness import scripts
 from sagakit.kafka_topics import DEFAULT_TOPIC_PARTITIONS
@@ -43,16 +43,18 @@ def test_the_generated_files_are_up_to_date() -> None:
 
 @pytest.mark.external
 def test_services_listen_on_the_local_stacks_ports(default_overlay: list[dict[str, Any]]) -> None:
+    ports_of = {**DEFAULT_SERVICE_PORTS, "consola": DEFAULT_CONSOLA_PORT}
     for deployment in _of(default_overlay, "Deployment"):
         service = deployment["metadata"]["labels"]["app.kubernetes.io/name"]
         ports = [p["containerPort"] for c in deployment["spec"]["template"]["spec"]["containers"]
                  for p in c["ports"]]
         config = next(o for o in _of(default_overlay, "ConfigMap")
                       if o["metadata"]["name"] == f"{service}-settings")
-        assert ports == [DEFAULT_SERVICE_PORTS[service]] == [int(config["data"]["HTTP_PORT"])]
+        setting = "CONSOLA_PORT" if service == "consola" else "HTTP_PORT"
+        assert ports == [ports_of[service]] == [int(config["data"][setting])]
     for svc in _of(default_overlay, "Service"):
         service = svc["metadata"]["labels"]["app.kubernetes.io/name"]
-        assert [p["port"] for p in svc["spec"]["ports"]] == [DEFAULT_SERVICE_PORTS[service]]
+        assert [p["port"] for p in svc["spec"]["ports"]] == [ports_of[service]]
 
 
 @pytest.mark.external

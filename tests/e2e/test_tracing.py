@@ -58,3 +58,6 @@ async def test_one_trace_follows_the_saga_through_every_service(saga: Saga,
         assert node is request, s["name"]
     consumer = next(s for s in ours if s["name"] == "PagoExitoso process")
     assert by_id[consumer["parent_span_id"]]["name"] == "payment-events publish"
+    # pedidos names the trace with the saga (the operator console shows it on the timeline).
+    status = await saga.http.get(f"{saga.at.pedidos}/sagas/{placed['saga_id']}/status")
+    assert status.json()["trace_id"] == request["trace_id"]

@@ -20,6 +20,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from html import unescape
 from pathlib import Path
 from typing import Any
 
@@ -38,13 +39,15 @@ from saga_harness.waiting import wait_for
 pytestmark = [pytest.mark.compose, pytest.mark.timeout(2400)]
 
 PORTS = {"PEDIDOS_HOST_PORT": 28001, "INVENTARIO_HOST_PORT": 28002, "PAGOS_HOST_PORT": 28003,
-         "GATEWAY_HOST_PORT": 28010, "IDENTITY_HOST_PORT": 28020, "POSTGRES_HOST_PORT": 35432,
+         "GATEWAY_HOST_PORT": 28010, "IDENTITY_HOST_PORT": 28020, "CONSOLA_HOST_PORT": 28030,
+         "POSTGRES_HOST_PORT": 35432,
          "KAFKA_HOST_PORT": 29092, "PROMETHEUS_HOST_PORT": 29090}
 PEDIDOS = f"http://127.0.0.1:{PORTS['PEDIDOS_HOST_PORT']}"
 INVENTARIO = f"http://127.0.0.1:{PORTS['INVENTARIO_HOST_PORT']}"
 PAGOS = f"http://127.0.0.1:{PORTS['PAGOS_HOST_PORT']}"
 GATEWAY = f"http://127.0.0.1:{PORTS['GATEWAY_HOST_PORT']}"
 IDENTITY = f"http://127.0.0.1:{PORTS['IDENTITY_HOST_PORT']}"
+CONSOLE = f"http://127.0.0.1:{PORTS['CONSOLA_HOST_PORT']}"
 KAFKA = f"127.0.0.1:{PORTS['KAFKA_HOST_PORT']}"
 SERVICE_GROUPS = ("pedidos", "inventario", "pagos")
 SAGA_TOPICS = ("order-events", "inventory-events", "payment-events")
@@ -189,6 +192,25 @@ def test_a_taken_host_port_is_refused_by_name(compose: Compose) -> None:
     assert f"127.0.0.1:{PORTS['GATEWAY_HOST_PORT']}" in result.stdout + result.stderr
 
 
+async def console_shows(http: httpx.AsyncClient, saga_id: str) -> None:
+    """An operator signs in to the console through the identity provider's form, as a browser
+    would (the redirects followed by hand), and reads the saga's timeline: the browser is sent
+    to the provider's host port, the console trades the code on the compose network."""
+    to_issuer = await http.get(f"{CONSOLE}/login")
+    assert to_issuer.status_code == 302, to_issuer.text
+    assert to_issuer.headers["location"].startswith(f"{IDENTITY}/authorize?")
+    form = await http.get(to_issuer.headers["location"])
+    fields = {name: unescape(value) for name, value in re.findall(
+        r'<input type="hidden" name="([^"]+)" value="([^"]*)">', form.text)}
+    back = await http.post(f"{IDENTITY}/authorize",
+                           data={**fields, "subject": "ops-compose", "role": "operator"})
+    assert back.status_code == 303 and back.headers["location"].startswith(CONSOLE)
+    assert (await http.get(back.headers["location"])).status_code == 303
+    page = await http.get(f"{CONSOLE}/sagas/{saga_id}")
+    assert page.status_code == 200, page.text[-2000:]
+    assert 'id="saga-status">COMPLETADA<' in page.text and 'data-label="StockAsignado"' in page.text
+
+
 async def test_compose_stack_runs_the_saga_and_keeps_its_data(compose: Compose) -> None:
     # Two pagos workers: the worker has no host port, so it scales.
     compose.must("up", "--build", "--scale", "pagos-worker=2")
@@ -199,6 +221,8 @@ async def test_compose_stack_runs_the_saga_and_keeps_its_data(compose: Compose) 
     gateway_key = compose.values["GATEWAY_SECRET_KEY"]
     async with httpx.AsyncClient(timeout=30) as http:
         readme_order = await try_it(http, gateway_key)
+    async with httpx.AsyncClient(timeout=30) as browser:
+        await console_shows(browser, readme_order["saga_id"])
 
     at = Endpoints(pedidos=PEDIDOS, inventario=INVENTARIO, pagos=PAGOS, gateway=GATEWAY,
                    gateway_headers=lambda: {"Authorization": f"Bearer {gateway_key}"})

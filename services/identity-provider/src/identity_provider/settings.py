@@ -27,6 +27,11 @@ class IdentityProviderSettings(BaseSettings):
     published_key_files: Annotated[tuple[Path, ...], NoDecode] = Field((), description=(
         "PEM files of earlier signing keys, comma-separated: published in the JWKS beside the "
         "signing key, so that tokens they signed stay valid until they expire (a rotation)."))
+    # Comma-separated URIs in the environment.
+    redirect_uris: Annotated[tuple[str, ...], NoDecode] = Field((), description=(
+        "The redirect URIs a browser sign-in (`/authorize`) may send its code to, "
+        "comma-separated; empty, any `http` URI on a loopback host (127.0.0.1, localhost), "
+        "as for a client on the same machine."))
     token_lifetime_s: int = Field(900, ge=1, le=86_400, description=(
         "Lifetime of a token when the request does not ask for another."))
     max_token_lifetime_s: int = Field(7 * 86_400, ge=1, description=(
@@ -38,6 +43,13 @@ class IdentityProviderSettings(BaseSettings):
     def _paths(cls, value: object) -> tuple[Path, ...]:
         if isinstance(value, str):
             return tuple(Path(v.strip()) for v in value.split(",") if v.strip())
+        return tuple(value)  # type: ignore[arg-type]
+
+    @field_validator("redirect_uris", mode="before")
+    @classmethod
+    def _uris(cls, value: object) -> tuple[str, ...]:
+        if isinstance(value, str):
+            return tuple(v.strip() for v in value.split(",") if v.strip())
         return tuple(value)  # type: ignore[arg-type]
 
     @property

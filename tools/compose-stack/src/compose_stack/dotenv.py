@@ -1,5 +1,6 @@
 """A complete ``.env`` for docker-compose.yml, made from ``.env.example``: a random URL-safe
-password for every ``*_PASSWORD``, a new payment-token key pair, and a fake-gateway secret key.
+password for every ``*_PASSWORD``, a new payment-token key pair, a fake-gateway secret key and the
+console's session key.
 The optional variables (``SAGA_OPERATOR_PUBLIC_KEYS``) stay empty. Written 0600.
 
     python -m compose_stack dotenv [PATH]     (default: the checkout's .env; never overwritten)
@@ -36,6 +37,8 @@ def values() -> dict[str, str]:
             filled[name] = seal_key
         elif name == "GATEWAY_SECRET_KEY":
             filled[name] = "sk_test_" + secrets.token_urlsafe(24)
+        elif name == "CONSOLA_SESSION_SECRET":
+            filled[name] = secrets.token_urlsafe(48)
         else:
             filled[name] = found["value"]
     return filled

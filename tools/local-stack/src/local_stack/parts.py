@@ -1,6 +1,6 @@
 """The Python parts: the identity provider, the fake gateway, the services (migrated before they
-start) and, with SAGA_NETPROXY=1, the TCP proxy the services then reach PostgreSQL, Kafka and the
-gateway through.
+start), the operator console and, with SAGA_NETPROXY=1, the TCP proxy the services then reach
+PostgreSQL, Kafka and the gateway through.
 
 With SAGA_REPLICAS=N each service runs N instances, each a full member: its HTTP server, a
 consumer in the service's group, a relay candidate and the periodic jobs, against the same
@@ -14,7 +14,14 @@ import re
 import sys
 from dataclasses import dataclass, field
 
-from local_stack import gateway_key, identity, kafka_auth, operator_signing, payment_token_keys
+from local_stack import (
+    gateway_key,
+    identity,
+    kafka_auth,
+    operator_console,
+    operator_signing,
+    payment_token_keys,
+)
 from local_stack.passwords import role_password
 from local_stack.ports import refuse_taken_port
 from local_stack.postgres.database import migrate
@@ -22,6 +29,7 @@ from local_stack.postgres.tls import with_stack_tls
 from local_stack.probes import http_ok
 from local_stack.processes import alive, read_pid, spawn, stop_group, wait_for
 from local_stack.settings import (
+    CONSOLA_PORT,
     GATEWAY_PORT,
     IDENTITY_PORT,
     KAFKA_BROKERS,
@@ -92,8 +100,10 @@ def py_parts() -> list[PyPart]:
         "GATEWAY_LEDGER_PATH": str(STATE / "gateway" / "ledger.sqlite3"),
         **gateway_key.gateway_env(),
     })
+    # Last: it calls the services' APIs.
+    console = PyPart("consola", "consola", CONSOLA_PORT, operator_console.console_env())
     return [identity_provider, gateway, *([NETPROXY_PART] if NETPROXY else []),
-            *service_parts()]
+            *service_parts(), console]
 
 
 def service_parts(replicas: int = REPLICAS) -> list[PyPart]:

@@ -32,6 +32,8 @@ GATEWAY_PORT = int(os.environ.get("GATEWAY_PORT", "8010"))
 # whatever this shell sets: deploy/tests check that the three deployments agree on them.
 DEFAULT_SERVICE_PORTS = {"pedidos": 8001, "inventario": 8002, "pagos": 8003}
 IDENTITY_PORT = int(os.environ.get("IDENTITY_PORT", "8020"))
+DEFAULT_CONSOLA_PORT = 8030
+CONSOLA_PORT = int(os.environ.get("CONSOLA_PORT", "8030"))
 SERVICE_PORTS = {
     "pedidos": int(os.environ.get("PEDIDOS_PORT", str(DEFAULT_SERVICE_PORTS["pedidos"]))),
     "inventario": int(os.environ.get("INVENTARIO_PORT", str(DEFAULT_SERVICE_PORTS["inventario"]))),

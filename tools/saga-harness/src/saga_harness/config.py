@@ -20,6 +20,7 @@ INVENTARIO = f"http://127.0.0.1:{os.environ.get('INVENTARIO_PORT', '8002')}"
 PAGOS = f"http://127.0.0.1:{os.environ.get('PAGOS_PORT', '8003')}"
 GATEWAY = f"http://127.0.0.1:{os.environ.get('GATEWAY_PORT', '8010')}"
 IDENTITY = f"http://127.0.0.1:{os.environ.get('IDENTITY_PORT', '8020')}"
+CONSOLA = f"http://127.0.0.1:{os.environ.get('CONSOLA_PORT', '8030')}"
 # Every broker of the stack (SAGA_KAFKA_BROKERS; broker k on KAFKA_PORT + 100·(k−1)), so that a
 # test's client bootstraps with one of them down; KAFKA_TLS, their SASL_SSL listeners.
 _BROKERS = range(int(os.environ.get("SAGA_KAFKA_BROKERS", "1")))

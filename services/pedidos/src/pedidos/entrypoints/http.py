@@ -150,7 +150,8 @@ def routes(settings: PedidosSettings, known: KnownSagas, sealer: PaymentTokenSea
             current_step=saga["current_step"],
             owner=saga["owner"], started_at=saga["started_at"], updated_at=saga["updated_at"],
             step_deadline_at=saga["step_deadline_at"], expires_at=saga["expires_at"],
-            finished_at=saga["finished_at"])
+            finished_at=saga["finished_at"],
+            trace_id=_trace_id((saga.get("context") or {}).get("traceparent")))
 
     @router.get("/sagas/{saga_id}/history", response_model=SagaHistoryView, tags=["sagas"],
                 responses={**AUTH_RESPONSES, **_NOT_YOURS})
@@ -199,6 +200,12 @@ def routes(settings: PedidosSettings, known: KnownSagas, sealer: PaymentTokenSea
                                                       "status": status.value})
 
     return router
+
+
+def _trace_id(traceparent: object) -> str | None:
+    """The trace id of a W3C ``traceparent`` (version-traceid-spanid-flags)."""
+    parts = traceparent.split("-") if isinstance(traceparent, str) else []
+    return parts[1] if len(parts) == 4 and len(parts[1]) == 32 else None
 
 
 def _actor(caller: Principal) -> str:

@@ -191,6 +191,9 @@ class SagaStatusView(BaseModel):
     step_deadline_at: datetime | None
     expires_at: datetime
     finished_at: datetime | None
+    trace_id: str | None = None
+    """The saga's OpenTelemetry trace (the ``POST /orders`` that started it); None when the
+    saga was placed with tracing off."""
 
 
 class HistoryEntry(BaseModel):

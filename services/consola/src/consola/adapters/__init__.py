@@ -1,0 +1,1 @@
+"""The console's ways out: the services' HTTP APIs."""

@@ -1,0 +1,216 @@
+"""The console's pages. Every page but ``/health`` and the sign-in's own is for a signed-in
+operator (``session``); each reads the services' APIs with that operator's token.
+
+Pages are drawn on the server (Jinja2 templates, the swimlanes as SVG): nothing runs in the
+browser, and the page's Content-Security-Policy allows no script at all.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Annotated, Any
+
+import httpx
+from authlib.integrations.starlette_client import OAuthError
+from fastapi import FastAPI, Query, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi.staticfiles import StaticFiles
+from fastapi.templating import Jinja2Templates
+from starlette.middleware.sessions import SessionMiddleware
+
+from consola.adapters.service_apis import ServiceApis
+from consola.entrypoints import swimlanes
+from consola.entrypoints.navigation import NAVIGATION
+from consola.entrypoints.session import (
+    CsrfRefused,
+    FormPoster,
+    IssuerDown,
+    NotAnOperator,
+    Operator,
+    SignedIn,
+    SignInNeeded,
+    safe_next,
+    start_session,
+)
+from consola.entrypoints.sign_in import issuer_client
+from consola.settings import ConsolaSettings
+from consola.usecases.ports import NotFound, ServiceUnavailable, SignInAgain
+from consola.usecases.view_saga import NotAnId, find_saga, saga_timeline
+from sagakit.auth import AuthSettings, InvalidToken, IssuerUnavailable, TokenVerifier
+
+log = logging.getLogger("consola.http")
+
+HERE = Path(__file__).parent
+NEXT = "next"
+SECURITY_HEADERS = {
+    # No script, no frame, no form posted anywhere but here.
+    "Content-Security-Policy": "default-src 'none'; style-src 'self'; img-src 'self'; "
+                               "form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",
+    "Cache-Control": "no-store",
+}
+
+
+def create_app(settings: ConsolaSettings | None = None, auth: AuthSettings | None = None
+               ) -> FastAPI:
+    settings = settings or ConsolaSettings()
+    auth = auth or AuthSettings()
+    templates = Jinja2Templates(directory=HERE / "templates")
+    issuer = issuer_client(settings, auth)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        app.state.verifier = TokenVerifier(auth)
+        async with httpx.AsyncClient(timeout=settings.api_timeout_s) as http:
+            app.state.http = http
+            try:
+                yield
+            finally:
+                await app.state.verifier.close()
+
+    app = FastAPI(title="operator console", version="1.0.0", lifespan=lifespan,
+                  docs_url=None, redoc_url=None, openapi_url=None)
+    app.add_middleware(SessionMiddleware, secret_key=settings.session_key(),
+                       session_cookie="consola_session", max_age=settings.session_max_age_s,
+                       same_site="lax", https_only=settings.secure_cookie)
+    app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
+
+    @app.middleware("http")
+    async def security_headers(request: Request, call_next: Any) -> Response:
+        response: Response = await call_next(request)
+        for name, value in SECURITY_HEADERS.items():
+            response.headers.setdefault(name, value)
+        return response
+
+    def page(request: Request, template: str, status: int = 200,
+             operator: Operator | None = None, **context: Any) -> HTMLResponse:
+        return templates.TemplateResponse(request, template, status_code=status, context={
+            "operator": operator, "navigation": NAVIGATION, "active": None, **context})
+
+    def apis(request: Request, operator: Operator) -> ServiceApis:
+        return ServiceApis(request.app.state.http, operator.token,
+                           pedidos_url=settings.pedidos_url, pagos_url=settings.pagos_url)
+
+    @app.exception_handler(SignInNeeded)
+    async def sign_in_needed(request: Request, _: SignInNeeded) -> Response:
+        wanted = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+        if request.method == "GET":
+            request.session[NEXT] = safe_next(wanted)
+        return RedirectResponse("/login", status_code=303)
+
+    @app.exception_handler(NotAnOperator)
+    async def not_an_operator(request: Request, exc: NotAnOperator) -> Response:
+        return page(request, "refused.html", 403, subject=exc.subject,
+                    roles=", ".join(sorted(exc.roles)) or "none")
+
+    @app.exception_handler(IssuerDown)
+    async def issuer_down(request: Request, _: IssuerDown) -> Response:
+        return page(request, "error.html", 503, title="The identity provider does not answer",
+                    message="Its keys could not be fetched, so no sign-in can be checked. "
+                            "Try again in a moment.")
+
+    @app.exception_handler(CsrfRefused)
+    async def csrf_refused(request: Request, _: CsrfRefused) -> Response:
+        return page(request, "error.html", 403, title="Form refused",
+                    message="The form did not carry this session's token (it may come from "
+                            "another site, or from a session that ended). Reload the page "
+                            "and send it again.")
+
+    @app.exception_handler(SignInAgain)
+    async def sign_in_again(request: Request, _: SignInAgain) -> Response:
+        request.session.clear()
+        return await sign_in_needed(request, SignInNeeded())
+
+    @app.exception_handler(ServiceUnavailable)
+    async def service_unavailable(request: Request, exc: ServiceUnavailable) -> Response:
+        return page(request, "error.html", 502, title=f"{exc.service} did not answer",
+                    message=f"{exc.service}: {exc.reason}. Try again in a moment.")
+
+    @app.get("/health", include_in_schema=False)
+    async def health() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.get("/login", response_model=None)
+    async def login(request: Request) -> Response:
+        try:
+            redirect: Response = await issuer.authorize_redirect(
+                request, f"{settings.base_url}/auth/callback")
+        except (httpx.HTTPError, OAuthError) as exc:
+            log.warning("no sign-in: the issuer's discovery document could not be read: %s",
+                        type(exc).__name__)
+            raise IssuerDown from None
+        return redirect
+
+    @app.get("/auth/callback", response_model=None)
+    async def callback(request: Request) -> Response:
+        try:
+            answer = await issuer.authorize_access_token(request)
+        except OAuthError as exc:
+            # The error's code and description are the issuer's words, never a token.
+            return page(request, "error.html", 400, title="Sign-in failed",
+                        message=f"{exc.error}: {exc.description or ''}", sign_in=True)
+        except httpx.HTTPError:
+            raise IssuerDown from None
+        token = str(answer.get("access_token", ""))
+        try:
+            principal = await request.app.state.verifier.verify(token)
+        except InvalidToken as exc:
+            return page(request, "error.html", 400, title="Sign-in failed",
+                        message=f"the issuer's token is not one the console believes: {exc}",
+                        sign_in=True)
+        except IssuerUnavailable:
+            raise IssuerDown from None
+        wanted = safe_next(request.session.get(NEXT))
+        if not principal.is_operator:
+            request.session.clear()
+            raise NotAnOperator(principal.subject, principal.roles)
+        start_session(request, principal.subject, token)
+        log.info("operator signed in", extra={"operator": principal.subject})
+        return RedirectResponse(wanted, status_code=303)
+
+    @app.post("/logout", response_model=None)
+    async def logout(request: Request, operator: FormPoster) -> Response:
+        request.session.clear()
+        log.info("operator signed out", extra={"operator": operator.subject})
+        return RedirectResponse("/signed-out", status_code=303)
+
+    @app.get("/signed-out", response_class=HTMLResponse)
+    async def signed_out(request: Request) -> HTMLResponse:
+        return page(request, "signed_out.html")
+
+    @app.get("/", response_class=HTMLResponse)
+    async def home(request: Request, operator: SignedIn) -> HTMLResponse:
+        return page(request, "home.html", operator=operator, active="sagas")
+
+    @app.get("/search", response_model=None)
+    async def search(request: Request, operator: SignedIn,
+                     q: Annotated[str, Query(max_length=200)] = "") -> Response:
+        if not q.strip():
+            return RedirectResponse("/", status_code=303)
+        try:
+            saga_id = await find_saga(apis(request, operator), q)
+        except NotAnId:
+            return page(request, "home.html", 422, operator=operator, active="sagas", query=q,
+                        error="q: a saga id or an order id is a UUID "
+                              "(e.g. 3f2b8c1e-5d4a-4b7e-9c1d-2a6f8e0b7c45)")
+        if saga_id is None:
+            return page(request, "home.html", 404, operator=operator, active="sagas", query=q,
+                        error=f"no saga and no order has the id {q.strip()}")
+        return RedirectResponse(f"/sagas/{saga_id}", status_code=303)
+
+    @app.get("/sagas/{saga_id}", response_class=HTMLResponse)
+    async def saga(request: Request, saga_id: str, operator: SignedIn) -> HTMLResponse:
+        try:
+            timeline = await saga_timeline(apis(request, operator), str(uuid.UUID(saga_id)))
+        except (ValueError, NotFound):
+            return page(request, "home.html", 404, operator=operator, active="sagas",
+                        query=saga_id, error=f"no saga {saga_id}")
+        return page(request, "timeline.html", operator=operator, active="sagas",
+                    timeline=timeline, drawing=swimlanes.draw(timeline))
+
+    return app

@@ -1,0 +1,22 @@
+"""The console's sections, as the navigation bar lists them. A section not built yet is shown,
+greyed, so that the layout is the one the finished console has."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Section:
+    key: str
+    title: str
+    path: str | None
+    """None while the section is not built."""
+
+
+NAVIGATION = (
+    Section("overview", "Overview", None),
+    Section("sagas", "Sagas", "/"),
+    Section("dead-letters", "Dead letters", None),
+    Section("payments", "Payments needing action", None),
+)

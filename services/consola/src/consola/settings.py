@@ -1,0 +1,68 @@
+"""What the console reads from its environment. Whose tokens it believes is sagakit's
+``AuthSettings`` (``AUTH_ISSUER``, ``AUTH_AUDIENCE``...), the same settings as the services':
+the console signs operators in through that issuer and verifies their tokens as the services do."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Self
+
+from pydantic import Field, HttpUrl, SecretStr, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+MIN_SECRET_CHARS = 32
+
+
+class ConsolaSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="CONSOLA_", extra="ignore")
+
+    host: str = Field("127.0.0.1", description="Address the console listens on.")
+    port: int = Field(8030, ge=1, le=65535, description="Port the console listens on.")
+    public_url: str | None = Field(None, description=(
+        "The console's URL as the operators' browsers reach it: the sign-in's redirect URI is "
+        "`<public_url>/auth/callback`. Unset, `http://127.0.0.1:<CONSOLA_PORT>`."))
+    session_secret: SecretStr | None = Field(None, description=(
+        "The key that signs the session cookie, 32 characters or more; or "
+        "`CONSOLA_SESSION_SECRET_FILE`. Changing it signs every operator out."))
+    session_secret_file: Path | None = Field(None, description=(
+        "A file holding the session cookie's key, instead of `CONSOLA_SESSION_SECRET` (the "
+        "local stack makes one at its first start, `$SAGA_STATE_DIR/secrets/consola-session`)."))
+    session_max_age_s: int = Field(8 * 3600, ge=60, description=(
+        "Longest a session cookie lives; an operator is also signed out when the token it "
+        "holds expires (the issuer's token lifetime)."))
+    secure_cookie: bool = Field(False, description=(
+        "`true` marks the session cookie `Secure`: set it whenever the console is served over "
+        "HTTPS (always, beyond one machine)."))
+    client_id: str = Field("consola", min_length=1, description=(
+        "The console's client id at the issuer (a public client: PKCE, no client secret)."))
+    authorize_url: HttpUrl | None = Field(None, description=(
+        "The issuer's authorization endpoint as the browser reaches it, when that differs from "
+        "the one its discovery document names (docker-compose.yml: the issuer is "
+        "`identity-provider:8020` inside the network, `127.0.0.1:8020` for the browser)."))
+    pedidos_url: str = Field("http://127.0.0.1:8001", description=(
+        "pedidos' API, called with the signed-in operator's own token."))
+    pagos_url: str = Field("http://127.0.0.1:8003", description=(
+        "pagos' API, called with the signed-in operator's own token."))
+    api_timeout_s: float = Field(10.0, gt=0, le=60, description=(
+        "Longest a call to a service's API may take before the page says it did not answer."))
+
+    @model_validator(mode="after")
+    def _one_session_secret(self) -> Self:
+        if (self.session_secret is None) == (self.session_secret_file is None):
+            raise ValueError("set one of CONSOLA_SESSION_SECRET and CONSOLA_SESSION_SECRET_FILE")
+        if len(self.session_key()) < MIN_SECRET_CHARS:
+            raise ValueError(f"the session secret must be {MIN_SECRET_CHARS} characters or more")
+        return self
+
+    def session_key(self) -> str:
+        if self.session_secret is not None:
+            return self.session_secret.get_secret_value()
+        assert self.session_secret_file is not None
+        try:
+            return self.session_secret_file.read_text().strip()
+        except OSError as exc:
+            raise ValueError(f"cannot read CONSOLA_SESSION_SECRET_FILE: {exc}") from None
+
+    @property
+    def base_url(self) -> str:
+        return (self.public_url or f"http://127.0.0.1:{self.port}").rstrip("/")
