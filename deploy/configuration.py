@@ -150,6 +150,10 @@ LOCAL_STACK = (
         "`PAGOS`."),
     env("<SERVICE>_APP_PASSWORD", "str", GENERATED.format(secret="<service>-app"),
         "Password of a service's application role, in the `DATABASE_URL` the service gets."),
+    env("<READER>_READER_PASSWORD", "str", GENERATED.format(secret="<reader>-reader"),
+        "Password of a read views' consumer's login role, which reads every service's "
+        "published views and nothing else (`make credentials`, `postgres.reader_dsns`); "
+        "`<READER>` is `CONSOLE`, `SAGACTL` or `GRAFANA`."),
     env("KAFKA_PORT", "int", "`9092`",
         "Port of Kafka's client listener (of its first broker; broker k listens on this + "
         "100·(k−1))."),

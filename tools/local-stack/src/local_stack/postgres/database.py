@@ -109,6 +109,7 @@ def bootstrap_database() -> None:
             f"DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '{svc}_reader') "
             f"THEN CREATE ROLE {svc}_reader NOLOGIN; END IF; END $$",
             f"CREATE SCHEMA IF NOT EXISTS {svc}_read AUTHORIZATION {owner}",
+            f"GRANT USAGE ON SCHEMA {svc}_read TO {svc}_reader",
         ]
     for consumer in READERS:
         role = reader_role(consumer)
