@@ -220,15 +220,16 @@ def routes(settings: PedidosSettings, known: KnownSagas, sealer: PaymentTokenSea
                  responses={**AUTH_RESPONSES, 404: {"description": "No such saga"},
                             409: {"description": "The saga is not in a step pedidos can "
                                                  "drive again (only PENDIENTE_VALIDACION is)"}})
-    async def retry(saga_id: uuid.UUID, body: RetryRequest, request: Request,
-                    caller: Operator) -> JSONResponse:
+    async def retry(saga_id: uuid.UUID, request: Request, caller: Operator,
+                    body: RetryRequest | None = None) -> JSONResponse:
         """Drives the saga's current step again: its OrdenSolicitada sent again under a new
         message id, its step's deadline started afresh (docs/operations.md, "Retrying a
         step")."""
         rt = runtime_of(request)
         span_id = new_span_id()
         tracing.annotate_current_span(span_id=span_id)
-        action = OperatorAction(caller.subject, STEP_RETRIED, body.reason)
+        action = OperatorAction(caller.subject, STEP_RETRIED,
+                                body.reason if body is not None else None)
 
         async def attempt() -> str:
             async with rt.uow() as uow:

@@ -235,4 +235,4 @@ class CancelRequest(BaseModel):
 
 class RetryRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    reason: Annotated[str, REASON]
+    reason: Annotated[str | None, REASON] = None
