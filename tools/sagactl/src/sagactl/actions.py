@@ -44,8 +44,9 @@ def cancel(saga_id: str, reason: str) -> Answer:
     return _post("pedidos", f"/sagas/{saga_id}/cancel", {"reason": reason})
 
 
-def retry(saga_id: str, reason: str) -> Answer:
-    return _post("pedidos", f"/sagas/{saga_id}/retry", {"reason": reason})
+def retry(saga_id: str, reason: str | None) -> Answer:
+    return _post("pedidos", f"/sagas/{saga_id}/retry",
+                 {} if reason is None else {"reason": reason})
 
 
 def resolve_payment(payment_id: str, reference: str, note: str | None) -> Answer:

@@ -166,10 +166,10 @@ def _print_signing_key(as_json: bool = False) -> int:
 
 
 def _acted(args: argparse.Namespace, answer: actions.Answer, done: str) -> int:
-    """An action's answer: 0 when the service did it, 1 when it refused (its status and
-    detail said)."""
+    """An action's answer: 0 when the service did it, 1 when it refused (its HTTP status and
+    detail said). As JSON, the service's answer with its ``http_status``."""
     if args.output == "json":
-        _json({"status": answer.status, **answer.body})
+        _json({"http_status": answer.status, **answer.body})
     elif answer.ok:
         _say(done)
     else:
