@@ -13,7 +13,7 @@ admin role).
 
 Its actions go through the services' APIs (``SAGACTL_PEDIDOS_URL``, ``SAGACTL_PAGOS_URL``) with an
 operator's bearer token: ``SAGACTL_TOKEN``, or in a checkout one the local identity provider
-hands to ``$USER`` with the role ``operator`` (a development stand-in: a real issuer's token is
+hands to the login name (``$USER``) with the role ``operator`` (a development stand-in: a real issuer's token is
 given in ``SAGACTL_TOKEN``).
 """
 
@@ -80,9 +80,17 @@ async def connect(dsn: str) -> asyncpg.Connection:
     return conn
 
 
+def _given_url(service: str) -> str | None:
+    if service == "pedidos":
+        return os.environ.get("SAGACTL_PEDIDOS_URL")
+    if service == "pagos":
+        return os.environ.get("SAGACTL_PAGOS_URL")
+    raise ValueError(f"sagactl calls no API of {service}")
+
+
 def service_url(service: str) -> str:
     """The base URL of ``service``'s API."""
-    given = os.environ.get(f"SAGACTL_{service.upper()}_URL")
+    given = _given_url(service)
     if given:
         return given.rstrip("/")
     try:
@@ -102,7 +110,7 @@ def operator_token() -> str:
     token_url = None if stack is None else stack["identity"]["token_url"]
     if token_url is None:
         raise SystemExit("sagactl: set SAGACTL_TOKEN (an operator's bearer token)")
-    subject = os.environ.get("USER") or getpass.getuser()
+    subject = getpass.getuser()
     request = urllib.request.Request(
         token_url, data=json.dumps({"sub": subject, "roles": ["operator"]}).encode(),
         headers={"content-type": "application/json"}, method="POST")
