@@ -141,10 +141,27 @@ async def _refund_failed(saga: Saga) -> dict[str, Any]:
     return placed
 
 
+async def _gauge_needing_action(saga: Saga) -> float:
+    text = (await saga.http.get(f"{config.PAGOS}/metrics")).text
+    [line] = [x for x in text.splitlines()
+              if x.startswith('saga_payments_needing_action{service="pagos"}')]
+    return float(line.rsplit(" ", 1)[1])
+
+
+async def _gauge_agrees_with_the_view(saga: Saga, who: str) -> float:
+    """The gauge, once it counts what payments_needing_action_v1 lists (it is refreshed every
+    few seconds)."""
+    listed = len(sagactl("payments", "--needing-action", "--limit", "10000", operator=who))
+    return await wait_for(lambda: _gauge_needing_action(saga), lambda v: v == listed,
+                          timeout=15, what=f"saga_payments_needing_action at {listed}")
+
+
 async def test_an_operator_resolves_a_payment_left_for_a_manual_refund(
         saga: Saga, http: httpx.AsyncClient) -> None:
     who = _operator()
     placed = await _refund_failed(saga)
+    before = await _gauge_agrees_with_the_view(saga, who)
+    assert before >= 1
     [needing] = sagactl("payments", "--needing-action", "--saga", placed["saga_id"],
                         operator=who)
     assert needing["status"] == "REFUND_FAILED" and needing["amount"] == "5.00"
@@ -173,6 +190,7 @@ async def test_an_operator_resolves_a_payment_left_for_a_manual_refund(
     [payment] = sagactl("payments", "--saga", placed["saga_id"], operator=who)
     assert (payment["resolution_reference"], payment["resolved_by"]) == (reference, who)
     assert payment["status"] == "REFUND_FAILED", "what happened to it stays as it was"
+    assert await _gauge_agrees_with_the_view(saga, who) == before - 1
     assert any(e["what"] == "operator payment_resolved" and who in e["detail"]
                and "refunded by bank transfer" in e["detail"]
                for e in sagactl("timeline", placed["saga_id"], operator=who))

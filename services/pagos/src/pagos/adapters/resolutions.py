@@ -7,7 +7,8 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from sqlalchemy import and_, cast, select
+from sqlalchemy import and_, cast, func, or_, select
+from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.types import Text
 
 from pagos.adapters.tables import operator_actions, payments
@@ -66,3 +67,17 @@ class ResolutionRepository(ResolutionStore):
             "res_target": resolution.payment_id, "res_note": resolution.note,
             "res_detail": jsonio.dumps({"reference": resolution.reference})},
             guard="resolved"))
+
+
+async def payments_needing_a_person(conn: AsyncConnection) -> int:
+    """How many payments are marked for a manual refund and not resolved: the gauge's value,
+    the same rows as ``pagos_read.payments_needing_action_v1``."""
+    a = operator_actions
+    resolved = select(a.c.id).where(a.c.action == PAYMENT_RESOLVED,
+                                    a.c.target == cast(payments.c.payment_id, Text))
+    count = (await conn.execute(
+        select(func.count()).select_from(payments)
+        .where(or_(payments.c.manual_refund_required,
+                   payments.c.status == PaymentStatus.REFUND_FAILED.value),
+               ~resolved.exists()))).scalar_one()
+    return int(count)
