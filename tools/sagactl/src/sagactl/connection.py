@@ -11,10 +11,10 @@ elsewhere, it knows no database but the one it is given.
 publishes: they connect with ``SAGACTL_ADMIN_DATABASE_URL`` (in a checkout, the local stack's
 admin role).
 
-Its actions go through the services' APIs (``SAGACTL_PEDIDOS_URL``, ``SAGACTL_PAGOS_URL``) with an
-operator's bearer token: ``SAGACTL_TOKEN``, or in a checkout one the local identity provider
-hands to the login name (``$USER``) with the role ``operator`` (a development stand-in: a real issuer's token is
-given in ``SAGACTL_TOKEN``).
+Its actions go through the services' APIs (``SAGACTL_PEDIDOS_URL``, ``SAGACTL_PAGOS_URL``) with
+an operator's bearer token: ``SAGACTL_TOKEN``, or in a checkout one the local identity provider
+hands to the login name (``$USER``) with the role ``operator`` (a development stand-in: a real
+issuer's token is given in ``SAGACTL_TOKEN``).
 """
 
 from __future__ import annotations
