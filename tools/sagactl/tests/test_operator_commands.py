@@ -30,7 +30,7 @@ def api(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[dict[str, Any]]]:
     seen: list[dict[str, Any]] = []
 
     class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802 - http.server's name
+        def do_POST(self) -> None:
             body = json.loads(self.rfile.read(int(self.headers["content-length"])))
             seen.append({"path": self.path, "body": body,
                          "authorization": self.headers["authorization"]})
