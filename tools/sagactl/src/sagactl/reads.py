@@ -4,12 +4,14 @@ names here is one it depends on: the read contract's test fails if one disappear
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import asyncpg
 
 SERVICES = ("pedidos", "inventario", "pagos")
 ACTIVE = ("PENDIENTE_VALIDACION", "PENDIENTE_PAGO", "PENDIENTE_ASIGNACION", "PENDIENTE_REEMBOLSO")
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 async def sagas(conn: asyncpg.Connection, *, statuses: list[str] | None, older_than_s: float,
@@ -77,7 +79,8 @@ async def timeline(conn: asyncpg.Connection, saga_id: str) -> list[dict[str, Any
         entries.append({"at": r["at"], "where": "gateway", "what": f"gateway {r['kind']}",
                         "detail": f"attempt {r['attempt']}: {r['outcome']} {r['detail'] or ''}"
                                   .rstrip()})
-    return sorted(entries, key=lambda e: e["at"])
+    # An entry without a time (an attempt recorded without one) goes last.
+    return sorted(entries, key=lambda e: (e["at"] is None, e["at"] or _EPOCH))
 
 
 async def payments(conn: asyncpg.Connection, *, needing_action: bool, saga_id: str | None,
