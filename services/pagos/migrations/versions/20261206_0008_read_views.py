@@ -69,6 +69,10 @@ def upgrade() -> None:
     op.create_index("ux_operator_actions_payment_resolved", "operator_actions", ["target"],
                     schema=SCHEMA, unique=True,
                     postgresql_where="action = 'payment_resolved'")
+    # The payments that may need a person are few: the gauge (every few seconds) and the view
+    # read them without scanning every payment.
+    op.create_index("ix_payments_needing_action", "payments", ["payment_id"], schema=SCHEMA,
+                    postgresql_where="manual_refund_required OR status = 'REFUND_FAILED'")
     create_messaging_views_v1(op, SCHEMA)
     for name, select in VIEWS.items():
         publish_view(op, SCHEMA, name, select)
@@ -78,4 +82,5 @@ def downgrade() -> None:
     for name in reversed(VIEWS):
         drop_view(op, SCHEMA, name)
     drop_messaging_views_v1(op, SCHEMA)
+    op.drop_index("ix_payments_needing_action", "payments", schema=SCHEMA)
     drop_operator_actions_v1(op, SCHEMA)

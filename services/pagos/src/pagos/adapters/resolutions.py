@@ -7,7 +7,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from sqlalchemy import and_, cast, func, or_, select
+from sqlalchemy import and_, cast, func, literal_column, or_, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.types import Text
 
@@ -77,7 +77,9 @@ async def payments_needing_a_person(conn: AsyncConnection) -> int:
                                     a.c.target == cast(payments.c.payment_id, Text))
     count = (await conn.execute(
         select(func.count()).select_from(payments)
+        # The status as a literal, not a parameter: so the predicate is the partial index's
+        # (ix_payments_needing_action) in every plan, generic ones included.
         .where(or_(payments.c.manual_refund_required,
-                   payments.c.status == PaymentStatus.REFUND_FAILED.value),
+                   payments.c.status == literal_column(f"'{PaymentStatus.REFUND_FAILED.value}'")),
                ~resolved.exists()))).scalar_one()
     return int(count)
