@@ -152,6 +152,10 @@ LOCAL_STACK = (
         "`PAGOS`."),
     env("<SERVICE>_APP_PASSWORD", "str", GENERATED.format(secret="<service>-app"),
         "Password of a service's application role, in the `DATABASE_URL` the service gets."),
+    env("<READER>_READER_PASSWORD", "str", GENERATED.format(secret="<reader>-reader"),
+        "Password of a read views' consumer's login role, which reads every service's "
+        "published views and nothing else (`make credentials`, `postgres.reader_dsns`); "
+        "`<READER>` is `CONSOLE`, `SAGACTL` or `GRAFANA`."),
     env("KAFKA_PORT", "int", "`9092`",
         "Port of Kafka's client listener (of its first broker; broker k listens on this + "
         "100·(k−1))."),
@@ -223,9 +227,25 @@ CREDENTIALS = (
 
 SAGACTL = (
     env("SAGACTL_DATABASE_URL", "URL",
+        "in a checkout, the local stack's `sagactl_reader` (`make credentials`, "
+        "`postgres.reader_dsns.sagactl`)",
+        "PostgreSQL URL sagactl reads with: a reader role, which reads the services' published "
+        "views (`<service>_read`) and nothing else. Installed outside a checkout, sagactl "
+        "needs it."),
+    env("SAGACTL_ADMIN_DATABASE_URL", "URL",
         "in a checkout, the local stack's admin role (`make credentials`)",
-        "PostgreSQL URL sagactl connects with: a role that can read every service's schema. "
-        "Installed outside a checkout, sagactl needs it."),
+        "PostgreSQL URL `sagactl dlq` and `sagactl replay` read the dead letters with, from "
+        "the services' outbox tables, which no view publishes."),
+    env("SAGACTL_TOKEN", "str",
+        "in a checkout, one the local identity provider hands to the login name (`$USER`) "
+        "with the role `operator`",
+        "The operator's bearer token sagactl's actions (`cancel`, `retry`, "
+        "`resolve-payment`) call the services' APIs with; the services audit its subject as "
+        "who acted. Never printed."),
+    env("SAGACTL_PEDIDOS_URL", "URL", "`http://127.0.0.1:8001` (the local stack's)",
+        "pedidos' API, for `cancel` and `retry`."),
+    env("SAGACTL_PAGOS_URL", "URL", "`http://127.0.0.1:8003` (the local stack's)",
+        "pagos' API, for `resolve-payment`."),
     env("SAGACTL_SIGNING_KEY_FILE", "path",
         "`$SAGA_STATE_DIR/secrets/operator-signing.key` of the checkout sagactl runs from",
         "The operator's Ed25519 private key (PKCS#8 PEM) `sagactl replay` signs replays with; "
@@ -358,7 +378,8 @@ COMPONENTS = (
     Component("sagactl", "Read by `sagactl`, the operator's command line, with the Kafka "
               "client's variables above for `sagactl replay` and `sagactl topics`.",
               (Table("sagactl", environment=SAGACTL,
-                     read_in=("tools/sagactl/src/sagactl/cli.py",)),)),
+                     read_in=("tools/sagactl/src/sagactl/cli.py",
+                              "tools/sagactl/src/sagactl/connection.py")),)),
     Component("Benchmark", "Read by `make bench` (`python -m bench.run`).",
               (Table("Benchmark", environment=BENCH, read_in=("tools/bench/src/bench/run.py",)),)),
     Component("Compose stack",

@@ -31,6 +31,7 @@ from typing import Any
 import yaml
 
 from local_stack import identity, kafka_auth
+from local_stack.passwords import READERS, reader_role
 from local_stack.settings import DEFAULT_CONSOLA_PORT, DEFAULT_SERVICE_PORTS, PG_DB
 from saga_contracts import topics
 from sagakit.kafka_topics import DEFAULT_TOPIC_PARTITIONS
@@ -469,12 +470,24 @@ def kafka_users() -> list[dict[str, Any]]:
     return out
 
 
+def reader_secret(consumer: str) -> str:
+    """The basic-auth Secret of a read views' consumer's login role (docs/deploy.md)."""
+    return f"{DB_CLUSTER}-{consumer}-reader"
+
+
 def database_roles() -> list[dict[str, Any]]:
-    """CloudNativePG's managed roles: the local stack's owner and app role per service."""
-    return [{"name": f"{service}_{kind}", "ensure": "present", "login": True,
-             "inherit": True, "connectionLimit": -1,
-             "passwordSecret": {"name": db_secret(service, kind)}}
-            for service in DEFAULT_SERVICE_PORTS for kind in ("owner", "app")]
+    """CloudNativePG's managed roles: the local stack's owner and app role per service, and
+    the read views' consumers (each a member of every ``<service>_reader``, which
+    deploy/postgres/schemas.sql makes)."""
+    return [*({"name": f"{service}_{kind}", "ensure": "present", "login": True,
+               "inherit": True, "connectionLimit": -1,
+               "passwordSecret": {"name": db_secret(service, kind)}}
+              for service in DEFAULT_SERVICE_PORTS for kind in ("owner", "app")),
+            *({"name": reader_role(consumer), "ensure": "present", "login": True,
+               "inherit": True, "connectionLimit": -1,
+               "inRoles": [f"{service}_reader" for service in DEFAULT_SERVICE_PORTS],
+               "passwordSecret": {"name": reader_secret(consumer)}}
+              for consumer in READERS)]
 
 
 def max_connections() -> int:

@@ -1,5 +1,7 @@
 -- The services' roles with their passwords: an owner role per service runs its migrations, an
--- app role is what the running service logs in as (database-as-api.md). Used by
+-- app role is what the running service logs in as (database-as-api.md); and the readers of
+-- the services' published read views, a login role per consumer (schemas.sql makes them
+-- members of each service's <service>_reader group). Used by
 -- docker-compose, whose postgres image runs it once, when it makes its data directory, before
 -- schemas.sql (the schemas and grants, shared with the Kubernetes cluster, where the operator
 -- makes the roles). The local stack runs the same statements (local_stack/postgres/database.py).
@@ -14,6 +16,9 @@
 \getenv inventario_app_password INVENTARIO_APP_PASSWORD
 \getenv pagos_owner_password PAGOS_OWNER_PASSWORD
 \getenv pagos_app_password PAGOS_APP_PASSWORD
+\getenv console_reader_password CONSOLE_READER_PASSWORD
+\getenv sagactl_reader_password SAGACTL_READER_PASSWORD
+\getenv grafana_reader_password GRAFANA_READER_PASSWORD
 
 SELECT format('CREATE ROLE %I LOGIN PASSWORD %L', role, password) FROM (VALUES
     ('pedidos_owner', :'pedidos_owner_password'),
@@ -21,5 +26,8 @@ SELECT format('CREATE ROLE %I LOGIN PASSWORD %L', role, password) FROM (VALUES
     ('inventario_owner', :'inventario_owner_password'),
     ('inventario_app', :'inventario_app_password'),
     ('pagos_owner', :'pagos_owner_password'),
-    ('pagos_app', :'pagos_app_password')
+    ('pagos_app', :'pagos_app_password'),
+    ('console_reader', :'console_reader_password'),
+    ('sagactl_reader', :'sagactl_reader_password'),
+    ('grafana_reader', :'grafana_reader_password')
 ) AS roles (role, password) \gexec

@@ -1,5 +1,8 @@
 -- Per service a schema owned by its owner role (migrations) and the rights of its app role (the
--- running service) in it (database-as-api.md). Plain SQL, no psql command, so that it runs the
+-- running service) in it (database-as-api.md); its read schema (<service>_read, where its
+-- migrations publish versioned views), the group role they are granted to (<service>_reader,
+-- no login), and the readers' login roles (console_reader, sagactl_reader, grafana_reader),
+-- each a member of every <service>_reader and of nothing else. Plain SQL, no psql command, so that it runs the
 -- same in docker-compose's PostgreSQL (after init.sql, which makes the roles with their
 -- passwords) and in the Kubernetes CloudNativePG cluster (postInitApplicationSQLRefs, a
 -- ConfigMap made from this file by deploy/postgres/kustomization.yaml), where the roles get their
@@ -9,6 +12,7 @@ DO $$
 DECLARE
   svc text;
   who text;
+  reader text;
 BEGIN
   -- Only the roles granted it below may connect, as in the local stack.
   EXECUTE format('REVOKE ALL ON DATABASE %I FROM PUBLIC', current_database());
@@ -25,5 +29,17 @@ BEGIN
     EXECUTE format('GRANT USAGE ON SCHEMA %I TO %I', svc, svc || '_app');
     EXECUTE format('ALTER DEFAULT PRIVILEGES FOR ROLE %I IN SCHEMA %I GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO %I', svc || '_owner', svc, svc || '_app');
     EXECUTE format('ALTER DEFAULT PRIVILEGES FOR ROLE %I IN SCHEMA %I GRANT USAGE, SELECT ON SEQUENCES TO %I', svc || '_owner', svc, svc || '_app');
+    IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = svc || '_reader') THEN
+      EXECUTE format('CREATE ROLE %I NOLOGIN', svc || '_reader');
+    END IF;
+    EXECUTE format('CREATE SCHEMA IF NOT EXISTS %I AUTHORIZATION %I', svc || '_read', svc || '_owner');
+    EXECUTE format('GRANT USAGE ON SCHEMA %I TO %I', svc || '_read', svc || '_reader');
+    FOREACH reader IN ARRAY ARRAY['console_reader', 'sagactl_reader', 'grafana_reader'] LOOP
+      IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = reader) THEN
+        EXECUTE format('CREATE ROLE %I NOLOGIN', reader);
+      END IF;
+      EXECUTE format('GRANT CONNECT ON DATABASE %I TO %I', current_database(), reader);
+      EXECUTE format('GRANT %I TO %I', svc || '_reader', reader);
+    END LOOP;
   END LOOP;
 END $$;

@@ -106,8 +106,12 @@ def test_each_workload_logs_in_with_its_own_role(default_overlay: list[dict[str,
         secret = env["DATABASE_PASSWORD"]["valueFrom"]["secretKeyRef"]["name"]
         assert secret == f"saga-db-{service}-{kind}"
     cluster = _of(default_overlay, "Cluster")[0]
-    assert {r["name"] for r in cluster["spec"]["managed"]["roles"]} == {
-        f"{s}_{k}" for s in SERVICES for k in ("owner", "app")}
+    roles = {r["name"]: r for r in cluster["spec"]["managed"]["roles"]}
+    readers = {f"{c}_reader" for c in ("console", "sagactl", "grafana")}
+    assert set(roles) == {f"{s}_{k}" for s in SERVICES for k in ("owner", "app")} | readers
+    for reader in readers:
+        assert sorted(roles[reader]["inRoles"]) == sorted(f"{s}_reader" for s in SERVICES)
+        assert roles[reader]["passwordSecret"]["name"] == f"saga-db-{reader.replace('_', '-')}"
 
 
 @pytest.mark.external

@@ -15,7 +15,8 @@ from saga_harness.waiting import wait_for
 
 
 async def _cancel(saga: Saga, saga_id: str) -> tuple[int, dict]:
-    r = await saga.http.post(f"{config.PEDIDOS}/sagas/{saga_id}/cancel")
+    r = await saga.http.post(f"{config.PEDIDOS}/sagas/{saga_id}/cancel",
+                             json={"reason": "test: cancel in every state"})
     return r.status_code, r.json()
 
 

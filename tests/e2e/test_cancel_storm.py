@@ -54,7 +54,8 @@ class Storm:
         # The workload's timing, not a synchronisation: the cancel lands wherever the saga is.
         await asyncio.sleep(rng.uniform(0, 0.150))
         cancel = self.check(await self.saga.http.post(
-            f"{config.PEDIDOS}/sagas/{accepted['saga_id']}/cancel"))
+            f"{config.PEDIDOS}/sagas/{accepted['saga_id']}/cancel",
+            json={"reason": "cancel storm"}))
         self.cancel_answers[cancel.status_code] += 1
         assert cancel.status_code in (202, 409), cancel.text
         return {**accepted, "sku": sku, "quantity": quantity, "total": Decimal("5.00") * quantity}

@@ -56,7 +56,8 @@ async def test_a_refund_that_keeps_failing_is_flagged_for_manual_refund(saga: Sa
     placed = await _lose_the_race(saga, "tok_refundFails")
     await saga.wait_status(placed["order_id"], "PENDIENTE_REEMBOLSO")
     # The compensation is already running: a cancel has nothing left to do.
-    r = await saga.http.post(f"{config.PEDIDOS}/sagas/{placed['saga_id']}/cancel")
+    r = await saga.http.post(f"{config.PEDIDOS}/sagas/{placed['saga_id']}/cancel",
+                             json={"reason": "test"})
     assert (r.status_code, r.json()["status"]) == (409, "PENDIENTE_REEMBOLSO")
     order = await saga.wait_terminal(placed["order_id"], timeout=30)
     assert order["status"] == "REEMBOLSO_FALLIDO"
@@ -96,5 +97,6 @@ async def test_a_gateway_that_stays_down_dead_letters_the_charge_with_an_alert(
     # Nothing was captured; the order stays waiting for its payment deadline or a cancel.
     assert (await saga.order(placed["order_id"]))["status"] == "PENDIENTE_PAGO"
     assert (await saga.money_of(placed["saga_id"]))[1] == 0
-    r = await saga.http.post(f"{config.PEDIDOS}/sagas/{placed['saga_id']}/cancel")
+    r = await saga.http.post(f"{config.PEDIDOS}/sagas/{placed['saga_id']}/cancel",
+                             json={"reason": "test"})
     assert r.status_code == 202

@@ -88,7 +88,8 @@ async def test_orden_cancelada_from_the_api_hangs_from_the_cancel_request(saga: 
     async with TopicReader("order-events") as orders:
         with paused("inventario"):
             placed = await saga.place(order_body([(sku, 1)]))
-            answer = await saga.http.post(f"{config.PEDIDOS}/sagas/{placed['saga_id']}/cancel")
+            answer = await saga.http.post(f"{config.PEDIDOS}/sagas/{placed['saga_id']}/cancel",
+                                          json={"reason": "test"})
             assert answer.status_code == 202, answer.text
         cancelled = await orders.wait_for(_of_saga(placed["saga_id"], "OrdenCancelada"))
     headers = headers_of(cancelled)

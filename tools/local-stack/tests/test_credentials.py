@@ -21,7 +21,8 @@ PRINCIPALS = {"admin", "pedidos", "inventario", "pagos"}
 @pytest.fixture(autouse=True)
 def _scratch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setattr(secrets, "SECRETS", tmp_path / "secrets")
-    for name in ("PG_ADMIN_PASSWORD", "KAFKA_SECURITY_PROTOCOL", "KAFKA_SASL_MECHANISM"):
+    for name in ("PG_ADMIN_PASSWORD", "KAFKA_SECURITY_PROTOCOL", "KAFKA_SASL_MECHANISM",
+                 *(f"{r.upper()}_READER_PASSWORD" for r in passwords.READERS)):
         monkeypatch.delenv(name, raising=False)
     return tmp_path / "secrets"
 
@@ -29,7 +30,9 @@ def _scratch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def _assert_contract_shape(made: dict) -> None:
     """The shape /work/shared/CONTRACT.md gives, every leaf a string or null."""
     assert set(made) == {"postgres", "kafka", "gateway", "identity"}
-    assert set(made["postgres"]) == {"admin_dsn"}
+    # The contract's keys, and the read views' consumers beside them.
+    assert set(made["postgres"]) == {"admin_dsn", "reader_dsns"}
+    assert set(made["postgres"]["reader_dsns"]) == {"console", "sagactl", "grafana"}
     assert set(made["kafka"]) == {"bootstrap", "security_protocol", "sasl_mechanism",
                                   "principals"}
     assert isinstance(made["kafka"]["bootstrap"], str)
@@ -46,6 +49,7 @@ def test_a_stack_that_never_started_has_nothing_to_show(_scratch: Path) -> None:
     made = credentials.credentials()
     _assert_contract_shape(made)
     assert made["postgres"]["admin_dsn"] is None
+    assert made["postgres"]["reader_dsns"] == dict.fromkeys(passwords.READERS)
     assert made["kafka"]["principals"] == dict.fromkeys(PRINCIPALS)
     assert made["gateway"]["secret_key"] is None
     assert made["identity"]["token_url"] == identity.token_url()
@@ -58,8 +62,12 @@ def test_it_shows_what_the_stack_generated(_scratch: Path,
     admin = passwords.admin_password()
     kafka_pagos = secrets.password("kafka-pagos")
     gateway_key = secrets.password("gateway-secret-key")
+    sagactl = passwords.reader_password("sagactl")
     made = credentials.credentials()
     _assert_contract_shape(made)
+    reader = urlsplit(made["postgres"]["reader_dsns"]["sagactl"])
+    assert (reader.username, reader.password) == ("sagactl_reader", sagactl)
+    assert made["postgres"]["reader_dsns"]["console"] is None
     dsn = urlsplit(made["postgres"]["admin_dsn"])
     assert (dsn.scheme, dsn.username, dsn.password) == ("postgresql", credentials.PG_ADMIN, admin)
     assert (dsn.hostname, dsn.port) == ("127.0.0.1", credentials.PG_PORT)

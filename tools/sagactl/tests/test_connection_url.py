@@ -1,6 +1,6 @@
 """Where sagactl connects: the URL and the Kafka principal it is given, or else, in a checkout,
-the local stack's admin role and admin principal with the passwords the stack generated; never a
-password of its own."""
+the local stack's sagactl_reader role (never the admin) and admin principal with the passwords
+the stack generated; never a password of its own."""
 
 from __future__ import annotations
 
@@ -11,14 +11,15 @@ import pytest
 
 from local_stack import kafka_auth, secrets
 from local_stack.settings import PG_ADMIN
-from sagactl import cli
+from sagactl import cli, connection
 
 
 @pytest.fixture(autouse=True)
 def _scratch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setattr(secrets, "SECRETS", tmp_path / "secrets")
-    monkeypatch.delenv("SAGACTL_DATABASE_URL", raising=False)
-    monkeypatch.delenv("PG_ADMIN_PASSWORD", raising=False)
+    for name in ("SAGACTL_DATABASE_URL", "SAGACTL_ADMIN_DATABASE_URL", "PG_ADMIN_PASSWORD",
+                 "SAGACTL_READER_PASSWORD", "SAGACTL_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
     for name in ("KAFKA_SECURITY_PROTOCOL", "KAFKA_SASL_MECHANISM", "KAFKA_SASL_USERNAME",
                  "KAFKA_SASL_PASSWORD", "KAFKA_BOOTSTRAP_SERVERS"):
         monkeypatch.delenv(name, raising=False)
@@ -28,19 +29,27 @@ def _scratch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def test_the_url_it_is_given_wins(monkeypatch: pytest.MonkeyPatch) -> None:
     secrets.password("postgres-admin")
     monkeypatch.setenv("SAGACTL_DATABASE_URL", "postgresql://operator@db.example/saga")
-    assert cli._dsn() == "postgresql://operator@db.example/saga"
+    assert connection.reader_dsn() == "postgresql://operator@db.example/saga"
 
 
-def test_in_a_checkout_it_uses_the_stacks_generated_admin_password() -> None:
+def test_in_a_checkout_it_reads_as_the_stacks_sagactl_reader_never_the_admin() -> None:
+    secrets.password("postgres-admin")
+    generated = secrets.password("sagactl-reader")
+    url = urlsplit(connection.reader_dsn())
+    assert (url.username, url.password, url.hostname) == ("sagactl_reader", generated,
+                                                          "127.0.0.1")
+
+
+def test_the_dead_letters_are_read_with_the_stacks_admin_until_a_view_publishes_them() -> None:
     generated = secrets.password("postgres-admin")
-    url = urlsplit(cli._dsn())
-    assert (url.username, url.password, url.hostname) == (PG_ADMIN, generated, "127.0.0.1")
+    url = urlsplit(connection.dead_letters_dsn())
+    assert (url.username, url.password) == (PG_ADMIN, generated)
 
 
 def test_without_a_url_or_a_generated_password_it_stops_and_says_why(_scratch: Path) -> None:
+    secrets.password("postgres-admin")  # an admin password is no reason to read as the admin
     with pytest.raises(SystemExit, match="SAGACTL_DATABASE_URL"):
-        cli._dsn()
-    assert not _scratch.exists() or not any(_scratch.iterdir())
+        connection.reader_dsn()
 
 
 def test_in_a_checkout_it_speaks_to_kafka_as_the_stacks_admin(

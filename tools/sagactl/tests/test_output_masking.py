@@ -48,10 +48,11 @@ def _run(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], ar
 
     # The database is played by the queries below; a replay is signed with a key of the test's.
     monkeypatch.setenv("SAGACTL_DATABASE_URL", "postgresql://nobody@127.0.0.1:1/none")
+    monkeypatch.setenv("SAGACTL_ADMIN_DATABASE_URL", "postgresql://nobody@127.0.0.1:1/none")
     monkeypatch.setenv("SAGACTL_SIGNING_KEY_FILE", str(_signing_key_file(tmp_path_factory())))
-    monkeypatch.setattr(cli.asyncpg, "connect", connect)
+    monkeypatch.setattr(cli.connection, "connect", connect)
     for name, fake in queries.items():
-        monkeypatch.setattr(cli.queries, name, fake)
+        monkeypatch.setattr(cli.reads if hasattr(cli.reads, name) else cli.queries, name, fake)
     with pytest.raises(SystemExit) as done:
         cli.main(argv)
     out = capsys.readouterr()

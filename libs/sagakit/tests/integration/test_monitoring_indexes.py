@@ -28,3 +28,16 @@ async def test_every_monitoring_filter_has_a_partial_index(running_stack: None,
                 f"{service}.{table} WHERE {predicate}:\n{plan}")
     finally:
         await conn.close()
+
+
+async def test_pagos_payments_needing_a_person_have_a_partial_index(running_stack: None) -> None:
+    """saga_payments_needing_action counts them every few seconds (pagos.adapters.resolutions)."""
+    conn = await asyncpg.connect(config.admin_dsn())
+    try:
+        await conn.execute("SET enable_seqscan = off")
+        plan = "\n".join(r[0] for r in await conn.fetch(
+            "EXPLAIN SELECT count(*) FROM pagos.payments "
+            "WHERE manual_refund_required OR status = 'REFUND_FAILED'"))
+        assert "Seq Scan" not in plan and "Filter" not in plan, plan
+    finally:
+        await conn.close()

@@ -10,6 +10,7 @@ from fastapi import FastAPI
 from pagos import metrics
 from pagos.adapters.gateway_client import GatewayClient
 from pagos.adapters.payment_repository import payment_units
+from pagos.adapters.resolutions import payments_needing_a_person
 from pagos.adapters.tables import messaging
 from pagos.config import GatewaySecretKey, PagosSettings, PaymentTokenKeys
 from pagos.entrypoints.http import router
@@ -23,7 +24,7 @@ from pagos.usecases.ports import PaymentTokenOpener
 from saga_contracts.events.inventory import FalloAsignacion, StockAsignado, StockVerificado
 from saga_contracts.events.orders import OrdenCancelada
 from sagakit.consumer import Subscription
-from sagakit.runtime import Runtime, ServiceDefinition, create_app
+from sagakit.runtime import PeriodicJob, Runtime, ServiceDefinition, create_app
 from sagakit.settings import load
 
 SERVICE = "pagos"
@@ -79,6 +80,12 @@ def subscriptions(worker: GatewayWorker) -> list[Subscription[Any]]:
     ]
 
 
+async def payment_gauges(rt: Runtime) -> None:
+    async with rt.engine.connect() as conn:
+        metrics.PAYMENTS_NEEDING_A_PERSON.labels(SERVICE).set(
+            await payments_needing_a_person(conn))
+
+
 def create() -> FastAPI:
     # Read at start: a pagos without its keys could open no payment token, and one without
     # the gateway's secret key could make no call.
@@ -94,6 +101,7 @@ def create() -> FastAPI:
         opens_sealed_tokens=True,
         on_start=gateway_worker.start,
         on_stop=gateway_worker.stop,
+        jobs=[PeriodicJob("payment-gauges", 5.0, payment_gauges)],
         description="Charges after stock was verified; refunds on allocation failure or cancel "
                     "(not once the stock was allocated).",
     ))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from prometheus_client import Counter
+from prometheus_client import Counter, Gauge
 
 from pagos.domain.payment import Refusal
 
@@ -42,6 +42,15 @@ GATEWAY_WORKER_ERRORS = Counter(
     "the call's unknown outcome (counted against its attempts); 'unrecorded' could not be "
     "recorded at all, and the call is made again when its lease runs out",
     ["service", "call", "stage"],
+)
+
+
+PAYMENTS_NEEDING_A_PERSON = Gauge(
+    "saga_payments_needing_action",
+    "Payments marked for a manual refund (REFUND_FAILED) that no operator has resolved yet "
+    "(POST /payments/{payment_id}/resolution), as pagos_read.payments_needing_action_v1 "
+    "lists them",
+    ["service"],
 )
 
 

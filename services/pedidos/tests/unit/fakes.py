@@ -22,7 +22,14 @@ from decimal import Decimal
 from typing import Any
 
 from pedidos.domain.order import ACTIVE, OrderStatus
-from pedidos.usecases.ports import AuditEntry, DueSagas, ExistingOrder, OrderStore, SagaState
+from pedidos.usecases.ports import (
+    AuditEntry,
+    DueSagas,
+    ExistingOrder,
+    OperatorAction,
+    OrderStore,
+    SagaState,
+)
 from saga_harness.events import message, payload_of
 from sagakit import fakes
 from sagakit.message import Message
@@ -86,6 +93,10 @@ class OrderTables:
         self.allocated_at: dict[str, datetime] = {}
         """sagas.stock_allocated_at, of the sagas that have one."""
         self.notifications: list[NotificationRow] = []
+        self.operator_actions: list[tuple[str, OperatorAction]] = []
+        """(saga id, action) of pedidos.operator_actions."""
+        self.requests: dict[str, dict[str, Any]] = {}
+        """The OrdenSolicitada payload pedidos' outbox keeps per saga."""
         self.held: set[str] = set()
         """Sagas whose row another transaction holds locked."""
         self.reads = 0
@@ -200,7 +211,7 @@ class FakeOrderStore:
 
     def move(self, saga: SagaState, to: OrderStatus, *, step_timeout_s: float | None,
              audit: AuditEntry, notification: str | None = None,
-             **order_values: Any) -> None:
+             operator_action: OperatorAction | None = None, **order_values: Any) -> None:
         t = self.tables
 
         def write() -> bool:
@@ -221,6 +232,8 @@ class FakeOrderStore:
             if notification is not None:
                 t.notifications.append(NotificationRow(saga.order_id, saga.customer_id,
                                                        to.value, notification))
+            if operator_action is not None:
+                t.operator_actions.append((saga.saga_id, operator_action))
             # As the adapter builds it: the caller's saga, with the row image's status and
             # clocks.
             self._written = dataclasses.replace(
@@ -277,6 +290,9 @@ class FakeOrderStore:
     async def read(self, saga_id: str) -> SagaState | None:
         self.tables.reads += 1
         return self.tables.saga(saga_id)
+
+    async def order_request(self, saga_id: str) -> dict[str, Any] | None:
+        return self.tables.requests.get(saga_id)
 
     async def lock(self, saga_id: str, skip_locked: bool = False) -> SagaState | None:
         self.tables.locks += 1

@@ -282,7 +282,8 @@ class OrderLoad:
         await asyncio.sleep(cancel_after)
         base = self.pedidos[i % len(self.pedidos)]
         try:
-            c = await self.http.post(f"{base}/sagas/{r.json()['saga_id']}/cancel")
+            c = await self.http.post(f"{base}/sagas/{r.json()['saga_id']}/cancel",
+                                      json={"reason": "chaos: cancelled at random"})
         except httpx.HTTPError:
             return
         self.cancels[c.status_code] = self.cancels.get(c.status_code, 0) + 1

@@ -12,7 +12,7 @@ import os
 from typing import Any
 
 from local_stack import gateway_key, identity, kafka_auth, secrets
-from local_stack.passwords import known_admin_password
+from local_stack.passwords import READERS, known_admin_password, known_reader_password, reader_role
 from local_stack.settings import KAFKA_BOOTSTRAP, PG_ADMIN, PG_PORT, SERVICE_PORTS, dsn
 
 # Kafka's principals: the operator's and one per service, each with the password the stack
@@ -38,12 +38,21 @@ def _kafka() -> dict[str, Any]:
     }
 
 
+def _reader_dsn(consumer: str) -> str | None:
+    password = known_reader_password(consumer)
+    return None if password is None else dsn(reader_role(consumer), password,
+                                             driver="postgresql", port=PG_PORT)
+
+
 def credentials() -> dict[str, Any]:
     admin = known_admin_password()
     return {
         "postgres": {
             "admin_dsn": None if admin is None else dsn(PG_ADMIN, admin, driver="postgresql",
                                                         port=PG_PORT),
+            # The read views' consumers (console, sagactl, grafana): each reads the services'
+            # published views and nothing else.
+            "reader_dsns": {consumer: _reader_dsn(consumer) for consumer in READERS},
         },
         "kafka": _kafka(),
         "gateway": {"secret_key": secrets.existing(gateway_key.SECRET)},

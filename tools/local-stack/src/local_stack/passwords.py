@@ -15,6 +15,9 @@ from local_stack import secrets
 
 ADMIN_SECRET = "postgres-admin"
 ROLE_KINDS = ("owner", "app")
+# The consumers of the services' published read views, a login role each (``<consumer>_reader``),
+# member of every service's ``<service>_reader`` group and of nothing else.
+READERS = ("console", "sagactl", "grafana")
 
 
 def role_secret(service: str, kind: str) -> str:
@@ -47,3 +50,23 @@ def known_admin_password() -> str | None:
 
 def known_role_password(service: str, kind: str) -> str | None:
     return _set_for_role(service, kind) or secrets.existing(role_secret(service, kind))
+
+
+def reader_role(consumer: str) -> str:
+    """``console_reader``, ``sagactl_reader``, ``grafana_reader``."""
+    if consumer not in READERS:
+        raise ValueError(f"not a reader: {consumer!r}")
+    return f"{consumer}_reader"
+
+
+def _set_for_reader(consumer: str) -> str | None:
+    return os.environ.get(f"{consumer.upper()}_READER_PASSWORD") or None
+
+
+def reader_password(consumer: str) -> str:
+    """The password of the login role ``<consumer>_reader``."""
+    return _set_for_reader(consumer) or secrets.password(f"{consumer}-reader")
+
+
+def known_reader_password(consumer: str) -> str | None:
+    return _set_for_reader(consumer) or secrets.existing(f"{consumer}-reader")

@@ -9,7 +9,12 @@ from pathlib import Path
 from typing import Any
 
 from local_stack import gateway_key
-from local_stack.passwords import known_admin_password, known_role_password
+from local_stack.passwords import (
+    known_admin_password,
+    known_reader_password,
+    known_role_password,
+    reader_role,
+)
 from sagakit.kafka import client_security
 from sagakit.settings import KafkaClientSettings
 
@@ -55,6 +60,13 @@ def role_dsn(service: str, kind: str = "app") -> str:
     role = f"{service}_{kind}"
     password = _made(known_role_password(service, kind), role)
     return f"postgresql://{role}:{password}@127.0.0.1:{PG_PORT}/{PG_DATABASE}"
+
+def reader_dsn(consumer: str) -> str:
+    """The login role of a read views' consumer (``console``, ``sagactl``, ``grafana``)."""
+    role = reader_role(consumer)
+    password = _made(known_reader_password(consumer), role)
+    return f"postgresql://{role}:{password}@127.0.0.1:{PG_PORT}/{PG_DATABASE}"
+
 
 def stack_secret(name: str) -> str:
     """A secret the local stack generated for itself (``local_stack.secrets``)."""

@@ -1,20 +1,25 @@
-"""sagactl — list sagas (and the stuck ones), show a saga's timeline, list dead letters,
-replay one safely.
+"""sagactl — sagas (and the stuck ones), a saga's timeline, payments that need a person, the
+operator's actions on them, dead letters and their safe replay.
 
     sagactl sagas [--status S]... [--older-than SECONDS] [--stuck] [--limit N]
     sagactl timeline SAGA_ID
+    sagactl payments [--needing-action] [--saga SAGA_ID] [--limit N]
+    sagactl cancel SAGA_ID --reason WHY
+    sagactl retry SAGA_ID [--reason WHY]
+    sagactl resolve-payment PAYMENT_ID --reference REF [--note TEXT]
     sagactl dlq [--service S] [--limit N] [--errors]
     sagactl replay DEAD_LETTER_ID --service S [--payload FILE] [--dry-run]
     sagactl signing-key
     sagactl topics create|check
 
-Connects with SAGACTL_DATABASE_URL (in a checkout, default: the admin role of the local stack,
-with the password it generated; libpq's ``sslmode`` and ``sslrootcert`` in it are honoured as
-by the services, ``sagakit.store.postgres_url``) and KAFKA_BOOTSTRAP_SERVERS (default 127.0.0.1:9092) as the
-principal the other KAFKA_* variables name (sagakit.settings.KafkaClientSettings: the
-operator's; in a checkout, default: the local stack's admin principal). Signs replays with the
-operator's key in SAGACTL_SIGNING_KEY_FILE (default: the local stack's, in the checkout sagactl runs from);
-``signing-key`` prints its public key as the services' SAGA_OPERATOR_PUBLIC_KEYS names it.
+Every command takes ``--output json`` (one JSON document on stdout) beside the default text.
+It reads through the services' published views as a reader role, and acts through their APIs
+with an operator's token (``sagactl.connection`` says which and where). ``replay`` publishes to
+KAFKA_BOOTSTRAP_SERVERS (default 127.0.0.1:9092) as the principal the other KAFKA_* variables
+name (sagakit.settings.KafkaClientSettings: the operator's; in a checkout, default: the local
+stack's admin principal), signed with the operator's key in SAGACTL_SIGNING_KEY_FILE (default:
+the local stack's, in the checkout sagactl runs from); ``signing-key`` prints its public key as
+the services' SAGA_OPERATOR_PUBLIC_KEYS names it.
 
 Nothing it prints shows a payment token, in the clear or sealed: the fields the schemas declare
 sensitive are masked (or left out) and token-shaped text is masked wherever it appears (an
@@ -32,15 +37,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import asyncpg
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from saga_contracts import replay_signature
 from saga_contracts.redaction import redact, scrub
-from sagactl import queries, replay
+from sagactl import actions, connection, queries, reads, replay
 from sagakit import settings
 from sagakit.settings import KafkaClientSettings
-from sagakit.store.postgres_url import postgres_target
 
 # The checkout, when sagactl runs from one (the workspace installs it from its source,
 # tools/sagactl/src): the local stack generates the operator's key in its state directory.
@@ -71,40 +74,12 @@ def _signing_key() -> Ed25519PrivateKey:
         raise CannotSign(f"{path}: {exc}") from None
 
 
-def _local_stack_credentials() -> dict[str, Any] | None:
-    """``make credentials`` of the local stack when sagactl runs in a checkout beside it;
-    installed on its own, sagactl knows no database, broker or password but those it is given."""
-    try:
-        from local_stack.credentials import credentials
-    except ModuleNotFoundError as missing:
-        if missing.name != "local_stack":
-            raise
-        return None
-    made: dict[str, Any] = credentials()
-    return made
-
-
-def _dsn() -> str:
-    given = os.environ.get("SAGACTL_DATABASE_URL")
-    if given:
-        return given
-    stack = _local_stack_credentials()
-    if stack is None:
-        raise SystemExit("sagactl: set SAGACTL_DATABASE_URL (postgresql://user:password@host:"
-                         "port/database)")
-    admin: str | None = stack["postgres"]["admin_dsn"]
-    if admin is None:
-        raise SystemExit("sagactl: the local stack has not generated its credentials yet "
-                         "(`make up`); or set SAGACTL_DATABASE_URL")
-    return admin
-
-
 def _kafka() -> KafkaClientSettings:
     """The KAFKA_* of the environment when they name a protocol or a principal; otherwise, in a
     checkout beside a local stack whose Kafka authenticates, its admin principal (the operator's)."""
     if os.environ.get("KAFKA_SECURITY_PROTOCOL") or os.environ.get("KAFKA_SASL_USERNAME"):
         return settings.load(KafkaClientSettings)
-    stack = _local_stack_credentials()
+    stack = connection.local_stack_credentials()
     kafka = stack["kafka"] if stack is not None else None
     if kafka is None or kafka["sasl_mechanism"] is None or kafka["principals"]["admin"] is None:
         return settings.load(KafkaClientSettings)
@@ -121,6 +96,19 @@ def _say(text: str, *, error: bool = False) -> None:
     print(scrub(text), file=sys.stderr if error else sys.stdout)
 
 
+def _json(document: Any) -> None:
+    """Prints ``document`` as one JSON document (dates, UUIDs and amounts as text), with
+    anything token-shaped masked."""
+    _say(json.dumps(document, default=str, indent=2))
+
+
+def _show(args: argparse.Namespace, rows: list[dict[str, Any]], columns: list[str]) -> None:
+    if args.output == "json":
+        _json(rows)
+    else:
+        _say(_table(rows, columns))
+
+
 def _table(rows: list[dict[str, Any]], columns: list[str]) -> str:
     if not rows:
         return "(none)"
@@ -131,7 +119,7 @@ def _table(rows: list[dict[str, Any]], columns: list[str]) -> str:
     return "\n".join(lines)
 
 
-async def _topics(*, create: bool) -> int:
+async def _topics(*, create: bool, as_json: bool = False) -> int:
     """The saga's topics as the topic settings say (``sagakit.kafka_topics``), on the cluster
     the KAFKA_* variables reach: ``create`` makes those missing; either way each is listed
     with its state. 1 when one is missing (check) or differs from the settings."""
@@ -153,53 +141,98 @@ async def _topics(*, create: bool) -> int:
             states += [TopicState(t, "missing") for t in missing]
     finally:
         await admin.close()
-    _say(f"partitions {wanted.topic_partitions}, replication factor {wanted.replication_factor}, "
-         f"min.insync.replicas {wanted.min_insync_replicas}")
-    _say(_table([{"topic": s.name, "state": s.state, "detail": s.detail} for s in states],
-                ["topic", "state", "detail"]))
+    shown = [{"topic": s.name, "state": s.state, "detail": s.detail} for s in states]
+    if as_json:
+        _json({"partitions": wanted.topic_partitions,
+               "replication_factor": wanted.replication_factor,
+               "min_insync_replicas": wanted.min_insync_replicas, "topics": shown})
+    else:
+        _say(f"partitions {wanted.topic_partitions}, replication factor "
+             f"{wanted.replication_factor}, min.insync.replicas {wanted.min_insync_replicas}")
+        _say(_table(shown, ["topic", "state", "detail"]))
     return 1 if any(s.state in ("missing", "differs") for s in states) else 0
 
 
-def _print_signing_key() -> int:
+def _print_signing_key(as_json: bool = False) -> int:
     try:
         key = _signing_key()
     except CannotSign as exc:
         print(exc, file=sys.stderr)
         return 2
-    print(replay_signature.public_entry(key))
+    entry = replay_signature.public_entry(key)
+    print(json.dumps({"key_id": entry.partition(":")[0], "public_key": entry}) if as_json
+          else entry)
     return 0
 
 
-async def run(args: argparse.Namespace) -> int:
-    if args.command == "signing-key":
-        return _print_signing_key()
-    if args.command == "topics":
-        return await _topics(create=args.action == "create")
-    # libpq's TLS parameters in the URL (sslmode, sslrootcert...) as the services read them.
-    target = postgres_target(_dsn())
-    conn = await asyncpg.connect(target.dsn(), **target.connect_args())
+def _acted(args: argparse.Namespace, answer: actions.Answer, done: str) -> int:
+    """An action's answer: 0 when the service did it, 1 when it refused (its HTTP status and
+    detail said). As JSON, the service's answer with its ``http_status``."""
+    if args.output == "json":
+        _json({"http_status": answer.status, **answer.body})
+    elif answer.ok:
+        _say(done)
+    else:
+        _say(f"refused ({answer.status}): {answer.body.get('detail')}", error=True)
+    return 0 if answer.ok else 1
+
+
+def _act(args: argparse.Namespace) -> int:
+    if args.command == "cancel":
+        answer = actions.cancel(args.saga_id, args.reason)
+        return _acted(args, answer, f"saga {args.saga_id}: {answer.body.get('status')}")
+    if args.command == "retry":
+        answer = actions.retry(args.saga_id, args.reason)
+        return _acted(args, answer, f"saga {args.saga_id}: step "
+                                    f"{answer.body.get('step')} sent again as "
+                                    f"{answer.body.get('message_id')}")
+    answer = actions.resolve_payment(args.payment_id, args.reference, args.note)
+    return _acted(args, answer, f"payment {args.payment_id} resolved by "
+                                f"{answer.body.get('resolved_by')} under "
+                                f"{answer.body.get('reference')}")
+
+
+async def _read(args: argparse.Namespace) -> int:
+    conn = await connection.connect(connection.reader_dsn())
     try:
         if args.command == "sagas":
-            rows = await queries.sagas(conn, statuses=args.status or None,
-                                       older_than_s=args.older_than, stuck_only=args.stuck,
-                                       limit=args.limit)
+            rows = await reads.sagas(conn, statuses=args.status or None,
+                                     older_than_s=args.older_than, stuck_only=args.stuck,
+                                     limit=args.limit)
             for r in rows:
                 r["age"] = f"{r['age_s']:.0f}s"
                 r["idle"] = f"{r['idle_s']:.0f}s"
                 r["flag"] = "STUCK" if r["stuck"] else ""
-            _say(_table(rows, ["saga_id", "status", "current_step", "age", "idle",
-                               "step_deadline_at", "flag"]))
+            _show(args, rows, ["saga_id", "status", "current_step", "age", "idle",
+                               "step_deadline_at", "flag"])
         elif args.command == "timeline":
-            entries = await queries.timeline(conn, args.saga_id)
+            entries = await reads.timeline(conn, args.saga_id)
             if not entries:
                 _say(f"no saga {args.saga_id}", error=True)
                 return 1
-            _say(_table(entries, ["at", "where", "what", "detail"]))
-        elif args.command == "dlq":
+            _show(args, entries, ["at", "where", "what", "detail"])
+        else:
+            rows = await reads.payments(conn, needing_action=args.needing_action,
+                                        saga_id=args.saga, limit=args.limit)
+            _show(args, rows, ["payment_id", "saga_id", "status", "amount", "currency",
+                               "charge_id", "marked_at" if args.needing_action
+                               else "resolution_reference"])
+        return 0
+    finally:
+        await conn.close()
+
+
+async def _dead_letters(args: argparse.Namespace) -> int:
+    conn = await connection.connect(connection.dead_letters_dsn())
+    try:
+        if args.command == "dlq":
             rows = await queries.dead_letters(conn, args.service, args.limit)
             for r in rows:
                 r["tries"] = len(r["attempts"])
                 r["last_error"] = (r["attempts"][-1]["error"][:80] if r["attempts"] else "")
+            if args.output == "json":
+                _json([{k: v for k, v in r.items() if k != "original"} for r in rows])
+                return 0
             _say(_table(rows, ["id", "service", "at", "event_type", "saga_id", "reason",
                                "tries", "last_error"]))
             if args.errors:
@@ -207,55 +240,95 @@ async def run(args: argparse.Namespace) -> int:
                     _say(f"\n{r['id']} ({r['service']}, {r['event_type']})")
                     for a in r["attempts"]:
                         _say(f"  #{a['attempt']} {a['at']}: {a['error']}")
-        elif args.command == "replay":
-            record = await queries.dead_letter(conn, args.service, args.dead_letter_id)
-            if record is None:
-                _say(f"no dead letter {args.dead_letter_id} in {args.service}", error=True)
-                return 1
-            fixed = args.fixed_payload
-            try:
-                plan = replay.signed(
-                    replay.build(record, args.service, args.dead_letter_id, fixed),
-                    _signing_key())
-            except (replay.CannotReplay, CannotSign) as exc:
-                _say(f"cannot replay: {exc}", error=True)
-                return 2
-            _say(json.dumps({"topic": plan.topic, "key": plan.key, "headers": plan.headers,
-                             "value": redact(plan.value)}, indent=2))
-            if args.dry_run:
-                _say("dry run: nothing sent")
-            else:
-                await replay.publish(plan, _kafka())
-                _say(f"replayed as {plan.value['message_id']} for {args.service}")
+            return 0
+        record = await queries.dead_letter(conn, args.service, args.dead_letter_id)
+        if record is None:
+            _say(f"no dead letter {args.dead_letter_id} in {args.service}", error=True)
+            return 1
+        try:
+            plan = replay.signed(
+                replay.build(record, args.service, args.dead_letter_id, args.fixed_payload),
+                _signing_key())
+        except (replay.CannotReplay, CannotSign) as exc:
+            _say(f"cannot replay: {exc}", error=True)
+            return 2
+        shown = {"topic": plan.topic, "key": plan.key, "headers": plan.headers,
+                 "value": redact(plan.value)}
+        if not args.dry_run:
+            await replay.publish(plan, _kafka())
+        if args.output == "json":
+            _json({"plan": shown, "sent": not args.dry_run,
+                   "message_id": plan.value["message_id"]})
+        else:
+            _say(json.dumps(shown, indent=2))
+            _say("dry run: nothing sent" if args.dry_run
+                 else f"replayed as {plan.value['message_id']} for {args.service}")
         return 0
     finally:
         await conn.close()
 
 
+async def run(args: argparse.Namespace) -> int:
+    if args.command == "signing-key":
+        return _print_signing_key(args.output == "json")
+    if args.command == "topics":
+        return await _topics(create=args.action == "create", as_json=args.output == "json")
+    if args.command in ("cancel", "retry", "resolve-payment"):
+        return _act(args)
+    if args.command in ("dlq", "replay"):
+        return await _dead_letters(args)
+    return await _read(args)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="sagactl", description=__doc__.splitlines()[0])
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--output", choices=["text", "json"], default="text",
+                        help="text (default) or one JSON document")
     sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("sagas", help="sagas by state and age; --stuck for the stuck ones")
+
+    def command(name: str, help: str) -> argparse.ArgumentParser:
+        return sub.add_parser(name, help=help, parents=[common])
+
+    p = command("sagas", "sagas by state and age; --stuck for the stuck ones")
     p.add_argument("--status", action="append")
     p.add_argument("--older-than", type=float, default=0.0, metavar="SECONDS")
     p.add_argument("--stuck", action="store_true")
     p.add_argument("--limit", type=int, default=50)
-    p = sub.add_parser("timeline", help="one saga's transitions, events and timings")
+    p = command("timeline", "one saga's transitions, events, gateway attempts, operators' "
+                            "actions and timings")
     p.add_argument("saga_id")
-    p = sub.add_parser("dlq", help="dead letters with their error history")
+    p = command("payments", "payments; --needing-action for those marked for a manual refund "
+                            "and not resolved yet")
+    p.add_argument("--needing-action", action="store_true")
+    p.add_argument("--saga", metavar="SAGA_ID")
+    p.add_argument("--limit", type=int, default=50)
+    p = command("cancel", "cancel a saga (pedidos' API, as an operator, audited with the reason)")
+    p.add_argument("saga_id")
+    p.add_argument("--reason", required=True)
+    p = command("retry", "drive a saga's current step again (pedidos' API, as an operator)")
+    p.add_argument("saga_id")
+    p.add_argument("--reason")
+    p = command("resolve-payment", "record that finance settled a payment marked for a manual "
+                                   "refund (pagos' API, as an operator)")
+    p.add_argument("payment_id")
+    p.add_argument("--reference", required=True,
+                   help="the finance system's reference of the refund or settlement")
+    p.add_argument("--note")
+    p = command("dlq", "dead letters with their error history")
     p.add_argument("--service", choices=queries.SERVICES)
     p.add_argument("--limit", type=int, default=20)
     p.add_argument("--errors", action="store_true", help="print every attempt's error")
-    p = sub.add_parser("replay", help="replay a dead letter under a new message id")
+    p = command("replay", "replay a dead letter under a new message id")
     p.add_argument("dead_letter_id")
     p.add_argument("--service", choices=queries.SERVICES, required=True)
     p.add_argument("--payload", help="a JSON file with the fixed payload")
     p.add_argument("--dry-run", action="store_true")
-    sub.add_parser("signing-key", help="the public key replays are signed with, as "
-                   "SAGA_OPERATOR_PUBLIC_KEYS lists it")
-    p = sub.add_parser("topics", help="the saga's topics on the cluster KAFKA_* names: create "
-                       "those missing (partitions, replication factor, min ISR from KAFKA_TOPIC_"
-                       "PARTITIONS, KAFKA_REPLICATION_FACTOR, KAFKA_MIN_INSYNC_REPLICAS), or check")
+    command("signing-key", "the public key replays are signed with, as "
+            "SAGA_OPERATOR_PUBLIC_KEYS lists it")
+    p = command("topics", "the saga's topics on the cluster KAFKA_* names: create "
+                "those missing (partitions, replication factor, min ISR from KAFKA_TOPIC_"
+                "PARTITIONS, KAFKA_REPLICATION_FACTOR, KAFKA_MIN_INSYNC_REPLICAS), or check")
     p.add_argument("action", choices=["create", "check"])
     args = parser.parse_args(argv)
     if getattr(args, "payload", None):

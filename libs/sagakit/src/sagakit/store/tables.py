@@ -95,3 +95,21 @@ def messaging_tables(metadata: MetaData) -> MessagingTables:
         Column("taken_at", DateTime(timezone=True), nullable=False),
     )
     return MessagingTables(metadata.schema, outbox, processed, relay_lease)
+
+
+def operator_actions_table(metadata: MetaData) -> Table:
+    """What operators did through the service's API, append-only
+    (``sagakit.store.read_views.create_operator_actions_v1``)."""
+    assert metadata.schema, "operator actions live in the service's own schema"
+    return Table(
+        "operator_actions",
+        metadata,
+        Column("id", BigInteger, primary_key=True, autoincrement=True),
+        Column("at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+        Column("operator", Text, nullable=False),
+        Column("action", Text, nullable=False),
+        Column("saga_id", Text),
+        Column("target", Text),
+        Column("reason", Text),
+        Column("detail", JSONB, nullable=False, server_default="{}"),
+    )

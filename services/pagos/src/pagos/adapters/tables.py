@@ -13,11 +13,12 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects.postgresql import JSONB
 
-from sagakit.store.tables import messaging_tables, service_metadata
+from sagakit.store.tables import messaging_tables, operator_actions_table, service_metadata
 
 SCHEMA = "pagos"
 metadata = service_metadata(SCHEMA)
 messaging = messaging_tables(metadata)
+operator_actions = operator_actions_table(metadata)
 
 payments = Table(
     "payments", metadata,

@@ -317,3 +317,9 @@ def after_refund(status: PaymentStatus, succeeded: bool, refund_attempts_made: i
         return Change(retry_in_s=refund_schedule_s[refund_attempts_made - 1])
     return Change(PaymentStatus.REFUND_FAILED, Emit.FALLO_REEMBOLSO, alert="refund_failed")
 
+
+
+def needs_a_person(status: PaymentStatus | None, manual_refund_required: bool) -> bool:
+    """A payment marked for finance to settle by hand, until an operator records that it was
+    (``pagos.usecases.resolve_payment``)."""
+    return manual_refund_required or status is PaymentStatus.REFUND_FAILED

@@ -1,8 +1,9 @@
-"""pagos' HTTP API: read-only payment records.
+"""pagos' HTTP API: payment records, and an operator's resolution of a payment left for a
+manual refund.
 
 A customer reads only its own payments: a saga with none of its payments answers 404, whether
 it has another customer's or none at all (its existence is not revealed). An operator reads any
-saga's, an empty list when it has none."""
+saga's, an empty list when it has none, and alone records resolutions."""
 
 from __future__ import annotations
 
@@ -11,12 +12,22 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Annotated, Any
 
-from fastapi import APIRouter, HTTPException, Query, Request, Security
-from pydantic import BaseModel
+from fastapi import APIRouter, HTTPException, Query, Request, Response, Security
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field
 
 from pagos.adapters.payment_repository import payment_records
+from pagos.adapters.resolutions import ResolutionRepository
+from pagos.usecases.resolve_payment import (
+    NothingToResolve,
+    PaymentNotFound,
+    Resolution,
+    ResolvedOtherwise,
+    resolve_payment,
+)
 from sagakit.auth import AUTH_RESPONSES, CUSTOMER, OPERATOR, Principal, require
 from sagakit.runtime import runtime_of
+from sagakit.store.conflicts import retry_on_conflict
 
 router = APIRouter(tags=["payments"])
 
@@ -79,3 +90,66 @@ async def list_payments(request: Request, saga_id: Annotated[uuid.UUID, Query()]
     if not rows and not caller.is_operator:
         raise HTTPException(404, detail=f"no payment of yours for saga {saga_id}")
     return [_record(r) for r in rows]
+
+
+# Text a person wrote: not empty, no NUL (PostgreSQL's text refuses it).
+_TEXT = r"^[^\x00]*\S[^\x00]*$"
+
+
+class ResolutionRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    reference: Annotated[str, Field(min_length=1, max_length=200, pattern=_TEXT)]
+    """The finance system's reference of the refund or settlement made by hand."""
+    note: Annotated[str | None, Field(min_length=1, max_length=1000, pattern=_TEXT)] = None
+
+
+class ResolutionView(BaseModel):
+    payment_id: str
+    saga_id: str
+    reference: str
+    note: str | None
+    resolved_by: str
+    resolved_at: datetime | None
+
+
+def _resolution_view(r: Resolution) -> ResolutionView:
+    return ResolutionView(payment_id=r.payment_id, saga_id=r.saga_id, reference=r.reference,
+                          note=r.note, resolved_by=r.operator, resolved_at=r.at)
+
+
+@router.post("/payments/{payment_id}/resolution", response_model=ResolutionView,
+             status_code=201, responses={
+                 **AUTH_RESPONSES,
+                 200: {"description": "Resolved before with this same reference"},
+                 404: {"description": "No such payment"},
+                 409: {"description": "The payment is not marked for a manual refund, or was "
+                                      "resolved with another reference"}})
+async def resolve(payment_id: uuid.UUID, body: ResolutionRequest, request: Request,
+                  response: Response,
+                  caller: Annotated[Principal, Security(require(OPERATOR))]
+                  ) -> ResolutionView | JSONResponse:
+    """Records that finance settled a payment marked for a manual refund, by hand, under
+    ``reference``: the operator's action, audited (docs/operations.md, "Manual refunds")."""
+    rt = runtime_of(request)
+
+    async def attempt() -> tuple[Resolution, bool]:
+        async with rt.uow() as uow:
+            done = await resolve_payment(uow, ResolutionRepository(uow), str(payment_id),
+                                         operator=caller.subject, reference=body.reference,
+                                         note=body.note)
+            return done.resolution, done.created
+
+    try:
+        resolution, created = await retry_on_conflict(attempt, what="resolve payment")
+    except PaymentNotFound:
+        raise HTTPException(404, detail=f"payment {payment_id} not found") from None
+    except NothingToResolve as exc:
+        return JSONResponse(status_code=409, content={
+            "detail": str(exc), "payment_id": str(payment_id), "status": exc.status.value})
+    except ResolvedOtherwise as exc:
+        return JSONResponse(status_code=409, content={
+            "detail": str(exc), "payment_id": str(payment_id),
+            "resolution": _resolution_view(exc.resolution).model_dump(mode="json")})
+    if not created:
+        response.status_code = 200
+    return _resolution_view(resolution)

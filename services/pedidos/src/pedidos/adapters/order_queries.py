@@ -12,7 +12,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from pedidos.adapters.tables import orders, saga_audit, sagas
+from pedidos.adapters.tables import operator_actions, orders, saga_audit, sagas
 from pedidos.domain.order import ACTIVE
 
 
@@ -40,6 +40,12 @@ class OrderQueries:
     async def history(self, saga_id: uuid.UUID) -> list[dict[str, Any]]:
         rows = await self.conn.execute(select(saga_audit).where(saga_audit.c.saga_id == saga_id)
                                        .order_by(saga_audit.c.id))
+        return [dict(r._mapping) for r in rows]
+
+    async def operator_actions(self, saga_id: uuid.UUID) -> list[dict[str, Any]]:
+        t = operator_actions
+        rows = await self.conn.execute(select(t).where(t.c.saga_id == str(saga_id))
+                                       .order_by(t.c.id))
         return [dict(r._mapping) for r in rows]
 
     async def active_stats(self) -> tuple[int, float]:

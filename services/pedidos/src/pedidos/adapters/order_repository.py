@@ -15,9 +15,9 @@ from typing import Any
 from sqlalchemy import Executable, Uuid, bindparam, func, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from pedidos.adapters.tables import notifications, orders, saga_audit, sagas
+from pedidos.adapters.tables import notifications, operator_actions, orders, saga_audit, sagas
 from pedidos.domain.order import ACTIVE, SAGA_TYPE, STEP_OF, OrderStatus, owner_of
-from pedidos.usecases.ports import AuditEntry, ExistingOrder, SagaState
+from pedidos.usecases.ports import AuditEntry, ExistingOrder, OperatorAction, SagaState
 from sagakit import jsonio
 from sagakit.store import driver
 from sagakit.store.commit_statement import StagedWrite
@@ -39,6 +39,7 @@ LOCK_ORDER = ("sagas", "orders")
 # outbox rows. Their SQL is built once per shape, every value a bind parameter.
 _ORDERS, _SAGAS = f"{{schema}}.{orders.name}", f"{{schema}}.{sagas.name}"
 _AUDIT, _NOTIFICATIONS = f"{{schema}}.{saga_audit.name}", f"{{schema}}.{notifications.name}"
+_OPERATOR_ACTIONS = f"{{schema}}.{operator_actions.name}"
 # What a write hands back of the saga row it wrote: the state the next event of that saga is
 # decided on (pedidos.usecases.known_sagas), and the clock its metrics are taken from.
 _ROW_IMAGE = ("saga_id, status, started_at, step_started_at, step_deadline_at, expires_at, "
@@ -79,6 +80,22 @@ def _audit_params(audit: AuditEntry, from_status: str | None, to_status: str | N
             "audit_detail": jsonio.dumps(audit.detail or {})}
 
 
+def _operator_action_cte(source: str) -> tuple[str, str]:
+    """The operator's action that made a write, for the saga id ``source`` returns (none when
+    it wrote nothing); its values are the ``act_*`` parameters."""
+    return ("acted", f"""INSERT INTO {_OPERATOR_ACTIONS} (operator, action, saga_id, target, reason,
+                                  detail)
+SELECT :act_operator, :act_action, saga_id::text, saga_id::text, :act_reason,
+       CAST(:act_detail AS jsonb)
+FROM {source}
+RETURNING id""")
+
+
+def _operator_action_params(action: OperatorAction) -> dict[str, Any]:
+    return {"act_operator": action.operator, "act_action": action.action,
+            "act_reason": action.reason, "act_detail": jsonio.dumps(action.detail or {})}
+
+
 _ORDER_COLUMNS = ("order_id", "saga_id", "customer_id", "status", "items", "total_amount",
                   "currency", "shipping_address", "payment_type", "idempotency_key",
                   "request_hash")
@@ -111,9 +128,10 @@ RETURNING {_ROW_IMAGE}"""),
 
 @functools.cache
 def _transition(to: OrderStatus, order_columns: tuple[str, ...], timed: bool,
-                notified: bool) -> tuple[tuple[str, str], ...]:
-    """Saga, order and audit row (and the customer's notification, if ``notified``); each part
-    runs only if the one before it matched (``_GUARD``): the guard is the saga row.
+                notified: bool, acted: bool = False) -> tuple[tuple[str, str], ...]:
+    """Saga, order and audit row (and the customer's notification, if ``notified``, and the
+    operator's action, if ``acted``); each part runs only if the one before it matched
+    (``_GUARD``): the guard is the saga row.
 
     The saga row is written first, the order row after it: every path that changes a saga
     takes the saga row's lock before the order row's (``LOCK_ORDER``)."""
@@ -140,6 +158,8 @@ RETURNING order_id"""),
 SELECT order_id, :notify_customer_id, '{to.value}', :notify_message
 FROM moved_order
 RETURNING id"""))
+    if acted:
+        ctes.append(_operator_action_cte("moved_saga"))
     return tuple(ctes)
 
 
@@ -200,11 +220,13 @@ def creation_write(*, order_id: uuid.UUID, saga_id: uuid.UUID, body: dict[str, A
 
 def transition_write(saga: SagaState, to: OrderStatus, *, step_timeout_s: float | None,
                      audit: AuditEntry, notification: str | None = None,
+                     operator_action: OperatorAction | None = None,
                      **order_values: Any) -> StagedWrite:
-    """Order, saga and audit row, and the customer's ``notification`` if any, only if the
-    status is still the one the decision was made on (the guard)."""
+    """Order, saga and audit row, and the customer's ``notification`` and the
+    ``operator_action`` if any, only if the status is still the one the decision was made on
+    (the guard)."""
     ctes = _transition(to, tuple(sorted(order_values)), step_timeout_s is not None,
-                       notification is not None)
+                       notification is not None, operator_action is not None)
     params = {"key_order_id": uuid.UUID(saga.order_id), **_guard_params(saga),
               "step_timeout_s": step_timeout_s,
               **{f"set_{c}": v for c, v in order_values.items()},
@@ -213,6 +235,8 @@ def transition_write(saga: SagaState, to: OrderStatus, *, step_timeout_s: float 
         del params["step_timeout_s"]
     if notification is not None:
         params.update(notify_customer_id=saga.customer_id, notify_message=notification)
+    if operator_action is not None:
+        params.update(_operator_action_params(operator_action))
     return StagedWrite(ctes, params, "moved_saga", returning="moved_saga")
 
 
@@ -297,9 +321,10 @@ class OrderRepository:
 
     def move(self, saga: SagaState, to: OrderStatus, *, step_timeout_s: float | None,
              audit: AuditEntry, notification: str | None = None,
-             **order_values: Any) -> None:
+             operator_action: OperatorAction | None = None, **order_values: Any) -> None:
         self.uow.stage(transition_write(saga, to, step_timeout_s=step_timeout_s, audit=audit,
-                                        notification=notification, **order_values))
+                                        notification=notification,
+                                        operator_action=operator_action, **order_values))
         self._written = functools.partial(_as_written, saga)
 
     def record_unmoved(self, saga: SagaState, audit: AuditEntry, **order_values: Any) -> None:
@@ -327,3 +352,15 @@ class OrderRepository:
 
     async def lock(self, saga_id: str, skip_locked: bool = False) -> SagaState | None:
         return await lock_saga(self.uow.connection, saga_id, skip_locked)
+
+    async def order_request(self, saga_id: str) -> dict[str, Any] | None:
+        outbox = self.uow.tables.outbox
+        row = (await self.uow.connection.execute(
+            select(outbox.c.payload)
+            .where(outbox.c.saga_id == saga_id, outbox.c.event_type == "OrdenSolicitada")
+            .order_by(outbox.c.id).limit(1))).first()
+        if row is None:
+            return None
+        envelope = row.payload if isinstance(row.payload, dict) else jsonio.loads(row.payload)
+        payload: dict[str, Any] = envelope["payload"]
+        return payload

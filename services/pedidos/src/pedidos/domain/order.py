@@ -203,6 +203,29 @@ def on_cancel_requested(status: OrderStatus) -> Transition:
     return Transition(S.CANCELADA_POR_USUARIO, CancelReason.CANCELADA_POR_USUARIO)
 
 
+class CannotRetry(Exception):
+    def __init__(self, status: OrderStatus) -> None:
+        super().__init__(f"saga is {status}: " + (
+            "its step waits for another service's event, which pedidos cannot send: replay "
+            "that service's dead letter if it gave up on it" if status in ACTIVE
+            else "nothing to retry"))
+        self.status = status
+
+
+# The steps pedidos can drive again: those started by an event of its own. Validation is asked
+# for by OrdenSolicitada; the payment by inventario's StockVerificado, the allocation by pagos'
+# PagoExitoso and the refund by inventario's FalloAsignacion, which only their producers may
+# write (docs/operations.md, "Retrying a step").
+RETRYABLE = frozenset({S.PENDIENTE_VALIDACION})
+
+
+def on_retry_requested(status: OrderStatus) -> Transition:
+    """The step started again: the same status, a fresh step deadline."""
+    if status not in RETRYABLE:
+        raise CannotRetry(status)
+    return Transition(status)
+
+
 def on_step_deadline(status: OrderStatus) -> Transition | None:
     if status in _BEFORE_ALLOCATION:
         return Transition(S.CANCELADA_TIMEOUT, CancelReason.TIMEOUT)

@@ -2,7 +2,8 @@
 
 Every route takes a bearer token (sagakit.auth). Customers place orders (the token's subject is
 the customer) and see and cancel their own; another customer's order or saga answers 404, as
-one that does not exist. Operators see and cancel any, and place none.
+one that does not exist. Operators see and cancel any (saying why), retry a saga's step, and
+place none; each operator action is audited with it (``pedidos.operator_actions``).
 """
 
 from __future__ import annotations
@@ -19,21 +20,25 @@ from fastapi.responses import JSONResponse
 from pedidos.adapters.order_queries import OrderQueries
 from pedidos.adapters.order_repository import OrderRepository
 from pedidos.config import PedidosSettings
-from pedidos.domain.order import TERMINAL, CannotCancel, OrderStatus
+from pedidos.domain.order import TERMINAL, CannotCancel, CannotRetry, OrderStatus
 from pedidos.entrypoints.schemas import (
     CUSTOMER_ID,
     NO_NUL,
+    CancelRequest,
     HistoryEntry,
+    OperatorActionEntry,
     OrderAccepted,
     OrderRequest,
     OrderView,
+    RetryRequest,
     SagaHistoryView,
     SagaStatusView,
 )
-from pedidos.usecases.cancel_saga import SagaNotFound, cancel_saga
+from pedidos.usecases.cancel_saga import SAGA_CANCELLED, SagaNotFound, cancel_saga
 from pedidos.usecases.known_sagas import KnownSagas
 from pedidos.usecases.place_order import IdempotencyKeyReused, PlacedOrder, place_order
-from pedidos.usecases.ports import PaymentTokenSealer
+from pedidos.usecases.ports import OperatorAction, PaymentTokenSealer
+from pedidos.usecases.retry_step import STEP_RETRIED, RequestGone, retry_step
 from saga_contracts import registry
 from sagakit.auth import AUTH_RESPONSES, CUSTOMER, OPERATOR, Principal, require
 from sagakit.envelope import new_span_id
@@ -46,6 +51,7 @@ log = logging.getLogger("pedidos.http")
 
 Customer = Annotated[Principal, Security(require(CUSTOMER))]
 CustomerOrOperator = Annotated[Principal, Security(require(CUSTOMER, OPERATOR))]
+Operator = Annotated[Principal, Security(require(OPERATOR))]
 
 _NOT_YOURS: dict[int | str, dict[str, Any]] = {
     404: {"description": "No such object, or another customer's"}}
@@ -162,18 +168,28 @@ def routes(settings: PedidosSettings, known: KnownSagas, sealer: PaymentTokenSea
             if await repo.saga(saga_id, caller.owner_filter()) is None:
                 raise HTTPException(404, detail=f"saga {saga_id} not found")
             rows = await repo.history(saga_id)
+            actions = await repo.operator_actions(saga_id) if caller.is_operator else []
         return SagaHistoryView(saga_id=str(saga_id), entries=[HistoryEntry(
             at=r["at"], event_type=r["event_type"], from_status=r["from_status"],
             to_status=r["to_status"], actor=r["actor"], message_id=r["message_id"],
-            detail=r["detail"]) for r in rows])
+            detail=r["detail"]) for r in rows], operator_actions=[OperatorActionEntry(
+                at=a["at"], operator=a["operator"], action=a["action"], reason=a["reason"],
+                detail=a["detail"]) for a in actions])
 
     @router.post("/sagas/{saga_id}/cancel", status_code=202, tags=["sagas"],
                  responses={**AUTH_RESPONSES, **_NOT_YOURS,
                             409: {"description": "The saga is terminal or already "
-                                                 "compensating"}})
-    async def cancel(saga_id: uuid.UUID, request: Request,
-                     caller: CustomerOrOperator) -> JSONResponse:
+                                                 "compensating"},
+                            422: {"description": "A reason that is blank or too long"}})
+    async def cancel(saga_id: uuid.UUID, request: Request, caller: CustomerOrOperator,
+                     body: CancelRequest | None = None) -> JSONResponse:
         rt = runtime_of(request)
+        reason = body.reason if body is not None else None
+        action = None
+        if caller.is_operator:
+            # Recorded whether or not the operator said why: the contract's cancel takes no
+            # body. sagactl and the console always ask for a reason.
+            action = OperatorAction(caller.subject, SAGA_CANCELLED, reason)
         # The request's span, OrdenCancelada's parent (as for POST /orders).
         span_id = new_span_id()
         tracing.annotate_current_span(span_id=span_id)
@@ -183,7 +199,8 @@ def routes(settings: PedidosSettings, known: KnownSagas, sealer: PaymentTokenSea
                 return await cancel_saga(uow, OrderRepository(uow), str(saga_id),
                                          _actor(caller), settings, known,
                                          request_span_id=span_id,
-                                         customer_id=caller.owner_filter())
+                                         customer_id=caller.owner_filter(),
+                                         operator_action=action)
 
         try:
             status = await retry_on_conflict(attempt, what="cancel saga")
@@ -198,6 +215,44 @@ def routes(settings: PedidosSettings, known: KnownSagas, sealer: PaymentTokenSea
                                           "parent_span_id": None})
         return JSONResponse(status_code=202, content={"saga_id": str(saga_id),
                                                       "status": status.value})
+
+    @router.post("/sagas/{saga_id}/retry", status_code=202, tags=["sagas"],
+                 responses={**AUTH_RESPONSES, 404: {"description": "No such saga"},
+                            409: {"description": "The saga is not in a step pedidos can "
+                                                 "drive again (only PENDIENTE_VALIDACION is)"}})
+    async def retry(saga_id: uuid.UUID, request: Request, caller: Operator,
+                    body: RetryRequest | None = None) -> JSONResponse:
+        """Drives the saga's current step again: its OrdenSolicitada sent again under a new
+        message id, its step's deadline started afresh (docs/operations.md, "Retrying a
+        step")."""
+        rt = runtime_of(request)
+        span_id = new_span_id()
+        tracing.annotate_current_span(span_id=span_id)
+        action = OperatorAction(caller.subject, STEP_RETRIED,
+                                body.reason if body is not None else None)
+
+        async def attempt() -> str:
+            async with rt.uow() as uow:
+                return await retry_step(uow, OrderRepository(uow), str(saga_id), action,
+                                        settings, known, request_span_id=span_id)
+
+        try:
+            message_id = await retry_on_conflict(attempt, what="retry saga step")
+        except SagaNotFound:
+            raise HTTPException(404, detail=f"saga {saga_id} not found") from None
+        except CannotRetry as exc:
+            return JSONResponse(status_code=409, content={
+                "detail": str(exc), "saga_id": str(saga_id), "status": exc.status.value})
+        except RequestGone as exc:
+            return JSONResponse(status_code=409, content={"detail": str(exc),
+                                                          "saga_id": str(saga_id)})
+        log.info("saga step retried", extra={"saga_id": str(saga_id),
+                                             "event_type": "OrdenSolicitada",
+                                             "status": "PROCESSING", "span_id": span_id,
+                                             "parent_span_id": None})
+        return JSONResponse(status_code=202, content={
+            "saga_id": str(saga_id), "status": OrderStatus.PENDIENTE_VALIDACION.value,
+            "step": "validacion", "message_id": message_id})
 
     return router
 

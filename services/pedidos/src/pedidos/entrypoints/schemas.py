@@ -206,6 +206,37 @@ class HistoryEntry(BaseModel):
     detail: dict[str, Any]
 
 
+class OperatorActionEntry(BaseModel):
+    """What an operator did to the saga through the API: who (the token's subject), when, what
+    and why."""
+
+    at: datetime
+    operator: str
+    action: str
+    reason: str | None
+    detail: dict[str, Any]
+
+
 class SagaHistoryView(BaseModel):
     saga_id: str
     entries: list[HistoryEntry]
+    operator_actions: list[OperatorActionEntry] = []
+    """Operators' actions on the saga (cancelled, step retried), oldest first; shown to
+    operators only."""
+
+
+# An operator's reason, as the audit keeps it: text a person wrote, not empty, no NUL.
+REASON = Field(min_length=1, max_length=500, pattern=r"^[^\x00]*\S[^\x00]*$")
+
+
+class CancelRequest(BaseModel):
+    """Why the saga is cancelled: recorded with an operator's cancellation (sagactl and the
+    console ask for it); a customer's is not kept."""
+
+    model_config = ConfigDict(extra="forbid")
+    reason: Annotated[str | None, REASON] = None
+
+
+class RetryRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    reason: Annotated[str | None, REASON] = None

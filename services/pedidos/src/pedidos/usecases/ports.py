@@ -74,6 +74,18 @@ class AuditEntry:
 
 
 @dataclass(frozen=True)
+class OperatorAction:
+    """What an operator did through the API, for the operator actions' audit: written with the
+    action it records, or not at all."""
+
+    operator: str
+    """The operator's token subject."""
+    action: str
+    reason: str | None
+    detail: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
 class ExistingOrder:
     """An order placed before under an idempotency key, with the fingerprint of its body."""
 
@@ -106,10 +118,12 @@ class OrderStore(Protocol):
 
     def move(self, saga: SagaState, to: OrderStatus, *, step_timeout_s: float | None,
              audit: AuditEntry, notification: str | None = None,
-             **order_values: Any) -> None:
+             operator_action: OperatorAction | None = None, **order_values: Any) -> None:
         """Stages the saga and its order moving to ``to`` (the order's columns
-        ``order_values`` set), its history entry and the customer's ``notification`` if any.
-        Its guard: the saga is still in ``saga.status`` (and ``saga.stock_allocated``)."""
+        ``order_values`` set; ``to`` may be its status, which starts its step afresh), its
+        history entry, the customer's ``notification`` and the ``operator_action`` that moved
+        it, if any. Its guard: the saga is still in ``saga.status`` (and
+        ``saga.stock_allocated``)."""
         ...
 
     def record_unmoved(self, saga: SagaState, audit: AuditEntry, **order_values: Any) -> None:
@@ -134,6 +148,11 @@ class OrderStore(Protocol):
 
     async def read(self, saga_id: str) -> SagaState | None:
         """The saga as it is now, without a lock."""
+        ...
+
+    async def order_request(self, saga_id: str) -> dict[str, Any] | None:
+        """The payload of the OrdenSolicitada that started the saga, as pedidos emitted it (its
+        payment token sealed), if pedidos still keeps it."""
         ...
 
     async def lock(self, saga_id: str, skip_locked: bool = False) -> SagaState | None:

@@ -20,7 +20,7 @@ from pedidos.domain.order import (
 )
 from pedidos.usecases import order_events
 from pedidos.usecases.known_sagas import KnownSagas
-from pedidos.usecases.ports import AuditEntry, OrderStore, SagaState
+from pedidos.usecases.ports import AuditEntry, OperatorAction, OrderStore, SagaState
 from sagakit.observability import metrics
 from sagakit.ports import UnitOfWorkPort
 
@@ -34,9 +34,11 @@ def stage_transition(uow: UnitOfWorkPort, orders: OrderStore, saga: SagaState,
                      detail: dict[str, Any] | None = None,
                      order_values: dict[str, Any] | None = None,
                      known: KnownSagas | None = None,
-                     parent_span_id: str | None = None) -> None:
+                     parent_span_id: str | None = None,
+                     operator_action: OperatorAction | None = None) -> None:
     """``parent_span_id``: the span the transition happens in when it is not a message's (a
-    request's, a timer's): the parent of the events it emits (Part I §7.1)."""
+    request's, a timer's): the parent of the events it emits (Part I §7.1).
+    ``operator_action``: the operator's action that asked for it, audited with it."""
     values = dict(order_values or {})
     if transition.cancel_reason:
         values["cancel_reason"] = transition.cancel_reason.value
@@ -46,7 +48,8 @@ def stage_transition(uow: UnitOfWorkPort, orders: OrderStore, saga: SagaState,
     orders.move(saga, transition.to,
                 step_timeout_s=settings.step_timeout_s(step) if step else None,
                 audit=AuditEntry(cause, actor, message_id, detail),
-                notification=NOTIFICATIONS.get(transition.to), **values)
+                notification=NOTIFICATIONS.get(transition.to),
+                operator_action=operator_action, **values)
     # The saga's customer, as OrdenSolicitada named it (Part I §7.1's user_id), also when no
     # message caused the transition (a cancellation requested, a deadline): pagos reads it to
     # know whose payment it records.

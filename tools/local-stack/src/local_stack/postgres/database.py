@@ -1,5 +1,8 @@
 """The database every service shares, and in it each service's schema, roles and migrations:
-an owner role runs the migrations, an app role is what the service runs as."""
+an owner role runs the migrations, an app role is what the service runs as. Each service also
+publishes read views in a schema of its own (``<service>_read``, made by its migrations) to a
+group role ``<service>_reader``, which the readers' login roles (``console_reader``,
+``sagactl_reader``, ``grafana_reader``) are members of."""
 
 from __future__ import annotations
 
@@ -8,7 +11,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-from local_stack.passwords import admin_password, role_password
+from local_stack.passwords import (
+    READERS,
+    admin_password,
+    reader_password,
+    reader_role,
+    role_password,
+)
 from local_stack.postgres import scram
 from local_stack.postgres.programs import as_pg_user, pg_bin
 from local_stack.postgres.tls import with_stack_tls
@@ -59,8 +68,18 @@ def keep_admin_password(data: Path) -> None:
                          f"the stack let its OS user in: `make down`, then `make up`)")
 
 
+def _login_role(role: str, password: str) -> str:
+    # Set again on every start: the password of a role made earlier (with another password,
+    # or the old committed default) becomes the one the stack keeps.
+    pw = _password(password)
+    return (f"DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '{role}') "
+            f"THEN CREATE ROLE {role} LOGIN PASSWORD {pw}; "
+            f"ELSE ALTER ROLE {role} LOGIN PASSWORD {pw}; END IF; END $$")
+
+
 def bootstrap_database() -> None:
-    """One database; per service a schema, an owner role (migrations) and an app role (runtime)."""
+    """One database; per service a schema, an owner role (migrations), an app role (runtime), a
+    read schema and its group role; a login role per reader of the read views."""
     exists = _psql(["-h", "127.0.0.1", "-d", "postgres", "-tA"],
                    f"SELECT 1 FROM pg_database WHERE datname = {_literal(PG_DB)}",
                    _over_tcp()).stdout.strip()
@@ -75,14 +94,7 @@ def bootstrap_database() -> None:
     for svc in SERVICE_PORTS:
         owner, app = f"{svc}_owner", f"{svc}_app"
         for role, kind in ((owner, "owner"), (app, "app")):
-            # Set again on every start: the password of a role made earlier (with another
-            # password, or the old committed default) becomes the one the stack keeps.
-            pw = _password(role_password(svc, kind))
-            statements.append(
-                f"DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '{role}') "
-                f"THEN CREATE ROLE {role} LOGIN PASSWORD {pw}; "
-                f"ELSE ALTER ROLE {role} LOGIN PASSWORD {pw}; END IF; END $$"
-            )
+            statements.append(_login_role(role, role_password(svc, kind)))
             statements.append(f"GRANT CONNECT ON DATABASE {PG_DB} TO {role}")
             statements.append(f"ALTER ROLE {role} SET search_path = {svc}")
         statements += [
@@ -92,7 +104,18 @@ def bootstrap_database() -> None:
             f"GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO {app}",
             f"ALTER DEFAULT PRIVILEGES FOR ROLE {owner} IN SCHEMA {svc} "
             f"GRANT USAGE, SELECT ON SEQUENCES TO {app}",
+            # The read views' schema (its owner's, so that the migrations need no right to
+            # create schemas) and the group role they are granted to, which cannot log in.
+            f"DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '{svc}_reader') "
+            f"THEN CREATE ROLE {svc}_reader NOLOGIN; END IF; END $$",
+            f"CREATE SCHEMA IF NOT EXISTS {svc}_read AUTHORIZATION {owner}",
+            f"GRANT USAGE ON SCHEMA {svc}_read TO {svc}_reader",
         ]
+    for consumer in READERS:
+        role = reader_role(consumer)
+        statements += [_login_role(role, reader_password(consumer)),
+                       f"GRANT CONNECT ON DATABASE {PG_DB} TO {role}",
+                       *(f"GRANT {svc}_reader TO {role}" for svc in SERVICE_PORTS)]
     psql_admin("; ".join(statements))
 
 
