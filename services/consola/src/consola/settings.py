@@ -31,8 +31,8 @@ class ConsolaSettings(BaseSettings):
         "Longest a session cookie lives; an operator is also signed out when the token it "
         "holds expires (the issuer's token lifetime)."))
     secure_cookie: bool = Field(False, description=(
-        "`true` marks the session cookie `Secure`: set it whenever the console is served over "
-        "HTTPS (always, beyond one machine)."))
+        "`true` marks the session cookie `Secure`; it is so anyway when `CONSOLA_PUBLIC_URL` is "
+        "https (always, beyond one machine)."))
     client_id: str = Field("consola", min_length=1, description=(
         "The console's client id at the issuer (a public client: PKCE, no client secret)."))
     authorize_url: HttpUrl | None = Field(None, description=(
@@ -62,6 +62,11 @@ class ConsolaSettings(BaseSettings):
             return self.session_secret_file.read_text().strip()
         except OSError as exc:
             raise ValueError(f"cannot read CONSOLA_SESSION_SECRET_FILE: {exc}") from None
+
+    @property
+    def cookie_secure(self) -> bool:
+        """``Secure`` when asked, and always when the console is served over https."""
+        return self.secure_cookie or self.base_url.startswith("https://")
 
     @property
     def base_url(self) -> str:

@@ -115,6 +115,31 @@ async def test_a_callback_without_the_sign_ins_state_is_refused(
     assert forged.status_code == 400 and "Sign-in failed" in forged.text
 
 
+async def test_the_session_cookie_does_not_show_the_operators_token(
+        stand_ins: tuple[str, str]) -> None:
+    """Browsers send a cookie of 127.0.0.1 to every port of it: a copied cookie must not be a
+    bearer token for the services' APIs."""
+    import base64
+    _, console = stand_ins
+    async with httpx.AsyncClient() as http:
+        await sign_in(http, console, "ana", "operator")
+        cookie = http.cookies["consola_session"]
+    payload = cookie.split(".")[0]
+    readable = base64.b64decode(payload + "=" * (-len(payload) % 4)).decode()
+    assert '"token"' in readable and "eyJ" not in readable, readable
+
+
+async def test_a_callback_error_never_shows_the_links_own_text(
+        stand_ins: tuple[str, str]) -> None:
+    _, console = stand_ins
+    async with httpx.AsyncClient() as http:
+        lure = await http.get(f"{console}/auth/callback", params={
+            "error": "Session expired", "error_description": "Call security at +1-555-0100"})
+        denied = await http.get(f"{console}/auth/callback", params={"error": "access_denied"})
+    assert lure.status_code == 400 and "555" not in lure.text and "Session expired" not in lure.text
+    assert denied.status_code == 400 and "access_denied" in denied.text
+
+
 async def test_a_forged_session_cookie_is_not_a_session(stand_ins: tuple[str, str]) -> None:
     _, console = stand_ins
     async with httpx.AsyncClient(cookies={"consola_session": "e30=.forged.sig"}) as http:
@@ -133,7 +158,7 @@ def test_the_session_secret_is_required_and_long(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("asked", "goes"), [
     ("/sagas/x", "/sagas/x"), ("//evil.example/x", "/"), ("https://evil.example", "/"),
-    ("/\\evil", "/"), (None, "/")])
+    ("/\\evil", "/"), ("/\t/evil.example", "/"), (None, "/")])
 def test_after_sign_in_only_a_page_of_the_console(asked: str | None, goes: str) -> None:
     from consola.entrypoints.session import safe_next
     assert safe_next(asked) == goes

@@ -28,6 +28,7 @@ from starlette.types import Scope
 
 from identity_provider import sign_in_page
 from identity_provider.authorization import (
+    MAX_PARAMETER_CHARS,
     ROLES,
     AuthorizationError,
     AuthorizationRequest,
@@ -212,8 +213,10 @@ def create_app(settings: IdentityProviderSettings | None = None,
         # not sent there (RFC 6749 §4.1.2.1).
         uri = params.get("redirect_uri")
         if params.get("client_id") and uri and redirect_uri_allowed(uri, settings.redirect_uris):
+            state = params.get("state")
             return _redirect(uri, error=exc.error, error_description=exc.description,
-                             state=params.get("state"))
+                             state=state if state and len(state) <= MAX_PARAMETER_CHARS
+                             else None)
         return HTMLResponse(f"<!doctype html><title>Sign-in refused</title><h1>Sign-in refused"
                             f"</h1><p>{exc.error}: {escape(exc.description)}</p>",
                             status_code=400)

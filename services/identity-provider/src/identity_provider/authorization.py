@@ -74,11 +74,19 @@ def s256(verifier: str) -> str:
     return base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
 
 
+# The longest client_id, state or scope a request may carry: a pending sign-in is kept in
+# memory until its code is redeemed or expires.
+MAX_PARAMETER_CHARS = 512
+
+
 def redirect_uri_allowed(uri: str, registered: Sequence[str]) -> bool:
     if registered:
         return uri in registered
     parts = urlsplit(uri)
-    return parts.scheme == "http" and parts.hostname in LOOPBACK_HOSTS and not parts.fragment
+    # No user-info part (``http://evil@127.0.0.1/``) nor backslash: what a browser makes of
+    # those is not always what urlsplit does.
+    return (parts.scheme == "http" and parts.hostname in LOOPBACK_HOSTS and not parts.fragment
+            and parts.username is None and parts.password is None and "\\" not in uri)
 
 
 def check_request(*, response_type: str | None, client_id: str | None,
@@ -89,11 +97,16 @@ def check_request(*, response_type: str | None, client_id: str | None,
     is known to be the client's, no error may be sent to it (RFC 6749 §4.1.2.1)."""
     if not client_id:
         raise AuthorizationError("invalid_request", "client_id is required")
+    if len(client_id) > MAX_PARAMETER_CHARS:
+        raise AuthorizationError("invalid_request", "client_id is too long")
     if not redirect_uri or not redirect_uri_allowed(redirect_uri, registered_uris):
         raise AuthorizationError("invalid_request",
                                  "redirect_uri is missing or not one this provider sends to")
     if response_type != "code":
         raise AuthorizationError("unsupported_response_type", "response_type must be code")
+    if any(v is not None and len(v) > MAX_PARAMETER_CHARS for v in (state, scope)):
+        raise AuthorizationError("invalid_request",
+                                 f"state and scope are at most {MAX_PARAMETER_CHARS} characters")
     if code_challenge_method != "S256":
         raise AuthorizationError("invalid_request", "code_challenge_method must be S256 (PKCE)")
     if not code_challenge or len(code_challenge) != 43 or not set(code_challenge) <= _VERIFIER_CHARS:

@@ -115,6 +115,28 @@ async def test_an_unknown_redirect_uri_is_told_to_the_person_not_redirected_to(
     assert refused.status_code == 400 and "location" not in refused.headers
 
 
+@pytest.mark.parametrize("uri", ["http://evil.example@127.0.0.1:8030/cb",
+                                 "http://evil.example\\@127.0.0.1:8030/cb",
+                                 "http://u:p@localhost:8030/cb"])
+async def test_a_loopback_redirect_uri_with_a_user_part_is_refused(
+        idp: httpx.AsyncClient, uri: str) -> None:
+    refused = await idp.get("/authorize", params=authorize_params(redirect_uri=uri))
+    assert refused.status_code == 400 and "location" not in refused.headers
+
+
+async def test_a_state_scope_or_client_id_past_its_length_is_refused_and_not_echoed(
+        idp: httpx.AsyncClient) -> None:
+    for field in ("state", "scope"):
+        refused = await idp.get("/authorize", params=authorize_params(**{field: "x" * 513}))
+        assert refused.status_code == 303, field
+        query = parse_qs(urlsplit(refused.headers["location"]).query)
+        assert query["error"] == ["invalid_request"]
+        assert "x" * 513 not in refused.headers["location"]
+    refused = await idp.get("/authorize", params=authorize_params(client_id="c" * 513))
+    assert refused.status_code in (303, 400) and "c" * 513 not in refused.headers.get(
+        "location", "")
+
+
 async def test_a_request_without_pkce_goes_back_to_the_client_with_an_error(
         idp: httpx.AsyncClient) -> None:
     refused = await idp.get("/authorize", params=authorize_params(code_challenge_method="plain"))

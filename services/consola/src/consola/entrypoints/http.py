@@ -35,6 +35,7 @@ from consola.entrypoints.session import (
     SignInNeeded,
     safe_next,
     start_session,
+    token_box,
 )
 from consola.entrypoints.sign_in import issuer_client
 from consola.settings import ConsolaSettings
@@ -46,6 +47,11 @@ log = logging.getLogger("consola.http")
 
 HERE = Path(__file__).parent
 NEXT = "next"
+# The error codes of an authorization response (RFC 6749 §4.1.2.1) and Authlib's own for a
+# callback whose state does not match.
+OAUTH_ERROR_CODES = frozenset({
+    "invalid_request", "unauthorized_client", "access_denied", "unsupported_response_type",
+    "invalid_scope", "server_error", "temporarily_unavailable", "mismatching_state"})
 SECURITY_HEADERS = {
     # No script, no frame, no form posted anywhere but here.
     "Content-Security-Policy": "default-src 'none'; style-src 'self'; img-src 'self'; "
@@ -77,7 +83,8 @@ def create_app(settings: ConsolaSettings | None = None, auth: AuthSettings | Non
                   docs_url=None, redoc_url=None, openapi_url=None)
     app.add_middleware(SessionMiddleware, secret_key=settings.session_key(),
                        session_cookie="consola_session", max_age=settings.session_max_age_s,
-                       same_site="lax", https_only=settings.secure_cookie)
+                       same_site="lax", https_only=settings.cookie_secure)
+    app.state.token_box = token_box(settings.session_key())
     app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
 
     @app.middleware("http")
@@ -151,9 +158,11 @@ def create_app(settings: ConsolaSettings | None = None, auth: AuthSettings | Non
         try:
             answer = await issuer.authorize_access_token(request)
         except OAuthError as exc:
-            # The error's code and description are the issuer's words, never a token.
+            # The error may come from the query string of anyone's link, not from the issuer:
+            # a known code is named, nothing of the request's own text is shown.
+            code = exc.error if exc.error in OAUTH_ERROR_CODES else "sign-in not completed"
             return page(request, "error.html", 400, title="Sign-in failed",
-                        message=f"{exc.error}: {exc.description or ''}", sign_in=True)
+                        message=f"{code}: sign in again.", sign_in=True)
         except httpx.HTTPError:
             raise IssuerDown from None
         token = str(answer.get("access_token", ""))
