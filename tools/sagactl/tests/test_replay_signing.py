@@ -13,7 +13,8 @@ import pytest
 from saga_contracts import headers as h
 from saga_contracts import replay_signature
 from saga_contracts.replay_signature import OperatorKeys, Signed
-from sagactl import cli, replay
+from sagactl import cli
+from sagakit.operations import replay
 
 
 def _letter(headers: dict[str, str] | None = None) -> dict[str, Any]:
@@ -53,7 +54,8 @@ def key_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def test_the_replay_carries_the_operator_s_signature_of_what_is_published(
         key_file: Path) -> None:
     key = replay_signature.load_private_key(key_file.read_bytes())
-    plan = replay.signed(replay.build(_letter(), "inventario", str(uuid.uuid4())), key)
+    plan = replay.signed(replay.build(replay.claimed_record(_letter()), "inventario",
+                                      str(uuid.uuid4())), key)
     keys = OperatorKeys.parse(replay_signature.public_entry(key))
     assert plan.headers[h.REPLAY_FOR] == "inventario"
     assert plan.headers[h.REPLAY_SIGNATURE].startswith(keys.ids[0] + ":")
@@ -61,8 +63,8 @@ def test_the_replay_carries_the_operator_s_signature_of_what_is_published(
 
 
 def test_a_replay_of_a_replay_drops_the_earlier_signature() -> None:
-    plan = replay.build(_letter({h.REPLAY_SIGNATURE: "0123456789abcdef:old"}), "inventario",
-                        str(uuid.uuid4()))
+    letter = _letter({h.REPLAY_SIGNATURE: "0123456789abcdef:old"})
+    plan = replay.build(replay.claimed_record(letter), "inventario", str(uuid.uuid4()))
     assert h.REPLAY_SIGNATURE not in plan.headers
 
 

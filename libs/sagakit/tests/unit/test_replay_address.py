@@ -18,13 +18,13 @@ from saga_contracts import headers as h
 from saga_contracts import replay_signature
 from saga_contracts.events.payments import PagoExitoso
 from saga_contracts.replay_signature import OperatorKeys
-from sagactl import replay
 from sagakit import dead_letters
 from sagakit.consumer import EventConsumer, Outcome, RawRecord, Subscription
 from sagakit.dead_letters import Attempt, Original
 from sagakit.envelope import Envelope
 from sagakit.message import Message
 from sagakit.observability import metrics
+from sagakit.operations import replay
 from sagakit.settings import InvalidConfiguration, MessagingSettings, load
 
 from .consumer_fakes import CommittingUnitOfWork
@@ -75,7 +75,7 @@ def _plan(envelope: Envelope, replay_for: str) -> replay.Replay:
         original=Original("payment-events", value, envelope.message_id, envelope.event_type,
                           envelope.saga_id.encode(), list(_headers(envelope.kafka_headers())),
                           0, 7))
-    return replay.build(letter.value, replay_for, str(uuid.uuid4()))
+    return replay.build(replay.claimed_record(letter.value), replay_for, str(uuid.uuid4()))
 
 
 def _headers(headers: dict[str, str]) -> list[tuple[str, bytes]]:

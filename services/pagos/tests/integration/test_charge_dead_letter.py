@@ -33,10 +33,10 @@ from saga_harness import config, db
 from saga_harness import payments as pay
 from saga_harness.kafka import TopicReader
 from saga_harness.waiting import wait_for
-from sagactl import replay
 from sagakit import jsonio
 from sagakit.consumer import EventConsumer, Origin, RawRecord, Subscription
 from sagakit.message import Message
+from sagakit.operations import replay
 from sagakit.settings import KafkaClientSettings, MessagingSettings
 from sagakit.store.tables import MessagingTables
 from sagakit.store.unit_of_work import UnitOfWork
@@ -182,7 +182,7 @@ async def test_a_charge_given_up_on_is_replayed_and_made_under_the_same_key(
         assert "token" not in kept["payload"]["payment_method"], \
             "the payment keeps the token in its own column only"
 
-        plan = replay.build(record, "pagos", letter.id)
+        plan = replay.build(replay.claimed_record(record), "pagos", letter.id)
         assert plan.topic == "inventory-events"
         assert plan.headers["X-Replay-For"] == "pagos"
         assert plan.headers["X-Replay-Of"] == event.message_id != plan.value["message_id"]
@@ -212,7 +212,7 @@ async def test_a_replay_after_the_payment_was_decided_charges_nothing(
                                     "WHERE saga_id = :s"), {"s": event.saga_id})
         calls = len(gateway.keys)
         gateway.approve = True
-        plan = replay.build(letter.payload, "pagos", letter.id)
+        plan = replay.build(replay.claimed_record(letter.payload), "pagos", letter.id)
         outcome = await _consumer(engine, tables, worker).processor.process(await _through_kafka(plan))
         assert outcome.status == "processed", outcome
         # Left CANCELLED, the payment has no work due: no worker will ever call for it.

@@ -1,12 +1,19 @@
-"""sagactl — list sagas (and the stuck ones), show a saga's timeline, list dead letters,
-replay one safely.
+"""sagactl — list sagas (and the stuck ones), show a saga's timeline, list and group dead
+letters, replay one or a group safely, archive one.
 
     sagactl sagas [--status S]... [--older-than SECONDS] [--stuck] [--limit N]
     sagactl timeline SAGA_ID
-    sagactl dlq [--service S] [--limit N] [--errors]
+    sagactl dlq [--service S] [--state S] [--group-by reason|error_class] [--limit N] [--errors]
     sagactl replay DEAD_LETTER_ID --service S [--payload FILE] [--dry-run]
+    sagactl replay-group --service S --event-type T --error-class C [--dry-run] [--limit N]
+    sagactl archive DEAD_LETTER_ID --service S --reason R
     sagactl signing-key
     sagactl topics create|check
+
+The dead-letter commands take ``--output json``. They read the letters through the services'
+published views (``<svc>_read.dead_letters_v1``) and act through the owning service's API with
+an operator's token; replays re-read their original from Kafka and are published as the
+``operator`` principal (``sagactl.operator_access``, ``sagactl.dead_letters``).
 
 Connects with SAGACTL_DATABASE_URL (in a checkout, default: the admin role of the local stack,
 with the password it generated; libpq's ``sslmode`` and ``sslrootcert`` in it are honoured as
@@ -36,8 +43,8 @@ import asyncpg
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from saga_contracts import replay_signature
-from saga_contracts.redaction import redact, scrub
-from sagactl import queries, replay
+from saga_contracts.redaction import scrub
+from sagactl import dead_letters, operator_access, queries
 from sagakit import settings
 from sagakit.settings import KafkaClientSettings
 from sagakit.store.postgres_url import postgres_target
@@ -52,11 +59,7 @@ class CannotSign(Exception):
 
 
 def _signing_key_file() -> Path:
-    given = os.environ.get("SAGACTL_SIGNING_KEY_FILE")
-    if given:
-        return Path(given)
-    state = Path(os.environ.get("SAGA_STATE_DIR", _CHECKOUT / ".local"))
-    return state / "secrets" / "operator-signing.key"
+    return operator_access.signing_key_file(_CHECKOUT)
 
 
 def _signing_key() -> Ed25519PrivateKey:
@@ -99,21 +102,8 @@ def _dsn() -> str:
     return admin
 
 
-def _kafka() -> KafkaClientSettings:
-    """The KAFKA_* of the environment when they name a protocol or a principal; otherwise, in a
-    checkout beside a local stack whose Kafka authenticates, its admin principal (the operator's)."""
-    if os.environ.get("KAFKA_SECURITY_PROTOCOL") or os.environ.get("KAFKA_SASL_USERNAME"):
-        return settings.load(KafkaClientSettings)
-    stack = _local_stack_credentials()
-    kafka = stack["kafka"] if stack is not None else None
-    if kafka is None or kafka["sasl_mechanism"] is None or kafka["principals"]["admin"] is None:
-        return settings.load(KafkaClientSettings)
-    admin = kafka["principals"]["admin"]
-    return KafkaClientSettings(
-        kafka_bootstrap_servers=os.environ.get("KAFKA_BOOTSTRAP_SERVERS", kafka["bootstrap"]),
-        kafka_security_protocol=kafka["security_protocol"],
-        kafka_sasl_mechanism=kafka["sasl_mechanism"], kafka_sasl_username=admin["username"],
-        kafka_sasl_password=admin["password"])
+def _output(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--output", choices=["text", "json"], default="text")
 
 
 def _say(text: str, *, error: bool = False) -> None:
@@ -195,41 +185,83 @@ async def run(args: argparse.Namespace) -> int:
                 _say(f"no saga {args.saga_id}", error=True)
                 return 1
             _say(_table(entries, ["at", "where", "what", "detail"]))
-        elif args.command == "dlq":
-            rows = await queries.dead_letters(conn, args.service, args.limit)
-            for r in rows:
-                r["tries"] = len(r["attempts"])
-                r["last_error"] = (r["attempts"][-1]["error"][:80] if r["attempts"] else "")
-            _say(_table(rows, ["id", "service", "at", "event_type", "saga_id", "reason",
-                               "tries", "last_error"]))
-            if args.errors:
-                for r in rows:
-                    _say(f"\n{r['id']} ({r['service']}, {r['event_type']})")
-                    for a in r["attempts"]:
-                        _say(f"  #{a['attempt']} {a['at']}: {a['error']}")
-        elif args.command == "replay":
-            record = await queries.dead_letter(conn, args.service, args.dead_letter_id)
-            if record is None:
-                _say(f"no dead letter {args.dead_letter_id} in {args.service}", error=True)
-                return 1
-            fixed = args.fixed_payload
-            try:
-                plan = replay.signed(
-                    replay.build(record, args.service, args.dead_letter_id, fixed),
-                    _signing_key())
-            except (replay.CannotReplay, CannotSign) as exc:
-                _say(f"cannot replay: {exc}", error=True)
-                return 2
-            _say(json.dumps({"topic": plan.topic, "key": plan.key, "headers": plan.headers,
-                             "value": redact(plan.value)}, indent=2))
-            if args.dry_run:
-                _say("dry run: nothing sent")
-            else:
-                await replay.publish(plan, _kafka())
-                _say(f"replayed as {plan.value['message_id']} for {args.service}")
+        elif args.command in ("dlq", "replay", "replay-group", "archive"):
+            return await _dead_letter_command(conn, args)
         return 0
     finally:
         await conn.close()
+
+
+def _emit(args: argparse.Namespace, document: Any, text: str) -> None:
+    """``document`` as JSON with ``--output json``, else ``text``; token-shaped text masked."""
+    if getattr(args, "output", "text") == "json":
+        _say(json.dumps(document, indent=2, default=str))
+    else:
+        _say(text)
+
+
+def _outcome_text(o: dead_letters.Outcome) -> str:
+    if o.outcome == "replayed":
+        return (json.dumps(o.plan, indent=2) + f"\nreplayed as {o.message_id} for {o.service}")
+    if o.outcome == "would_replay":
+        return json.dumps(o.plan, indent=2) + "\ndry run: nothing sent"
+    if o.outcome == "forged":
+        return f"{o.id}: refused, forged: {o.detail} (reported to {o.service})"
+    return f"{o.id}: cannot replay: {o.detail}"
+
+
+async def _dead_letter_command(conn: asyncpg.Connection, args: argparse.Namespace) -> int:
+    if args.command == "dlq":
+        rows = await dead_letters.letters(conn, service=args.service, state=args.state,
+                                          limit=args.limit)
+        if args.group_by:
+            groups = dead_letters.grouped(rows, args.group_by)
+            _emit(args, groups, _table(groups, ["service", "event_type", args.group_by,
+                                                "count", "oldest", "newest"]))
+            return 0
+        for r in rows:
+            r["tries"] = len(r["attempts"])
+            r["last_error"] = (r["attempts"][-1]["error"][:80] if r["attempts"] else "")
+        text = _table(rows, ["id", "service", "at", "event_type", "saga_id", "reason",
+                             "error_class", "state", "tries", "last_error"])
+        if args.errors:
+            for r in rows:
+                text += f"\n\n{r['id']} ({r['service']}, {r['event_type']})"
+                for a in r["attempts"]:
+                    text += f"\n  #{a['attempt']} {a['at']}: {a['error']}"
+        _emit(args, rows, text)
+        return 0
+    if args.command == "archive":
+        try:
+            done = dead_letters.archive(args.service, args.dead_letter_id, args.reason)
+        except operator_access.ApiError as exc:
+            _say(f"cannot archive: {exc.detail}", error=True)
+            return 1 if exc.status == 404 else 2
+        _emit(args, done, f"{done['dead_letter_id']} archived by {done['operator']}")
+        return 0
+    replayer = dead_letters.Replayer(args.service, _signing_key, operator_access.kafka(),
+                                     dry_run=args.dry_run)
+    try:
+        if args.command == "replay":
+            outcomes = [await replayer.one(args.dead_letter_id, args.fixed_payload)]
+        else:
+            outcomes = await dead_letters.replay_group(conn, replayer, args.event_type,
+                                                       args.error_class, args.limit)
+    except CannotSign as exc:
+        _say(f"cannot replay: {exc}", error=True)
+        return 2
+    if args.command == "replay":
+        [o] = outcomes
+        if getattr(args, "output", "text") == "json":
+            _emit(args, o.as_dict(), "")
+        elif o.outcome in ("replayed", "would_replay"):
+            _say(_outcome_text(o))
+        else:
+            _say(_outcome_text(o), error=True)
+        return {"replayed": 0, "would_replay": 0, "forged": 3}.get(o.outcome, 2)
+    _emit(args, [o.as_dict() for o in outcomes],
+          "\n".join(_outcome_text(o) for o in outcomes) or "(no open letter in that group)")
+    return 3 if any(o.outcome == "forged" for o in outcomes) else 0
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -242,15 +274,33 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--limit", type=int, default=50)
     p = sub.add_parser("timeline", help="one saga's transitions, events and timings")
     p.add_argument("saga_id")
-    p = sub.add_parser("dlq", help="dead letters with their error history")
-    p.add_argument("--service", choices=queries.SERVICES)
+    p = sub.add_parser("dlq", help="dead letters with their error history and state")
+    p.add_argument("--service", choices=dead_letters.SERVICES)
+    p.add_argument("--state", choices=dead_letters.STATES)
+    p.add_argument("--group-by", choices=dead_letters.GROUP_KEYS)
     p.add_argument("--limit", type=int, default=20)
     p.add_argument("--errors", action="store_true", help="print every attempt's error")
-    p = sub.add_parser("replay", help="replay a dead letter under a new message id")
+    _output(p)
+    p = sub.add_parser("replay", help="replay a dead letter under a new message id, after "
+                       "checking it against the broker")
     p.add_argument("dead_letter_id")
-    p.add_argument("--service", choices=queries.SERVICES, required=True)
+    p.add_argument("--service", choices=dead_letters.SERVICES, required=True)
     p.add_argument("--payload", help="a JSON file with the fixed payload")
     p.add_argument("--dry-run", action="store_true")
+    _output(p)
+    p = sub.add_parser("replay-group", help="replay the open dead letters of one service, "
+                       "event type and error class")
+    p.add_argument("--service", choices=dead_letters.SERVICES, required=True)
+    p.add_argument("--event-type", required=True)
+    p.add_argument("--error-class", required=True)
+    p.add_argument("--limit", type=int, default=100)
+    p.add_argument("--dry-run", action="store_true")
+    _output(p)
+    p = sub.add_parser("archive", help="put a dead letter aside, with a reason")
+    p.add_argument("dead_letter_id")
+    p.add_argument("--service", choices=dead_letters.SERVICES, required=True)
+    p.add_argument("--reason", required=True)
+    _output(p)
     sub.add_parser("signing-key", help="the public key replays are signed with, as "
                    "SAGA_OPERATOR_PUBLIC_KEYS lists it")
     p = sub.add_parser("topics", help="the saga's topics on the cluster KAFKA_* names: create "

@@ -60,7 +60,8 @@ def keep_admin_password(data: Path) -> None:
 
 
 def bootstrap_database() -> None:
-    """One database; per service a schema, an owner role (migrations) and an app role (runtime)."""
+    """One database; per service a schema, an owner role (migrations), an app role (runtime), the
+    schema of its published read views and the group role they are granted to."""
     exists = _psql(["-h", "127.0.0.1", "-d", "postgres", "-tA"],
                    f"SELECT 1 FROM pg_database WHERE datname = {_literal(PG_DB)}",
                    _over_tcp()).stdout.strip()
@@ -85,8 +86,15 @@ def bootstrap_database() -> None:
             )
             statements.append(f"GRANT CONNECT ON DATABASE {PG_DB} TO {role}")
             statements.append(f"ALTER ROLE {role} SET search_path = {svc}")
+        # The group role the published read views are granted to (<svc>_read, made by the
+        # service's migrations): readers get it, never a login of their own here.
+        reader = f"{svc}_reader"
+        statements.append(
+            f"DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '{reader}') "
+            f"THEN CREATE ROLE {reader} NOLOGIN; END IF; END $$")
         statements += [
             f"CREATE SCHEMA IF NOT EXISTS {svc} AUTHORIZATION {owner}",
+            f"CREATE SCHEMA IF NOT EXISTS {svc}_read AUTHORIZATION {owner}",
             f"GRANT USAGE ON SCHEMA {svc} TO {app}",
             f"ALTER DEFAULT PRIVILEGES FOR ROLE {owner} IN SCHEMA {svc} "
             f"GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO {app}",
