@@ -200,13 +200,14 @@ def _emit(args: argparse.Namespace, document: Any, text: str) -> None:
         _say(text)
 
 
-def _outcome_text(o: dead_letters.Outcome) -> str:
+def _outcome_text(o: dead_letters.Outcome, dry_run: bool) -> str:
     if o.outcome == "replayed":
         return (json.dumps(o.plan, indent=2) + f"\nreplayed as {o.message_id} for {o.service}")
     if o.outcome == "would_replay":
         return json.dumps(o.plan, indent=2) + "\ndry run: nothing sent"
     if o.outcome == "forged":
-        return f"{o.id}: refused, forged: {o.detail} (reported to {o.service})"
+        return (f"{o.id}: refused, forged: {o.detail}"
+                + (" (a dry run: not reported)" if dry_run else f" (reported to {o.service})"))
     return f"{o.id}: cannot replay: {o.detail}"
 
 
@@ -255,12 +256,13 @@ async def _dead_letter_command(conn: asyncpg.Connection, args: argparse.Namespac
         if getattr(args, "output", "text") == "json":
             _emit(args, o.as_dict(), "")
         elif o.outcome in ("replayed", "would_replay"):
-            _say(_outcome_text(o))
+            _say(_outcome_text(o, args.dry_run))
         else:
-            _say(_outcome_text(o), error=True)
+            _say(_outcome_text(o, args.dry_run), error=True)
         return {"replayed": 0, "would_replay": 0, "forged": 3}.get(o.outcome, 2)
     _emit(args, [o.as_dict() for o in outcomes],
-          "\n".join(_outcome_text(o) for o in outcomes) or "(no open letter in that group)")
+          "\n".join(_outcome_text(o, args.dry_run) for o in outcomes)
+          or "(no open letter in that group)")
     return 3 if any(o.outcome == "forged" for o in outcomes) else 0
 
 

@@ -38,7 +38,7 @@ def _error_class_sql(letter: str) -> str:
     """A stable grouping key: the exception class (or outcome) the last attempt's error starts
     with, else the letter's error class, else its reason."""
     last = f"({letter}->'attempts'->-1->>'error')"
-    return (f"COALESCE(substring({last} from '^([A-Za-z_][A-Za-z0-9_.]*)(:|$)'), "
+    return (f"COALESCE(substring({last} from '^([A-Za-z_][A-Za-z0-9_.]*)(:|[(]|$)'), "
             f"NULLIF({letter}->>'error_class', ''), {letter}->>'reason')")
 
 

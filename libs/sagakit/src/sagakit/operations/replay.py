@@ -44,6 +44,7 @@ from saga_contracts import headers as h
 from saga_contracts import registry, topology
 from saga_contracts.replay_signature import Signed, sign
 from sagakit.kafka import client_security
+from sagakit.kafka_topics import admin_client
 from sagakit.settings import KafkaClientSettings
 
 # How long a replay waits for the broker to hand over the record it re-reads.
@@ -221,16 +222,12 @@ async def read_record(kafka: KafkaClientSettings, topic: str, partition: int, of
     """The record at ``topic``[``partition``]@``offset``, read without a consumer group.
     ``Forged`` when the topic has no such partition or offset; ``CannotReplay`` when the
     record is gone (the topic's retention deleted it)."""
+    if partition not in await _partitions_of(kafka, topic):
+        raise Forged(f"no partition {partition} of {topic!r} on the broker")
     consumer = AIOKafkaConsumer(**client_security(kafka), group_id=None,
                                 enable_auto_commit=False, auto_offset_reset="none")
     await consumer.start()
     try:
-        partitions = consumer.partitions_for_topic(topic)
-        if partitions is None:
-            await consumer.topics()  # the metadata of every topic this principal may see
-            partitions = consumer.partitions_for_topic(topic)
-        if not partitions or partition not in partitions:
-            raise Forged(f"no partition {partition} of {topic!r} on the broker")
         tp = TopicPartition(topic, partition)
         consumer.assign([tp])
         start = (await consumer.beginning_offsets([tp]))[tp]
@@ -255,6 +252,19 @@ async def read_record(kafka: KafkaClientSettings, topic: str, partition: int, of
                             [(k, v or b"") for k, v in got.headers])
     finally:
         await consumer.stop()
+
+
+async def _partitions_of(kafka: KafkaClientSettings, topic: str) -> set[int]:
+    """The partitions of ``topic`` (none when it does not exist, or this principal may not
+    see it)."""
+    admin = admin_client(kafka)
+    await admin.start()
+    try:
+        described = await admin.describe_topics([topic])
+    finally:
+        await admin.close()
+    return {p["partition"] for t in described if t["topic"] == topic and not t.get("error_code", 0)
+            for p in t["partitions"]}
 
 
 # ------------------------------------------------------------------ the replay
