@@ -76,8 +76,8 @@ User:inventario TOPIC LITERAL payment-events READ
 User:inventario GROUP LITERAL inventario READ
 User:pagos TOPIC LITERAL payment-events WRITE
 User:pagos TOPIC LITERAL pagos-dlq WRITE
-User:pagos TOPIC LITERAL order-events READ
 User:pagos TOPIC LITERAL inventory-events READ
+User:pagos TOPIC LITERAL order-events READ
 User:pagos GROUP LITERAL pagos READ
 User:operator TOPIC LITERAL inventory-events READ
 User:operator TOPIC LITERAL inventory-events WRITE

@@ -99,3 +99,22 @@ def test_without_a_key_it_says_where_it_looked(
         cli.main(["signing-key"])
     assert done.value.code == 2
     assert str(missing) in capsys.readouterr().err
+
+
+def test_letters_are_grouped_per_service_event_type_and_key() -> None:
+    from sagactl.dead_letters import grouped
+
+    rows = [{"id": str(i), "service": s, "event_type": e, "error_class": c, "reason": "r",
+             "at": f"2026-12-06T00:0{i}"}
+            for i, (s, e, c) in enumerate([("inventario", "PagoExitoso", "LockNotAvailable"),
+                                           ("inventario", "PagoExitoso", "LockNotAvailable"),
+                                           ("inventario", "PagoExitoso", "OperationalError"),
+                                           ("pedidos", "PagoExitoso", "LockNotAvailable")])]
+    groups = grouped(rows, "error_class")
+    assert [(g["service"], g["error_class"], g["count"], g["ids"]) for g in groups] == [
+        ("inventario", "LockNotAvailable", 2, ["0", "1"]),
+        ("inventario", "OperationalError", 1, ["2"]),
+        ("pedidos", "LockNotAvailable", 1, ["3"])]
+    assert groups[0]["oldest"] == "2026-12-06T00:00" and groups[0]["newest"] == "2026-12-06T00:01"
+    assert [(g["service"], g["count"]) for g in grouped(rows, "reason")] == [
+        ("inventario", 3), ("pedidos", 1)]

@@ -44,12 +44,11 @@ MECHANISM = "SCRAM-SHA-512"
 SERVICES = tuple(SERVICE_PORTS)
 
 # The topic each service publishes its events on (the x-topic of the events it produces), and
-# the topics its consumer subscribes to (services/*/app.py: the topics of its subscriptions).
+# the topics its consumer subscribes to (those of the events it consumes, as the contract's
+# topology names them: deploy/tests/test_kafka_acls.py holds it to services/*/app.py).
 WRITES = {"pedidos": topics.ORDER_EVENTS, "inventario": topics.INVENTORY_EVENTS,
           "pagos": topics.PAYMENT_EVENTS}
-READS = {"pedidos": (topics.INVENTORY_EVENTS, topics.PAYMENT_EVENTS),
-         "inventario": (topics.ORDER_EVENTS, topics.PAYMENT_EVENTS),
-         "pagos": (topics.ORDER_EVENTS, topics.INVENTORY_EVENTS)}
+READS = {service: tuple(sorted(topology.topics_read(service))) for service in SERVICES}
 # Written when the storage is formatted with the SCRAM credentials: a data directory formatted
 # before SAGA_KAFKA_AUTH was set has no users, and its broker would refuse everyone.
 USERS_MARKER = "scram-users"
