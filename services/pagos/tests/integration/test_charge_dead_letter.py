@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 from aiokafka.admin import AIOKafkaAdminClient
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -28,6 +29,7 @@ from pagos.entrypoints.messages import make_on_stock_verificado
 from pagos.usecases.charge_payment import charge_key
 from pagos.usecases.gateway_worker import GatewayWorker
 from pagos.usecases.ports import ChargeResult, RefundResult
+from saga_contracts import replay_signature
 from saga_contracts.events.inventory import StockVerificado
 from saga_harness import config, db
 from saga_harness import payments as pay
@@ -131,11 +133,15 @@ async def _charge_given_up(engine: AsyncEngine, tables: MessagingTables, worker:
     return letter
 
 
+# The operator's key, which the consumer below believes (as the stack's services believe theirs).
+OPERATOR = Ed25519PrivateKey.generate()
+
+
 async def _through_kafka(plan: replay.Replay) -> RawRecord:
-    """The replay published as ``sagactl replay`` publishes it (to the scratch topic), and the
-    record as pagos' consumer would fetch it."""
+    """The replay published as ``sagactl replay`` publishes it (to the scratch topic, signed by
+    the operator for it), and the record as pagos' consumer would fetch it."""
     async with TopicReader(TOPIC) as reader:
-        await replay.publish(replace(plan, topic=TOPIC),
+        await replay.publish(replay.signed(replace(plan, topic=TOPIC), OPERATOR),
                              KafkaClientSettings(**config.kafka_fields()))
         record = await reader.wait_for(
             lambda r: dict(r.headers or []).get("X-Message-ID") ==
@@ -153,7 +159,9 @@ def _consumer(engine: AsyncEngine, tables: MessagingTables,
                          subscriptions=[Subscription(StockVerificado,
                                                      make_on_stock_verificado(worker))],
                          uow_factory=lambda **kw: UnitOfWork(engine, tables, "pagos", **kw),
-                         settings=MessagingSettings(**config.kafka_fields()),
+                         settings=MessagingSettings(
+                             **config.kafka_fields(),
+                             operator_public_keys=replay_signature.public_entry(OPERATOR)),
                          origins={"StockVerificado": Origin(TOPIC, "inventario")})
 
 
