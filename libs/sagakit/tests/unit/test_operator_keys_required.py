@@ -29,7 +29,7 @@ def _app() -> Any:
 @pytest.fixture(autouse=True)
 def _database(monkeypatch: pytest.MonkeyPatch) -> None:
     # Never reached: the service stops before it connects to anything.
-    monkeypatch.setenv("DATABASE_URL", "postgresql+asyncpg://nobody:x@127.0.0.1:1/none")
+    monkeypatch.setenv("DATABASE_URL", "postgresql+asyncpg://nobody@127.0.0.1:1/none")
 
 
 @pytest.mark.parametrize("keys", [None, "", "  "])
