@@ -32,7 +32,6 @@ import base64
 import binascii
 import json
 import uuid
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -182,11 +181,10 @@ def mismatch(original: Mapping[str, Any], record: BrokerRecord) -> str | None:
         if isinstance(claimed, list):
             if claimed != list(record.headers):
                 return "its headers differ"
-        else:
-            names = Counter(name for name, _ in record.headers)
-            if any(n > 1 for n in names.values()) or \
-                    dict(record.headers) != claimed:
-                return "its headers differ"
+        elif dict(record.headers) != claimed:
+            # A letter keeps text headers by name, the last of a repeated one (as the replay
+            # built from the record does): what is sent is the broker's record anyway.
+            return "its headers differ"
         return None
     # A copy rebuilt by the service: the record at its address must be the same message.
     try:
