@@ -13,6 +13,7 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from saga_contracts import headers as h
 from sagakit import dead_letters
@@ -161,3 +162,74 @@ def test_the_claimed_record_of_a_letter_is_its_original() -> None:
     assert (claimed.key, claimed.value, list(claimed.headers)) == (
         record.key, record.value, list(record.headers))
     assert base64.b64decode(_letter(record)["original"]["raw"]["headers"][0]["value"]) == b"\xff"
+
+
+class _Recorder:
+    def __init__(self) -> None:
+        self.forged: list[str] = []
+        self.replayed: list[tuple[str, str]] = []
+
+    def forged_(self, service: str, letter_id: str, reason: str) -> None:
+        self.forged.append(reason)
+
+    def replayed_(self, service: str, letter_id: str, message_id: str, topic: str) -> None:
+        self.replayed.append((message_id, topic))
+
+
+class _Api:
+    """``ActionRecorder`` over a ``_Recorder``."""
+
+    def __init__(self, into: _Recorder) -> None:
+        self.forged = into.forged_
+        self.replayed = into.replayed_
+
+
+async def _replay(monkeypatch: pytest.MonkeyPatch, letter: dict[str, Any], on_broker: BrokerRecord,
+                  state: str = "open", dry_run: bool = False
+                  ) -> tuple[replay.Outcome, _Recorder, list[replay.Replay]]:
+    sent: list[replay.Replay] = []
+
+    async def read_record(kafka: Any, topic: str, partition: int, offset: int) -> BrokerRecord:
+        assert (topic, partition, offset) == replay.address(letter["original"])
+        return on_broker
+
+    async def publish(plan: replay.Replay, kafka: Any) -> None:
+        sent.append(plan)
+
+    monkeypatch.setattr(replay, "read_record", read_record)
+    monkeypatch.setattr(replay, "publish", publish)
+    recorded = _Recorder()
+    key = Ed25519PrivateKey.generate()
+    outcome = await replay.replay_letter(
+        "dl-1", {"state": state, "letter": letter}, "inventario", kafka=None,  # type: ignore[arg-type]
+        signing_key=lambda: key, recorder=_Api(recorded), dry_run=dry_run)
+    return outcome, recorded, sent
+
+
+async def test_a_matching_letter_is_sent_as_the_broker_has_it_and_recorded(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    record = _record(_paid())
+    outcome, recorded, sent = await _replay(monkeypatch, _letter(record), record)
+    assert outcome.outcome == "replayed" and [p.topic for p in sent] == ["payment-events"]
+    assert recorded.replayed == [(outcome.message_id, "payment-events")]
+    assert h.REPLAY_SIGNATURE in sent[0].headers
+
+
+async def test_a_forged_letter_sends_nothing_and_is_reported_but_not_on_a_dry_run(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    record = _record(_paid())
+    letter = _letter(_record(_paid()))  # another message than the broker's
+    outcome, recorded, sent = await _replay(monkeypatch, letter, record)
+    assert outcome.outcome == "forged" and sent == [] and len(recorded.forged) == 1
+    assert "does not match the broker" in recorded.forged[0]
+    outcome, recorded, sent = await _replay(monkeypatch, letter, record, dry_run=True)
+    assert outcome.outcome == "forged" and sent == [] and recorded.forged == []
+
+
+@pytest.mark.parametrize("state", ["forged", "archived"])
+async def test_a_forged_or_archived_letter_is_never_replayed(
+        monkeypatch: pytest.MonkeyPatch, state: str) -> None:
+    record = _record(_paid())
+    outcome, recorded, sent = await _replay(monkeypatch, _letter(record), record, state=state)
+    assert outcome.outcome == "refused" and state in outcome.detail and sent == []
+    assert recorded.forged == recorded.replayed == []

@@ -46,6 +46,7 @@ from saga_contracts import replay_signature
 from saga_contracts.redaction import scrub
 from sagactl import dead_letters, operator_access, queries
 from sagakit import settings
+from sagakit.operations.replay import Outcome
 from sagakit.settings import KafkaClientSettings
 from sagakit.store.postgres_url import postgres_target
 
@@ -200,7 +201,7 @@ def _emit(args: argparse.Namespace, document: Any, text: str) -> None:
         _say(text)
 
 
-def _outcome_text(o: dead_letters.Outcome, dry_run: bool) -> str:
+def _outcome_text(o: Outcome, dry_run: bool) -> str:
     if o.outcome == "replayed":
         return (json.dumps(o.plan, indent=2) + f"\nreplayed as {o.message_id} for {o.service}")
     if o.outcome == "would_replay":

@@ -14,16 +14,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import asyncpg
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from saga_contracts.redaction import redact
 from sagactl import operator_access
 from sagactl.operator_access import ApiError
 from sagakit.operations import replay
+from sagakit.operations.replay import Outcome
 from sagakit.settings import KafkaClientSettings
 
 SERVICES = ("pedidos", "inventario", "pagos")
@@ -74,73 +74,39 @@ def grouped(rows: list[dict[str, Any]], key: str) -> list[dict[str, Any]]:
 # ------------------------------------------------------------------ replaying
 
 
-@dataclass
-class Outcome:
-    """What became of one letter: ``replayed``, ``would_replay`` (dry run), ``refused`` (left
-    open) or ``forged`` (reported)."""
+class _ThroughTheApi:
+    """Records what a replay did through the owning service's API, as the operator."""
 
-    id: str
-    service: str
-    outcome: str
-    detail: str = ""
-    plan: dict[str, Any] | None = field(default=None)
-    message_id: str | None = None
+    def forged(self, service: str, letter_id: str, reason: str) -> None:
+        operator_access.call(service, "POST", f"/operator/dead-letters/{letter_id}/forgeries",
+                             {"reason": reason})
 
-    def as_dict(self) -> dict[str, Any]:
-        return {k: v for k, v in self.__dict__.items() if v not in (None, "")}
+    def replayed(self, service: str, letter_id: str, message_id: str, topic: str) -> None:
+        operator_access.call(service, "POST", f"/operator/dead-letters/{letter_id}/replays",
+                             {"message_id": message_id, "topic": topic})
 
 
 @dataclass
 class Replayer:
-    """Replays letters of one service: reads each from the service's API, checks it against
-    the broker, sends it (unless ``dry_run``) and records what it did through the API."""
+    """Replays letters of one service: each read from the service's API and replayed by
+    ``sagakit.operations.replay.replay_letter``."""
 
     service: str
     signing_key: Callable[[], Ed25519PrivateKey]
     kafka: KafkaClientSettings
     dry_run: bool = False
 
-    def api(self, service: str, method: str, path: str,
-            body: dict[str, Any] | None = None) -> dict[str, Any]:
-        return operator_access.call(service, method, path, body)
-
     async def one(self, letter_id: str, fixed_payload: dict[str, Any] | None = None,
                   *, only_open: bool = False) -> Outcome:
         try:
-            kept = self.api(self.service, "GET", f"/operator/dead-letters/{letter_id}")
+            kept = operator_access.call(self.service, "GET",
+                                        f"/operator/dead-letters/{letter_id}")
         except ApiError as exc:
             return Outcome(letter_id, self.service, "refused", exc.detail)
-        state = kept["state"]
-        if state == "forged":
-            return Outcome(letter_id, self.service, "refused",
-                           "the letter is marked forged: it is never replayed")
-        if state == "archived" or (only_open and state != "open"):
-            return Outcome(letter_id, self.service, "refused", f"the letter is {state}")
-        letter = kept["letter"]
-        try:
-            topic, partition, offset = replay.address(letter.get("original") or {})
-            record = await replay.read_record(self.kafka, topic, partition, offset)
-            replay.verified(letter, self.service, record)
-            plan = replay.signed(replay.build(record, self.service, letter_id, fixed_payload),
-                                 self.signing_key())
-        except replay.Forged as exc:
-            reason = f"the dead letter does not match the broker: {exc}"
-            if not self.dry_run:
-                self.api(self.service, "POST", f"/operator/dead-letters/{letter_id}/forgeries",
-                         {"reason": reason[:500]})
-            return Outcome(letter_id, self.service, "forged", reason)
-        except replay.CannotReplay as exc:
-            return Outcome(letter_id, self.service, "refused", str(exc))
-        shown = {"topic": plan.topic, "key": plan.key, "headers": plan.headers,
-                 "value": redact(plan.value)}
-        message_id = str(plan.value["message_id"])
-        if self.dry_run:
-            return Outcome(letter_id, self.service, "would_replay", plan=shown,
-                           message_id=message_id)
-        await replay.publish(plan, self.kafka)
-        self.api(self.service, "POST", f"/operator/dead-letters/{letter_id}/replays",
-                 {"message_id": message_id, "topic": plan.topic})
-        return Outcome(letter_id, self.service, "replayed", plan=shown, message_id=message_id)
+        return await replay.replay_letter(
+            letter_id, kept, self.service, kafka=self.kafka, signing_key=self.signing_key,
+            recorder=_ThroughTheApi(), dry_run=self.dry_run, fixed_payload=fixed_payload,
+            only_open=only_open)
 
 
 async def replay_group(conn: asyncpg.Connection, replayer: Replayer, event_type: str,

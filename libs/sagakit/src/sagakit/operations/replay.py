@@ -32,15 +32,16 @@ import base64
 import binascii
 import json
 import uuid
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from saga_contracts import headers as h
 from saga_contracts import registry, topology
+from saga_contracts.redaction import redact
 from saga_contracts.replay_signature import Signed, sign
 from sagakit.kafka import client_security
 from sagakit.kafka_topics import admin_client
@@ -194,9 +195,9 @@ def mismatch(original: Mapping[str, Any], record: BrokerRecord) -> str | None:
         return "its value is not the same message"
     if not isinstance(claimed_envelope, dict) or not isinstance(found, dict):
         return "its value is not the same message"
-    for field in ("message_id", "saga_id", "event_type"):
-        if claimed_envelope.get(field) != found.get(field):
-            return f"its {field} differs"
+    for name in ("message_id", "saga_id", "event_type"):
+        if claimed_envelope.get(name) != found.get(name):
+            return f"its {name} differs"
     if claimed_key(original) != record.key:
         return "its key differs"
     return None
@@ -345,3 +346,69 @@ async def publish(replay: Replay, kafka: KafkaClientSettings) -> None:
                                      headers=[(k, v.encode()) for k, v in replay.headers.items()])
     finally:
         await producer.stop()
+
+
+# ------------------------------------------------------------------ one letter, end to end
+
+
+class ActionRecorder(Protocol):
+    """Records, through the owning service's API as the operator, what a replay did."""
+
+    def forged(self, service: str, letter_id: str, reason: str) -> None: ...
+
+    def replayed(self, service: str, letter_id: str, message_id: str, topic: str) -> None: ...
+
+
+@dataclass
+class Outcome:
+    """What became of one letter: ``replayed``, ``would_replay`` (dry run), ``refused`` (left
+    as it was) or ``forged`` (reported, unless a dry run)."""
+
+    id: str
+    service: str
+    outcome: str
+    detail: str = ""
+    plan: dict[str, Any] | None = field(default=None)
+    """What was (or would be) sent, the payment token masked."""
+    message_id: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if v not in (None, "")}
+
+
+async def replay_letter(letter_id: str, kept: Mapping[str, Any], service: str, *,
+                        kafka: KafkaClientSettings, signing_key: Callable[[], Ed25519PrivateKey],
+                        recorder: ActionRecorder, dry_run: bool = False,
+                        fixed_payload: dict[str, Any] | None = None,
+                        only_open: bool = False) -> Outcome:
+    """Replays ``service``'s letter ``letter_id`` (``kept``: its state and the letter, as the
+    service's ``GET /operator/dead-letters/{id}`` gives them) if it matches the broker; a
+    forged one is reported through ``recorder``, a replay recorded there (neither on a dry
+    run). ``only_open``: a letter acted on already is left alone (group replays)."""
+    state = kept.get("state")
+    if state == "forged":
+        return Outcome(letter_id, service, "refused",
+                       "the letter is marked forged: it is never replayed")
+    if state == "archived" or (only_open and state != "open"):
+        return Outcome(letter_id, service, "refused", f"the letter is {state}")
+    letter = kept.get("letter") or {}
+    try:
+        topic, partition, offset = address(letter.get("original") or {})
+        record = await read_record(kafka, topic, partition, offset)
+        verified(letter, service, record)
+        plan = signed(build(record, service, letter_id, fixed_payload), signing_key())
+    except Forged as exc:
+        reason = f"the dead letter does not match the broker: {exc}"
+        if not dry_run:
+            recorder.forged(service, letter_id, reason[:500])
+        return Outcome(letter_id, service, "forged", reason)
+    except CannotReplay as exc:
+        return Outcome(letter_id, service, "refused", str(exc))
+    shown = {"topic": plan.topic, "key": plan.key, "headers": plan.headers,
+             "value": redact(plan.value)}
+    message_id = str(plan.value["message_id"])
+    if dry_run:
+        return Outcome(letter_id, service, "would_replay", plan=shown, message_id=message_id)
+    await publish(plan, kafka)
+    recorder.replayed(service, letter_id, message_id, plan.topic)
+    return Outcome(letter_id, service, "replayed", plan=shown, message_id=message_id)
