@@ -23,10 +23,12 @@ import uuid
 from typing import Any
 
 import asyncpg
+import httpx
 
 from saga_harness import config, db
 from saga_harness.clients import Saga, new_sku, order_body
 from saga_harness.faults import paused
+from saga_harness.identity import operator_headers
 from saga_harness.kafka import envelope
 from saga_harness.prometheus import running as prometheus
 from saga_harness.waiting import wait_for
@@ -71,7 +73,8 @@ async def _write_as_pedidos_app(letter: dict[str, Any], saga_id: str, event_type
 
 
 async def _forged_count() -> float:
-    async with prometheus_free_client() as http:
+    """pedidos' ``saga_forged_replays_total{reason="dead_letter_mismatch"}``."""
+    async with httpx.AsyncClient(timeout=10, headers=operator_headers()) as http:
         text = (await http.get(f"{config.PEDIDOS}/metrics")).text
     total = 0.0
     for line in text.splitlines():
@@ -79,13 +82,6 @@ async def _forged_count() -> float:
                 and 'reason="dead_letter_mismatch"' in line:
             total += float(line.rsplit(" ", 1)[1])
     return total
-
-
-def prometheus_free_client() -> Any:
-    import httpx
-
-    from saga_harness.identity import operator_headers
-    return httpx.AsyncClient(timeout=10, headers=operator_headers())
 
 
 async def test_a_dead_letter_forged_in_the_outbox_is_refused_and_the_saga_untouched(
