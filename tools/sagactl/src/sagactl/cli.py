@@ -17,16 +17,17 @@ an operator's token; replays re-read their original from Kafka and are published
 
 Connects with SAGACTL_DATABASE_URL (in a checkout, default: the admin role of the local stack,
 with the password it generated; libpq's ``sslmode`` and ``sslrootcert`` in it are honoured as
-by the services, ``sagakit.store.postgres_url``) and KAFKA_BOOTSTRAP_SERVERS (default 127.0.0.1:9092) as the
-principal the other KAFKA_* variables name (sagakit.settings.KafkaClientSettings: the
-operator's; in a checkout, default: the local stack's admin principal). Signs replays with the
-operator's key in SAGACTL_SIGNING_KEY_FILE (default: the local stack's, in the checkout sagactl runs from);
-``signing-key`` prints its public key as the services' SAGA_OPERATOR_PUBLIC_KEYS names it.
+by the services, ``sagakit.store.postgres_url``). Replays go to Kafka as the ``operator``
+principal, the services' APIs are called with an operator's token, and replays are signed with
+the operator's key in SAGACTL_SIGNING_KEY_FILE (default: the local stack's, in the checkout
+sagactl runs from): ``sagactl.operator_access``. ``signing-key`` prints its public key as the
+services' SAGA_OPERATOR_PUBLIC_KEYS names it; ``topics`` speaks as the principal the KAFKA_*
+variables name.
 
 Nothing it prints shows a payment token, in the clear or sealed: the fields the schemas declare
 sensitive are masked (or left out) and token-shaped text is masked wherever it appears (an
-error's text quotes what it refused). What ``replay`` sends is the letter as it was, token
-included, sealed.
+error's text quotes what it refused). What ``replay`` sends is the broker's record of the
+letter's original, token included, sealed.
 """
 
 from __future__ import annotations
