@@ -20,13 +20,14 @@ from typing import Any
 import asyncpg
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from saga_contracts import topology
 from sagactl import operator_access
 from sagactl.operator_access import ApiError
 from sagakit.operations import replay
 from sagakit.operations.replay import Outcome
 from sagakit.settings import KafkaClientSettings
 
-SERVICES = ("pedidos", "inventario", "pagos")
+SERVICES = topology.SERVICES
 STATES = ("open", "replayed", "archived", "forged")
 GROUP_KEYS = ("reason", "error_class")
 
