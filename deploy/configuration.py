@@ -232,10 +232,6 @@ SAGACTL = (
         "PostgreSQL URL sagactl reads with: a reader role, which reads the services' published "
         "views (`<service>_read`) and nothing else. Installed outside a checkout, sagactl "
         "needs it."),
-    env("SAGACTL_ADMIN_DATABASE_URL", "URL",
-        "in a checkout, the local stack's admin role (`make credentials`)",
-        "PostgreSQL URL `sagactl dlq` and `sagactl replay` read the dead letters with, from "
-        "the services' outbox tables, which no view publishes."),
     env("SAGACTL_TOKEN", "str",
         "in a checkout, one the local identity provider hands to the login name (`$USER`) "
         "with the role `operator`",
@@ -251,6 +247,17 @@ SAGACTL = (
         "The operator's Ed25519 private key (PKCS#8 PEM) `sagactl replay` signs replays with; "
         "the local stack makes it at its first start. The services believe a replay's "
         "`X-Replay-For` only with its signature (`SAGA_OPERATOR_PUBLIC_KEYS`)."),
+    env("SAGACTL_TOKEN", "JWT",
+        "in a checkout, one from the local identity provider for `$USER` with the role "
+        "`operator`",
+        "The operator's bearer token for the services' APIs (dead-letter actions: archive, "
+        "record a replay, report a forgery); its `sub` is who the audit says acted."),
+    env("SAGACTL_PEDIDOS_URL", "URL", "`http://127.0.0.1:$PEDIDOS_PORT`",
+        "pedidos' API, as sagactl reaches it."),
+    env("SAGACTL_INVENTARIO_URL", "URL", "`http://127.0.0.1:$INVENTARIO_PORT`",
+        "inventario's API, as sagactl reaches it."),
+    env("SAGACTL_PAGOS_URL", "URL", "`http://127.0.0.1:$PAGOS_PORT`",
+        "pagos' API, as sagactl reaches it."),
 )
 
 BENCH = (
@@ -366,8 +373,9 @@ COMPONENTS = (
         "Every Kafka client",
         "Read by the services, `sagactl`, the benchmark, the chaos suite and the tests: where "
         "Kafka is and which principal the client is. The local stack sets them for each service "
-        "(its own principal); the tests and `sagactl` speak as the stack's admin principal "
-        "unless `KAFKA_SECURITY_PROTOCOL` or `KAFKA_SASL_USERNAME` is set.",
+        "(its own principal); the tests speak as the stack's admin principal and `sagactl` "
+        "as its `operator` principal (replays) unless `KAFKA_SECURITY_PROTOCOL` or "
+        "`KAFKA_SASL_USERNAME` is set.",
         (Table("Kafka client", KafkaClientSettings),)),
     Component(
         "Kafka topics",
@@ -379,7 +387,8 @@ COMPONENTS = (
               "client's variables above for `sagactl replay` and `sagactl topics`.",
               (Table("sagactl", environment=SAGACTL,
                      read_in=("tools/sagactl/src/sagactl/cli.py",
-                              "tools/sagactl/src/sagactl/connection.py")),)),
+                              "tools/sagactl/src/sagactl/connection.py",
+                              "tools/sagactl/src/sagactl/operator_access.py")),)),
     Component("Benchmark", "Read by `make bench` (`python -m bench.run`).",
               (Table("Benchmark", environment=BENCH, read_in=("tools/bench/src/bench/run.py",)),)),
     Component("Compose stack",

@@ -182,8 +182,11 @@ def container_env(service: str, component: str) -> list[dict[str, Any]]:
         name, key = GATEWAY_SECRET
         env.append({"name": "PAGOS_GATEWAY_SECRET_KEY",
                     "valueFrom": {"secretKeyRef": {"name": name, "key": key}}})
+    # Required where consumers run (the worker, which refuses to start them without a key):
+    # only a replay the operator signed is believed (docs/deploy.md).
     env.append({"name": "SAGA_OPERATOR_PUBLIC_KEYS", "valueFrom": {"configMapKeyRef": {
-        "name": "saga-operator-public-keys", "key": "keys", "optional": True}}})
+        "name": "saga-operator-public-keys", "key": "keys",
+        "optional": component != "worker"}}})
     return env
 
 
@@ -454,9 +457,10 @@ def kafka_topics() -> list[dict[str, Any]]:
 
 
 def kafka_users() -> list[dict[str, Any]]:
-    """One SCRAM user a service, allowed what the local stack's ACLs allow it."""
+    """One SCRAM user a service, and the operator's (replays of dead letters), each allowed
+    what the local stack's ACLs allow it."""
     out = []
-    for service in kafka_auth.SERVICES:
+    for service in (*kafka_auth.SERVICES, kafka_auth.OPERATOR):
         acls = [{"type": "allow",
                  "resource": {"type": acl.resource_type.lower(), "name": acl.name,
                               "patternType": "literal"},

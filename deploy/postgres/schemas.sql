@@ -25,7 +25,13 @@ BEGIN
       EXECUTE format('GRANT CONNECT ON DATABASE %I TO %I', current_database(), who);
       EXECUTE format('ALTER ROLE %I SET search_path = %I', who, svc);
     END LOOP;
+    -- The group role the published read views (schema <svc>_read, made by the service's
+    -- migrations) are granted to.
+    IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = svc || '_reader') THEN
+      EXECUTE format('CREATE ROLE %I NOLOGIN', svc || '_reader');
+    END IF;
     EXECUTE format('CREATE SCHEMA IF NOT EXISTS %I AUTHORIZATION %I', svc, svc || '_owner');
+    EXECUTE format('CREATE SCHEMA IF NOT EXISTS %I AUTHORIZATION %I', svc || '_read', svc || '_owner');
     EXECUTE format('GRANT USAGE ON SCHEMA %I TO %I', svc, svc || '_app');
     EXECUTE format('ALTER DEFAULT PRIVILEGES FOR ROLE %I IN SCHEMA %I GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO %I', svc || '_owner', svc, svc || '_app');
     EXECUTE format('ALTER DEFAULT PRIVILEGES FOR ROLE %I IN SCHEMA %I GRANT USAGE, SELECT ON SEQUENCES TO %I', svc || '_owner', svc, svc || '_app');

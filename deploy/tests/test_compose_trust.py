@@ -140,7 +140,11 @@ def test_kafka_init_applies_each_line_as_the_admin() -> None:
     kafka_init = services()["kafka-init"]
     assert required_variable(kafka_init["environment"]["KAFKA_ADMIN_PASSWORD"]) == (
         "KAFKA_ADMIN_PASSWORD")
-    assert set(kafka_init["environment"]) == {"KAFKA_ADMIN_PASSWORD"}
+    # And the operator principal's password, which it sets (replays of dead letters).
+    assert required_variable(kafka_init["environment"]["KAFKA_OPERATOR_PASSWORD"]) == (
+        "KAFKA_OPERATOR_PASSWORD")
+    assert set(kafka_init["environment"]) == {"KAFKA_ADMIN_PASSWORD", "KAFKA_OPERATOR_PASSWORD"}
+    assert "--entity-type users --entity-name operator" in init
 
 
 def _kafka_tool_calls(text: str) -> list[str]:
@@ -201,8 +205,9 @@ def test_every_part_of_a_service_trusts_the_identity_provider_container() -> Non
             spec = all_services[part]
             assert spec["environment"]["AUTH_ISSUER"] == issuer, part
             assert spec["environment"]["AUTH_AUDIENCE"] == env["IDENTITY_AUDIENCE"], part
-            assert spec["environment"]["SAGA_OPERATOR_PUBLIC_KEYS"] == (
-                "${SAGA_OPERATOR_PUBLIC_KEYS:-}"), part
+            # Required: compose refuses to start without the operator's public keys.
+            assert spec["environment"]["SAGA_OPERATOR_PUBLIC_KEYS"].startswith(
+                "${SAGA_OPERATOR_PUBLIC_KEYS:?"), part
             assert spec["depends_on"]["identity-provider"] == {"condition": "service_healthy"}
 
 

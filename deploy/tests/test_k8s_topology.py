@@ -77,7 +77,7 @@ def _user_acls(objects: list[dict[str, Any]]) -> set[kafka_auth.Acl]:
 def test_each_kafka_user_is_allowed_what_the_local_stack_allows_it(
         default_overlay: list[dict[str, Any]]) -> None:
     users = _of(default_overlay, "KafkaUser")
-    assert {u["metadata"]["name"] for u in users} == set(kafka_auth.SERVICES)
+    assert {u["metadata"]["name"] for u in users} == {*kafka_auth.SERVICES, kafka_auth.OPERATOR}
     assert all(u["spec"]["authentication"]["type"] == "scram-sha-512" for u in users)
     assert _user_acls(default_overlay) == set(kafka_auth.acls())
 

@@ -11,7 +11,7 @@ from inventario import app as inventario_app
 from local_stack import kafka_auth
 from pagos import app as pagos_app
 from pedidos.usecases.track_saga import TRACKED_EVENTS
-from saga_contracts import registry, topics
+from saga_contracts import registry, topics, topology
 from sagakit.consumer import topics_of
 
 
@@ -22,6 +22,30 @@ def _subscribed_topics() -> dict[str, set[str]]:
         "pagos": set(topics_of(pagos_app.subscriptions(
             SimpleNamespace(kick=lambda: None)))),  # type: ignore[arg-type]
     }
+
+
+def _handled_event_types() -> dict[str, set[str]]:
+    return {
+        "pedidos": {model.event_type for model in TRACKED_EVENTS},
+        "inventario": {s.event_type for s in inventario_app.subscriptions(None)},  # type: ignore[arg-type]
+        "pagos": {s.event_type for s in pagos_app.subscriptions(
+            SimpleNamespace(kick=lambda: None))},  # type: ignore[arg-type]
+    }
+
+
+def test_the_contracts_topology_is_what_each_service_subscribes_to() -> None:
+    """A replay goes only to a service that consumes its event (saga_contracts.topology): the
+    topology must be the services' subscriptions."""
+    assert {s: set(types) for s, types in topology.CONSUMES.items()} == _handled_event_types()
+
+
+def test_the_operator_reads_and_writes_only_the_topics_a_replay_can_go_to() -> None:
+    replayable = set(topics.DOMAIN_TOPICS)
+    assert topology.all_replayable_topics() == replayable
+    assert _acl_topics(kafka_auth.OPERATOR, "READ") == replayable
+    assert _acl_topics(kafka_auth.OPERATOR, "WRITE") == replayable
+    assert not [a for a in kafka_auth.acls()
+                if a.principal == kafka_auth.OPERATOR and a.resource_type != "TOPIC"]
 
 
 def _acl_topics(service: str, operation: str) -> set[str]:

@@ -130,3 +130,33 @@ async def test_a_wrong_password_is_refused() -> None:
     # aiokafka logs the SaslAuthenticationFailed and reports that it could not bootstrap.
     await refused(lambda: produce_as(impostor, topics.dead_letter_topic("pedidos"), b"x"),
                   (SaslAuthenticationFailed, KafkaConnectionError))
+
+
+def harmless_event() -> bytes:
+    """An event of order-events that no consumer handles (pedidos writes it, nobody reads it
+    but the read side): its consumers skip it."""
+    return json.dumps(envelope("OrdenCompletada", {"order_id": str(uuid.uuid4()),
+                                                   "total_amount": "1.00", "currency": "USD"},
+                               source="pedidos")).encode()
+
+
+async def test_the_operator_reads_and_writes_the_domain_topics_without_a_group() -> None:
+    """What a replay needs: re-read the original by partition, publish the replay."""
+    operator = config.kafka_client("operator")
+    await asyncio.wait_for(consume_as(operator, topics.PAYMENT_EVENTS, None), DEADLINE_S)
+    await asyncio.wait_for(produce_as(operator, topics.ORDER_EVENTS, harmless_event()),
+                           DEADLINE_S)
+
+
+@pytest.mark.parametrize("topic", topics.DLQ_TOPICS)
+async def test_the_operator_cannot_write_or_read_a_dead_letter_topic(topic: str) -> None:
+    operator = config.kafka_client("operator")
+    await refused(lambda: produce_as(operator, topic, b"kafka-auth test: never written"),
+                  TopicAuthorizationFailedError)
+    await refused(lambda: consume_as(operator, topic, None), TopicAuthorizationFailedError)
+
+
+@pytest.mark.parametrize("group", ["pedidos", "operator"])
+async def test_the_operator_joins_no_consumer_group(group: str) -> None:
+    await refused(lambda: consume_as(config.kafka_client("operator"), topics.ORDER_EVENTS,
+                                     group), GroupAuthorizationFailedError)

@@ -8,10 +8,17 @@ CLIENT=/tmp/admin-client.properties
 TOPICS="order-events inventory-events payment-events pedidos-dlq inventario-dlq pagos-dlq"
 PARTITIONS=6
 
-if [ -z "${KAFKA_ADMIN_PASSWORD:-}" ]; then
-  echo "[kafka-init] KAFKA_ADMIN_PASSWORD is not set (docker-compose.yml takes it from .env)" >&2
-  exit 1
-fi
+for variable in KAFKA_ADMIN_PASSWORD KAFKA_OPERATOR_PASSWORD; do
+  if [ -z "${!variable:-}" ]; then
+    echo "[kafka-init] $variable is not set (docker-compose.yml takes it from .env)" >&2
+    exit 1
+  fi
+done
+case "$KAFKA_OPERATOR_PASSWORD" in
+  *[!A-Za-z0-9_-]*)
+    echo "[kafka-init] KAFKA_OPERATOR_PASSWORD has characters other than letters, digits, - and _" >&2
+    exit 1 ;;
+esac
 umask 077
 cat > "$CLIENT" <<PROPERTIES
 security.protocol=SASL_PLAINTEXT
@@ -37,7 +44,13 @@ for topic in $TOPICS; do
     --create --if-not-exists --topic "$topic" --partitions "$PARTITIONS" --replication-factor 1
 done
 
-# What each service may do: local_stack.kafka_auth.acls(), one a line as its Acl.line() writes
+# The operator principal (sagactl's replays): its SCRAM credentials set on every start, so that
+# a data volume formatted before it existed gets it too (start.sh formats with the others').
+retry /opt/kafka/bin/kafka-configs.sh --bootstrap-server "$BOOTSTRAP" --command-config "$CLIENT" \
+  --alter --entity-type users --entity-name operator \
+  --add-config "SCRAM-SHA-512=[iterations=8192,password=$KAFKA_OPERATOR_PASSWORD]" </dev/null
+
+# What each principal may do: local_stack.kafka_auth.acls(), one a line as its Acl.line() writes
 # it (deploy/tests/test_compose_trust.py holds the list to it). Adding is idempotent; an ACL
 # dropped from this list stays on the broker until removed by hand (kafka-acls.sh --remove).
 # The tool reads no input: it is given none, so that it cannot eat the list's next lines.
@@ -63,7 +76,13 @@ User:inventario TOPIC LITERAL payment-events READ
 User:inventario GROUP LITERAL inventario READ
 User:pagos TOPIC LITERAL payment-events WRITE
 User:pagos TOPIC LITERAL pagos-dlq WRITE
-User:pagos TOPIC LITERAL order-events READ
 User:pagos TOPIC LITERAL inventory-events READ
+User:pagos TOPIC LITERAL order-events READ
 User:pagos GROUP LITERAL pagos READ
+User:operator TOPIC LITERAL inventory-events READ
+User:operator TOPIC LITERAL inventory-events WRITE
+User:operator TOPIC LITERAL order-events READ
+User:operator TOPIC LITERAL order-events WRITE
+User:operator TOPIC LITERAL payment-events READ
+User:operator TOPIC LITERAL payment-events WRITE
 ACLS

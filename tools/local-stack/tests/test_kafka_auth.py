@@ -74,8 +74,8 @@ def test_the_broker_authenticates_every_listener_and_denies_by_default() -> None
 def test_storage_is_formatted_with_a_scram_user_per_principal() -> None:
     args = kafka_auth.format_arguments()
     users = [a for a in args if a != "--add-scram"]
-    assert args.count("--add-scram") == len(users) == 4
-    for principal in ("admin", "pedidos", "inventario", "pagos"):
+    assert args.count("--add-scram") == len(users) == 5
+    for principal in ("admin", "pedidos", "inventario", "pagos", "operator"):
         assert (f"SCRAM-SHA-512=[name={principal},password={kafka_auth.password(principal)}]"
                 in users)
 

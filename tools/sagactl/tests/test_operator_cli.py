@@ -28,7 +28,14 @@ async def test_replay_a_dead_letter_and_the_saga_completes(saga: Saga) -> None:
     sku = new_sku()
     await saga.set_stock(sku, 5)
     quick_give_up = {"INVENTARIO_LOCK_TIMEOUT_S": "0.3", "SAGA_RETRY_INITIAL_BACKOFF_S": "0.1"}
-    with reconfigured("inventario", quick_give_up):
+    # The operator's key, the one the stack gave the services the public half of.
+    key = sagactl("signing-key")
+    assert key.returncode == 0, key.stderr
+    key_id = key.stdout.strip().partition(":")[0]
+    # Each sagactl below is a process of its own (seconds on a busy machine): the allocation's
+    # deadline is made long enough for all of them.
+    with reconfigured("pedidos", {"PEDIDOS_ALLOCATION_TIMEOUT_S": "90"}), \
+            reconfigured("inventario", quick_give_up):
         # Someone holds the product's row lock for too long: the allocation cannot get it,
         # retries with backoff, and gives up into the dead-letter topic.
         async with row_locked("SELECT 1 FROM inventario.products WHERE sku = $1 FOR UPDATE",
@@ -51,10 +58,7 @@ async def test_replay_a_dead_letter_and_the_saga_completes(saga: Saga) -> None:
         assert dry.returncode == 0, dry.stderr
         plan = json.loads(dry.stdout[:dry.stdout.rindex("}") + 1])
         assert plan["headers"]["X-Replay-For"] == "inventario"
-        # Signed with the operator's key, the one the stack gave the services the public half of.
-        key = sagactl("signing-key")
-        assert key.returncode == 0, key.stderr
-        key_id = key.stdout.strip().partition(":")[0]
+        # Signed with the operator's key.
         assert plan["headers"]["X-Replay-Signature"].startswith(f"{key_id}:")
         original_id = plan["headers"]["X-Replay-Of"]
         assert plan["value"]["message_id"] != original_id

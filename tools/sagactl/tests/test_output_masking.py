@@ -1,6 +1,7 @@
 """sagactl never prints a payment token, in the clear or sealed: not in a replay's plan, not in a
-dead letter's errors, not in a saga's timeline, not in why it refused a replay. Its database is
-played by the queries it would run; what a replay would send keeps the sealed token."""
+dead letter's errors, not in a saga's timeline, not in why it refused a replay. Its database,
+the service's API and the broker are played by the calls it would make; what a replay would
+send keeps the sealed token."""
 
 from __future__ import annotations
 
@@ -16,7 +17,9 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from saga_contracts import registry
 from saga_harness.events import payload_of
-from sagactl import cli, replay
+from sagactl import cli, dead_letters, operator_access
+from sagakit.operations import replay
+from sagakit.settings import KafkaClientSettings
 
 CLEAR = "tok_visa_sagactl_4242"
 
@@ -37,22 +40,35 @@ def _letter(payload: dict[str, Any]) -> dict[str, Any]:
             "attempts": [{"attempt": 1, "at": "t1", "error": f"gateway refused {CLEAR}"},
                          {"attempt": 2, "at": "t2",
                           "error": f"bad token {payload['payment_method']['token']}"}],
-            "original": {"topic": "inventory-events", "key": saga_id, "headers": {},
+            "original": {"topic": "inventory-events", "partition": 0, "offset": 5,
+                         "key": saga_id, "headers": {},
                          "value": {"encoding": "utf-8", "data": json.dumps(envelope)}}}
 
 
 def _run(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], argv: list[str],
-         **queries: Any) -> tuple[int, str]:
+         letter: dict[str, Any] | None = None, **queries: Any) -> tuple[int, str]:
     async def connect(dsn: str) -> _Connection:
         return _Connection()
 
-    # The database is played by the queries below; a replay is signed with a key of the test's.
+    def api(service: str, method: str, path: str, body: Any = None) -> dict[str, Any]:
+        assert method == "GET", "a dry run records nothing"
+        return {"state": "open", "letter": letter}
+
+    async def read_record(kafka: Any, topic: str, partition: int, offset: int
+                          ) -> replay.BrokerRecord:
+        assert letter is not None
+        return replay.claimed_record(letter)  # the broker holds what the letter says
+
+    # The database is played by the queries below, the service's API by ``api`` (``letter``),
+    # the broker by ``read_record``; a replay is signed with a key of the test's.
     monkeypatch.setenv("SAGACTL_DATABASE_URL", "postgresql://nobody@127.0.0.1:1/none")
-    monkeypatch.setenv("SAGACTL_ADMIN_DATABASE_URL", "postgresql://nobody@127.0.0.1:1/none")
     monkeypatch.setenv("SAGACTL_SIGNING_KEY_FILE", str(_signing_key_file(tmp_path_factory())))
     monkeypatch.setattr(cli.connection, "connect", connect)
+    monkeypatch.setattr(operator_access, "call", api)
+    monkeypatch.setattr(operator_access, "kafka", lambda: KafkaClientSettings())
+    monkeypatch.setattr(replay, "read_record", read_record)
     for name, fake in queries.items():
-        monkeypatch.setattr(cli.reads if hasattr(cli.reads, name) else cli.queries, name, fake)
+        monkeypatch.setattr(dead_letters if name == "letters" else cli.reads, name, fake)
     with pytest.raises(SystemExit) as done:
         cli.main(argv)
     out = capsys.readouterr()
@@ -83,18 +99,15 @@ def test_a_dry_run_shows_no_token_and_the_replay_keeps_it_sealed(
     sealed = payload["payment_method"]["token"]
     letter = _letter(payload)
 
-    async def dead_letter(conn: Any, service: str, dead_letter_id: str) -> dict[str, Any]:
-        return letter
-
     code, out = _run(monkeypatch, capsys, ["replay", "dl-1", "--service", "pagos", "--dry-run"],
-                     dead_letter=dead_letter)
+                     letter=letter)
     assert code == 0, out
     _assert_no_token(out, sealed, sealed.rsplit(":", 1)[1])
     plan = json.loads(out[:out.rindex("}") + 1])
     assert plan["value"]["payload"]["payment_method"] == {"type": "credit_card",
                                                           "token": "[MASKED]"}
     assert plan["headers"]["X-Replay-For"] == "pagos"
-    sent = replay.build(letter, "pagos", "dl-1")
+    sent = replay.build(replay.claimed_record(letter), "pagos", "dl-1")
     assert sent.value["payload"]["payment_method"]["token"] == sealed, "replayed as it came"
 
 
@@ -103,11 +116,8 @@ def test_a_replay_refused_does_not_quote_the_token_it_refused(
     payload = payload_of("StockVerificado", str(uuid.uuid4()),
                          payment_method={"type": "credit_card", "token": CLEAR})
 
-    async def dead_letter(conn: Any, service: str, dead_letter_id: str) -> dict[str, Any]:
-        return _letter(payload)
-
     code, out = _run(monkeypatch, capsys, ["replay", "dl-1", "--service", "pagos", "--dry-run"],
-                     dead_letter=dead_letter)
+                     letter=_letter(payload))
     assert code == 2 and "cannot replay" in out
     _assert_no_token(out, CLEAR)
 
@@ -116,11 +126,12 @@ def test_dead_letter_errors_show_no_token(monkeypatch: pytest.MonkeyPatch,
                                           capsys: pytest.CaptureFixture[str]) -> None:
     letter = _letter(payload_of("StockVerificado", str(uuid.uuid4())))
 
-    async def dead_letters(conn: Any, service: str | None, limit: int) -> list[dict[str, Any]]:
+    async def letters(conn: Any, **selection: Any) -> list[dict[str, Any]]:
         return [{"id": "dl-1", "service": "pagos", "at": "t2", "saga_id": "s-1",
-                 "event_type": "StockVerificado", **letter}]
+                 "event_type": "StockVerificado", "state": "open",
+                 "error_class": "gateway", **letter}]
 
-    code, out = _run(monkeypatch, capsys, ["dlq", "--errors"], dead_letters=dead_letters)
+    code, out = _run(monkeypatch, capsys, ["dlq", "--errors"], letters=letters)
     assert code == 0 and "dl-1" in out and "gateway refused [MASKED]" in out
     _assert_no_token(out, CLEAR)
 

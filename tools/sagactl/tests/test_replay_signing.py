@@ -13,7 +13,8 @@ import pytest
 from saga_contracts import headers as h
 from saga_contracts import replay_signature
 from saga_contracts.replay_signature import OperatorKeys, Signed
-from sagactl import cli, replay
+from sagactl import cli
+from sagakit.operations import replay
 
 
 def _letter(headers: dict[str, str] | None = None) -> dict[str, Any]:
@@ -53,7 +54,8 @@ def key_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def test_the_replay_carries_the_operator_s_signature_of_what_is_published(
         key_file: Path) -> None:
     key = replay_signature.load_private_key(key_file.read_bytes())
-    plan = replay.signed(replay.build(_letter(), "inventario", str(uuid.uuid4())), key)
+    plan = replay.signed(replay.build(replay.claimed_record(_letter()), "inventario",
+                                      str(uuid.uuid4())), key)
     keys = OperatorKeys.parse(replay_signature.public_entry(key))
     assert plan.headers[h.REPLAY_FOR] == "inventario"
     assert plan.headers[h.REPLAY_SIGNATURE].startswith(keys.ids[0] + ":")
@@ -61,8 +63,8 @@ def test_the_replay_carries_the_operator_s_signature_of_what_is_published(
 
 
 def test_a_replay_of_a_replay_drops_the_earlier_signature() -> None:
-    plan = replay.build(_letter({h.REPLAY_SIGNATURE: "0123456789abcdef:old"}), "inventario",
-                        str(uuid.uuid4()))
+    letter = _letter({h.REPLAY_SIGNATURE: "0123456789abcdef:old"})
+    plan = replay.build(replay.claimed_record(letter), "inventario", str(uuid.uuid4()))
     assert h.REPLAY_SIGNATURE not in plan.headers
 
 
@@ -97,3 +99,22 @@ def test_without_a_key_it_says_where_it_looked(
         cli.main(["signing-key"])
     assert done.value.code == 2
     assert str(missing) in capsys.readouterr().err
+
+
+def test_letters_are_grouped_per_service_event_type_and_key() -> None:
+    from sagactl.dead_letters import grouped
+
+    rows = [{"id": str(i), "service": s, "event_type": e, "error_class": c, "reason": "r",
+             "at": f"2026-12-06T00:0{i}"}
+            for i, (s, e, c) in enumerate([("inventario", "PagoExitoso", "LockNotAvailable"),
+                                           ("inventario", "PagoExitoso", "LockNotAvailable"),
+                                           ("inventario", "PagoExitoso", "OperationalError"),
+                                           ("pedidos", "PagoExitoso", "LockNotAvailable")])]
+    groups = grouped(rows, "error_class")
+    assert [(g["service"], g["error_class"], g["count"], g["ids"]) for g in groups] == [
+        ("inventario", "LockNotAvailable", 2, ["0", "1"]),
+        ("inventario", "OperationalError", 1, ["2"]),
+        ("pedidos", "LockNotAvailable", 1, ["3"])]
+    assert groups[0]["oldest"] == "2026-12-06T00:00" and groups[0]["newest"] == "2026-12-06T00:01"
+    assert [(g["service"], g["count"]) for g in grouped(rows, "reason")] == [
+        ("inventario", 3), ("pedidos", 1)]

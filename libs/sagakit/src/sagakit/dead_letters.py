@@ -10,7 +10,7 @@ error, the last error's trace):
      "attempts": [{"attempt", "at", "error"}, ...], "last_traceback",
      "original": {"topic", "partition", "offset", "timestamp", "key", "headers",
                   "value": {"encoding": "utf-8" | "base64", "data"},
-                  "message_id", "event_type"[, "raw"]}}
+                  "message_id", "event_type"[, "raw"][, "rebuilt"]}}
 
 and its headers are the original's (those that are text) and the ``X-DLQ-*`` headers.
 
@@ -122,9 +122,11 @@ def _b64(data: bytes) -> str:
 
 def build(*, service: str, reason: str, error_class: str, attempts: Sequence[Attempt],
           last_traceback: str, original: Original, saga_id: str | None,
-          as_bytes: bool = False) -> DeadLetter:
+          as_bytes: bool = False, rebuilt: bool = False) -> DeadLetter:
     """The dead letter of ``original``, for ``service``'s dead-letter topic, keyed by the saga
-    (or the original's key, or its message id). ``as_bytes``: the original as bytes only."""
+    (or the original's key, or its message id). ``as_bytes``: the original as bytes only.
+    ``rebuilt``: the original is the message rebuilt from what the service kept, not the record
+    as read (its partition and offset, when known, say where that record sits)."""
     value_text = None if as_bytes else as_text(original.value)
     key_text = None if as_bytes else as_text(original.key)
     text_headers: dict[str, str] = {}
@@ -147,6 +149,8 @@ def build(*, service: str, reason: str, error_class: str, attempts: Sequence[Att
         "message_id": scrubbed(original.message_id),
         "event_type": scrubbed(original.event_type),
     }
+    if rebuilt:
+        parked["rebuilt"] = True
     key_is_text = original.key is None or key_text is not None
     if not (key_is_text and headers_are_text):
         parked["raw"] = {

@@ -25,12 +25,19 @@ M = TypeVar("M", bound=Event)
 class Message(Generic[E]):
     envelope: Envelope
     payload: E
+    replayed: bool = False
+    """A replay the operator signed for this service (``sagakit.consumer.replays``): the only
+    way a handler may tell one. The envelope's ``metadata.replay_of`` is the sender's word."""
+    address: tuple[str, int, int] | None = None
+    """Where the record sat: topic, partition, offset (None for a message not read from
+    Kafka)."""
 
     @staticmethod
-    def parse(envelope: Envelope, model: type[M]) -> Message[M]:
+    def parse(envelope: Envelope, model: type[M], *, replayed: bool = False,
+              address: tuple[str, int, int] | None = None) -> Message[M]:
         """``envelope`` with its payload as ``model``; raises ``registry.SchemaViolation`` for a
         payload the model refuses."""
-        return Message(envelope, parse_as(model, envelope.payload))
+        return Message(envelope, parse_as(model, envelope.payload), replayed, address)
 
     # What handlers read of the envelope, so that they need not reach into it.
 

@@ -121,6 +121,9 @@ class MessagingSettings(KafkaClientSettings):
         "0.1 s and doubles with each failure in a row."))
     outbox_retention_days: float = Field(7.0, gt=0, description=(
         "Published outbox rows older than this are deleted by the cleanup job."))
+    dead_letter_retention_days: float = Field(30.0, gt=0, description=(
+        "Dead letters archived by an operator longer ago than this are deleted by the cleanup "
+        "job (their audit records stay). Letters not archived are kept, whatever their age."))
     inbox_retention_days: float = Field(7.0, gt=0, description=(
         "Inbox rows of handled messages older than this are deleted by the cleanup job "
         "(dead-lettered ones are kept); a message redelivered later is no longer recognised "
@@ -198,9 +201,9 @@ class MessagingSettings(KafkaClientSettings):
     operator_public_keys: str | None = Field(None, description=(
         "The operator's replay-signing public keys, comma-separated `<key id>:<base64 key>` "
         "(`sagactl signing-key` prints its key's); several while a key is being replaced. A "
-        "record addressed with `X-Replay-For` to another service is skipped only when one of "
-        "them signed it; unset, no `X-Replay-For` is believed and every consumer of a topic "
-        "handles a replay on it."))
+        "record addressed with `X-Replay-For` to another service is skipped, and a service "
+        "takes a record for a replay, only when one of them signed it. Required where a "
+        "consumer runs: a service refuses to start its consumer without one."))
 
     allow_unsafe_limits: bool = Field(False, description=(
         "Lets the retry settings go below the standard's minimums, with a warning in the log; "

@@ -252,6 +252,12 @@ async def test_cleanup_removes_only_rows_past_their_age(scratch) -> None:  # typ
             "processed_at) VALUES ('old', 'E', 'processed', now() - interval '8 days'), "
             "('new', 'E', 'processed', now() - interval '6 days'), "
             "('old-dead', 'E', 'dead_lettered', now() - interval '30 days')"))
+        # A dead letter published long ago: kept until an operator archives it.
+        await conn.execute(text(
+            f"INSERT INTO {SCHEMA}.outbox (message_id, saga_id, topic, event_type, "
+            "schema_version, payload, headers, status, published_at) VALUES "
+            f"(gen_random_uuid(), 'saga-clean', '{SCHEMA}-dlq', 'E', '1.0.0', "
+            "'{\"seq\": 100}', '{}', 'published', now() - interval '30 days')"))
     assert await cleanup_published(engine, tables, 7, batch_size=3) == 7
     from sagakit.store.inbox import cleanup_processed
 
@@ -262,7 +268,7 @@ async def test_cleanup_removes_only_rows_past_their_age(scratch) -> None:  # typ
         inbox = (await conn.execute(text(
             f"SELECT array_agg(message_id ORDER BY 1) FROM {SCHEMA}.processed_messages"))
         ).scalar()
-    assert sorted(left) == [7, 8, 9]
+    assert sorted(left) == [7, 8, 9, 100]
     assert sorted(inbox) == ["new", "old-dead"], "dead letters are kept for the operators"
 
 

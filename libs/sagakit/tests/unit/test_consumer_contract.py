@@ -14,12 +14,12 @@ import pytest
 
 from saga_contracts import headers as h
 from saga_contracts.events.payments import PagoExitoso
-from sagactl import replay
 from sagakit import dead_letters
 from sagakit.consumer import EventConsumer, Origin, Outcome, RawRecord, Subscription
 from sagakit.dead_letters import Attempt, Original
 from sagakit.envelope import Envelope
 from sagakit.message import Message
+from sagakit.operations import replay
 from sagakit.settings import MessagingSettings
 
 from .consumer_fakes import CommittingUnitOfWork
@@ -176,7 +176,7 @@ def _replay_of(record: RawRecord, envelope: Envelope) -> RawRecord:
         last_traceback="", saga_id=envelope.saga_id,
         original=Original(record.topic, record.value, envelope.message_id, envelope.event_type,
                           record.key, record.headers, record.partition, record.offset))
-    plan = replay.build(letter.value, SERVICE, str(uuid.uuid4()))
+    plan = replay.build(replay.claimed_record(letter.value), SERVICE, str(uuid.uuid4()))
     return RawRecord(plan.topic, 0, 8, plan.key.encode(), json.dumps(plan.value).encode(),
                      [(k, v.encode()) for k, v in plan.headers.items()])
 

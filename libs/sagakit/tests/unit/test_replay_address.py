@@ -18,13 +18,13 @@ from saga_contracts import headers as h
 from saga_contracts import replay_signature
 from saga_contracts.events.payments import PagoExitoso
 from saga_contracts.replay_signature import OperatorKeys
-from sagactl import replay
 from sagakit import dead_letters
 from sagakit.consumer import EventConsumer, Outcome, RawRecord, Subscription
 from sagakit.dead_letters import Attempt, Original
 from sagakit.envelope import Envelope
 from sagakit.message import Message
 from sagakit.observability import metrics
+from sagakit.operations import replay
 from sagakit.settings import InvalidConfiguration, MessagingSettings, load
 
 from .consumer_fakes import CommittingUnitOfWork
@@ -40,13 +40,16 @@ class _NoLetters:
         raise AssertionError(f"dead-lettered: {reason} {attempts[-1].error}")
 
 
-def _consumer(keys: str | None = OPERATOR_KEYS) -> tuple[EventConsumer, list[str]]:
+def _consumer(keys: str | None = OPERATOR_KEYS, replayed: list[bool] | None = None
+              ) -> tuple[EventConsumer, list[str]]:
     """inventario's consumer of PagoExitoso, believing the operator's key, and the saga ids its
-    handler got."""
+    handler got (``replayed``: whether it got each as a replay)."""
     handled: list[str] = []
 
     async def allocate(uow: Any, event: Message[PagoExitoso]) -> None:
         handled.append(event.saga_id)
+        if replayed is not None:
+            replayed.append(event.replayed)
 
     consumer = EventConsumer(service=SERVICE, topics=["payment-events"],
                              subscriptions=[Subscription(PagoExitoso, allocate)],
@@ -75,7 +78,7 @@ def _plan(envelope: Envelope, replay_for: str) -> replay.Replay:
         original=Original("payment-events", value, envelope.message_id, envelope.event_type,
                           envelope.saga_id.encode(), list(_headers(envelope.kafka_headers())),
                           0, 7))
-    return replay.build(letter.value, replay_for, str(uuid.uuid4()))
+    return replay.build(replay.claimed_record(letter.value), replay_for, str(uuid.uuid4()))
 
 
 def _headers(headers: dict[str, str]) -> list[tuple[str, bytes]]:
@@ -107,6 +110,19 @@ async def test_a_signed_replay_for_this_service_is_handled() -> None:
     plan = replay.signed(_plan(paid, SERVICE), OPERATOR)
     assert (await consumer.processor.process(_record(plan))).status == "processed"
     assert handled == [paid.saga_id]
+
+
+async def test_only_a_replay_the_operator_signed_for_this_service_reaches_it_as_a_replay(
+) -> None:
+    """A handler tells a replay by ``Message.replayed`` alone: ``metadata.replay_of`` and
+    ``X-Replay-For`` are anyone's to write."""
+    replayed: list[bool] = []
+    consumer, _ = _consumer(replayed=replayed)
+    for plan in (replay.signed(_plan(_paid(), SERVICE), OPERATOR), _plan(_paid(), SERVICE),
+                 replay.signed(_plan(_paid(), SERVICE), Ed25519PrivateKey.generate())):
+        assert plan.value["metadata"]["replay_of"]
+        assert (await consumer.processor.process(_record(plan))).status == "processed"
+    assert replayed == [True, False, False]
 
 
 async def test_an_unsigned_replay_for_this_service_is_handled_and_counted() -> None:

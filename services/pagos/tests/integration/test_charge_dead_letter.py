@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 from aiokafka.admin import AIOKafkaAdminClient
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -28,15 +29,16 @@ from pagos.entrypoints.messages import make_on_stock_verificado
 from pagos.usecases.charge_payment import charge_key
 from pagos.usecases.gateway_worker import GatewayWorker
 from pagos.usecases.ports import ChargeResult, RefundResult
+from saga_contracts import replay_signature
 from saga_contracts.events.inventory import StockVerificado
 from saga_harness import config, db
 from saga_harness import payments as pay
 from saga_harness.kafka import TopicReader
 from saga_harness.waiting import wait_for
-from sagactl import replay
 from sagakit import jsonio
 from sagakit.consumer import EventConsumer, Origin, RawRecord, Subscription
 from sagakit.message import Message
+from sagakit.operations import replay
 from sagakit.settings import KafkaClientSettings, MessagingSettings
 from sagakit.store.tables import MessagingTables
 from sagakit.store.unit_of_work import UnitOfWork
@@ -131,11 +133,15 @@ async def _charge_given_up(engine: AsyncEngine, tables: MessagingTables, worker:
     return letter
 
 
+# The operator's key, which the consumer below believes (as the stack's services believe theirs).
+OPERATOR = Ed25519PrivateKey.generate()
+
+
 async def _through_kafka(plan: replay.Replay) -> RawRecord:
-    """The replay published as ``sagactl replay`` publishes it (to the scratch topic), and the
-    record as pagos' consumer would fetch it."""
+    """The replay published as ``sagactl replay`` publishes it (to the scratch topic, signed by
+    the operator for it), and the record as pagos' consumer would fetch it."""
     async with TopicReader(TOPIC) as reader:
-        await replay.publish(replace(plan, topic=TOPIC),
+        await replay.publish(replay.signed(replace(plan, topic=TOPIC), OPERATOR),
                              KafkaClientSettings(**config.kafka_fields()))
         record = await reader.wait_for(
             lambda r: dict(r.headers or []).get("X-Message-ID") ==
@@ -153,7 +159,9 @@ def _consumer(engine: AsyncEngine, tables: MessagingTables,
                          subscriptions=[Subscription(StockVerificado,
                                                      make_on_stock_verificado(worker))],
                          uow_factory=lambda **kw: UnitOfWork(engine, tables, "pagos", **kw),
-                         settings=MessagingSettings(**config.kafka_fields()),
+                         settings=MessagingSettings(
+                             **config.kafka_fields(),
+                             operator_public_keys=replay_signature.public_entry(OPERATOR)),
                          origins={"StockVerificado": Origin(TOPIC, "inventario")})
 
 
@@ -182,7 +190,7 @@ async def test_a_charge_given_up_on_is_replayed_and_made_under_the_same_key(
         assert "token" not in kept["payload"]["payment_method"], \
             "the payment keeps the token in its own column only"
 
-        plan = replay.build(record, "pagos", letter.id)
+        plan = replay.build(replay.claimed_record(record), "pagos", letter.id)
         assert plan.topic == "inventory-events"
         assert plan.headers["X-Replay-For"] == "pagos"
         assert plan.headers["X-Replay-Of"] == event.message_id != plan.value["message_id"]
@@ -212,7 +220,7 @@ async def test_a_replay_after_the_payment_was_decided_charges_nothing(
                                     "WHERE saga_id = :s"), {"s": event.saga_id})
         calls = len(gateway.keys)
         gateway.approve = True
-        plan = replay.build(letter.payload, "pagos", letter.id)
+        plan = replay.build(replay.claimed_record(letter.payload), "pagos", letter.id)
         outcome = await _consumer(engine, tables, worker).processor.process(await _through_kafka(plan))
         assert outcome.status == "processed", outcome
         # Left CANCELLED, the payment has no work due: no worker will ever call for it.

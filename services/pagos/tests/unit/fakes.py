@@ -454,24 +454,27 @@ E = TypeVar("E", bound=Event)
 
 
 def _event(model: type[E], saga_id: str, source: str, payload: dict[str, Any],
-           metadata: dict[str, Any] | None = None) -> Message[E]:
-    """The event as pagos' handlers get it: the envelope as sent, its payload as its model."""
+           metadata: dict[str, Any] | None = None, *, replayed: bool = False) -> Message[E]:
+    """The event as pagos' handlers get it: the envelope as sent, its payload as its model;
+    ``replayed``: as the consumer marks a replay the operator signed for pagos."""
     return Message.parse(Envelope.new(saga_id=saga_id, event_type=model.event_type,
                                       schema_version=registry.latest(model.event_type).version,
                                       source_service=source, payload=payload,
-                                      metadata=metadata), model)
+                                      metadata=metadata), model, replayed=replayed)
 
 
 def stock_verificado(saga_id: str, order_id: str, token: str = "tok_visa",
                      replay_of: str | None = None,
                      customer: str | None = sealing.TEST_CUSTOMER, *,
                      unit_price: str = "9.99", currency: str = "USD",
-                     sealed_for: Binding | None = None) -> Message[StockVerificado]:
+                     sealed_for: Binding | None = None,
+                     signed_replay: bool | None = None) -> Message[StockVerificado]:
     """Two units at ``unit_price``, inventario's amount to charge their total; ``customer``:
     the envelope's ``metadata.user_id`` (None: the event names none). ``token`` in the clear,
     sealed with the test key (``saga_harness.sealing``) as pedidos seals it: for this event's
     charge, its customer the one named (the tests' own if none is), unless ``sealed_for``
-    names another."""
+    names another. ``replay_of``: a replay of that message, signed by the operator for pagos
+    unless ``signed_replay`` is False (the envelope's word alone)."""
     metadata = {**({"replay_of": replay_of} if replay_of is not None else {}),
                 **({"user_id": customer} if customer is not None else {})}
     total = Decimal(unit_price) * 2
@@ -482,7 +485,8 @@ def stock_verificado(saga_id: str, order_id: str, token: str = "tok_visa",
         "order_id": order_id, "total_amount": f"{total:.2f}", "currency": currency,
         "items": [{"sku": "SKU-1", "quantity": 2, "unit_price": unit_price}],
         "payment_method": {"type": "credit_card", "token": sealing.sealed(token, charge)}},
-        metadata=metadata or None)
+        metadata=metadata or None,
+        replayed=replay_of is not None if signed_replay is None else signed_replay)
 
 
 def orden_cancelada(saga_id: str, order_id: str,

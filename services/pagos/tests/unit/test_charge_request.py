@@ -75,3 +75,17 @@ def test_a_payment_that_did_not_keep_its_request_gives_what_it_knows() -> None:
                                   "total_amount": "10.50", "currency": "EUR",
                                   "payment_method": {"type": "credit_card",
                                                      "token": _token(event)}}
+
+
+def test_the_letter_points_a_replay_at_the_record_the_charge_was_asked_in() -> None:
+    """The original is rebuilt from what the payment kept: a replay re-reads the record where
+    it sat (``sagakit.operations.replay``) and sends that, not this copy."""
+    event = _event()
+    letter = charge_request.dead_letter(
+        _payment(event, trigger_record=("inventory-events", 4, 1234)), 3, "timeout")
+    original = letter.value["original"]
+    assert (original["topic"], original["partition"], original["offset"]) == (
+        "inventory-events", 4, 1234)
+    assert original["rebuilt"] is True
+    unknown = charge_request.dead_letter(_payment(event), 3, "timeout").value["original"]
+    assert unknown["partition"] is None and unknown["offset"] is None

@@ -113,6 +113,20 @@ async def test_a_replay_makes_a_given_up_charge_due_again_with_its_first_token()
     assert calls.started == [] and calls.free == 1, "no slot taken: the worker claims it"
 
 
+async def test_replay_of_in_the_envelope_without_the_operators_signature_charges_nothing_again(
+) -> None:
+    """Anyone who can write the topic can write ``metadata.replay_of``: only a replay the
+    consumer found signed by the operator for pagos (``Message.replayed``) is one."""
+    table, calls = PaymentTable(), FakeCalls(free=1)
+    saga_id, order_id = _ids()
+    row = table.add(saga_id, PaymentStatus.CHARGE_FAILED, token="tok_visa", charge_attempts=3,
+                    lease_until=table.in_(-5), next_attempt_at=None)
+    await _start(table, calls, stock_verificado(saga_id, order_id, replay_of="m-1",
+                                                signed_replay=False))
+    assert row.status is PaymentStatus.CHARGE_FAILED and row.charge_attempts == 3
+    assert calls.kicks == 0 and calls.started == []
+
+
 async def test_a_replay_for_a_payment_that_kept_no_token_brings_its_own() -> None:
     table, calls = PaymentTable(), FakeCalls()
     saga_id, order_id = _ids()

@@ -1,7 +1,8 @@
 """A complete ``.env`` for docker-compose.yml, made from ``.env.example``: a random URL-safe
-password for every ``*_PASSWORD``, a new payment-token key pair, a fake-gateway secret key and the
-console's session key.
-The optional variables (``SAGA_OPERATOR_PUBLIC_KEYS``) stay empty. Written 0600.
+password for every ``*_PASSWORD``, a new payment-token key pair, a fake-gateway secret key, the
+console's session key, and a new operator replay-signing key: its private half in
+``operator-signing.key`` beside the ``.env`` (0600, for ``SAGACTL_SIGNING_KEY_FILE``; never
+overwritten), its public half in ``SAGA_OPERATOR_PUBLIC_KEYS``. Written 0600.
 
     python -m compose_stack dotenv [PATH]     (default: the checkout's .env; never overwritten)
 """
@@ -14,15 +15,21 @@ import secrets
 from pathlib import Path
 
 from compose_stack.settings import ROOT
+from saga_contracts import replay_signature
 from saga_contracts.sealing import new_key_pair
 
 EXAMPLE = ROOT / ".env.example"
 VARIABLE = re.compile(r"^(?P<name>[A-Z][A-Z0-9_]*)=(?P<value>.*)$")
 
 
-def values() -> dict[str, str]:
-    """Every variable .env.example lists, with a value of its kind (empty for the optional)."""
+SIGNING_KEY = "operator-signing.key"
+
+
+def values(operator_key: bytes | None = None) -> dict[str, str]:
+    """Every variable .env.example lists, with a value of its kind (empty for the optional);
+    ``operator_key``: the operator's private key (PEM) whose public half the services get."""
     open_keys, seal_key = new_key_pair()
+    operator_key = operator_key or replay_signature.new_private_key()
     filled: dict[str, str] = {}
     for line in EXAMPLE.read_text().splitlines():
         found = VARIABLE.match(line)
@@ -39,14 +46,23 @@ def values() -> dict[str, str]:
             filled[name] = "sk_test_" + secrets.token_urlsafe(24)
         elif name == "CONSOLA_SESSION_SECRET":
             filled[name] = secrets.token_urlsafe(48)
+        elif name == "SAGA_OPERATOR_PUBLIC_KEYS":
+            filled[name] = replay_signature.public_entry(
+                replay_signature.load_private_key(operator_key))
         else:
             filled[name] = found["value"]
     return filled
 
 
 def write(path: Path) -> dict[str, str]:
-    """Writes a new .env at ``path`` (which must not exist) and returns its values."""
-    filled = values()
+    """Writes a new .env at ``path`` (which must not exist) and returns its values; the
+    operator's key beside it is made if missing, and used."""
+    key_file = path.parent / SIGNING_KEY
+    if not key_file.exists():
+        fd = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as key_out:
+            key_out.write(replay_signature.new_private_key())
+    filled = values(key_file.read_bytes())
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w") as out:
         out.write("# Made by python -m compose_stack dotenv from .env.example. Never commit it.\n")

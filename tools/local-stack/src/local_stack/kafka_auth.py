@@ -1,7 +1,10 @@
 """Who is who to the local stack's Kafka. Every client authenticates with SASL/SCRAM-SHA-512 as a
-principal of its own (a service, or ``admin`` for the stack itself, the tests and the tools) and
-may do only what the ACLs below let it: a service writes its own topic and its dead-letter topic,
-reads the topics it consumes and uses only its own consumer group. With SAGA_KAFKA_AUTH=0 Kafka
+principal of its own (a service; ``operator``, the one replays of dead letters are published
+under; or ``admin`` for the stack itself and the tests) and may do only what the ACLs below let
+it: a service writes its own topic and its dead-letter topic, reads the topics it consumes and
+uses only its own consumer group; the operator reads and writes the topics a replay can go to
+(those some service consumes: ``saga_contracts.topology``), with no consumer group (a replay
+re-reads its original by assigning the partition) and nothing else. With SAGA_KAFKA_AUTH=0 Kafka
 runs PLAINTEXT with no ACLs (a debugging aid).
 
 The passwords are generated once into ``$SAGA_STATE_DIR/secrets/kafka-<principal>``
@@ -30,22 +33,22 @@ from local_stack.settings import (
     ROOT,
     SERVICE_PORTS,
 )
-from saga_contracts import topics
+from saga_contracts import topics, topology
 from sagakit.settings import KafkaClientSettings
 
 ADMIN = "admin"
+OPERATOR = "operator"
 CONTROLLER = "controller"
 TLS_LISTENER = "TLS"  # SASL_SSL, on KAFKA_TLS_PORT (local_stack.kafka_tls)
 MECHANISM = "SCRAM-SHA-512"
 SERVICES = tuple(SERVICE_PORTS)
 
 # The topic each service publishes its events on (the x-topic of the events it produces), and
-# the topics its consumer subscribes to (services/*/app.py: the topics of its subscriptions).
+# the topics its consumer subscribes to (those of the events it consumes, as the contract's
+# topology names them: deploy/tests/test_kafka_acls.py holds it to services/*/app.py).
 WRITES = {"pedidos": topics.ORDER_EVENTS, "inventario": topics.INVENTORY_EVENTS,
           "pagos": topics.PAYMENT_EVENTS}
-READS = {"pedidos": (topics.INVENTORY_EVENTS, topics.PAYMENT_EVENTS),
-         "inventario": (topics.ORDER_EVENTS, topics.PAYMENT_EVENTS),
-         "pagos": (topics.ORDER_EVENTS, topics.INVENTORY_EVENTS)}
+READS = {service: tuple(sorted(topology.topics_read(service))) for service in SERVICES}
 # Written when the storage is formatted with the SCRAM credentials: a data directory formatted
 # before SAGA_KAFKA_AUTH was set has no users, and its broker would refuse everyone.
 USERS_MARKER = "scram-users"
@@ -73,6 +76,8 @@ def acls() -> list[Acl]:
         out += [Acl(service, "TOPIC", topic, "READ") for topic in READS[service]]
         # The consumer's group is the service's name (sagakit.consumer.loop).
         out.append(Acl(service, "GROUP", service, "READ"))
+    for topic in sorted(topology.all_replayable_topics()):
+        out += [Acl(OPERATOR, "TOPIC", topic, "READ"), Acl(OPERATOR, "TOPIC", topic, "WRITE")]
     return out
 
 
@@ -168,14 +173,14 @@ def format_arguments() -> list[str]:
     """``StorageTool format`` arguments that write the SCRAM credentials of every principal."""
     if not KAFKA_AUTH:
         return []
-    return [arg for principal in (ADMIN, *SERVICES) for arg in (
+    return [arg for principal in (ADMIN, *SERVICES, OPERATOR) for arg in (
         "--add-scram", f"{MECHANISM}=[name={principal},password={password(principal)}]")]
 
 
 def formatted(data: Path) -> None:
     """Notes that ``data`` was formatted with the credentials ``format_arguments`` gave."""
     if KAFKA_AUTH:
-        (data / USERS_MARKER).write_text(" ".join((ADMIN, *SERVICES)) + "\n")
+        (data / USERS_MARKER).write_text(" ".join((ADMIN, *SERVICES, OPERATOR)) + "\n")
 
 
 def check_formatted_with_users(data: Path) -> None:
@@ -189,9 +194,11 @@ def check_formatted_with_users(data: Path) -> None:
 
 
 def apply_acls(acl_tool: list[str]) -> None:
-    """Makes the broker's ACLs exactly ``acls()`` (ACLs of an older stack are removed), as the
-    admin, with Kafka's own Admin client (aiokafka speaks no CreateAcls version Kafka 4 keeps).
-    ``acl_tool`` is the java command that runs ``ACL_TOOL`` with Kafka's jars on the class path."""
+    """Makes the broker's ACLs exactly ``acls()`` (ACLs of an older stack are removed) and gives
+    the operator principal its SCRAM credentials (Kafka's data formatted before that principal
+    existed has none), as the admin, with Kafka's own Admin client (aiokafka speaks no
+    CreateAcls version Kafka 4 keeps). ``acl_tool`` is the java command that runs ``ACL_TOOL``
+    with Kafka's jars on the class path."""
     if not KAFKA_AUTH:
         return
     settings = admin_client_settings()
@@ -207,7 +214,8 @@ def apply_acls(acl_tool: list[str]) -> None:
             ""]))
     os.chmod(config, 0o600)
     done = subprocess.run([*acl_tool, str(config)],
-                          input="".join(acl.line() + "\n" for acl in acls()), text=True,
+                          input="".join(acl.line() + "\n" for acl in acls())
+                          + f"SCRAM {OPERATOR} {password(OPERATOR)}\n", text=True,
                           capture_output=True, timeout=120)
     if done.returncode != 0:
         raise SystemExit(f"[stack] could not set Kafka's ACLs:\n{done.stderr[-2000:]}")

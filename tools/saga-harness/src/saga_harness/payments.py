@@ -129,12 +129,13 @@ E = TypeVar("E", bound=Event)
 
 
 def _event(model: type[E], saga_id: str, source: str, payload: dict[str, Any],
-           metadata: dict[str, Any] | None = None) -> Message[E]:
-    """The event as pagos' handlers get it: the envelope as sent, its payload as its model."""
+           metadata: dict[str, Any] | None = None, *, replayed: bool = False) -> Message[E]:
+    """The event as pagos' handlers get it: the envelope as sent, its payload as its model;
+    ``replayed``: as the consumer marks a replay the operator signed for pagos."""
     return Message.parse(Envelope.new(saga_id=saga_id, event_type=model.event_type,
                                       schema_version=registry.latest(model.event_type).version,
                                       source_service=source, payload=payload,
-                                      metadata=metadata), model)
+                                      metadata=metadata), model, replayed=replayed)
 
 
 def stock_verificado(saga_id: str, order_id: str | None = None, amount: str = "19.98", *,
@@ -143,7 +144,7 @@ def stock_verificado(saga_id: str, order_id: str | None = None, amount: str = "1
     """``token`` in the clear, sealed with this process's test key for this event's charge
     (its saga, order, amount and customer, ``sealing.TEST_CUSTOMER``: the worker's keys open
     it); ``replay_of``: the message id of the original, as ``sagactl replay`` marks a
-    replay."""
+    replay, signed for pagos (``Message.replayed``)."""
     order_id = order_id or str(uuid.uuid4())
     sealed = sealing.sealed(token, sealing.charge(saga_id=saga_id, order_id=order_id,
                                                   amount=amount))
@@ -153,7 +154,8 @@ def stock_verificado(saga_id: str, order_id: str | None = None, amount: str = "1
     return _event(StockVerificado, saga_id, "inventario", {
         "order_id": order_id, "total_amount": amount, "currency": "USD",
         "items": [{"sku": "SKU-1", "quantity": 1, "unit_price": amount}],
-        "payment_method": {"type": "credit_card", "token": sealed}}, metadata=metadata)
+        "payment_method": {"type": "credit_card", "token": sealed}}, metadata=metadata,
+        replayed=replay_of is not None)
 
 
 def orden_cancelada(saga_id: str, order_id: str) -> Message[OrdenCancelada]:

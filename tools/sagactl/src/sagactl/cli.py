@@ -7,24 +7,26 @@ operator's actions on them, dead letters and their safe replay.
     sagactl cancel SAGA_ID --reason WHY
     sagactl retry SAGA_ID [--reason WHY]
     sagactl resolve-payment PAYMENT_ID --reference REF [--note TEXT]
-    sagactl dlq [--service S] [--limit N] [--errors]
+    sagactl dlq [--service S] [--state S] [--group-by reason|error_class] [--limit N] [--errors]
     sagactl replay DEAD_LETTER_ID --service S [--payload FILE] [--dry-run]
+    sagactl replay-group --service S --event-type T --error-class C [--dry-run] [--limit N]
+    sagactl archive DEAD_LETTER_ID --service S --reason R
     sagactl signing-key
     sagactl topics create|check
 
 Every command takes ``--output json`` (one JSON document on stdout) beside the default text.
 It reads through the services' published views as a reader role, and acts through their APIs
-with an operator's token (``sagactl.connection`` says which and where). ``replay`` publishes to
-KAFKA_BOOTSTRAP_SERVERS (default 127.0.0.1:9092) as the principal the other KAFKA_* variables
-name (sagakit.settings.KafkaClientSettings: the operator's; in a checkout, default: the local
-stack's admin principal), signed with the operator's key in SAGACTL_SIGNING_KEY_FILE (default:
-the local stack's, in the checkout sagactl runs from); ``signing-key`` prints its public key as
-the services' SAGA_OPERATOR_PUBLIC_KEYS names it.
+with an operator's token (``sagactl.connection`` says which and where). Replays re-read their
+original from Kafka and are published as the ``operator`` principal, never ``admin``, signed
+with the operator's key in SAGACTL_SIGNING_KEY_FILE (default: the local stack's, in the checkout
+sagactl runs from): ``sagactl.operator_access``, ``sagactl.dead_letters``. ``signing-key``
+prints its public key as the services' SAGA_OPERATOR_PUBLIC_KEYS names it; ``topics`` speaks
+as the principal the KAFKA_* variables name.
 
 Nothing it prints shows a payment token, in the clear or sealed: the fields the schemas declare
 sensitive are masked (or left out) and token-shaped text is masked wherever it appears (an
-error's text quotes what it refused). What ``replay`` sends is the letter as it was, token
-included, sealed.
+error's text quotes what it refused). What ``replay`` sends is the broker's record of the
+letter's original, token included, sealed.
 """
 
 from __future__ import annotations
@@ -32,17 +34,18 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any
 
+import asyncpg
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from saga_contracts import replay_signature
-from saga_contracts.redaction import redact, scrub
-from sagactl import actions, connection, queries, reads, replay
+from saga_contracts.redaction import scrub
+from sagactl import actions, connection, dead_letters, operator_access, reads
 from sagakit import settings
+from sagakit.operations.replay import Outcome
 from sagakit.settings import KafkaClientSettings
 
 # The checkout, when sagactl runs from one (the workspace installs it from its source,
@@ -55,11 +58,7 @@ class CannotSign(Exception):
 
 
 def _signing_key_file() -> Path:
-    given = os.environ.get("SAGACTL_SIGNING_KEY_FILE")
-    if given:
-        return Path(given)
-    state = Path(os.environ.get("SAGA_STATE_DIR", _CHECKOUT / ".local"))
-    return state / "secrets" / "operator-signing.key"
+    return operator_access.signing_key_file(_CHECKOUT)
 
 
 def _signing_key() -> Ed25519PrivateKey:
@@ -72,23 +71,6 @@ def _signing_key() -> Ed25519PrivateKey:
                          "SAGACTL_SIGNING_KEY_FILE, or start the local stack once") from None
     except replay_signature.InvalidKey as exc:
         raise CannotSign(f"{path}: {exc}") from None
-
-
-def _kafka() -> KafkaClientSettings:
-    """The KAFKA_* of the environment when they name a protocol or a principal; otherwise, in a
-    checkout beside a local stack whose Kafka authenticates, its admin principal (the operator's)."""
-    if os.environ.get("KAFKA_SECURITY_PROTOCOL") or os.environ.get("KAFKA_SASL_USERNAME"):
-        return settings.load(KafkaClientSettings)
-    stack = connection.local_stack_credentials()
-    kafka = stack["kafka"] if stack is not None else None
-    if kafka is None or kafka["sasl_mechanism"] is None or kafka["principals"]["admin"] is None:
-        return settings.load(KafkaClientSettings)
-    admin = kafka["principals"]["admin"]
-    return KafkaClientSettings(
-        kafka_bootstrap_servers=os.environ.get("KAFKA_BOOTSTRAP_SERVERS", kafka["bootstrap"]),
-        kafka_security_protocol=kafka["security_protocol"],
-        kafka_sasl_mechanism=kafka["sasl_mechanism"], kafka_sasl_username=admin["username"],
-        kafka_sasl_password=admin["password"])
 
 
 def _say(text: str, *, error: bool = False) -> None:
@@ -222,48 +204,84 @@ async def _read(args: argparse.Namespace) -> int:
         await conn.close()
 
 
-async def _dead_letters(args: argparse.Namespace) -> int:
-    conn = await connection.connect(connection.dead_letters_dsn())
-    try:
-        if args.command == "dlq":
-            rows = await queries.dead_letters(conn, args.service, args.limit)
-            for r in rows:
-                r["tries"] = len(r["attempts"])
-                r["last_error"] = (r["attempts"][-1]["error"][:80] if r["attempts"] else "")
-            if args.output == "json":
-                _json([{k: v for k, v in r.items() if k != "original"} for r in rows])
-                return 0
-            _say(_table(rows, ["id", "service", "at", "event_type", "saga_id", "reason",
-                               "tries", "last_error"]))
-            if args.errors:
-                for r in rows:
-                    _say(f"\n{r['id']} ({r['service']}, {r['event_type']})")
-                    for a in r["attempts"]:
-                        _say(f"  #{a['attempt']} {a['at']}: {a['error']}")
+def _emit(args: argparse.Namespace, document: Any, text: str) -> None:
+    """``document`` as JSON with ``--output json``, else ``text``; token-shaped text masked."""
+    if getattr(args, "output", "text") == "json":
+        _say(json.dumps(document, indent=2, default=str))
+    else:
+        _say(text)
+
+
+def _outcome_text(o: Outcome, dry_run: bool) -> str:
+    if o.outcome == "replayed":
+        return (json.dumps(o.plan, indent=2) + f"\nreplayed as {o.message_id} for {o.service}")
+    if o.outcome == "would_replay":
+        return json.dumps(o.plan, indent=2) + "\ndry run: nothing sent"
+    if o.outcome == "forged":
+        return (f"{o.id}: refused, forged: {o.detail}"
+                + (" (a dry run: not reported)" if dry_run else f" (reported to {o.service})"))
+    return f"{o.id}: cannot replay: {o.detail}"
+
+
+async def _dead_letter_command(conn: asyncpg.Connection, args: argparse.Namespace) -> int:
+    if args.command == "dlq":
+        rows = await dead_letters.letters(conn, service=args.service, state=args.state,
+                                          limit=args.limit)
+        if args.group_by:
+            groups = dead_letters.grouped(rows, args.group_by)
+            _emit(args, groups, _table(groups, ["service", "event_type", args.group_by,
+                                                "count", "oldest", "newest"]))
             return 0
-        record = await queries.dead_letter(conn, args.service, args.dead_letter_id)
-        if record is None:
-            _say(f"no dead letter {args.dead_letter_id} in {args.service}", error=True)
-            return 1
-        try:
-            plan = replay.signed(
-                replay.build(record, args.service, args.dead_letter_id, args.fixed_payload),
-                _signing_key())
-        except (replay.CannotReplay, CannotSign) as exc:
-            _say(f"cannot replay: {exc}", error=True)
-            return 2
-        shown = {"topic": plan.topic, "key": plan.key, "headers": plan.headers,
-                 "value": redact(plan.value)}
-        if not args.dry_run:
-            await replay.publish(plan, _kafka())
-        if args.output == "json":
-            _json({"plan": shown, "sent": not args.dry_run,
-                   "message_id": plan.value["message_id"]})
-        else:
-            _say(json.dumps(shown, indent=2))
-            _say("dry run: nothing sent" if args.dry_run
-                 else f"replayed as {plan.value['message_id']} for {args.service}")
+        for r in rows:
+            r["tries"] = len(r["attempts"])
+            r["last_error"] = (r["attempts"][-1]["error"][:80] if r["attempts"] else "")
+        text = _table(rows, ["id", "service", "at", "event_type", "saga_id", "reason",
+                             "error_class", "state", "tries", "last_error"])
+        if args.errors:
+            for r in rows:
+                text += f"\n\n{r['id']} ({r['service']}, {r['event_type']})"
+                for a in r["attempts"]:
+                    text += f"\n  #{a['attempt']} {a['at']}: {a['error']}"
+        _emit(args, rows, text)
         return 0
+    if args.command == "archive":
+        try:
+            done = dead_letters.archive(args.service, args.dead_letter_id, args.reason)
+        except operator_access.ApiError as exc:
+            _say(f"cannot archive: {exc.detail}", error=True)
+            return 1 if exc.status == 404 else 2
+        _emit(args, done, f"{done['dead_letter_id']} archived by {done['operator']}")
+        return 0
+    replayer = dead_letters.Replayer(args.service, _signing_key, operator_access.kafka(),
+                                     dry_run=args.dry_run)
+    try:
+        if args.command == "replay":
+            outcomes = [await replayer.one(args.dead_letter_id, args.fixed_payload)]
+        else:
+            outcomes = await dead_letters.replay_group(conn, replayer, args.event_type,
+                                                       args.error_class, args.limit)
+    except CannotSign as exc:
+        _say(f"cannot replay: {exc}", error=True)
+        return 2
+    if args.command == "replay":
+        [o] = outcomes
+        if getattr(args, "output", "text") == "json":
+            _emit(args, o.as_dict(), "")
+        elif o.outcome in ("replayed", "would_replay"):
+            _say(_outcome_text(o, args.dry_run))
+        else:
+            _say(_outcome_text(o, args.dry_run), error=True)
+        return {"replayed": 0, "would_replay": 0, "forged": 3}.get(o.outcome, 2)
+    _emit(args, [o.as_dict() for o in outcomes],
+          "\n".join(_outcome_text(o, args.dry_run) for o in outcomes)
+          or "(no open letter in that group)")
+    return 3 if any(o.outcome == "forged" for o in outcomes) else 0
+
+
+async def _dead_letters(args: argparse.Namespace) -> int:
+    conn = await connection.connect(connection.reader_dsn())
+    try:
+        return await _dead_letter_command(conn, args)
     finally:
         await conn.close()
 
@@ -275,7 +293,7 @@ async def run(args: argparse.Namespace) -> int:
         return await _topics(create=args.action == "create", as_json=args.output == "json")
     if args.command in ("cancel", "retry", "resolve-payment"):
         return _act(args)
-    if args.command in ("dlq", "replay"):
+    if args.command in ("dlq", "replay", "replay-group", "archive"):
         return await _dead_letters(args)
     return await _read(args)
 
@@ -315,15 +333,29 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--reference", required=True,
                    help="the finance system's reference of the refund or settlement")
     p.add_argument("--note")
-    p = command("dlq", "dead letters with their error history")
-    p.add_argument("--service", choices=queries.SERVICES)
+    p = command("dlq", "dead letters with their error history and state")
+    p.add_argument("--service", choices=dead_letters.SERVICES)
+    p.add_argument("--state", choices=dead_letters.STATES)
+    p.add_argument("--group-by", choices=dead_letters.GROUP_KEYS)
     p.add_argument("--limit", type=int, default=20)
     p.add_argument("--errors", action="store_true", help="print every attempt's error")
-    p = command("replay", "replay a dead letter under a new message id")
+    p = command("replay", "replay a dead letter under a new message id, after checking it "
+                          "against the broker")
     p.add_argument("dead_letter_id")
-    p.add_argument("--service", choices=queries.SERVICES, required=True)
+    p.add_argument("--service", choices=dead_letters.SERVICES, required=True)
     p.add_argument("--payload", help="a JSON file with the fixed payload")
     p.add_argument("--dry-run", action="store_true")
+    p = command("replay-group", "replay the open dead letters of one service, event type and "
+                                "error class")
+    p.add_argument("--service", choices=dead_letters.SERVICES, required=True)
+    p.add_argument("--event-type", required=True)
+    p.add_argument("--error-class", required=True)
+    p.add_argument("--limit", type=int, default=100)
+    p.add_argument("--dry-run", action="store_true")
+    p = command("archive", "put a dead letter aside, with a reason")
+    p.add_argument("dead_letter_id")
+    p.add_argument("--service", choices=dead_letters.SERVICES, required=True)
+    p.add_argument("--reason", required=True)
     command("signing-key", "the public key replays are signed with, as "
             "SAGA_OPERATOR_PUBLIC_KEYS lists it")
     p = command("topics", "the saga's topics on the cluster KAFKA_* names: create "

@@ -7,9 +7,8 @@ beside a local stack, the default is that stack's ``sagactl_reader`` with the pa
 generated (``make credentials``, ``postgres.reader_dsns.sagactl``), never an admin. Installed
 elsewhere, it knows no database but the one it is given.
 
-``dlq`` and ``replay`` read the dead letters from the services' outbox tables, which no view
-publishes: they connect with ``SAGACTL_ADMIN_DATABASE_URL`` (in a checkout, the local stack's
-admin role).
+The dead letters too are read through a view (``<service>_read.dead_letters_v1``); replays
+reach Kafka as the ``operator`` principal (``sagactl.operator_access``).
 
 Its actions go through the services' APIs (``SAGACTL_PEDIDOS_URL``, ``SAGACTL_PAGOS_URL``) with
 an operator's bearer token: ``SAGACTL_TOKEN``, or in a checkout one the local identity provider
@@ -58,19 +57,6 @@ def reader_dsn() -> str:
         raise SystemExit("sagactl: the local stack has not generated its credentials yet "
                          "(`make up`); or set SAGACTL_DATABASE_URL")
     return reader
-
-
-def dead_letters_dsn() -> str:
-    """The URL ``dlq`` and ``replay`` read the outbox tables with."""
-    given = os.environ.get("SAGACTL_ADMIN_DATABASE_URL")
-    if given:
-        return given
-    stack = local_stack_credentials()
-    admin: str | None = None if stack is None else stack["postgres"]["admin_dsn"]
-    if admin is None:
-        raise SystemExit("sagactl: dlq and replay read the outbox tables: set "
-                         "SAGACTL_ADMIN_DATABASE_URL (or `make up` the local stack)")
-    return admin
 
 
 async def connect(dsn: str) -> asyncpg.Connection:

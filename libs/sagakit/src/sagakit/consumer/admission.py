@@ -47,7 +47,8 @@ class Admission:
     def admit(self, raw: RawRecord) -> Verdict:
         headers = decode_headers(raw.headers)
         replay_for = headers.get(h.REPLAY_FOR)
-        if replay_for and self.replays.for_another_service(raw, headers, replay_for):
+        replay = self.replays.check(raw, headers, replay_for) if replay_for else None
+        if replay == "another":
             # A dead letter replayed for another consumer: this service processed the original.
             return Outcome("skipped")
         try:
@@ -70,7 +71,9 @@ class Admission:
                 registry.validate(event_type, envelope.schema_version, envelope.payload)
                 # Parsed once, here: the handler, its retries and a shared transaction get
                 # this message.
-                message = Message.parse(envelope, subscription.model)
+                message = Message.parse(envelope, subscription.model,
+                                        replayed=replay == "mine",
+                                        address=(raw.topic, raw.partition, raw.offset))
         except registry.UnknownEventType as exc:
             return Rejected(envelope, "unknown_event_type", exc, repr(exc))
         except registry.SchemaViolation as exc:

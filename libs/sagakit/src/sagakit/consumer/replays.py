@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from typing import Literal
 
 from saga_contracts import headers as h
 from saga_contracts.replay_signature import OperatorKeys, Signed
@@ -43,16 +44,23 @@ class ReplayAddress:
                             replay_for: str) -> bool:
         """Whether ``raw``, addressed with ``X-Replay-For: replay_for``, is a replay the
         operator signed for another service, which this one skips."""
+        return self.check(raw, headers, replay_for) == "another"
+
+    def check(self, raw: RawRecord, headers: Mapping[str, str], replay_for: str
+              ) -> Literal["mine", "another", "forged"]:
+        """``mine``: a replay the operator signed for this service, the only thing a handler
+        may treat as a replay; ``another``: signed for another service; ``forged``: not
+        signed by the operator, handled as any record."""
         signed = Signed(replay_for=replay_for, topic=raw.topic, key=raw.key, value=raw.value,
                         message_id=headers.get(h.MESSAGE_ID, ""),
                         saga_id=headers.get(h.SAGA_ID, ""))
         forgery = self.keys.forgery(headers.get(h.REPLAY_SIGNATURE), signed)
         if forgery is None:
-            return replay_for != self.service
+            return "another" if replay_for != self.service else "mine"
         metrics.FORGED_REPLAYS.labels(self.service, forgery.value).inc()
         log.warning("X-Replay-For %s on %s[%d]@%d not signed by the operator (%s): handled as "
                     "any record", _quoted(replay_for), raw.topic, raw.partition, raw.offset,
                     forgery.value,
                     extra={"service": self.service, "reason": forgery.value,
                            "message_id": _quoted(signed.message_id)})
-        return False
+        return "forged"

@@ -122,7 +122,9 @@ SEALED_TOKEN_MISMATCHES = Counter(
 )
 FORGED_REPLAYS = Counter(
     "saga_forged_replays_total",
-    "Records addressed with X-Replay-For that the operator did not sign, handled as any record",
+    "Records addressed with X-Replay-For that the operator did not sign, handled as any "
+    "record; and dead letters a replay tool found not to match the broker "
+    "(reason dead_letter_mismatch)",
     ["service", "reason"],
 )
 SAGA_DEADLINE_USED = Gauge(
@@ -159,6 +161,8 @@ def initialise(service: str, handled_event_types: list[str],
         SEALED_TOKEN_MISMATCHES.labels(service)
     for forgery in Forgery:
         FORGED_REPLAYS.labels(service, forgery.value)
+    # sagakit.operations.dead_letter_actions.FORGED_REASON (it imports this module).
+    FORGED_REPLAYS.labels(service, "dead_letter_mismatch")
     OUTBOX_PENDING.labels(service)
     for reason in RELAY_LEAD_LOST_REASONS:
         RELAY_LEAD_LOST.labels(service, reason)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from sqlalchemy import delete, func, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from saga_contracts.topics import dead_letter_topic
 from sagakit.observability import metrics
 from sagakit.store.tables import OUTBOX_FAILED, OUTBOX_PENDING, OUTBOX_PUBLISHED, MessagingTables
 
@@ -31,12 +32,15 @@ async def refresh_outbox_gauges(engine: AsyncEngine, tables: MessagingTables,
 
 async def cleanup_published(engine: AsyncEngine, tables: MessagingTables, retention_days: float,
                             batch_size: int = 1000) -> int:
-    """Deletes published rows past their retention, in bounded batches; returns how many."""
+    """Deletes published rows past their retention, in bounded batches; returns how many. Dead
+    letters are not among them: they stay until an operator archives them, and then for
+    ``dead_letter_retention_days`` (``sagakit.operations.dead_letter_actions``)."""
     o = tables.outbox
     removed = 0
     cutoff = func.now() - func.make_interval(0, 0, 0, 0, 0, 0, retention_days * 86400)
     while True:
-        ids = (select(o.c.id).where(o.c.status == OUTBOX_PUBLISHED, o.c.published_at < cutoff)
+        ids = (select(o.c.id).where(o.c.status == OUTBOX_PUBLISHED, o.c.published_at < cutoff,
+                                    o.c.topic != dead_letter_topic(tables.schema))
                .limit(batch_size).scalar_subquery())
         async with engine.begin() as conn:
             n = (await conn.execute(delete(o).where(o.c.id.in_(ids)))).rowcount

@@ -22,6 +22,7 @@ from sagakit.observability import metrics, tracing
 from sagakit.outbox.relay import OutboxRelay
 from sagakit.runtime import gc_tuning
 from sagakit.runtime.api_docs import operator_docs_router
+from sagakit.runtime.dead_letters_api import dead_letter_router
 from sagakit.runtime.http_errors import (
     install_database_error_handlers,
     install_request_validation_handler,
@@ -50,6 +51,12 @@ def create_app(definition: ServiceDefinition) -> FastAPI:
         rt = Runtime(definition.name, engine, definition.tables, msg, svc, relay)
         subscriptions = definition.subscriptions(rt)
         topics = topics_of(subscriptions)
+        if topics and svc.run_consumer and not (msg.operator_public_keys or "").strip():
+            # Without the operator's keys no replay is believed: a consumer would handle every
+            # replay on its topics as any record, whoever it was addressed to.
+            raise SystemExit(f"[{definition.name}] SAGA_OPERATOR_PUBLIC_KEYS is empty: a "
+                             "service that runs its consumer needs the operator's replay-"
+                             "signing public keys (sagactl signing-key prints them)")
         reachability = None
         if topics:
             reachability = Reachability(engine.url, definition.name,
@@ -112,6 +119,7 @@ def create_app(definition: ServiceDefinition) -> FastAPI:
     install_database_error_handlers(app)
     install_request_validation_handler(app)
     app.include_router(operational_router())
+    app.include_router(dead_letter_router())
     app.include_router(operator_docs_router(definition.name))
     for router in definition.routers:
         app.include_router(router)

@@ -10,6 +10,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from sagakit.operations.dead_letter_actions import delete_archived
 from sagakit.outbox.housekeeping import cleanup_published, refresh_outbox_gauges
 from sagakit.settings import MessagingSettings
 from sagakit.store import inbox
@@ -53,8 +54,12 @@ def messaging_jobs(settings: MessagingSettings) -> list[PeriodicJob]:
         inbox_rows = await inbox.cleanup_processed(rt.engine, rt.tables,
                                                    settings.inbox_retention_days,
                                                    settings.cleanup_batch_size)
-        if outbox_rows or inbox_rows:
-            log.info("cleanup removed %s outbox and %s inbox rows", outbox_rows, inbox_rows)
+        letters = await delete_archived(rt.engine, rt.tables.schema,
+                                        settings.dead_letter_retention_days,
+                                        settings.cleanup_batch_size)
+        if outbox_rows or inbox_rows or letters:
+            log.info("cleanup removed %s outbox and %s inbox rows, %s archived dead letters",
+                     outbox_rows, inbox_rows, letters)
 
     return [PeriodicJob("messaging-gauges", 5.0, gauges),
             PeriodicJob("messaging-cleanup", settings.cleanup_interval_s, cleanup)]

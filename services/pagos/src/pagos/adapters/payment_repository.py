@@ -163,7 +163,14 @@ def payment_of(row: driver.Row, leased: bool = False) -> Payment:
                    trigger.get("event"), tuple(row["attempt_log"] or ()), row["customer_id"],
                    stock_allocated=row["stock_allocated_at"] is not None,
                    allocation_failed=row["allocation_failed_at"] is not None,
-                   resolve_attempts=row["resolve_attempts"])
+                   resolve_attempts=row["resolve_attempts"],
+                   trigger_record=_record_address(trigger.get("record")))
+
+
+def _record_address(kept: Any) -> tuple[str, int, int] | None:
+    if not isinstance(kept, list) or len(kept) != 3:
+        return None
+    return str(kept[0]), int(kept[1]), int(kept[2])
 
 
 class PaymentRepository:

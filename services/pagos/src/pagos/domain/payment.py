@@ -116,6 +116,9 @@ class Payment:
     resolve_attempts: int = 0
     """Replays of the charge sent to resolve its cancellation (CANCEL_REQUESTED); the charge
     calls made before it was cancelled are ``charge_attempts``."""
+    trigger_record: tuple[str, int, int] | None = None
+    """Where the StockVerificado that asked for the charge sat on Kafka (topic, partition,
+    offset): a dead letter of the charge names it, and a replay re-reads it from there."""
 
     def names_another_order(self, order_id: str) -> bool:
         """An event about ``order_id`` is not about this payment's order (a payment recorded

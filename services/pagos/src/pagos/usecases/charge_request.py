@@ -62,13 +62,18 @@ def dead_letter(payment: Payment, attempts: int, detail: str) -> DeadLetter:
                      f"{a.get('outcome')}: {a.get('detail')}")
              for a in payment.attempt_log if a.get("kind") == "charge"]
     tried.append(Attempt(attempts, utc_now_iso(), detail or "no detail"))
+    # The record the event came in, when the payment kept where it sat: a replay re-reads it
+    # from Kafka and sends it, not this rebuilt copy (sagakit.operations.replay).
+    topic, partition, offset = payment.trigger_record or (registry.topic_of(EVENT_TYPE), None,
+                                                          None)
     original = Original(
-        topic=registry.topic_of(EVENT_TYPE), value=jsonio.dumpb(request.to_dict()),
+        topic=topic, value=jsonio.dumpb(request.to_dict()),
         message_id=request.message_id, event_type=EVENT_TYPE,
         key=payment.saga_id.encode(),
         headers=[(k, v.encode()) for k, v in
-                 request.kafka_headers(payment.trigger_traceparent).items()])
+                 request.kafka_headers(payment.trigger_traceparent).items()],
+        partition=partition, offset=offset)
     return dead_letters.build(service=SERVICE, reason="gateway_retries_exhausted",
                               error_class="GatewayUnavailable", attempts=tried,
                               last_traceback=f"GatewayUnavailable: {detail}", original=original,
-                              saga_id=payment.saga_id)
+                              saga_id=payment.saga_id, rebuilt=True)

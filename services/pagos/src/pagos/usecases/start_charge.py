@@ -8,12 +8,14 @@ waits for the worker to wake and claim it). A crash after the commit leaves a le
 falls due when its lease runs out, exactly as a crash after a claim does. The payment and the
 inbox row go in one statement, which is the whole transaction.
 
-A StockVerificado replayed by an operator (``sagactl replay`` of a dead letter: it carries
-``metadata.replay_of``) asks for the charge again. For a saga with no payment yet it is the
-charge as above. For one whose charge the gateway never answered (CHARGE_FAILED, dead-lettered)
-it makes the charge due again with a fresh retry schedule, under the same idempotency key: the
-gateway answers the first call's result if that charge was made, and makes it otherwise. A
-payment that anything else has decided since (a cancellation, a refund) is left as it is.
+A StockVerificado replayed by an operator (``sagactl replay`` of a dead letter, signed with the
+operator's key for pagos: ``Message.replayed``; the envelope's ``metadata.replay_of`` is only
+the sender's word, and anyone who can write the topic can write it) asks for the charge again.
+For a saga with no payment yet it is the charge as above. For one whose charge the gateway
+never answered (CHARGE_FAILED, dead-lettered) it makes the charge due again with a fresh retry
+schedule, under the same idempotency key: the gateway answers the first call's result if that
+charge was made, and makes it otherwise. A payment that anything else has decided since (a
+cancellation, a refund) is left as it is.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ log = logging.getLogger("pagos.start_charge")
 async def start_charge(uow: UnitOfWorkPort, payments: PaymentStore, calls: ChargeCalls,
                        event: Message[StockVerificado]) -> None:
     p = event.payload
-    if event.metadata.get("replay_of") and await _charge_again(uow, payments, calls, event):
+    if event.replayed and await _charge_again(uow, payments, calls, event):
         return
     slot = calls.reserve()
     try:
@@ -48,6 +50,9 @@ async def start_charge(uow: UnitOfWorkPort, payments: PaymentStore, calls: Charg
             trigger={"message_id": event.message_id, "event_type": event.event_type,
                      "span_id": event.span_id,
                      "traceparent": tracing.current_traceparent(),
+                     # Where the event sat on Kafka: a dead letter of the charge points the
+                     # replay at it (sagakit.operations.replay re-reads it from there).
+                     "record": list(event.address) if event.address else None,
                      "event": charge_request.kept(event.envelope)})
         await uow.commit()
         created = payments.created()

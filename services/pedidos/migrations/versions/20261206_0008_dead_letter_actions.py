@@ -1,0 +1,33 @@
+"""pedidos: what operators did to its dead letters, and the dead letters' published view
+
+An append-only `dead_letter_actions` (replayed, archived, forged: who, when, why) and
+`pedidos_read.dead_letters_v1`, each letter with its state and last action, granted to
+`pedidos_reader` (sagakit.operations.dead_letter_actions).
+
+Revision ID: 0008
+Revises: 0007
+Create Date: 2026-12-06
+"""
+from collections.abc import Sequence
+
+from alembic import op
+
+from sagakit.operations.dead_letter_actions import (
+    create_dead_letter_actions_v1,
+    drop_dead_letter_actions_v1,
+)
+
+revision: str = "0008"
+down_revision: str | None = "0007"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
+
+SCHEMA = "pedidos"
+
+
+def upgrade() -> None:
+    create_dead_letter_actions_v1(op, SCHEMA)
+
+
+def downgrade() -> None:
+    drop_dead_letter_actions_v1(op, SCHEMA)
