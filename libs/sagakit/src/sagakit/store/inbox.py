@@ -36,5 +36,9 @@ async def refresh_dead_letter_gauge(engine: AsyncEngine, tables: MessagingTables
         rows = (await conn.execute(select(t.c.event_type, func.count())
                                    .where(t.c.status == INBOX_DEAD_LETTERED)
                                    .group_by(t.c.event_type))).all()
+    counts: dict[str, int] = {}
     for event_type, count in rows:
-        metrics.DLQ_MESSAGES.labels(service, event_type).set(count)
+        label = metrics.event_type_label(event_type)
+        counts[label] = counts.get(label, 0) + count
+    for label, count in counts.items():
+        metrics.DLQ_MESSAGES.labels(service, label).set(count)
