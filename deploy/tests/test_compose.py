@@ -368,3 +368,19 @@ def test_the_images_uv_steps_install_a_service_from_what_the_dockerfile_copies(
     imported = subprocess.run([str(python), "-c", "import pedidos.app, sagactl.cli, alembic"],
                               cwd=tmp_path, capture_output=True, text=True)
     assert imported.returncode == 0, imported.stderr
+
+
+def test_only_pagos_worker_holds_the_opening_keys_and_the_gateway_key() -> None:
+    """pagos' API serves GET /payments to the internet: a file read there must open no token
+    and charge nothing. The worker, which runs the gateway worker, is the one that holds them."""
+    services = compose()["services"]
+    secrets = ("PAGOS_GATEWAY_SECRET_KEY", "PAGOS_PAYMENT_TOKEN_OPEN_KEYS")
+    worker = services["pagos-worker"]["environment"]
+    assert worker["RUN_JOBS"] == "true"
+    assert all(worker.get(name) for name in secrets)
+    for name, service in services.items():
+        if name == "pagos-worker":
+            continue
+        environment = service.get("environment") or {}
+        held = [v for v in environment if str(v).startswith(secrets)]
+        assert held == [], f"{name} holds {held}"
