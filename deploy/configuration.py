@@ -34,7 +34,7 @@ from pydantic_settings import BaseSettings
 from identity_provider.settings import IdentityProviderSettings
 from inventario.config import InventarioSettings
 from pagos.config import GatewaySecretKey, PagosSettings, PaymentTokenKeys
-from pedidos.config import PaymentTokenSealing, PedidosSettings
+from pedidos.config import FingerprintKey, PaymentTokenSealing, PedidosSettings
 from sagakit.auth import AuthSettings
 from sagakit.kafka_topics import TopicSettings
 from sagakit.runtime import ServiceSettings
@@ -289,11 +289,13 @@ COMPONENTS = (
          Table("Tracing", environment=TRACING,
                read_in=("libs/sagakit/src/sagakit/observability/tracing.py",)))),
     Component("pedidos",
-              "The saga's deadlines, judged by the database clock (Part II §5.4). A timeout below "
+              "The saga's deadlines, judged by the database clock (Part II §5.4), and the limits "
+              "of `POST /orders` (per customer, and against card testing per card). A timeout below "
               "its minimum stops pedidos unless `SAGA_ALLOW_UNSAFE_LIMITS` is set; why the "
               "allocation step may take 15 s: [ADR 0001](adr/0001-allocation-step-timeout.md).",
               (Table("Saga deadlines", PedidosSettings),
-               Table("Payment token sealing", PaymentTokenSealing))),
+               Table("Payment token sealing", PaymentTokenSealing),
+               Table("Fingerprint key", FingerprintKey))),
     Component("inventario", "Limits of inventario's database work (Part II §5.4).",
               (Table("Database limits", InventarioSettings),)),
     Component("pagos", "How pagos calls the payment gateway (Part II §5.4), the secret key it "

@@ -74,6 +74,9 @@ SERVICE_SETTINGS = {"pagos": {"GATEWAY_URL": "https://payment-gateway.example.co
 # The gateway's secret key pagos presents on every call: a Secret made by whoever installs
 # (the fake gateway of components/fake-gateway checks the same one).
 GATEWAY_SECRET = ("payment-gateway-secret-key", "secret-key")
+# The secret pedidos keys its fingerprints of payment tokens and requests with: a Secret made by
+# whoever installs, the same for every instance.
+FINGERPRINT_KEY = ("pedidos-fingerprint-key", "key")
 
 
 def holds_token_keys(service: str, component: str) -> bool:
@@ -172,6 +175,10 @@ def container_env(service: str, component: str) -> list[dict[str, Any]]:
     if holds_token_keys(service, component):
         variable, _, key = TOKEN_KEYS[service]
         env.append({"name": variable, "value": f"/etc/saga/payment-token/{key}"})
+    if service == "pedidos":
+        name, key = FINGERPRINT_KEY
+        env.append({"name": "PEDIDOS_FINGERPRINT_KEY",
+                    "valueFrom": {"secretKeyRef": {"name": name, "key": key}}})
     if service == "pagos" and component == "worker":
         # Only the gateway worker calls the gateway (pagos.app.create).
         name, key = GATEWAY_SECRET

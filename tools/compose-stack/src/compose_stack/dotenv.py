@@ -1,5 +1,6 @@
 """A complete ``.env`` for docker-compose.yml, made from ``.env.example``: a random URL-safe
-password for every ``*_PASSWORD``, a new payment-token key pair, and a fake-gateway secret key.
+password for every ``*_PASSWORD``, a new payment-token key pair, pedidos' fingerprint key and a
+fake-gateway secret key.
 The optional variables (``SAGA_OPERATOR_PUBLIC_KEYS``) stay empty. Written 0600.
 
     python -m compose_stack dotenv [PATH]     (default: the checkout's .env; never overwritten)
@@ -34,6 +35,8 @@ def values() -> dict[str, str]:
             filled[name] = open_keys
         elif name == "PEDIDOS_PAYMENT_TOKEN_SEAL_KEY":
             filled[name] = seal_key
+        elif name == "PEDIDOS_FINGERPRINT_KEY":
+            filled[name] = secrets.token_urlsafe(32)
         elif name == "GATEWAY_SECRET_KEY":
             filled[name] = "sk_test_" + secrets.token_urlsafe(24)
         else:

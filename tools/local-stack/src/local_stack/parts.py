@@ -14,7 +14,14 @@ import re
 import sys
 from dataclasses import dataclass, field
 
-from local_stack import gateway_key, identity, kafka_auth, operator_signing, payment_token_keys
+from local_stack import (
+    fingerprint_key,
+    gateway_key,
+    identity,
+    kafka_auth,
+    operator_signing,
+    payment_token_keys,
+)
 from local_stack.passwords import role_password
 from local_stack.ports import refuse_taken_port
 from local_stack.postgres.database import migrate
@@ -69,6 +76,7 @@ def service_env(service: str, k: int = 1) -> dict[str, str]:
         **kafka_auth.service_env(service),
         **payment_token_keys.service_env(service),
         **gateway_key.service_env(service),
+        **fingerprint_key.service_env(service),
     }
     if NETPROXY:
         # Each instance through routes of its own (netproxy.layout), so that one instance can
