@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from types import SimpleNamespace
 from typing import Any
 
 from prometheus_client import REGISTRY
@@ -70,3 +71,45 @@ def test_the_label_of_an_event_type() -> None:
     assert metrics.event_type_label("PagoRechazado") == "PagoRechazado"
     assert metrics.event_type_label("pagorechazado") == "other"
     assert metrics.event_type_label(None) == "other"
+
+
+class _Rows:
+    """An engine whose one query answers ``rows`` (event type, dead-lettered rows)."""
+
+    def __init__(self) -> None:
+        self.rows: list[tuple[str, int]] = []
+
+    def connect(self) -> Any:
+        rows = self
+
+        class _Conn:
+            async def __aenter__(self) -> _Conn:
+                return self
+
+            async def __aexit__(self, *exc: object) -> None:
+                return None
+
+            async def execute(self, _: object) -> Any:
+                return SimpleNamespace(all=lambda: list(rows.rows))
+
+        return _Conn()
+
+
+async def test_the_dead_letter_gauge_sums_unknown_types_and_reads_zero_once_purged() -> None:
+    from sagakit.store import inbox
+    from sagakit.store.tables import messaging_tables, service_metadata
+
+    service = f"labels-{uuid.uuid4().hex[:8]}"
+    tables = messaging_tables(service_metadata("s"))
+    engine = _Rows()
+    engine.rows = [("OrdenSolicitada", 2), ("Made-Up-1", 3), ("Made-Up-2", 4)]
+    await inbox.refresh_dead_letter_gauge(engine, tables, service)  # type: ignore[arg-type]
+
+    def gauge(label: str) -> float | None:
+        return REGISTRY.get_sample_value("dlq_messages_total",
+                                         {"service": service, "event_type": label})
+
+    assert (gauge("OrdenSolicitada"), gauge("other"), gauge("Made-Up-1")) == (2, 7, None)
+    engine.rows = []  # every dead-lettered row purged past its retention
+    await inbox.refresh_dead_letter_gauge(engine, tables, service)  # type: ignore[arg-type]
+    assert (gauge("OrdenSolicitada"), gauge("other")) == (0, 0)

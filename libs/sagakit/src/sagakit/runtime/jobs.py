@@ -52,7 +52,8 @@ def messaging_jobs(settings: MessagingSettings) -> list[PeriodicJob]:
                                               settings.cleanup_batch_size)
         inbox_rows = await inbox.cleanup_processed(rt.engine, rt.tables,
                                                    settings.inbox_retention_days,
-                                                   settings.cleanup_batch_size)
+                                                   settings.cleanup_batch_size,
+                                                   settings.inbox_dead_letter_retention_days)
         if outbox_rows or inbox_rows:
             log.info("cleanup removed %s outbox and %s inbox rows", outbox_rows, inbox_rows)
 
