@@ -323,7 +323,8 @@ COMPONENTS = (
         "(`PEDIDOS_PAYMENT_TOKEN_SEAL_KEY_FILE`, `PAGOS_PAYMENT_TOKEN_OPEN_KEYS_FILE`, under "
         "`$SAGA_STATE_DIR/secrets`), and pagos and the fake gateway the file of the gateway's "
         "secret key it makes then too (`PAGOS_GATEWAY_SECRET_KEY_FILE`, "
-        "`GATEWAY_SECRET_KEY_FILE`); every other variable in its environment but the database "
+        "`GATEWAY_SECRET_KEY_FILE`), and pedidos the file of its fingerprint key, made then "
+        "too (`PEDIDOS_FINGERPRINT_KEY_FILE`); every other variable in its environment but the database "
         "passwords reaches the services as it is (`deploy/local/test.env` holds the test "
         "suite's). The tests, the benchmark, the chaos suite and sagactl read the same ports, "
         "and the passwords the stack generated, to find the stack.",
