@@ -43,6 +43,7 @@ class PaymentRecord(BaseModel):
     currency: str | None
     charge_id: str | None
     decline_code: str | None
+    """The gateway's decline code for an operator; ``declined`` for a customer."""
     charge_attempts: int
     resolve_attempts: int
     """Replays of the charge made to resolve its cancellation (``charge_attempts`` are the
@@ -51,6 +52,7 @@ class PaymentRecord(BaseModel):
     manual_refund_required: bool
     refund: Refund | None
     attempts: list[dict[str, Any]]
+    """Every call made to the gateway, for an operator; empty for a customer."""
     created_at: datetime
     updated_at: datetime
 
