@@ -35,7 +35,7 @@ from consola.settings import ConsolaSettings
 from identity_provider.settings import IdentityProviderSettings
 from inventario.config import InventarioSettings
 from pagos.config import GatewaySecretKey, PagosSettings, PaymentTokenKeys
-from pedidos.config import PaymentTokenSealing, PedidosSettings
+from pedidos.config import FingerprintKey, PaymentTokenSealing, PedidosSettings
 from sagakit.auth import AuthSettings
 from sagakit.kafka_topics import TopicSettings
 from sagakit.runtime import ServiceSettings
@@ -323,11 +323,13 @@ COMPONENTS = (
          Table("Tracing", environment=TRACING,
                read_in=("libs/sagakit/src/sagakit/observability/tracing.py",)))),
     Component("pedidos",
-              "The saga's deadlines, judged by the database clock (Part II §5.4). A timeout below "
+              "The saga's deadlines, judged by the database clock (Part II §5.4), and the limits "
+              "of `POST /orders` (per customer, and against card testing per card). A timeout below "
               "its minimum stops pedidos unless `SAGA_ALLOW_UNSAFE_LIMITS` is set; why the "
               "allocation step may take 15 s: [ADR 0001](adr/0001-allocation-step-timeout.md).",
               (Table("Saga deadlines", PedidosSettings),
-               Table("Payment token sealing", PaymentTokenSealing))),
+               Table("Payment token sealing", PaymentTokenSealing),
+               Table("Fingerprint key", FingerprintKey))),
     Component("inventario", "Limits of inventario's database work (Part II §5.4).",
               (Table("Database limits", InventarioSettings),)),
     Component("pagos", "How pagos calls the payment gateway (Part II §5.4), the secret key it "
@@ -360,7 +362,8 @@ COMPONENTS = (
         "(`PEDIDOS_PAYMENT_TOKEN_SEAL_KEY_FILE`, `PAGOS_PAYMENT_TOKEN_OPEN_KEYS_FILE`, under "
         "`$SAGA_STATE_DIR/secrets`), and pagos and the fake gateway the file of the gateway's "
         "secret key it makes then too (`PAGOS_GATEWAY_SECRET_KEY_FILE`, "
-        "`GATEWAY_SECRET_KEY_FILE`); every other variable in its environment but the database "
+        "`GATEWAY_SECRET_KEY_FILE`), and pedidos the file of its fingerprint key, made then "
+        "too (`PEDIDOS_FINGERPRINT_KEY_FILE`); every other variable in its environment but the database "
         "passwords reaches the services as it is (`deploy/local/test.env` holds the test "
         "suite's). The tests, the benchmark, the chaos suite and sagactl read the same ports, "
         "and the passwords the stack generated, to find the stack.",

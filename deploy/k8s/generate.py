@@ -64,8 +64,9 @@ COMPONENTS = {
     "api": {"RUN_CONSUMER": "false", "RUN_RELAY": "false", "RUN_JOBS": "false"},
     "worker": {"RUN_CONSUMER": "true", "RUN_RELAY": "true", "RUN_JOBS": "true"},
 }
-# The payment token's keys (pedidos seals, pagos opens), mounted as files: each service loads
-# them when it starts, whatever it runs.
+# The payment token's keys (pedidos seals, pagos opens), mounted as files where they are used:
+# pedidos seals in its API (orders are placed there); pagos opens only in the process that runs
+# its gateway worker (the worker), never in its internet-facing API (pagos.app.create).
 TOKEN_KEYS = {
     "pedidos": ("PEDIDOS_PAYMENT_TOKEN_SEAL_KEY_FILE", "pedidos-payment-token-seal-key", "seal-key"),
     "pagos": ("PAGOS_PAYMENT_TOKEN_OPEN_KEYS_FILE", "pagos-payment-token-open-keys", "open-keys"),
@@ -76,6 +77,13 @@ SERVICE_SETTINGS = {"pagos": {"GATEWAY_URL": "https://payment-gateway.example.co
 # The gateway's secret key pagos presents on every call: a Secret made by whoever installs
 # (the fake gateway of components/fake-gateway checks the same one).
 GATEWAY_SECRET = ("payment-gateway-secret-key", "secret-key")
+# The secret pedidos keys its fingerprints of payment tokens and requests with: a Secret made by
+# whoever installs, the same for every instance.
+FINGERPRINT_KEY = ("pedidos-fingerprint-key", "key")
+
+
+def holds_token_keys(service: str, component: str) -> bool:
+    return service in TOKEN_KEYS and (service != "pagos" or component == "worker")
 # Whose bearer tokens every service believes: one ConfigMap for all, its issuer a placeholder
 # that an overlay sets (the local identity provider is a development stand-in,
 # components/identity-provider); the audience is the one the local stack's tokens name.
@@ -158,7 +166,7 @@ def volumes_and_mounts(service: str, component: str) -> tuple[list[dict[str, Any
         volumes.append({"name": "kafka-ca", "secret": {
             "secretName": KAFKA_CA_SECRET, "items": [{"key": "ca.crt", "path": "ca.crt"}]}})
         mounts.append({"name": "kafka-ca", "mountPath": "/etc/saga/kafka-ca", "readOnly": True})
-    if service in TOKEN_KEYS:
+    if holds_token_keys(service, component):
         _, secret, key = TOKEN_KEYS[service]
         volumes.append({"name": "payment-token", "secret": {
             "secretName": secret, "items": [{"key": key, "path": key}]}})
@@ -174,11 +182,15 @@ def container_env(service: str, component: str) -> list[dict[str, Any]]:
         env.append({"name": "KAFKA_SASL_PASSWORD", "valueFrom": {"secretKeyRef": {
             # The Secret Strimzi's user operator makes for the KafkaUser of that name.
             "name": service, "key": "password"}}})
-    if service in TOKEN_KEYS:
+    if holds_token_keys(service, component):
         variable, _, key = TOKEN_KEYS[service]
         env.append({"name": variable, "value": f"/etc/saga/payment-token/{key}"})
-    if service == "pagos":
-        # Read at start by the API too (pagos.app.create), not only by the worker that calls.
+    if service == "pedidos":
+        name, key = FINGERPRINT_KEY
+        env.append({"name": "PEDIDOS_FINGERPRINT_KEY",
+                    "valueFrom": {"secretKeyRef": {"name": name, "key": key}}})
+    if service == "pagos" and component == "worker":
+        # Only the gateway worker calls the gateway (pagos.app.create).
         name, key = GATEWAY_SECRET
         env.append({"name": "PAGOS_GATEWAY_SECRET_KEY",
                     "valueFrom": {"secretKeyRef": {"name": name, "key": key}}})

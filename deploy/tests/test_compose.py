@@ -292,13 +292,15 @@ def test_only_pedidos_and_pagos_get_the_payment_token_keys_and_from_outside_the_
     services = compose()["services"]
     assert services["pedidos"]["environment"]["PEDIDOS_PAYMENT_TOKEN_SEAL_KEY"].startswith(
         "${PEDIDOS_PAYMENT_TOKEN_SEAL_KEY:?")
-    assert services["pagos"]["environment"]["PAGOS_PAYMENT_TOKEN_OPEN_KEYS"].startswith(
+    assert services["pagos-worker"]["environment"]["PAGOS_PAYMENT_TOKEN_OPEN_KEYS"].startswith(
         "${PAGOS_PAYMENT_TOKEN_OPEN_KEYS:?")
-    for name in ("pedidos", "inventario", "pagos"):
-        for part in (name, f"{name}-worker"):
-            keys = {k for k in services[part]["environment"] if "PAYMENT_TOKEN" in k}
-            assert keys == {"pedidos": {"PEDIDOS_PAYMENT_TOKEN_SEAL_KEY"}, "inventario": set(),
-                            "pagos": {"PAGOS_PAYMENT_TOKEN_OPEN_KEYS"}}[name]
+    # pagos' API opens no token (pagos.app.create): only its worker holds the keys.
+    expected = {"pedidos": {"PEDIDOS_PAYMENT_TOKEN_SEAL_KEY"},
+                "pedidos-worker": {"PEDIDOS_PAYMENT_TOKEN_SEAL_KEY"},
+                "inventario": set(), "inventario-worker": set(),
+                "pagos": set(), "pagos-worker": {"PAGOS_PAYMENT_TOKEN_OPEN_KEYS"}}
+    for part, keys in expected.items():
+        assert {k for k in services[part]["environment"] if "PAYMENT_TOKEN" in k} == keys, part
 
 
 def _dockerfile_lines() -> list[str]:
@@ -369,3 +371,19 @@ def test_the_images_uv_steps_install_a_service_from_what_the_dockerfile_copies(
     imported = subprocess.run([str(python), "-c", "import pedidos.app, sagactl.cli, alembic"],
                               cwd=tmp_path, capture_output=True, text=True)
     assert imported.returncode == 0, imported.stderr
+
+
+def test_only_pagos_worker_holds_the_opening_keys_and_the_gateway_key() -> None:
+    """pagos' API serves GET /payments to the internet: a file read there must open no token
+    and charge nothing. The worker, which runs the gateway worker, is the one that holds them."""
+    services = compose()["services"]
+    secrets = ("PAGOS_GATEWAY_SECRET_KEY", "PAGOS_PAYMENT_TOKEN_OPEN_KEYS")
+    worker = services["pagos-worker"]["environment"]
+    assert worker["RUN_JOBS"] == "true"
+    assert all(worker.get(name) for name in secrets)
+    for name, service in services.items():
+        if name == "pagos-worker":
+            continue
+        environment = service.get("environment") or {}
+        held = [v for v in environment if str(v).startswith(secrets)]
+        assert held == [], f"{name} holds {held}"

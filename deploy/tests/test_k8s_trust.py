@@ -95,18 +95,37 @@ def auth_problems(objects: list[dict[str, Any]]) -> list[str]:
     return out
 
 
+def _secrets_of(workload: dict[str, Any]) -> set[str]:
+    """The Secrets a workload's pods can read: as variables or as mounted files."""
+    spec = workload["spec"]["template"]["spec"]
+    names = {v["secret"]["secretName"] for v in spec.get("volumes", []) if "secret" in v}
+    for container in spec["containers"]:
+        names |= {e["valueFrom"]["secretKeyRef"]["name"] for e in container.get("env", [])
+                  if "secretKeyRef" in e.get("valueFrom", {})}
+    return names
+
+
 def secret_reference_problems(objects: list[dict[str, Any]]) -> list[str]:
-    """pagos' gateway key and Prometheus' scrape token come from Secrets."""
+    """pagos' gateway key and Prometheus' scrape token come from Secrets; only pagos' worker,
+    which runs the gateway worker, can read the gateway's key and the payment token's opening
+    keys: pagos' API, internet-facing, serves GET /payments and needs neither."""
     out: list[str] = []
     name, key = generate.GATEWAY_SECRET
+    _, open_keys, _ = generate.TOKEN_KEYS["pagos"]
     for deployment in _service_deployments(objects):
-        service = deployment["metadata"]["labels"]["app.kubernetes.io/name"]
+        workload = deployment["metadata"]["name"]
         env = _env(_containers(deployment)[0])
         given = env.get("PAGOS_GATEWAY_SECRET_KEY", {}).get("valueFrom", {}).get("secretKeyRef")
-        if service == "pagos" and given != {"name": name, "key": key}:
-            out.append(f"{deployment['metadata']['name']}: PAGOS_GATEWAY_SECRET_KEY is {given}")
-        if service != "pagos" and "PAGOS_GATEWAY_SECRET_KEY" in env:
-            out.append(f"{deployment['metadata']['name']}: has the gateway's key")
+        if workload == "pagos-worker" and given != {"name": name, "key": key}:
+            out.append(f"{workload}: PAGOS_GATEWAY_SECRET_KEY is {given}")
+        if workload == "pagos-worker" and open_keys not in _secrets_of(deployment):
+            out.append(f"{workload}: does not mount the opening keys")
+        if workload != "pagos-worker" and {name, open_keys} & _secrets_of(deployment):
+            out.append(f"{workload}: can read the gateway's key or the opening keys")
+        if workload != "pagos-worker" and any(v.startswith(("PAGOS_GATEWAY_SECRET_KEY",
+                                                            "PAGOS_PAYMENT_TOKEN_OPEN_KEYS"))
+                                              for v in env):
+            out.append(f"{workload}: has the gateway's key or the opening keys")
     for gateway in _of(objects, "Deployment", "fake-gateway"):
         given = _env(_containers(gateway)[0]).get("GATEWAY_SECRET_KEY", {}).get(
             "valueFrom", {}).get("secretKeyRef")
@@ -199,12 +218,23 @@ def test_each_auth_rule_catches_a_manifest_that_breaks_it(mutate: Any, expected:
 
 
 @pytest.mark.parametrize(("mutate", "expected"), [
-    (lambda o: _containers(_deployment(o, "pagos-api"))[0].update(env=[
-        e for e in _containers(_deployment(o, "pagos-api"))[0]["env"]
-        if e["name"] != "PAGOS_GATEWAY_SECRET_KEY"]), "pagos-api: PAGOS_GATEWAY_SECRET_KEY"),
+    (lambda o: _containers(_deployment(o, "pagos-worker"))[0].update(env=[
+        e for e in _containers(_deployment(o, "pagos-worker"))[0]["env"]
+        if e["name"] != "PAGOS_GATEWAY_SECRET_KEY"]), "pagos-worker: PAGOS_GATEWAY_SECRET_KEY"),
+    (lambda o: _deployment(o, "pagos-worker")["spec"]["template"]["spec"].update(volumes=[]),
+     "pagos-worker: does not mount the opening keys"),
     (lambda o: _containers(_deployment(o, "pedidos-worker"))[0]["env"].append(
         _env(_containers(_deployment(o, "pagos-worker"))[0])["PAGOS_GATEWAY_SECRET_KEY"]),
-     "pedidos-worker: has the gateway's key"),
+     "pedidos-worker: can read the gateway's key"),
+    (lambda o: _containers(_deployment(o, "pagos-api"))[0]["env"].append(
+        _env(_containers(_deployment(o, "pagos-worker"))[0])["PAGOS_GATEWAY_SECRET_KEY"]),
+     "pagos-api: can read the gateway's key"),
+    (lambda o: _deployment(o, "pagos-api")["spec"]["template"]["spec"]["volumes"].append(
+        _deployment(o, "pagos-worker")["spec"]["template"]["spec"]["volumes"][-1]),
+     "pagos-api: can read the gateway's key or the opening keys"),
+    (lambda o: _containers(_deployment(o, "pagos-api"))[0]["env"].append(
+        {"name": "PAGOS_PAYMENT_TOKEN_OPEN_KEYS_FILE", "value": "/x"}),
+     "pagos-api: has the gateway's key or the opening keys"),
     (lambda o: _one(o, "ServiceMonitor", "inventario")["spec"]["endpoints"][0].pop(
         "authorization"), "ServiceMonitor inventario"),
 ])

@@ -105,7 +105,7 @@ async def test_health_readiness_and_the_openapi_document_stay_open(
 @pytest.mark.parametrize("what", [
     "garbage", "expired", "another audience", "another issuer", "not valid yet", "unsigned",
     "tampered", "HMAC with the public key", "a key the issuer does not publish",
-    "an unknown key id",
+    "an unknown key id", "an ID token",
 ])
 async def test_a_token_that_is_not_valid_is_a_401(http: httpx.AsyncClient, what: str) -> None:
     key = stack_key()
@@ -134,6 +134,10 @@ async def test_a_token_that_is_not_valid_is_a_401(http: httpx.AsyncClient, what:
         signed = (f"{_b64(json.dumps({'alg': 'HS256', 'typ': 'JWT', 'kid': key.kid}).encode())}"
                   f".{_b64(json.dumps(claims()).encode())}")
         token = f"{signed}.{_b64(hmac.new(public, signed.encode(), hashlib.sha256).digest())}"
+    elif what == "an ID token":
+        # Signed by the issuer's key with every claim right, but typed as an OpenID Connect
+        # ID token is (JWT), not as an access token (at+jwt, RFC 9068).
+        token = key.sign(claims(), token_type="JWT")
     elif what == "a key the issuer does not publish":
         # The issuer's key id, another key: the signature does not verify.
         stranger = SigningKey.from_pem(new_private_key_pem())

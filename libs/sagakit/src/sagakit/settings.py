@@ -126,8 +126,12 @@ class MessagingSettings(KafkaClientSettings):
         "job (their audit records stay). Letters not archived are kept, whatever their age."))
     inbox_retention_days: float = Field(7.0, gt=0, description=(
         "Inbox rows of handled messages older than this are deleted by the cleanup job "
-        "(dead-lettered ones are kept); a message redelivered later is no longer recognised "
-        "as a duplicate by the inbox."))
+        "(dead-lettered ones after SAGA_INBOX_DEAD_LETTER_RETENTION_DAYS); a message "
+        "redelivered later is no longer recognised as a duplicate by the inbox."))
+    inbox_dead_letter_retention_days: float = Field(30.0, gt=0, description=(
+        "Inbox rows of dead-lettered messages older than this are deleted by the cleanup job "
+        "(`dlq_messages_total` then stops counting them; the letters stay in the DLQ topic "
+        "for its own retention); a redelivery of such a message later is handled again."))
     cleanup_interval_s: float = Field(600.0, gt=0, description=(
         "How often the cleanup job deletes outbox and inbox rows past their retention."))
     cleanup_batch_size: int = Field(1000, ge=1, description=(

@@ -233,6 +233,31 @@ async def test_commits_in_a_standbys_process_reach_the_leader_without_a_notify_o
         await standby.close()
 
 
+async def test_dead_lettered_inbox_rows_are_purged_after_their_own_retention(scratch) -> None:  # type: ignore[no-untyped-def]
+    """Dead-lettered inbox rows were kept for ever: the table and dlq_messages_total only ever
+    grew. They now go after SAGA_INBOX_DEAD_LETTER_RETENTION_DAYS, longer than the processed
+    rows' retention."""
+    engine, tables = scratch
+    async with engine.begin() as conn:
+        await conn.execute(text(
+            f"INSERT INTO {SCHEMA}.processed_messages (message_id, event_type, status, "
+            "processed_at) VALUES ('dead-40d', 'E', 'dead_lettered', now() - interval '40 days'), "
+            "('dead-20d', 'E', 'dead_lettered', now() - interval '20 days'), "
+            "('done-8d', 'E', 'processed', now() - interval '8 days'), "
+            "('done-1d', 'E', 'processed', now() - interval '1 day')"))
+    from sagakit.store.inbox import cleanup_processed
+
+    assert await cleanup_processed(engine, tables, 7, batch_size=1,  # type: ignore[arg-type]
+                                   dead_letter_retention_days=30) == 2
+    async with engine.connect() as conn:
+        inbox = (await conn.execute(text(
+            f"SELECT array_agg(message_id ORDER BY 1) FROM {SCHEMA}.processed_messages"))
+        ).scalar()
+    assert sorted(inbox) == ["dead-20d", "done-1d"]
+    job = MessagingSettings()
+    assert job.inbox_retention_days < job.inbox_dead_letter_retention_days
+
+
 def _seqs(records: Any, saga_id: str) -> list[int]:
     return [json.loads(r.value)["seq"] for r in records
             if json.loads(r.value)["saga_id"] == saga_id]

@@ -44,19 +44,21 @@ class Issuer:
     failing: bool = False
     named_issuer: str | None = None
     """The issuer the discovery document names, when not its own URL."""
+    jwks_uri: str | None = None
+    """The jwks_uri the discovery document names, when not its own ``/jwks``."""
 
     def jwks_fetches(self) -> int:
         return sum(1 for path in self.requests if path == "/jwks")
 
     def token(self, key: SigningKey | None = None, *, sub: str = "cust-1",
-              roles: list[str] | None = None, **claims: Any) -> str:
+              roles: list[str] | None = None, typ: str | None = "at+jwt", **claims: Any) -> str:
         key = key or self.keys[0]
         now = int(time.time())
         payload = {"iss": self.url, "aud": AUDIENCE, "sub": sub,
                    "roles": ["customer"] if roles is None else roles,
                    "iat": now, "exp": now + 300, **claims}
         return jwt.encode({k: v for k, v in payload.items() if v is not None}, key.private,
-                          algorithm="RS256", headers={"kid": key.kid})
+                          algorithm="RS256", headers={"kid": key.kid, "typ": typ})
 
 
 @contextmanager
@@ -71,7 +73,7 @@ def running_issuer(*keys: SigningKey) -> Iterator[Issuer]:
                 return
             if self.path == "/.well-known/openid-configuration":
                 body: dict[str, Any] = {"issuer": issuer.named_issuer or issuer.url,
-                                        "jwks_uri": f"{issuer.url}/jwks"}
+                                        "jwks_uri": issuer.jwks_uri or f"{issuer.url}/jwks"}
             elif self.path == "/jwks":
                 body = {"keys": [k.jwk() for k in issuer.keys]}
             else:

@@ -109,7 +109,7 @@ async def test_an_unsigned_token_is_refused(issuer: Issuer, verifier: TokenVerif
     now = int(time.time())
     token = jwt.encode({"iss": issuer.url, "aud": AUDIENCE, "sub": "cust-1",
                         "roles": ["operator"], "iat": now, "exp": now + 300}, None,
-                       algorithm="none", headers={"kid": KEY.kid})
+                       algorithm="none", headers={"kid": KEY.kid, "typ": "at+jwt"})
     assert "not accepted" in await refused(verifier, token)
 
 
@@ -123,7 +123,7 @@ async def test_a_token_signed_with_the_public_key_as_an_hmac_secret_is_refused(
     public_pem = KEY.private.public_key().public_bytes(
         serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
     now = int(time.time())
-    header = _b64(json.dumps({"alg": "HS256", "typ": "JWT", "kid": KEY.kid}).encode())
+    header = _b64(json.dumps({"alg": "HS256", "typ": "at+jwt", "kid": KEY.kid}).encode())
     payload = _b64(json.dumps({"iss": issuer.url, "aud": AUDIENCE, "sub": "cust-1",
                                "roles": ["operator"], "iat": now, "exp": now + 300}).encode())
     signature = _b64(hmac.new(public_pem, f"{header}.{payload}".encode(), hashlib.sha256).digest())
@@ -236,3 +236,69 @@ def test_only_asymmetric_algorithms_may_be_configured(algorithms: str) -> None:
 def test_algorithms_are_read_comma_separated(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AUTH_ALGORITHMS", "RS256, ES256")
     assert AuthSettings().algorithms == ("RS256", "ES256")
+
+
+# ---- the token's type (RFC 9068): an ID token is not an access token
+
+
+async def test_an_id_token_of_the_same_issuer_for_the_same_audience_is_refused(
+        issuer: Issuer, verifier: TokenVerifier) -> None:
+    """An OpenID Connect ID token: same keys, same issuer, its audience the client id (here
+    the services' audience), a subject, even roles; its header says JWT, or nothing."""
+    for typ in ("JWT", None, "id_token+jwt"):
+        reason = await refused(verifier, issuer.token(sub="ops", roles=["operator"], typ=typ,
+                                                      nonce="n-1", auth_time=int(time.time())))
+        assert reason.startswith("not an access token")
+
+
+async def test_an_access_token_is_recognised_by_either_spelling_of_its_type(
+        issuer: Issuer, verifier: TokenVerifier) -> None:
+    for typ in ("at+jwt", "application/at+jwt", "AT+JWT"):
+        assert (await verifier.verify(issuer.token(typ=typ))).subject == "cust-1"
+
+
+def test_the_accepted_token_types_are_read_comma_separated(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AUTH_TOKEN_TYPES", "at+JWT, application/at+jwt")
+    assert AuthSettings().token_types == ("at+jwt", "application/at+jwt")
+    monkeypatch.setenv("AUTH_TOKEN_TYPES", " , ")
+    with pytest.raises(ValidationError):
+        AuthSettings()
+
+
+# ---- where the keys come from: the issuer's own origin
+
+
+async def test_keys_published_at_another_origin_are_not_fetched(
+        issuer: Issuer, verifier: TokenVerifier) -> None:
+    """The discovery document sends the service to another server (another port here) that
+    publishes the very keys the token is signed with: they are not fetched, nor believed."""
+    with running_issuer(KEY) as elsewhere:
+        issuer.jwks_uri = f"{elsewhere.url}/jwks"
+        with pytest.raises(IssuerUnavailable):
+            await verifier.verify(issuer.token())
+        assert elsewhere.jwks_fetches() == 0
+
+
+@pytest.mark.parametrize("elsewhere", [
+    "http://attacker@127.0.0.1:{port}/jwks",   # a user in the URL
+    "https://127.0.0.1:{port}/jwks",           # another scheme
+    "file:///etc/passwd",
+])
+async def test_a_jwks_uri_that_is_not_plainly_the_issuers_is_not_fetched(
+        issuer: Issuer, verifier: TokenVerifier, elsewhere: str) -> None:
+    issuer.jwks_uri = elsewhere.format(port=issuer.url.rsplit(":", 1)[1])
+    with pytest.raises(IssuerUnavailable):
+        await verifier.verify(issuer.token())
+    assert issuer.jwks_fetches() == 0
+
+
+def test_a_jwks_uri_must_be_https_when_the_issuer_is() -> None:
+    from sagakit.auth.issuer_keys import check_jwks_uri
+
+    check_jwks_uri("https://id.example.com/keys", "https://id.example.com/realms/r")
+    check_jwks_uri("https://ID.example.com:443/keys", "https://id.example.com")
+    for bad in ("http://id.example.com/keys", "http://id.example.com:443/keys",
+                "https://keys.example.com/keys", "https://id.example.com:8443/keys"):
+        with pytest.raises(ValueError):
+            check_jwks_uri(bad, "https://id.example.com/realms/r")

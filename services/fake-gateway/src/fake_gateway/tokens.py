@@ -3,7 +3,7 @@
 | token                                 | charge                                   | refund            |
 |---------------------------------------|------------------------------------------|-------------------|
 | tok_visa (and any other tok_*)        | approved                                 | succeeds          |
-| tok_chargeDeclined                    | 402 card_declined / generic_decline      | -                 |
+| tok_chargeDeclined, tok_chargeDeclined_<anything> | 402 card_declined / generic_decline | -       |
 | tok_chargeDeclinedInsufficientFunds   | 402 card_declined / insufficient_funds   | -                 |
 | tok_slow                              | approved, but answers after GATEWAY_SLOW_SECONDS (default 35 s, beyond a 30 s client timeout) | succeeds |
 | tok_transient<N> (e.g. tok_transient2)| 503 for the first N attempts of one idempotency key, then approved | succeeds |
@@ -30,7 +30,9 @@ class Behaviour:
 
 
 def behaviour_of(token: str) -> Behaviour:
-    if token == "tok_chargeDeclined":
+    if token == "tok_chargeDeclined" or token.startswith("tok_chargeDeclined_"):
+        # With a suffix of one's own: a declined card no other test has used (the decline
+        # limit per card of pedidos counts declines by card).
         return Behaviour(decline_code="generic_decline")
     if token == "tok_chargeDeclinedInsufficientFunds":
         return Behaviour(decline_code="insufficient_funds")

@@ -24,6 +24,8 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateKey
 
 ALGORITHM = "RS256"
+# RFC 9068 §2.1: the `typ` of a JWT access token's header; the services refuse any other.
+ACCESS_TOKEN_TYPE = "at+jwt"
 
 
 def new_private_key_pem() -> bytes:
@@ -55,8 +57,12 @@ class SigningKey:
     def public_jwk(self) -> dict[str, Any]:
         return {**_public_members(self.private), "kid": self.kid, "alg": ALGORITHM, "use": "sig"}
 
-    def sign(self, claims: dict[str, Any]) -> str:
-        return jwt.encode(claims, self.private, algorithm=ALGORITHM, headers={"kid": self.kid})
+    def sign(self, claims: dict[str, Any], token_type: str = ACCESS_TOKEN_TYPE) -> str:
+        """``claims`` signed; ``token_type`` is the header's ``typ``: an access token's
+        (RFC 9068) by default, which the services require, and which no other kind of token
+        (an OpenID Connect ID token) may carry."""
+        return jwt.encode(claims, self.private, algorithm=ALGORITHM,
+                          headers={"kid": self.kid, "typ": token_type})
 
 
 def _public_members(key: RSAPrivateKey) -> dict[str, str]:

@@ -63,6 +63,8 @@ async def test_a_token_it_hands_out_is_one_the_services_accept(
             discovery = (await http.get(f"{base}/.well-known/openid-configuration")).json()
         assert answer["token_type"] == "Bearer" and answer["expires_in"] == 900
         assert discovery["issuer"] == base
+        # An access token as RFC 9068 types it: the services refuse any other typ.
+        assert jwt.get_unverified_header(str(answer["access_token"]))["typ"] == "at+jwt"
         principal = await verifier(verifier_for, base).verify(str(answer["access_token"]))
     assert principal.subject == "cust-5" and principal.roles == {"customer"}
 

@@ -23,20 +23,38 @@ from pagos.usecases.gateway_worker import GatewayWorker
 from pagos.usecases.ports import PaymentTokenOpener
 from saga_contracts.events.inventory import FalloAsignacion, StockAsignado, StockVerificado
 from saga_contracts.events.orders import OrdenCancelada
+from saga_contracts.sealing import Binding, SealingError
 from sagakit.consumer import Subscription
 from sagakit.runtime import PeriodicJob, Runtime, ServiceDefinition, create_app
+from sagakit.runtime.settings import ServiceSettings
 from sagakit.settings import load
 
 SERVICE = "pagos"
 
 
+class NoGatewayCredentials:
+    """What an instance that runs no gateway worker has instead of the token's opening keys and
+    the gateway's secret key: nothing. Its consumer's handlers create work for whichever
+    worker claims it (``GatewayWorker.reserve`` gives no slot to an instance that runs none),
+    so nothing here is ever asked; if it were, it would open no token."""
+
+    def open(self, sealed: str, charge: Binding) -> str:
+        raise SealingError("this instance runs no gateway worker and holds no opening key")
+
+
 class GatewayWorkerRun:
     """The instance's gateway worker: built once with the runtime (the handlers hand it new
-    work), run while the instance runs if the instance runs jobs, and stopped with it."""
+    work), run while the instance runs if the instance runs jobs, and stopped with it.
 
-    def __init__(self, tokens: PaymentTokenOpener, gateway_secret_key: str) -> None:
-        self._tokens = tokens
-        self._gateway_secret_key = gateway_secret_key
+    Only an instance that runs it holds the payment token's opening keys and the gateway's
+    secret key (``credentials`` None otherwise): the API instances, which serve
+    ``GET /payments`` to the internet, never load them, so that a file read there opens no
+    token and charges nothing."""
+
+    def __init__(self, credentials: tuple[PaymentTokenOpener, str] | None) -> None:
+        self._tokens: PaymentTokenOpener = (credentials[0] if credentials
+                                            else NoGatewayCredentials())
+        self._gateway_secret_key = credentials[1] if credentials else ""
         self._worker: GatewayWorker | None = None
         self._gateway: GatewayClient | None = None
         self._stop: asyncio.Event | None = None
@@ -86,11 +104,17 @@ async def payment_gauges(rt: Runtime) -> None:
             await payments_needing_a_person(conn))
 
 
+def gateway_credentials() -> tuple[PaymentTokenOpener, str] | None:
+    """The opening keys and the gateway's secret key, read at start by an instance that runs
+    the gateway worker (a worker without them could open no token and make no call: it stops
+    with a message naming the variable); None for any other, which never reads them."""
+    if not load(ServiceSettings).run_jobs:
+        return None
+    return load(PaymentTokenKeys).opening_keys(), load(GatewaySecretKey).secret_key()
+
+
 def create() -> FastAPI:
-    # Read at start: a pagos without its keys could open no payment token, and one without
-    # the gateway's secret key could make no call.
-    gateway_worker = GatewayWorkerRun(load(PaymentTokenKeys).opening_keys(),
-                                      load(GatewaySecretKey).secret_key())
+    gateway_worker = GatewayWorkerRun(gateway_credentials())
     metrics.initialise(SERVICE)
     return create_app(ServiceDefinition(
         name=SERVICE,

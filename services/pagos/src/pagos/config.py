@@ -76,7 +76,8 @@ class GatewaySecretKey(BaseSettings):
 
     gateway_secret_key: SecretStr | None = Field(None, description=(
         "The payment gateway's secret key (`sk_...`), sent as `Authorization: Bearer` on "
-        "every call. Required, here or in PAGOS_GATEWAY_SECRET_KEY_FILE; never logged."))
+        "every call. Required where the gateway worker runs (RUN_JOBS), here or in "
+        "PAGOS_GATEWAY_SECRET_KEY_FILE; never read by an API instance; never logged."))
     gateway_secret_key_file: Path | None = Field(None, description=(
         "A file holding PAGOS_GATEWAY_SECRET_KEY, read at start, instead of the variable (the "
         "local stack passes the key it generated this way)."))
@@ -100,8 +101,8 @@ class PaymentTokenKeys(BaseSettings):
         "The private keys that open sealed payment tokens, each `<key id>:<base64 of the "
         "32-byte X25519 private key>`, separated by commas or new lines; a token sealed with "
         "a key id not listed fails its charge into a dead letter (key rotation: "
-        "docs/operations.md). Required, here or in PAGOS_PAYMENT_TOKEN_OPEN_KEYS_FILE; never "
-        "logged."))
+        "docs/operations.md). Required where the gateway worker runs (RUN_JOBS), here or in "
+        "PAGOS_PAYMENT_TOKEN_OPEN_KEYS_FILE; never read by an API instance; never logged."))
     payment_token_open_keys_file: Path | None = Field(None, description=(
         "A file holding PAGOS_PAYMENT_TOKEN_OPEN_KEYS (one key a line), read at start, instead "
         "of the variable: the way to keep private keys out of the environment (the local "

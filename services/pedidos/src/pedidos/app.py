@@ -6,12 +6,13 @@ from fastapi import FastAPI
 
 from pedidos.adapters.order_queries import OrderQueries
 from pedidos.adapters.tables import messaging
-from pedidos.config import PaymentTokenSealing, PedidosSettings
+from pedidos.config import FingerprintKey, PaymentTokenSealing, PedidosSettings
 from pedidos.domain.order import SAGA_TYPE, CancelReason, PaymentMismatch
 from pedidos.entrypoints.http import routes
 from pedidos.entrypoints.jobs import deadline_job
 from pedidos.entrypoints.messages import make_track_saga
 from pedidos.entrypoints.schemas import OrderRequest
+from pedidos.usecases.fingerprints import Fingerprints
 from pedidos.usecases.known_sagas import KnownSagas
 from pedidos.usecases.track_saga import TRACKED_EVENTS, Tracked
 from sagakit.consumer import Subscription
@@ -43,13 +44,15 @@ def create() -> FastAPI:
     settings = load(PedidosSettings)
     # Read at start: a pedidos without its key would take orders it cannot pass on.
     sealer = load(PaymentTokenSealing).sealing_key()
+    # Read at start too: without it no order's card or request could be fingerprinted.
+    fingerprints = Fingerprints(load(FingerprintKey).key())
     # The sagas this instance wrote last, shared by its consumer, its API and its deadlines.
     known = KnownSagas()
     return create_app(ServiceDefinition(
         name=SERVICE,
         tables=messaging,
         subscriptions=lambda rt: subscriptions(settings, known),
-        routers=[routes(settings, known, sealer)],
+        routers=[routes(settings, known, sealer, fingerprints)],
         compensation_reasons=[r.value for r in CancelReason],
         payment_mismatch_reasons=[r.value for r in PaymentMismatch],
         jobs=[PeriodicJob("deadlines", settings.deadline_scan_interval_s,

@@ -11,7 +11,7 @@ import logging
 from pathlib import Path
 from typing import Self
 
-from pydantic import Field, model_validator
+from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from saga_contracts.sealing import InvalidKey, SealingKey, parse_sealing_key
@@ -52,6 +52,20 @@ class PedidosSettings(BaseSettings):
     order_burst_per_customer: int = Field(50, ge=1, description=(
         "Orders one customer may place at once before `PEDIDOS_ORDER_RATE_PER_CUSTOMER` "
         "applies."))
+    # Card testing: whoever holds a list of stolen card numbers places small orders to learn
+    # which cards are live. The limits below count declined payments (orders cancelled with
+    # PagoRechazado) in pedidos' database, so they hold across every instance.
+    decline_window_s: float = Field(3600.0, gt=0, le=7 * 86400, description=(
+        "How far back `POST /orders` counts a customer's and a card's declined payments "
+        "(`PEDIDOS_DECLINES_PER_CUSTOMER`, `PEDIDOS_DECLINES_PER_CARD`)."))
+    declines_per_customer: int = Field(10, ge=1, description=(
+        "Declined payments one customer may have within `PEDIDOS_DECLINE_WINDOW_S`; past it "
+        "`POST /orders` answers `429` with `Retry-After` (when the oldest of them leaves the "
+        "window), whatever the card, in every instance."))
+    declines_per_card: int = Field(5, ge=1, description=(
+        "Declined payments one card (the payment token's keyed fingerprint, never the token) "
+        "may have within `PEDIDOS_DECLINE_WINDOW_S`, whoever the customer; past it `POST "
+        "/orders` with that card answers `429` with `Retry-After`, in every instance."))
     allow_unsafe_limits: bool = Field(False, validation_alias="SAGA_ALLOW_UNSAFE_LIMITS",
                                       description=(
         "Lets the timeouts above go below their minimums, with a warning in the log; for tests "
@@ -102,3 +116,37 @@ class PaymentTokenSealing(BaseSettings):
         except InvalidKey as exc:
             raise InvalidConfiguration(
                 f"invalid configuration: PEDIDOS_PAYMENT_TOKEN_SEAL_KEY: {exc}") from exc
+
+
+MIN_FINGERPRINT_KEY_BYTES = 32
+
+
+class FingerprintKey(BaseSettings):
+    """The secret pedidos keys its fingerprints with (``pedidos.usecases.fingerprints``): of an
+    order's payment token (the decline limit per card) and of a request (its Idempotency-Key).
+    Keyed, a fingerprint cannot be matched against a list of card tokens by whoever reads the
+    database, as a bare hash of one could."""
+
+    model_config = SettingsConfigDict(env_prefix="PEDIDOS_", extra="ignore")
+
+    fingerprint_key: SecretStr | None = Field(None, description=(
+        "The secret the fingerprints of payment tokens and of requests are keyed with (HMAC-"
+        "SHA-256), at least 32 characters; the same in every instance. Changing it makes "
+        "the decline limit per card start again and, for the idempotency window, a request "
+        "sent again under its Idempotency-Key is refused as another body. Required, here or "
+        "in PEDIDOS_FINGERPRINT_KEY_FILE; never logged."))
+    fingerprint_key_file: Path | None = Field(None, description=(
+        "A file holding PEDIDOS_FINGERPRINT_KEY, read at start, instead of the variable (the "
+        "local stack passes the key it generated this way)."))
+
+    def key(self) -> bytes:
+        """The key, or the process stops with a message naming the variable (never the
+        key)."""
+        secret = self.fingerprint_key
+        text = value_or_file(None if secret is None else secret.get_secret_value(),
+                             self.fingerprint_key_file, "PEDIDOS_FINGERPRINT_KEY").strip()
+        if len(text.encode()) < MIN_FINGERPRINT_KEY_BYTES:
+            raise InvalidConfiguration(
+                "invalid configuration: PEDIDOS_FINGERPRINT_KEY: shorter than "
+                f"{MIN_FINGERPRINT_KEY_BYTES} characters")
+        return text.encode()

@@ -19,6 +19,7 @@ from pedidos.adapters.order_repository import OrderRepository
 from pedidos.config import PedidosSettings
 from pedidos.entrypoints.messages import make_track_saga
 from pedidos.usecases.cancel_saga import cancel_saga
+from pedidos.usecases.fingerprints import Fingerprints
 from pedidos.usecases.known_sagas import KnownSagas
 from pedidos.usecases.place_order import place_order
 from pedidos.usecases.ports import SagaState
@@ -60,7 +61,8 @@ async def _place(engine: AsyncEngine, tables: MessagingTables, known: KnownSagas
     async with _uow(engine, tables) as uow:
         placed = await place_order(uow, OrderRepository(uow), order_body([(new_sku(), 2)]),
                                    Decimal("10.00"), None, PedidosSettings(), known,
-                                   sealer=sealing.sealing_key())
+                                   sealer=sealing.sealing_key(),
+                                   fingerprints=Fingerprints(b"an integration test's key, 32 B+"))
     return placed.saga_id
 
 

@@ -60,6 +60,7 @@ class OrderRecord:
     charge_id: str | None = None
     refund_status: str | None = None
     cancel_reason: str | None = None
+    card_fingerprint: str | None = None
 
 
 @dataclass(frozen=True)
@@ -182,8 +183,8 @@ class FakeOrderStore:
 
     def add(self, *, order_id: uuid.UUID, saga_id: uuid.UUID, body: dict[str, Any],
             total: Decimal, idempotency_key: str | None, request_hash: str,
-            context: dict[str, Any], step_timeout_s: float, saga_timeout_s: float,
-            audit: AuditEntry) -> None:
+            card_fingerprint: str, context: dict[str, Any], step_timeout_s: float,
+            saga_timeout_s: float, audit: AuditEntry) -> None:
         t = self.tables
 
         def write() -> bool:
@@ -200,7 +201,8 @@ class FakeOrderStore:
             t.orders[saga.order_id] = OrderRecord(saga.order_id, saga.saga_id,
                                                   saga.customer_id, first.value, total,
                                                   body["currency"], idempotency_key,
-                                                  request_hash, body)
+                                                  request_hash, body,
+                                                  card_fingerprint=card_fingerprint)
             t.contexts[saga.saga_id] = context
             t.history.append(HistoryRow(saga.saga_id, audit.event_type, audit.actor, None,
                                         first.value, audit.message_id, audit.detail or {}))

@@ -20,6 +20,7 @@ LIMIT = 64 * 1024
 def app(monkeypatch: pytest.MonkeyPatch) -> Any:
     _, public = sealing.new_key_pair("k1")
     monkeypatch.setenv("PEDIDOS_PAYMENT_TOKEN_SEAL_KEY", public)
+    monkeypatch.setenv("PEDIDOS_FINGERPRINT_KEY", "k" * 32)
     monkeypatch.delenv("HTTP_MAX_BODY_BYTES", raising=False)
     return create()
 

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import hashlib
+import hmac
+import json
 import uuid
 from datetime import timedelta
 from decimal import Decimal
@@ -18,6 +21,7 @@ from prometheus_client import REGISTRY
 
 from pedidos.config import PedidosSettings
 from pedidos.domain.order import SAGA_TYPE, OrderStatus
+from pedidos.usecases.fingerprints import Fingerprints, legacy_request
 from pedidos.usecases.known_sagas import KnownSagas
 from pedidos.usecases.place_order import IdempotencyKeyReused, PlacedOrder, place_order
 from saga_contracts import sealing as contract_sealing
@@ -26,12 +30,15 @@ from sagakit.envelope import new_span_id
 
 from .fakes import ORDER_BODY, OrderTables, unit
 
+FINGERPRINTS = Fingerprints(b"a test fingerprint key, 32 bytes+")
+
 
 async def _place(tables: OrderTables, known: KnownSagas, body: dict = ORDER_BODY,
                  key: str | None = None, span: str | None = None) -> PlacedOrder:
     uow, orders = unit(tables)
     placed = await place_order(uow, orders, body, Decimal("10.00"), key, PedidosSettings(),
-                               known, sealer=sealing.sealing_key(), request_span_id=span)
+                               known, sealer=sealing.sealing_key(), fingerprints=FINGERPRINTS,
+                               request_span_id=span)
     assert uow.commits == 1
     return placed
 
@@ -45,7 +52,7 @@ async def test_an_order_is_placed_with_its_saga_history_and_event_in_one_commit(
     started = _sagas_started()
     uow, orders = unit(tables)
     placed = await place_order(uow, orders, ORDER_BODY, Decimal("10.00"), None, settings, known,
-                               sealer=sealing.sealing_key())
+                               sealer=sealing.sealing_key(), fingerprints=FINGERPRINTS)
 
     assert placed.created and placed.status == "PENDIENTE_VALIDACION"
     assert uow.commits == 1 and uow.committed
@@ -87,7 +94,7 @@ async def test_orden_solicitada_names_the_request_span_as_its_parent() -> None:
     uow, orders = unit(tables)
     placed = await place_order(uow, orders, ORDER_BODY, Decimal("10.00"), None,
                                PedidosSettings(), KnownSagas(), sealer=sealing.sealing_key(),
-                               request_span_id=request_span)
+                               fingerprints=FINGERPRINTS, request_span_id=request_span)
     [event] = uow.emitted
     assert event.event_type == "OrdenSolicitada"
     assert event.parent_span_id == request_span != event.span_id
@@ -101,7 +108,8 @@ async def test_an_order_placed_outside_a_request_still_has_a_parent_span() -> No
     tables = OrderTables()
     uow, orders = unit(tables)
     placed = await place_order(uow, orders, ORDER_BODY, Decimal("10.00"), None,
-                               PedidosSettings(), KnownSagas(), sealer=sealing.sealing_key())
+                               PedidosSettings(), KnownSagas(), sealer=sealing.sealing_key(),
+                               fingerprints=FINGERPRINTS)
     [event] = uow.emitted
     assert event.parent_span_id and uuid.UUID(event.parent_span_id)
     assert event.parent_span_id != event.span_id
@@ -115,7 +123,8 @@ async def test_the_same_key_and_body_return_the_first_order_and_write_nothing() 
 
     uow, orders = unit(tables)
     again = await place_order(uow, orders, copy.deepcopy(ORDER_BODY), Decimal("10.00"), "k-1",
-                              PedidosSettings(), known, sealer=sealing.sealing_key())
+                              PedidosSettings(), known, sealer=sealing.sealing_key(),
+                              fingerprints=FINGERPRINTS)
     assert again == PlacedOrder(first.order_id, first.saga_id, "PENDIENTE_VALIDACION",
                                 created=False)
     assert uow.commits == 1 and not uow.committed
@@ -141,7 +150,7 @@ async def test_the_same_key_with_another_body_is_refused_and_writes_nothing() ->
     uow, orders = unit(tables)
     with pytest.raises(IdempotencyKeyReused):
         await place_order(uow, orders, other, Decimal("10.00"), "k-1", PedidosSettings(), known,
-                          sealer=sealing.sealing_key())
+                          sealer=sealing.sealing_key(), fingerprints=FINGERPRINTS)
     assert uow.emitted == []
     assert (len(tables.orders), len(tables.history)) == (1, 1)
 
@@ -175,7 +184,7 @@ async def test_the_payment_token_is_sealed_for_pagos_and_stored_only_sealed() ->
     body = {**ORDER_BODY, "payment_method": {"type": "credit_card", "token": "tok_visa_7f3c"}}
     uow, orders = unit(tables)
     placed = await place_order(uow, orders, body, Decimal("10.00"), None, PedidosSettings(),
-                               known, sealer=sealing.sealing_key())
+                               known, sealer=sealing.sealing_key(), fingerprints=FINGERPRINTS)
 
     [event] = uow.emitted
     sealed = event.payload["payment_method"]["token"]
@@ -213,7 +222,7 @@ async def test_the_token_is_sealed_for_the_sagas_charge_and_no_other() -> None:
             "items": [{"sku": "SKU-1", "quantity": 3, "price": "4.15"}]}
     uow, orders = unit(tables)
     placed = await place_order(uow, orders, body, Decimal("12.45"), None, PedidosSettings(),
-                               known, sealer=sealing.sealing_key())
+                               known, sealer=sealing.sealing_key(), fingerprints=FINGERPRINTS)
     [event] = uow.emitted
     sealed = event.payload["payment_method"]["token"]
     assert event.metadata["user_id"] == "c-7" and event.saga_id == placed.saga_id
@@ -228,3 +237,51 @@ async def test_the_token_is_sealed_for_the_sagas_charge_and_no_other() -> None:
                   dataclasses.replace(bound, amount_minor=1246)):
         with pytest.raises(contract_sealing.CannotOpen):
             keys.open(sealed, other)
+
+
+# ---- the keyed fingerprints: no clear token in any hash, nothing matchable without the key
+
+
+async def test_the_request_hash_is_keyed_and_made_without_the_clear_token() -> None:
+    """A bare SHA-256 of the body (which holds the clear card token) could be matched against
+    a list of card numbers by whoever reads the table; keyed, it cannot without the key."""
+    tables, known = OrderTables(), KnownSagas()
+    body = {**ORDER_BODY, "payment_method": {"type": "credit_card", "token": "tok_visa_4242"}}
+    placed = await _place(tables, known, body=body, key="k-hash")
+    order = tables.orders[placed.order_id]
+    assert order.request_hash == FINGERPRINTS.request(body)
+    assert order.request_hash != legacy_request(body)
+    other_key = Fingerprints(b"another fingerprint key, 32 bytes")
+    assert other_key.request(body) != order.request_hash
+    # Of the token's fingerprint, not of the token: the same hash whatever reads the token.
+    without_token = {**body, "payment_method": {"type": "credit_card",
+                                                "token": FINGERPRINTS.card("tok_visa_4242")}}
+    assert order.request_hash == "hmac-sha256:" + hmac.new(
+        b"a test fingerprint key, 32 bytes+", b"request\0" + json.dumps(
+            without_token, sort_keys=True, separators=(",", ":")).encode(),
+        hashlib.sha256).hexdigest()
+    assert order.card_fingerprint == FINGERPRINTS.card("tok_visa_4242")
+    assert "tok_visa_4242" not in repr(dataclasses.replace(order, body={}))
+
+
+async def test_an_order_placed_with_the_bare_hash_is_still_its_requests_for_its_key() -> None:
+    """Orders placed before the key hold a bare SHA-256: the same request sent again under
+    their Idempotency-Key gets that order back, and another body is still refused."""
+    tables, known = OrderTables(), KnownSagas()
+    first = await _place(tables, known, key="k-legacy")
+    tables.orders[first.order_id].request_hash = legacy_request(ORDER_BODY)
+    again = await _place(tables, known, key="k-legacy")
+    assert again.order_id == first.order_id and not again.created
+    other = {**ORDER_BODY, "payment_method": {"type": "credit_card", "token": "tok_other"}}
+    uow, orders = unit(tables)
+    with pytest.raises(IdempotencyKeyReused):
+        await place_order(uow, orders, other, Decimal("10.00"), "k-legacy", PedidosSettings(),
+                          known, sealer=sealing.sealing_key(), fingerprints=FINGERPRINTS)
+
+
+def test_a_cards_fingerprint_is_the_same_for_every_customer_and_never_a_requests() -> None:
+    assert FINGERPRINTS.card("tok_visa") == Fingerprints(
+        b"a test fingerprint key, 32 bytes+").card("tok_visa")
+    assert FINGERPRINTS.card("tok_visa") != FINGERPRINTS.card("tok_visa2")
+    assert FINGERPRINTS.card("tok_visa") != Fingerprints(
+        b"another fingerprint key, 32 bytes").card("tok_visa")

@@ -1,8 +1,9 @@
 """A complete ``.env`` for docker-compose.yml, made from ``.env.example``: a random URL-safe
-password for every ``*_PASSWORD``, a new payment-token key pair, a fake-gateway secret key, the
-console's session key, and a new operator replay-signing key: its private half in
-``operator-signing.key`` beside the ``.env`` (0600, for ``SAGACTL_SIGNING_KEY_FILE``; never
-overwritten), its public half in ``SAGA_OPERATOR_PUBLIC_KEYS``. Written 0600.
+password for every ``*_PASSWORD``, a new payment-token key pair, pedidos' fingerprint key, a
+fake-gateway secret key, the console's session key, and a new operator replay-signing key: its
+private half in ``operator-signing.key`` beside the ``.env`` (0600, for
+``SAGACTL_SIGNING_KEY_FILE``; never overwritten), its public half in
+``SAGA_OPERATOR_PUBLIC_KEYS``. Written 0600.
 
     python -m compose_stack dotenv [PATH]     (default: the checkout's .env; never overwritten)
 """
@@ -42,6 +43,8 @@ def values(operator_key: bytes | None = None) -> dict[str, str]:
             filled[name] = open_keys
         elif name == "PEDIDOS_PAYMENT_TOKEN_SEAL_KEY":
             filled[name] = seal_key
+        elif name == "PEDIDOS_FINGERPRINT_KEY":
+            filled[name] = secrets.token_urlsafe(32)
         elif name == "GATEWAY_SECRET_KEY":
             filled[name] = "sk_test_" + secrets.token_urlsafe(24)
         elif name == "CONSOLA_SESSION_SECRET":

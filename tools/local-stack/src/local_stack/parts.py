@@ -15,6 +15,7 @@ import sys
 from dataclasses import dataclass, field
 
 from local_stack import (
+    fingerprint_key,
     gateway_key,
     identity,
     kafka_auth,
@@ -77,6 +78,7 @@ def service_env(service: str, k: int = 1) -> dict[str, str]:
         **kafka_auth.service_env(service),
         **payment_token_keys.service_env(service),
         **gateway_key.service_env(service),
+        **fingerprint_key.service_env(service),
     }
     if NETPROXY:
         # Each instance through routes of its own (netproxy.layout), so that one instance can

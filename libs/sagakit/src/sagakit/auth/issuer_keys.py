@@ -1,6 +1,11 @@
 """The issuer's signing keys: found through its OIDC discovery document (``jwks_uri``), fetched
 with an async client (never blocking the event loop), cached by key id.
 
+The keys decide who is an operator, so they are fetched only from the issuer's own origin (the
+scheme, host and port of ``AUTH_ISSUER``, which is https but for the loopback or a development
+network named so, ``AuthSettings``): a discovery document that sends the service elsewhere for
+them, or to plain HTTP, is not believed.
+
 They are fetched again when they are older than ``keys_max_age_s`` (a key the issuer withdrew
 stops being believed) and when a token names a key id not among them (the issuer rotated its
 key), the latter at most once in ``unknown_key_refetch_s``: a flood of tokens with made-up key
@@ -18,6 +23,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -38,6 +44,31 @@ class IssuerUnavailable(Exception):
 
 
 JsonKey = dict[str, Any]
+
+_DEFAULT_PORTS = {"https": 443, "http": 80}
+
+
+def origin(url: str) -> tuple[str, str, int]:
+    """``url``'s origin (RFC 6454): scheme, host and port, the default port spelled out."""
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    try:
+        port = parts.port
+    except ValueError:
+        raise ValueError(f"{url!r} has no valid port") from None
+    return scheme, (parts.hostname or "").lower(), port or _DEFAULT_PORTS.get(scheme, 0)
+
+
+def check_jwks_uri(jwks_uri: str, issuer: str) -> None:
+    """Raises ``ValueError`` unless ``jwks_uri`` is at the issuer's origin: the issuer's own
+    scheme (https, but for the stand-ins ``AuthSettings`` allows in plain HTTP), host and
+    port, and names no user."""
+    found = origin(jwks_uri)
+    if found[0] not in _DEFAULT_PORTS or urlsplit(jwks_uri).username is not None:
+        raise ValueError("the discovery document's jwks_uri is not an http(s) URL")
+    if found != origin(issuer):
+        raise ValueError("the discovery document's jwks_uri is not at the issuer's origin "
+                         f"({found[0]}://{found[1]}:{found[2]})")
 
 
 def usable_keys(jwks: Mapping[str, Any]) -> dict[str | None, JsonKey]:
@@ -132,6 +163,7 @@ class IssuerKeys:
         jwks_uri = discovery.get("jwks_uri")
         if not isinstance(jwks_uri, str):
             raise ValueError("the discovery document has no jwks_uri")
+        check_jwks_uri(jwks_uri, self._settings.issuer)
         return usable_keys(await self._json(client, jwks_uri))
 
     @staticmethod

@@ -46,6 +46,13 @@ class AuthSettings(BaseSettings):
     algorithms: Annotated[tuple[str, ...], NoDecode] = Field(("RS256",), description=(
         "Signature algorithms accepted, comma-separated; asymmetric ones only (RS*, PS*, ES*, "
         "EdDSA): `none` and HS* are refused at start."))
+    # Comma-separated in the environment: "at+jwt,application/at+jwt".
+    token_types: Annotated[tuple[str, ...], NoDecode] = Field(
+        ("at+jwt", "application/at+jwt"), description=(
+        "The `typ` a token's header must have, comma-separated (case does not matter): RFC "
+        "9068's access tokens. An OpenID Connect ID token, signed by the same issuer for the "
+        "same client, is refused by it; widening it to `JWT` lets ID tokens in as access "
+        "tokens."))
     roles_claim: str = Field("roles", min_length=1, description=(
         "The claim that holds a token's roles (`customer`, `operator`); a dotted path reaches "
         "into an object (Keycloak: `realm_access.roles`)."))
@@ -94,6 +101,15 @@ class AuthSettings(BaseSettings):
         if not names or refused:
             raise ValueError(f"asymmetric algorithms only ({', '.join(sorted(ASYMMETRIC_ALGORITHMS))}); "
                              f"refused: {', '.join(refused) or '(none given)'}")
+        return names
+
+    @field_validator("token_types", mode="before")
+    @classmethod
+    def _parse_token_types(cls, value: object) -> tuple[str, ...]:
+        names = tuple(v.strip().lower() for v in value.split(",") if v.strip()) if isinstance(
+            value, str) else tuple(str(v).lower() for v in value)  # type: ignore[attr-defined]
+        if not names:
+            raise ValueError("at least one token type (at+jwt)")
         return names
 
     @property

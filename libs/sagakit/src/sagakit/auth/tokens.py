@@ -1,5 +1,11 @@
-"""A bearer token verified: signed by one of the issuer's keys with an accepted algorithm, for
-this audience, by this issuer, and current (``exp``, ``nbf``, ``iat``, with a leeway).
+"""A bearer token verified: an access token (its header's ``typ``, RFC 9068), signed by one of
+the issuer's keys with an accepted algorithm, for this audience, by this issuer, and current
+(``exp``, ``nbf``, ``iat``, with a leeway).
+
+The ``typ`` check is what keeps an OpenID Connect ID token from passing as an access token: an
+ID token is signed by the same keys, names the same issuer, and names as its audience the client
+it was issued to, which may be the audience the services check. RFC 9068 access tokens say
+``at+jwt`` (or ``application/at+jwt``); ID tokens never do.
 
 Nothing here logs a token or echoes it in an error: a reason says what was wrong with it.
 """
@@ -41,6 +47,9 @@ class TokenVerifier:
             header = jwt.get_unverified_header(token)
         except jwt.PyJWTError:
             raise InvalidToken("not a JWT") from None
+        token_type = header.get("typ")
+        if not isinstance(token_type, str) or token_type.lower() not in self.settings.token_types:
+            raise InvalidToken(f"not an access token (typ {str(token_type)[:24]!r})")
         algorithm = header.get("alg")
         if algorithm not in self.settings.algorithms:
             raise InvalidToken(f"algorithm {str(algorithm)[:16]!r} not accepted")

@@ -90,7 +90,8 @@ class DeadLetters:
                 log.warning("dead letter refused, parking the record as bytes: %r", db_exc,
                             extra={"service": self.service, "event_type": event_type,
                                    "message_id": message_id})
-        metrics.MESSAGES_CONSUMED.labels(self.service, event_type, "dead_lettered").inc()
+        metrics.MESSAGES_CONSUMED.labels(self.service, metrics.event_type_label(event_type),
+                                         "dead_lettered").inc()
         log.error("message dead-lettered (%s): %s", reason, exc,
                   extra={"service": self.service, "saga_id": saga_id, "event_type": event_type,
                          "status": "FAILED", "attempt": len(attempts),

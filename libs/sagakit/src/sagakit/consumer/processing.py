@@ -87,7 +87,8 @@ class Processor:
                         await asyncio.sleep(decision.pause_s)
                         continue
                     attempts.append(Attempt(number, utc_now_iso(), repr(exc)[:2000]))
-                    metrics.STEP_ERRORS.labels(self.service, event_type, decision.kind).inc()
+                    metrics.STEP_ERRORS.labels(
+                        self.service, metrics.event_type_label(event_type), decision.kind).inc()
                     if isinstance(decision, GiveUp):
                         return await self.dead_letters.write(raw, envelope, decision.reason,
                                                              exc, attempts)

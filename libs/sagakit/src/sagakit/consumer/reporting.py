@@ -18,8 +18,9 @@ class Report:
 
     def handled(self, envelope: Envelope, status: str, elapsed: float, attempt: int) -> None:
         event_type = envelope.event_type
-        metrics.HANDLER_DURATION.labels(self.service, event_type).observe(elapsed)
-        metrics.MESSAGES_CONSUMED.labels(self.service, event_type, status).inc()
+        label = metrics.event_type_label(event_type)
+        metrics.HANDLER_DURATION.labels(self.service, label).observe(elapsed)
+        metrics.MESSAGES_CONSUMED.labels(self.service, label, status).inc()
         log.info("event %s", "duplicate ignored" if status == "duplicate" else "processed",
                  extra={"service": self.service, "saga_id": envelope.saga_id,
                         "event_type": event_type, "status": "SUCCESS",
@@ -32,5 +33,6 @@ class Report:
 
     def skipped(self, outcome: Outcome) -> Outcome:
         if outcome.event_type is not None:
-            metrics.MESSAGES_CONSUMED.labels(self.service, outcome.event_type, "skipped").inc()
+            metrics.MESSAGES_CONSUMED.labels(
+                self.service, metrics.event_type_label(outcome.event_type), "skipped").inc()
         return outcome

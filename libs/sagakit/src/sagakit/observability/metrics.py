@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from prometheus_client import Counter, Gauge, Histogram
 
+from saga_contracts import registry
 from saga_contracts.replay_signature import Forgery
 
 # ---- mandated (Part I §7.3)
@@ -135,6 +136,18 @@ SAGA_DEADLINE_USED = Gauge(
 SAGAS_ACTIVE = Gauge("sagas_active", "Sagas not yet in a terminal state", ["saga_type"])
 
 SAGA_TYPES = ("OrderCheckThenPay",)
+OTHER_EVENT_TYPE = "other"
+"""The ``event_type`` label of every event type the contracts do not define."""
+
+
+def event_type_label(event_type: str | None) -> str:
+    """``event_type`` as a label value: one the contracts define, else ``other``. The value
+    comes from a record's header, which any producer writes; taken as it came, each new
+    value would be a new series in every metric that carries it, without bound."""
+    if event_type is not None and event_type in registry.all_schemas():
+        return event_type
+    return OTHER_EVENT_TYPE
+
 FINAL_STATUSES = ("success", "failed", "compensated")
 ERROR_TYPES = ("transient", "permanent")
 

@@ -13,6 +13,7 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 from fastapi import FastAPI
 
@@ -109,21 +110,33 @@ def create_app(definition: ServiceDefinition) -> FastAPI:
             await engine.dispose()
 
     # The HTML docs are served by operator_docs_router, behind an operator's token.
+    limits = load(HttpLimits)
     app = FastAPI(title=definition.name, description=definition.description, lifespan=lifespan,
                   version="1.0.0", docs_url=None, redoc_url=None,
-                  max_body_size=load(HttpLimits).http_max_body_bytes)
+                  max_body_size=limits.http_max_body_bytes)
     if tracing.configure(definition.name):
         from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
 
         FastAPIInstrumentor.instrument_app(app, excluded_urls="health,ready,metrics")
     install_database_error_handlers(app)
     install_request_validation_handler(app)
-    app.include_router(operational_router())
+    app.include_router(operational_router(limits.ready_cache_s))
     app.include_router(dead_letter_router())
     app.include_router(operator_docs_router(definition.name))
     for router in definition.routers:
         app.include_router(router)
     return app
+
+
+def http_server_options(svc: ServiceSettings) -> dict[str, Any]:
+    """How ``serve`` runs uvicorn (``sagakit.runtime.http_server.run``'s keyword arguments)."""
+    return {"host": svc.http_host, "port": svc.http_port, "log_config": None,
+            "access_log": False, "lifespan": "on", "timeout_graceful_shutdown": 10,
+            "timeout_keep_alive": svc.http_keep_alive_s,
+            "header_timeout_s": svc.http_header_timeout_s,
+            # Past this many connections or requests at once, uvicorn answers 503 at once
+            # rather than queueing work the database pool would make wait anyway.
+            "limit_concurrency": svc.http_limit_concurrency, "loop": "uvloop"}
 
 
 def serve(app_factory: Callable[[], FastAPI], service: str) -> None:
@@ -135,8 +148,5 @@ def serve(app_factory: Callable[[], FastAPI], service: str) -> None:
     configure(service, svc.log_level)
     started = time.monotonic()
     log.info("starting %s on %s:%s", service, svc.http_host, svc.http_port)
-    http_server.run(app_factory(), host=svc.http_host, port=svc.http_port, log_config=None,
-                    access_log=False, lifespan="on", timeout_graceful_shutdown=10,
-                    timeout_keep_alive=svc.http_keep_alive_s,
-                    loop="uvloop", http="httptools")
+    http_server.run(app_factory(), **http_server_options(svc))
     log.info("%s stopped after %.0fs", service, time.monotonic() - started)

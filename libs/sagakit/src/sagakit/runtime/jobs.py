@@ -53,7 +53,8 @@ def messaging_jobs(settings: MessagingSettings) -> list[PeriodicJob]:
                                               settings.cleanup_batch_size)
         inbox_rows = await inbox.cleanup_processed(rt.engine, rt.tables,
                                                    settings.inbox_retention_days,
-                                                   settings.cleanup_batch_size)
+                                                   settings.cleanup_batch_size,
+                                                   settings.inbox_dead_letter_retention_days)
         letters = await delete_archived(rt.engine, rt.tables.schema,
                                         settings.dead_letter_retention_days,
                                         settings.cleanup_batch_size)

@@ -1,10 +1,17 @@
 """The operational endpoints every service serves: /health and /ready, open to anyone (an
 orchestrator probes them), and /metrics, for operators (Prometheus scrapes it with an operator's
-token)."""
+token).
+
+/ready is open to anyone, so it must cost next to nothing whoever calls it how often: the
+database is asked (``SELECT 1`` on the pool) at most once per ``READY_CACHE_S``, by one request
+at a time, within 2 s; every other call in between answers what the last one learned.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import time
+from collections.abc import Callable
 
 from fastapi import APIRouter, Request, Response, Security
 from fastapi.responses import JSONResponse
@@ -12,11 +19,47 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from sqlalchemy import text
 
 from sagakit.auth import AUTH_RESPONSES, require_operator
-from sagakit.runtime.service import runtime_of
+from sagakit.runtime.service import Runtime, runtime_of
+
+PROBE_TIMEOUT_S = 2.0
 
 
-def operational_router() -> APIRouter:
+class DatabaseProbe:
+    """The database's readiness, learned at most once per ``cache_s`` by one caller at a time;
+    the others wait for that one's answer (at most ``PROBE_TIMEOUT_S``) or take the last."""
+
+    def __init__(self, cache_s: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self._cache_s = cache_s
+        self._clock = clock
+        self._lock = asyncio.Lock()
+        self._result = ""
+        self._at = -float("inf")
+
+    def _fresh(self) -> bool:
+        return self._clock() - self._at < self._cache_s
+
+    async def check(self, rt: Runtime) -> str:
+        if self._fresh():
+            return self._result
+        async with self._lock:
+            if not self._fresh():
+                self._result = await self._probe(rt)
+                self._at = self._clock()
+            return self._result
+
+    @staticmethod
+    async def _probe(rt: Runtime) -> str:
+        try:
+            async with asyncio.timeout(PROBE_TIMEOUT_S), rt.engine.connect() as conn:
+                await conn.execute(text("SELECT 1"))
+            return "ok"
+        except Exception as exc:
+            return f"unreachable: {type(exc).__name__}"
+
+
+def operational_router(ready_cache_s: float = 1.0) -> APIRouter:
     router = APIRouter(tags=["operations"])
+    database = DatabaseProbe(ready_cache_s)
 
     @router.get("/health")
     async def health() -> dict[str, str]:
@@ -25,13 +68,7 @@ def operational_router() -> APIRouter:
     @router.get("/ready")
     async def ready(request: Request) -> JSONResponse:
         rt = runtime_of(request)
-        checks: dict[str, str] = {}
-        try:
-            async with rt.engine.connect() as conn:
-                await asyncio.wait_for(conn.execute(text("SELECT 1")), 2)
-            checks["database"] = "ok"
-        except Exception as exc:
-            checks["database"] = f"unreachable: {type(exc).__name__}"
+        checks = {"database": await database.check(rt)}
         if rt.consumer is not None and rt.service_settings.run_consumer:
             checks["kafka"] = "ok" if rt.consumer.assigned.is_set() else "not connected"
         ok = all(v == "ok" for v in checks.values())

@@ -51,6 +51,14 @@ class ServiceSettings(BaseSettings):
     http_keep_alive_s: int = Field(75, ge=1, validation_alias="HTTP_KEEP_ALIVE_S", description=(
         "How long an idle keep-alive HTTP connection stays open; longer than every client and "
         "proxy in front keeps one."))
+    http_header_timeout_s: float = Field(10.0, gt=0, le=120,
+                                         validation_alias="HTTP_HEADER_TIMEOUT_S", description=(
+        "Longest a client may take to send a request's headers, from its connection or from "
+        "the request's first byte; past it the connection is closed."))
+    http_limit_concurrency: int = Field(1000, ge=1, validation_alias="HTTP_LIMIT_CONCURRENCY",
+                                        description=(
+        "Most connections (and requests in progress) one instance serves at once; past it "
+        "a request is answered `503` at once."))
     run_consumer: bool = Field(True, validation_alias="RUN_CONSUMER", description=(
         "Whether this instance runs the Kafka consumer (the event handlers); without it, "
         "/ready does not check Kafka."))
@@ -81,3 +89,7 @@ class HttpLimits(BaseSettings):
                                      description=(
         "Largest request body accepted, in bytes; a larger one gets `413` before it is read. "
         "An order of 100 lines is under 16 KiB."))
+    ready_cache_s: float = Field(1.0, gt=0, le=30, validation_alias="READY_CACHE_S",
+                                 description=(
+        "How long `/ready` answers what its last look at the database found before it looks "
+        "again (one look at a time, at most 2 s)."))

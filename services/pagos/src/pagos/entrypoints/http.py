@@ -3,7 +3,12 @@ manual refund.
 
 A customer reads only its own payments: a saga with none of its payments answers 404, whether
 it has another customer's or none at all (its existence is not revealed). An operator reads any
-saga's, an empty list when it has none, and alone records resolutions."""
+saga's, an empty list when it has none, and alone records resolutions.
+
+A customer learns that a charge was declined, never why: the gateway's decline code
+(``insufficient_funds``, ``incorrect_cvc``, ``lost_card``...) and the attempt log would tell
+someone testing stolen cards which card numbers are live and what to fix. A customer's view
+says ``declined`` (``COARSE_DECLINE``) and lists no attempts; an operator's has the detail."""
 
 from __future__ import annotations
 
@@ -31,6 +36,8 @@ from sagakit.store.conflicts import retry_on_conflict
 
 router = APIRouter(tags=["payments"])
 
+COARSE_DECLINE = "declined"
+
 
 class Refund(BaseModel):
     refund_id: str | None
@@ -47,6 +54,7 @@ class PaymentRecord(BaseModel):
     currency: str | None
     charge_id: str | None
     decline_code: str | None
+    """The gateway's decline code for an operator; ``declined`` for a customer."""
     charge_attempts: int
     resolve_attempts: int
     """Replays of the charge made to resolve its cancellation (``charge_attempts`` are the
@@ -55,6 +63,7 @@ class PaymentRecord(BaseModel):
     manual_refund_required: bool
     refund: Refund | None
     attempts: list[dict[str, Any]]
+    """Every call made to the gateway, for an operator; empty for a customer."""
     created_at: datetime
     updated_at: datetime
 
@@ -63,7 +72,8 @@ def _money(value: Decimal | None) -> str | None:
     return f"{value:.2f}" if value is not None else None
 
 
-def _record(row: dict[str, Any]) -> PaymentRecord:
+def _record(row: dict[str, Any], *, detailed: bool) -> PaymentRecord:
+    """``row`` as its reader may see it: ``detailed`` for an operator, coarse for a customer."""
     refund = None
     if row["status"] in ("REFUNDING", "REFUNDED", "REFUND_FAILED"):
         refund = Refund(refund_id=row["refund_id"], amount=_money(row["amount_refunded"]) or "0.00",
@@ -73,10 +83,13 @@ def _record(row: dict[str, Any]) -> PaymentRecord:
         payment_id=str(row["payment_id"]), saga_id=row["saga_id"],
         order_id=str(row["order_id"]) if row["order_id"] else None, status=row["status"],
         amount=_money(row["amount"]), currency=row["currency"], charge_id=row["charge_id"],
-        decline_code=row["decline_code"], charge_attempts=row["charge_attempts"],
+        decline_code=(row["decline_code"] if detailed or row["decline_code"] is None
+                      else COARSE_DECLINE),
+        charge_attempts=row["charge_attempts"],
         resolve_attempts=row["resolve_attempts"], refund_attempts=row["refund_attempts"],
         manual_refund_required=row["manual_refund_required"], refund=refund,
-        attempts=row["attempt_log"], created_at=row["created_at"], updated_at=row["updated_at"])
+        attempts=row["attempt_log"] if detailed else [], created_at=row["created_at"],
+        updated_at=row["updated_at"])
 
 
 @router.get("/payments", response_model=list[PaymentRecord], responses={
@@ -89,7 +102,7 @@ async def list_payments(request: Request, saga_id: Annotated[uuid.UUID, Query()]
         rows = await payment_records(conn, str(saga_id), caller.owner_filter())
     if not rows and not caller.is_operator:
         raise HTTPException(404, detail=f"no payment of yours for saga {saga_id}")
-    return [_record(r) for r in rows]
+    return [_record(r, detailed=caller.is_operator) for r in rows]
 
 
 # Text a person wrote: not empty, no NUL (PostgreSQL's text refuses it).

@@ -13,7 +13,7 @@ from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from pedidos.adapters.tables import operator_actions, orders, saga_audit, sagas
-from pedidos.domain.order import ACTIVE
+from pedidos.domain.order import ACTIVE, OrderStatus
 
 
 class OrderQueries:
@@ -57,3 +57,26 @@ class OrderQueries:
             select(func.count(), func.coalesce(func.max(used), 0))
             .where(sagas.c.status.in_(active)))).one()
         return int(count), float(worst)
+
+
+class DeclineQueries:
+    """``pedidos.usecases.decline_velocity.RecentDeclines`` on a connection of its own."""
+
+    def __init__(self, conn: AsyncConnection) -> None:
+        self.conn = conn
+
+    async def seconds_until_fewer(self, *, customer_id: str | None, card_fingerprint: str | None,
+                                  limit: int, window_s: float) -> float | None:
+        # The limit-th newest declined order within the window, and how long until it leaves
+        # it: by the database's clock, the one every instance shares. It reads one of the
+        # partial indexes of migration 0007 (declined orders only) backwards, ``limit``
+        # entries at most.
+        whose = (orders.c.customer_id == customer_id if customer_id is not None
+                 else orders.c.card_fingerprint == card_fingerprint)
+        window = func.make_interval(0, 0, 0, 0, 0, 0, window_s)
+        query = (select(func.extract("epoch", orders.c.updated_at + window - func.now()))
+                 .where(orders.c.status == OrderStatus.CANCELADA_PAGO_RECHAZADO.value, whose,
+                        orders.c.updated_at > func.now() - window)
+                 .order_by(orders.c.updated_at.desc()).offset(limit - 1).limit(1))
+        wait = (await self.conn.execute(query)).scalar()
+        return None if wait is None else max(0.0, float(wait))

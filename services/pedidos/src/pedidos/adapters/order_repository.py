@@ -98,7 +98,7 @@ def _operator_action_params(action: OperatorAction) -> dict[str, Any]:
 
 _ORDER_COLUMNS = ("order_id", "saga_id", "customer_id", "status", "items", "total_amount",
                   "currency", "shipping_address", "payment_type", "idempotency_key",
-                  "request_hash")
+                  "request_hash", "card_fingerprint")
 _JSON_COLUMNS = {"items", "shipping_address"}
 
 
@@ -200,7 +200,7 @@ def _saga_statement(lock: bool, skip_locked: bool = False) -> Executable:
 def creation_write(*, order_id: uuid.UUID, saga_id: uuid.UUID, body: dict[str, Any],
                    total: Decimal, idempotency_key: str | None, request_hash: str,
                    context: dict[str, Any], step_timeout_s: float, saga_timeout_s: float,
-                   audit: AuditEntry) -> StagedWrite:
+                   audit: AuditEntry, card_fingerprint: str | None = None) -> StagedWrite:
     """The order, its saga row and the first audit entry. Its guard finds nothing if the
     idempotency key exists already: that request's order stands, and nothing is written."""
     values = {"order_id": order_id, "saga_id": saga_id, "customer_id": body["customer_id"],
@@ -209,7 +209,8 @@ def creation_write(*, order_id: uuid.UUID, saga_id: uuid.UUID, body: dict[str, A
               "currency": body["currency"],
               "shipping_address": jsonio.dumps(body["shipping_address"]),
               "payment_type": body["payment_method"]["type"],
-              "idempotency_key": idempotency_key, "request_hash": request_hash}
+              "idempotency_key": idempotency_key, "request_hash": request_hash,
+              "card_fingerprint": card_fingerprint}
     params = {**{f"new_{c}": v for c, v in values.items()}, "owner": owner_of(body),
               "context": jsonio.dumps(context), "step_timeout_s": step_timeout_s,
               "saga_timeout_s": saga_timeout_s,
@@ -303,11 +304,12 @@ class OrderRepository:
 
     def add(self, *, order_id: uuid.UUID, saga_id: uuid.UUID, body: dict[str, Any],
             total: Decimal, idempotency_key: str | None, request_hash: str,
-            context: dict[str, Any], step_timeout_s: float, saga_timeout_s: float,
-            audit: AuditEntry) -> None:
+            card_fingerprint: str, context: dict[str, Any], step_timeout_s: float,
+            saga_timeout_s: float, audit: AuditEntry) -> None:
         self.uow.stage(creation_write(
             order_id=order_id, saga_id=saga_id, body=body, total=total,
-            idempotency_key=idempotency_key, request_hash=request_hash, context=context,
+            idempotency_key=idempotency_key, request_hash=request_hash,
+            card_fingerprint=card_fingerprint, context=context,
             step_timeout_s=step_timeout_s, saga_timeout_s=saga_timeout_s, audit=audit))
 
         def created(image: Mapping[str, Any]) -> SagaState:

@@ -33,7 +33,11 @@ orders = Table(
     Column("payment_type", Text, nullable=False),
     # Unique per customer (migration 0003): a key names a request of its customer only.
     Column("idempotency_key", Text),
+    # Keyed (pedidos.usecases.fingerprints): "hmac-sha256:<hex>"; a bare SHA-256 in orders
+    # placed before the key (migration 0007).
     Column("request_hash", Text, nullable=False),
+    # The payment token's keyed fingerprint, for the decline limit per card (migration 0007).
+    Column("card_fingerprint", Text),
     Column("charge_id", Text),
     Column("refund_status", Text),
     Column("cancel_reason", Text),

@@ -17,7 +17,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Header, HTTPException, Request, Response, Security
 from fastapi.responses import JSONResponse
 
-from pedidos.adapters.order_queries import OrderQueries
+from pedidos.adapters.order_queries import DeclineQueries, OrderQueries
 from pedidos.adapters.order_repository import OrderRepository
 from pedidos.config import PedidosSettings
 from pedidos.domain.order import TERMINAL, CannotCancel, CannotRetry, OrderStatus
@@ -35,6 +35,8 @@ from pedidos.entrypoints.schemas import (
     SagaStatusView,
 )
 from pedidos.usecases.cancel_saga import SAGA_CANCELLED, SagaNotFound, cancel_saga
+from pedidos.usecases.decline_velocity import wait_before_order
+from pedidos.usecases.fingerprints import Fingerprints
 from pedidos.usecases.known_sagas import KnownSagas
 from pedidos.usecases.place_order import IdempotencyKeyReused, PlacedOrder, place_order
 from pedidos.usecases.ports import OperatorAction, PaymentTokenSealer
@@ -62,10 +64,11 @@ def _refused(loc: list[str], type_: str, msg: str) -> JSONResponse:
         {"loc": loc, "type": type_, "msg": msg}]})
 
 
-def routes(settings: PedidosSettings, known: KnownSagas, sealer: PaymentTokenSealer
-           ) -> APIRouter:
+def routes(settings: PedidosSettings, known: KnownSagas, sealer: PaymentTokenSealer,
+           fingerprints: Fingerprints) -> APIRouter:
     """The API, its commands deciding with ``settings`` and the instance's ``known`` sagas; an
-    order's payment token is sealed for pagos with ``sealer``."""
+    order's payment token is sealed for pagos with ``sealer``, and known again (its card, its
+    request) by its keyed ``fingerprints``."""
     router = APIRouter()
     # Each customer's orders: every one costs a saga and a charge at the gateway.
     orders_of = RateLimiter(settings.order_rate_per_customer, settings.order_burst_per_customer)
@@ -75,8 +78,10 @@ def routes(settings: PedidosSettings, known: KnownSagas, sealer: PaymentTokenSea
                      "description": "Invalid body, a body customer_id that is not the token's "
                                     "subject, or Idempotency-Key reused with another body"},
                      429: {"description": "This customer placed orders faster than "
-                                          "PEDIDOS_ORDER_RATE_PER_CUSTOMER allows; see "
-                                          "Retry-After"}})
+                                          "PEDIDOS_ORDER_RATE_PER_CUSTOMER allows, or this "
+                                          "customer or this card had too many payments "
+                                          "declined lately (PEDIDOS_DECLINES_PER_CUSTOMER, "
+                                          "PEDIDOS_DECLINES_PER_CARD); see Retry-After"}})
     async def create_order(body: OrderRequest, request: Request, response: Response,
                            customer: Customer,
                            idempotency_key: Annotated[str | None, Header(
@@ -94,6 +99,17 @@ def routes(settings: PedidosSettings, known: KnownSagas, sealer: PaymentTokenSea
             return _refused(["body", "customer_id"], "customer_mismatch",
                             "customer_id is not the customer the token names")
         wire = body.wire(customer.subject)
+        # Card testing: refused before the order exists, so no charge tries the next card
+        # (pedidos.usecases.decline_velocity). One answer for both limits: which one was hit
+        # would tell a card tester whether the card or the account is burnt.
+        async with rt.engine.connect() as conn:
+            declined_wait = await wait_before_order(
+                DeclineQueries(conn), customer.subject,
+                fingerprints.card(wire["payment_method"]["token"]), settings)
+        if declined_wait:
+            raise HTTPException(429, detail="too many declined payments lately: try again "
+                                "after Retry-After seconds",
+                                headers={"Retry-After": str(declined_wait)})
         # This request is the saga's first span (Part I §7.1): the parent of OrdenSolicitada.
         # It is one of the standard's span ids, like every message's, not OpenTelemetry's,
         # which exists only when tracing exports; the request's log line below names it, and
@@ -105,7 +121,7 @@ def routes(settings: PedidosSettings, known: KnownSagas, sealer: PaymentTokenSea
             async with rt.uow() as uow:
                 return await place_order(uow, OrderRepository(uow), wire, body.computed_total,
                                          idempotency_key, settings, known, sealer=sealer,
-                                         request_span_id=span_id)
+                                         fingerprints=fingerprints, request_span_id=span_id)
 
         try:
             placed = await retry_on_conflict(attempt, what="place order")

@@ -13,8 +13,6 @@ the catalog's prices (``inventario.domain.pricing``), which are then the order's
 
 from __future__ import annotations
 
-import hashlib
-import json
 import uuid
 from dataclasses import dataclass
 from decimal import Decimal
@@ -22,6 +20,7 @@ from typing import Any
 
 from pedidos.config import PedidosSettings
 from pedidos.domain.order import SAGA_TYPE, OrderStatus, owner_of
+from pedidos.usecases.fingerprints import Fingerprints
 from pedidos.usecases.known_sagas import KnownSagas
 from pedidos.usecases.ports import AuditEntry, OrderStore, PaymentTokenSealer
 from saga_contracts.events.orders import (
@@ -57,14 +56,10 @@ def sealed(body: dict[str, Any], sealer: PaymentTokenSealer, charge: Binding
                                        "token": sealer.seal(method["token"], charge)}}
 
 
-def request_hash(body: dict[str, Any]) -> str:
-    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
-                          ).hexdigest()
-
-
 async def place_order(uow: UnitOfWorkPort, orders: OrderStore, body: dict[str, Any],
                       total: Decimal, idempotency_key: str | None, settings: PedidosSettings,
                       known: KnownSagas, *, sealer: PaymentTokenSealer,
+                      fingerprints: Fingerprints,
                       request_span_id: str | None = None) -> PlacedOrder:
     """``body`` is the validated request in JSON form (money as two-decimal strings), its
     payment token in the clear; ``sealer`` seals it for pagos. The saga it starts is remembered
@@ -75,8 +70,11 @@ async def place_order(uow: UnitOfWorkPort, orders: OrderStore, body: dict[str, A
     row keeps it, with the trace context."""
     request_span_id = request_span_id or new_span_id()
     # Of the request as it came: the same request sent again has the same hash, while each
-    # sealing of its token gives another ciphertext.
-    fingerprint = request_hash(body)
+    # sealing of its token gives another ciphertext. Keyed, and of the token's fingerprint
+    # rather than the token (pedidos.usecases.fingerprints).
+    clear = body
+    fingerprint = fingerprints.request(clear)
+    card = fingerprints.card(body["payment_method"]["token"])
     # The saga id is random, as the standard asks (Part I §7.1); the order id is a key only.
     order_id, saga_id = time_ordered_id(), uuid.uuid4()
     body = sealed(body, sealer, Binding.of(
@@ -84,7 +82,7 @@ async def place_order(uow: UnitOfWorkPort, orders: OrderStore, body: dict[str, A
         amount=total, currency=body["currency"]))
     orders.add(
         order_id=order_id, saga_id=saga_id, body=body, total=total,
-        idempotency_key=idempotency_key, request_hash=fingerprint,
+        idempotency_key=idempotency_key, request_hash=fingerprint, card_fingerprint=card,
         context={"order_id": str(order_id), "total_amount": str(total),
                  "currency": body["currency"], "items": len(body["items"]),
                  "traceparent": tracing.current_traceparent(),
@@ -111,6 +109,6 @@ async def place_order(uow: UnitOfWorkPort, orders: OrderStore, body: dict[str, A
     assert idempotency_key is not None
     existing = await orders.by_idempotency_key(body["customer_id"], idempotency_key)
     assert existing is not None
-    if existing.request_hash != fingerprint:
+    if not fingerprints.same_request(existing.request_hash, clear):
         raise IdempotencyKeyReused(idempotency_key)
     return PlacedOrder(existing.order_id, existing.saga_id, existing.status, created=False)

@@ -109,8 +109,8 @@ class OrderStore(Protocol):
 
     def add(self, *, order_id: uuid.UUID, saga_id: uuid.UUID, body: dict[str, Any],
             total: Decimal, idempotency_key: str | None, request_hash: str,
-            context: dict[str, Any], step_timeout_s: float, saga_timeout_s: float,
-            audit: AuditEntry) -> None:
+            card_fingerprint: str, context: dict[str, Any], step_timeout_s: float,
+            saga_timeout_s: float, audit: AuditEntry) -> None:
         """Stages the order with its saga (PENDIENTE_VALIDACION) and first history entry. Its
         guard: the order's customer did not use the idempotency key before (else nothing is
         written)."""
