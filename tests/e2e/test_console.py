@@ -137,6 +137,14 @@ async def test_a_customer_is_refused(browser: WebDriver) -> None:
     screenshot(browser, "refused")
 
 
+async def test_a_customer_is_refused_the_operators_pages(browser: WebDriver) -> None:
+    for page in ("/payments", "/dead-letters"):
+        sign_in(browser, "c-42", "customer", page=page)
+        wait(browser).until(seen.presence_of_element_located((By.ID, "refused")))
+        assert not browser.find_elements(By.CSS_SELECTOR, "#payments, .letter-group, form.resolve, "
+                                                          "form.archive")
+
+
 def _table(driver: WebDriver, table: str, *keys: str) -> dict[tuple[str, ...], list[str]]:
     """The rows of a table of the page, by their ``data-*`` keys: each row's numbers."""
     out = {}

@@ -184,3 +184,14 @@ async def test_an_action_needs_the_sessions_csrf_token(
                        {"reference": "R", "reason": "r", "csrf_token": "not-the-token"}):
             refused = await http.post(f"{console}{action}", data=forged)
             assert refused.status_code == 403 and "Form refused" in refused.text
+
+
+async def test_a_database_the_console_cannot_read_is_a_502_page_without_its_url(
+        stand_ins: tuple[str, str]) -> None:
+    _, console = stand_ins
+    async with httpx.AsyncClient() as http:
+        await sign_in(http, console, "ana", "operator")
+        for page in ("/", "/payments", "/dead-letters"):
+            answer = await http.get(f"{console}{page}")
+            assert answer.status_code == 502 and "the read views did not answer" in answer.text
+            assert "console_reader" not in answer.text and "127.0.0.1:9" not in answer.text
