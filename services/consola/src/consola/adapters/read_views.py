@@ -8,6 +8,7 @@ starts, and signs operators in, while the database is away; a page that needs it
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Sequence
 from typing import Any
@@ -35,16 +36,22 @@ class ReadViews:
         self._pool_size = pool_size
         self._timeout_s = timeout_s
         self._pool: asyncpg.Pool | None = None
+        self._opening = asyncio.Lock()
 
-    async def _fetch(self, query: str, *args: Any) -> list[dict[str, Any]]:
-        try:
+    async def _opened(self) -> asyncpg.Pool:
+        async with self._opening:  # one pool, however many pages ask at once
             if self._pool is None:
                 self._pool = await asyncpg.create_pool(
                     self._target.dsn(), min_size=0, max_size=self._pool_size,
                     command_timeout=self._timeout_s, timeout=self._timeout_s,
                     init=_decode_json, **self._target.connect_args(
                         {"application_name": "consola"}))
-            async with self._pool.acquire(timeout=self._timeout_s) as conn:
+            return self._pool
+
+    async def _fetch(self, query: str, *args: Any) -> list[dict[str, Any]]:
+        try:
+            pool = await self._opened()
+            async with pool.acquire(timeout=self._timeout_s) as conn:
                 return _rows(await conn.fetch(query, *args))
         except (OSError, TimeoutError, asyncpg.PostgresError) as exc:
             # The class only: a connection error's text may carry the URL's user and host.
