@@ -389,8 +389,9 @@ def service_objects(service: str, port: int) -> list[dict[str, Any]]:
 
 def console_objects(port: int = DEFAULT_CONSOLA_PORT) -> list[dict[str, Any]]:
     """The operator console: stateless (its session is a signed cookie, the sign-in's state
-    too), so two replicas behind one Service; it holds no credential but its cookie key, and
-    reaches only the issuer (HTTPS) and the APIs of pedidos and pagos, with the operators' own
+    too), so two replicas behind one Service; it holds no credential but its cookie key and
+    ``console_reader``'s password (the services' published views, nothing else), and reaches
+    only the issuer (HTTPS), the database and the services' APIs, with the operators' own
     tokens."""
     component = "web"
     settings = {"apiVersion": "v1", "kind": "ConfigMap",
@@ -399,7 +400,9 @@ def console_objects(port: int = DEFAULT_CONSOLA_PORT) -> list[dict[str, Any]]:
                          "CONSOLA_PUBLIC_URL": CONSOLE_PUBLIC_URL,
                          "CONSOLA_SECURE_COOKIE": "true",
                          "CONSOLA_PEDIDOS_URL": f"http://pedidos:{DEFAULT_SERVICE_PORTS['pedidos']}",
-                         "CONSOLA_PAGOS_URL": f"http://pagos:{DEFAULT_SERVICE_PORTS['pagos']}"}}
+                         "CONSOLA_PAGOS_URL": f"http://pagos:{DEFAULT_SERVICE_PORTS['pagos']}",
+                         "CONSOLA_INVENTARIO_URL":
+                             f"http://inventario:{DEFAULT_SERVICE_PORTS['inventario']}"}}
     secret_name, secret_key = CONSOLE_SESSION_SECRET
     container = {
         "name": CONSOLE, "image": image(CONSOLE), "imagePullPolicy": "IfNotPresent",
@@ -407,7 +410,14 @@ def console_objects(port: int = DEFAULT_CONSOLA_PORT) -> list[dict[str, Any]]:
         "envFrom": [{"configMapRef": {"name": f"{CONSOLE}-settings"}},
                     {"configMapRef": {"name": AUTH_SETTINGS}}],
         "env": [{"name": "CONSOLA_SESSION_SECRET",
-                 "valueFrom": {"secretKeyRef": {"name": secret_name, "key": secret_key}}}],
+                 "valueFrom": {"secretKeyRef": {"name": secret_name, "key": secret_key}}},
+                # console_reader's URL, put together by Kubernetes from its role's Secret.
+                {"name": "CONSOLA_DATABASE_PASSWORD",
+                 "valueFrom": {"secretKeyRef": {"name": reader_secret("console"),
+                                                "key": "password"}}},
+                {"name": "CONSOLA_DATABASE_URL",
+                 "value": f"postgresql://{reader_role('console')}:$(CONSOLA_DATABASE_PASSWORD)"
+                          f"@{DB_HOST}:5432/{PG_DB}"}],
         "startupProbe": probe("/health", 2, 30),
         "livenessProbe": probe("/health", 10, 3),
         "readinessProbe": probe("/health", 5, 2),
@@ -439,13 +449,13 @@ def console_objects(port: int = DEFAULT_CONSOLA_PORT) -> list[dict[str, Any]]:
                         "ports": [{"name": "http", "port": port, "targetPort": "http"}]}}
     apis = [{"to": [{"podSelector": {"matchLabels": labels(name, "api")}}],
              "ports": [{"protocol": "TCP", "port": DEFAULT_SERVICE_PORTS[name]}]}
-            for name in ("pedidos", "pagos")]
+            for name in ("pedidos", "inventario", "pagos")]
     policy = {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
               "metadata": {"name": CONSOLE, "labels": labels(CONSOLE, component)},
               "spec": {"podSelector": {"matchLabels": labels(CONSOLE, component)},
                        "policyTypes": ["Ingress", "Egress"],
                        "ingress": [{"ports": [{"protocol": "TCP", "port": port}]}],
-                       "egress": [dns_egress(), https_egress(), *apis]}}
+                       "egress": [dns_egress(), https_egress(), database_egress(), *apis]}}
     account = {"apiVersion": "v1", "kind": "ServiceAccount",
                "metadata": {"name": CONSOLE, "labels": labels(CONSOLE)},
                "automountServiceAccountToken": False}

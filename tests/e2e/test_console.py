@@ -1,24 +1,30 @@
 """The operator console in a real browser (Debian's Chromium, headless, through Selenium): an
 operator signs in through the identity provider's form, finds an order placed through the API by
 the search box, and reads its timeline, whose lanes and events are checked against pedidos'
-``GET /sagas/{id}/history`` and pagos' gateway calls; a customer is refused. Each page is saved
-as a screenshot under test-artifacts/console/."""
+``GET /sagas/{id}/history`` and pagos' gateway calls; reads the overview, whose counts are the
+published views' (read by the console as console_reader, and by nobody else); resolves a payment
+left for a manual refund and archives a dead letter from their pages; a customer is refused.
+Each page is saved as a screenshot under test-artifacts/console/."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Iterator
 from typing import Any
 
+import asyncpg
 import pytest
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support import expected_conditions as seen
 from selenium.webdriver.support.ui import Select
 
-from saga_harness import config
+from saga_harness import config, db
 from saga_harness.browser import chromium, screenshot, wait
 from saga_harness.clients import Saga, new_sku, order_body
+from saga_harness.faults import row_locked
+from saga_harness.waiting import wait_for
 
 pytestmark = pytest.mark.external
 
@@ -75,6 +81,8 @@ async def test_an_operator_finds_an_order_and_reads_its_timeline(
 
     sign_in(browser, f"ops-{uuid.uuid4().hex[:6]}", "operator")
     wait(browser).until(seen.presence_of_element_located((By.ID, "search")))
+    browser.find_element(By.ID, "nav-sagas").click()
+    wait(browser).until(seen.url_to_be(f"{CONSOLE}/sagas"))
     screenshot(browser, "home")
 
     browser.find_element(By.ID, "search").send_keys(placed["order_id"])
@@ -127,3 +135,173 @@ async def test_a_customer_is_refused(browser: WebDriver) -> None:
     assert browser.find_element(By.ID, "refused-subject").text == "c-42"
     assert not browser.find_elements(By.ID, "search")
     screenshot(browser, "refused")
+
+
+async def test_a_customer_is_refused_the_operators_pages(browser: WebDriver) -> None:
+    for page in ("/payments", "/dead-letters"):
+        sign_in(browser, "c-42", "customer", page=page)
+        wait(browser).until(seen.presence_of_element_located((By.ID, "refused")))
+        assert not browser.find_elements(By.CSS_SELECTOR, "#payments, .letter-group, form.resolve, "
+                                                          "form.archive")
+
+
+def _table(driver: WebDriver, table: str, *keys: str) -> dict[tuple[str, ...], list[str]]:
+    """The rows of a table of the page, by their ``data-*`` keys: each row's numbers."""
+    out = {}
+    for row in driver.find_elements(By.CSS_SELECTOR, f"#{table} tbody tr[data-{keys[0]}]"):
+        key = tuple(row.get_attribute(f"data-{k}") or "" for k in keys)
+        out[key] = [c.text for c in row.find_elements(By.CSS_SELECTOR, "td.n")]
+    return out
+
+
+async def _view_counts() -> dict[str, Any]:
+    """What the overview must show, read from the views as the console's reader role."""
+    conn = await asyncpg.connect(config.reader_dsn("console"))
+    try:
+        return await _counts(conn)
+    finally:
+        await conn.close()
+
+
+async def _counts(conn: asyncpg.Connection) -> dict[str, Any]:
+    sagas = await conn.fetch("SELECT status, count(*) AS n FROM pedidos_read.sagas_v1 "
+                           "WHERE started_at > now() - interval '1 hour' GROUP BY status")
+    letters = await conn.fetch(" UNION ALL ".join(
+        f"SELECT '{s}' AS service, state, count(*) AS n FROM {s}_read.dead_letters_v1 "
+        "GROUP BY state" for s in ("pedidos", "inventario", "pagos")))
+    backlog = await conn.fetch(" UNION ALL ".join(
+        f"SELECT '{s}' AS service, COALESCE(sum(unpublished), 0) AS n "
+        f"FROM {s}_read.outbox_backlog_v1" for s in ("pedidos", "inventario", "pagos")))
+    return {
+        "sagas": {(r["status"],): [str(r["n"])] for r in sagas},
+        "letters": {(r["service"], r["state"]): [str(r["n"])] for r in letters},
+        "backlog": {(r["service"],): str(r["n"]) for r in backlog},
+        "payments": str(await conn.fetchval(
+            "SELECT count(*) FROM pagos_read.payments_needing_action_v1")),
+    }
+
+
+def _page_counts(driver: WebDriver) -> dict[str, Any]:
+    letters = {k: v for k, v in _table(driver, "dead-letters-per-service", "service",
+                                       "state").items() if k[1]}
+    return {
+        "sagas": _table(driver, "sagas-per-state", "state"),
+        "letters": letters,
+        "backlog": {k: v[0] for k, v in _table(driver, "outbox-backlog", "service").items()},
+        "payments": driver.find_element(By.ID, "payments-needing-action").text,
+    }
+
+
+async def test_the_overviews_counts_are_the_views_read_as_the_console_reader(
+        saga: Saga, browser: WebDriver) -> None:
+    sku = new_sku()
+    await saga.set_stock(sku, 1)
+    placed = await saga.place(order_body([(sku, 1)]))
+    await saga.wait_terminal(placed["order_id"], timeout=30)
+    await _dead_letter("inventario")
+    sign_in(browser, f"ops-{uuid.uuid4().hex[:6]}", "operator")
+    wait(browser).until(seen.presence_of_element_located((By.ID, "sagas-per-state")))
+
+    async def steady() -> tuple[dict[str, Any], dict[str, Any]]:
+        # The stack moves on between two reads: the page is compared with the views when
+        # they said the same before and after it was drawn.
+        before = await _view_counts()
+        browser.get(f"{CONSOLE}/")
+        shown = _page_counts(browser)
+        return before, shown if before == await _view_counts() else {}
+
+    _, shown = await wait_for(steady, lambda pair: pair[0] == pair[1], timeout=30,
+                              what="the overview's counts equal to the views'")
+    assert ("COMPLETADA",) in shown["sagas"] and ("inventario", "open") in shown["letters"]
+    screenshot(browser, "overview")
+    # The console reads as console_reader, which sees the views and nothing else.
+    readers = {r["usename"] for r in await db.fetch(
+        "SELECT usename FROM pg_stat_activity WHERE application_name = 'consola'")}
+    assert readers == {"console_reader"}
+
+
+async def _refund_failed(saga: Saga) -> dict[str, Any]:
+    """A saga whose refund keeps failing: its payment is left for a manual refund (charged,
+    then its allocation finds no stock, and the gateway refuses the refund)."""
+    sku = new_sku()
+    await saga.set_stock(sku, 1)
+    async with row_locked("SELECT 1 FROM inventario.products WHERE sku = $1 FOR UPDATE",
+                          sku) as conn:
+        placed = await saga.place(order_body([(sku, 1)], token="tok_refundFails"))
+        await wait_for(lambda: saga.payments(placed["saga_id"]),
+                       lambda ps: bool(ps) and ps[0]["status"] == "CAPTURED", timeout=10,
+                       what="charged")
+        await conn.execute("UPDATE inventario.products SET quantity = 0 WHERE sku = $1", sku)
+    order = await saga.wait_terminal(placed["order_id"], timeout=30)
+    assert order["status"] == "REEMBOLSO_FALLIDO"
+    return placed
+
+
+async def test_a_payment_left_for_a_manual_refund_is_resolved_from_its_page(
+        saga: Saga, browser: WebDriver) -> None:
+    placed = await _refund_failed(saga)
+    [payment] = await saga.payments(placed["saga_id"])
+    who = f"ops-{uuid.uuid4().hex[:6]}"
+    sign_in(browser, who, "operator", page="/payments")
+    wait(browser).until(seen.url_to_be(f"{CONSOLE}/payments"))
+    row = f'#payments tr[data-payment="{payment["payment_id"]}"]'
+    form = wait(browser).until(seen.presence_of_element_located((By.CSS_SELECTOR, row)))
+    assert placed["saga_id"] in form.text and "REFUND_FAILED" in form.text
+    screenshot(browser, "payments")
+
+    form.find_element(By.NAME, "reference").send_keys(f"FIN-{uuid.uuid4().hex[:6]}")
+    form.find_element(By.NAME, "note").send_keys("refunded by bank transfer")
+    form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    outcome = wait(browser).until(seen.presence_of_element_located((By.ID, "outcome")))
+    assert outcome.get_attribute("data-status") == "201"
+    assert browser.find_element(By.ID, "outcome-title").text == "Resolved"
+    assert not browser.find_elements(By.CSS_SELECTOR, row), "it left the list"
+    screenshot(browser, "payment-resolved")
+    [after] = await saga.payments(placed["saga_id"])
+    assert after["status"] == "REFUND_FAILED"
+    assert await db.fetchval(
+        "SELECT count(*) FROM pagos_read.payments_needing_action_v1 WHERE payment_id = $1::uuid",
+        payment["payment_id"]) == 0
+    operators = [r["operator"] for r in await db.fetch(
+        "SELECT operator FROM pagos_read.operator_actions_v1 WHERE saga_id = $1 "
+        "AND action = 'payment_resolved'", placed["saga_id"])]
+    assert operators == [who], "pagos audits the operator who signed in, not the console"
+
+
+async def _dead_letter(service: str) -> str:
+    """A dead letter in ``service``'s outbox, as its consumer writes one."""
+    letter_id = str(uuid.uuid4())
+    await db.execute(
+        f"INSERT INTO {service}.outbox (message_id, saga_id, topic, event_type, schema_version, "
+        "payload, headers, status) VALUES ($1::uuid, $2, $3, 'PagoExitoso', '1.0.0', $4::jsonb, "
+        "'{}'::jsonb, 'published')", letter_id, str(uuid.uuid4()), f"{service}-dlq",
+        json.dumps({"reason": "retries_exhausted", "error_class": "X",
+                    "attempts": [{"attempt": 1, "at": "t1", "error": "TimeoutError: slow"},
+                                 {"attempt": 2, "at": "t2", "error": "TimeoutError: slower"}],
+                    "original": {"topic": "payment-events", "partition": 1, "offset": 2}}))
+    return letter_id
+
+
+async def test_a_dead_letter_is_archived_from_its_page(browser: WebDriver) -> None:
+    letter_id = await _dead_letter("pagos")
+    who = f"ops-{uuid.uuid4().hex[:6]}"
+    sign_in(browser, who, "operator", page="/dead-letters")
+    wait(browser).until(seen.url_to_be(f"{CONSOLE}/dead-letters"))
+    row_css = f'tr.letter[data-letter="{letter_id}"]'
+    row = wait(browser).until(seen.presence_of_element_located((By.CSS_SELECTOR, row_css)))
+    group = row.find_element(By.XPATH, "ancestor::section[1]")
+    assert (group.get_attribute("data-service"), group.get_attribute("data-event-type"),
+            group.get_attribute("data-error-class")) == ("pagos", "PagoExitoso", "TimeoutError")
+    assert "TimeoutError: slow" in row.text and "TimeoutError: slower" in row.text
+    screenshot(browser, "dead-letters")
+
+    row.find_element(By.NAME, "reason").send_keys("duplicate of an order placed again")
+    row.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    wait(browser).until(seen.presence_of_element_located((By.ID, "outcome")))
+    assert browser.find_element(By.ID, "outcome-title").text == "Archived"
+    assert not browser.find_elements(By.CSS_SELECTOR, row_css), "it left the open letters"
+    screenshot(browser, "dead-letter-archived")
+    [row_after] = await db.fetch(
+        "SELECT state, last_action_by, last_action_reason FROM pagos_read.dead_letters_v1 "
+        "WHERE id = $1::uuid", letter_id)
+    assert tuple(row_after) == ("archived", who, "duplicate of an order placed again")

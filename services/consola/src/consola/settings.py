@@ -43,6 +43,16 @@ class ConsolaSettings(BaseSettings):
         "pedidos' API, called with the signed-in operator's own token."))
     pagos_url: str = Field("http://127.0.0.1:8003", description=(
         "pagos' API, called with the signed-in operator's own token."))
+    inventario_url: str = Field("http://127.0.0.1:8002", description=(
+        "inventario's API (its dead letters' archive), called with the signed-in operator's "
+        "own token."))
+    database_url: SecretStr = Field(..., description=(
+        "The PostgreSQL URL the console reads the services' published views with, as the "
+        "`console_reader` role (it may read those views and nothing else); libpq's TLS "
+        "parameters (`sslmode`, `sslrootcert`...) in its query. The local stack gives it "
+        "`console_reader`'s URL with the password it generated."))
+    database_pool_size: int = Field(4, ge=1, le=50, description=(
+        "Most connections the console holds to PostgreSQL at once."))
     api_timeout_s: float = Field(10.0, gt=0, le=60, description=(
         "Longest a call to a service's API may take before the page says it did not answer."))
 

@@ -14,7 +14,8 @@ from consola.usecases.view_saga import NotAnId, find_saga
 
 def apis(handler: httpx.MockTransport) -> ServiceApis:
     return ServiceApis(httpx.AsyncClient(transport=handler), "op-token",
-                       pedidos_url="http://pedidos", pagos_url="http://pagos")
+                       pedidos_url="http://pedidos", pagos_url="http://pagos",
+                       inventario_url="http://inventario")
 
 
 @pytest.mark.parametrize(("status", "raised"), [

@@ -25,6 +25,9 @@ from sagakit.auth import AuthSettings
 
 from .served import free_socket, served
 
+# Signing in reads no view: a URL nothing listens on.
+NO_DATABASE = "postgresql://console_reader@127.0.0.1:9/saga"
+
 
 @pytest.fixture(scope="module")
 def stand_ins(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
@@ -36,7 +39,7 @@ def stand_ins(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, s
     idp_port, console_port = idp_sock.getsockname()[1], console_sock.getsockname()[1]
     idp = identity_provider(IdentityProviderSettings(port=idp_port, signing_key_file=key))
     console = create_app(
-        ConsolaSettings(port=console_port, session_secret="s" * 40,
+        ConsolaSettings(port=console_port, session_secret="s" * 40, database_url=NO_DATABASE,
                         pedidos_url="http://127.0.0.1:9", pagos_url="http://127.0.0.1:9"),
         AuthSettings(issuer=f"http://127.0.0.1:{idp_port}", audience="saga"))
     with served(idp, idp_sock) as idp_url, served(console, console_sock) as console_url:
@@ -73,7 +76,7 @@ async def test_an_operator_signs_in_and_lands_on_the_page_it_asked_for(
     async with httpx.AsyncClient() as http:
         landed = await sign_in(http, console, "ana", "operator", start=wanted)
         assert landed.status_code == 303 and landed.headers["location"] == wanted
-        home = await http.get(f"{console}/")
+        home = await http.get(f"{console}/sagas")
     assert home.status_code == 200 and 'id="operator">ana<' in home.text
     cookie = landed.headers["set-cookie"].lower()
     assert "httponly" in cookie and "samesite=lax" in cookie
@@ -88,7 +91,7 @@ async def test_a_customer_is_refused_with_a_403_page(stand_ins: tuple[str, str])
         assert refused.status_code == 403 and "Operators only" in refused.text
         assert 'id="refused-subject">c-42<' in refused.text
         # Nothing of the customer's sign-in was kept: the console asks for a sign-in again.
-        assert (await http.get(f"{console}/")).status_code == 303
+        assert (await http.get(f"{console}/sagas")).status_code == 303
 
 
 async def test_sign_out_needs_the_sessions_csrf_token_and_ends_the_session(
@@ -96,15 +99,15 @@ async def test_sign_out_needs_the_sessions_csrf_token_and_ends_the_session(
     _, console = stand_ins
     async with httpx.AsyncClient() as http:
         await sign_in(http, console, "ana", "operator")
-        home = await http.get(f"{console}/")
+        home = await http.get(f"{console}/sagas")
         csrf = hidden_fields(home.text)["csrf_token"]
         for forged in ({}, {"csrf_token": "not-the-token"}):
             refused = await http.post(f"{console}/logout", data=forged)
             assert refused.status_code == 403 and "Form refused" in refused.text
-        assert (await http.get(f"{console}/")).status_code == 200
+        assert (await http.get(f"{console}/sagas")).status_code == 200
         out = await http.post(f"{console}/logout", data={"csrf_token": csrf})
         assert out.status_code == 303 and out.headers["location"] == "/signed-out"
-        assert (await http.get(f"{console}/")).status_code == 303
+        assert (await http.get(f"{console}/sagas")).status_code == 303
 
 
 async def test_a_callback_without_the_sign_ins_state_is_refused(
@@ -143,17 +146,23 @@ async def test_a_callback_error_never_shows_the_links_own_text(
 async def test_a_forged_session_cookie_is_not_a_session(stand_ins: tuple[str, str]) -> None:
     _, console = stand_ins
     async with httpx.AsyncClient(cookies={"consola_session": "e30=.forged.sig"}) as http:
-        assert (await http.get(f"{console}/")).status_code == 303
+        assert (await http.get(f"{console}/sagas")).status_code == 303
 
 
 def test_the_session_secret_is_required_and_long(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="one of"):
-        ConsolaSettings()
+        ConsolaSettings(database_url=NO_DATABASE)
     with pytest.raises(ValueError, match="32 characters"):
-        ConsolaSettings(session_secret="short")
+        ConsolaSettings(session_secret="short", database_url=NO_DATABASE)
     key = tmp_path / "key"
     key.write_text("k" * 48 + "\n")
-    assert ConsolaSettings(session_secret_file=key).session_key() == "k" * 48
+    assert ConsolaSettings(session_secret_file=key,
+                           database_url=NO_DATABASE).session_key() == "k" * 48
+
+
+def test_the_read_views_url_is_required() -> None:
+    with pytest.raises(ValueError, match="database_url"):
+        ConsolaSettings(session_secret="s" * 40)
 
 
 @pytest.mark.parametrize(("asked", "goes"), [
@@ -162,3 +171,27 @@ def test_the_session_secret_is_required_and_long(tmp_path: Path) -> None:
 def test_after_sign_in_only_a_page_of_the_console(asked: str | None, goes: str) -> None:
     from consola.entrypoints.session import safe_next
     assert safe_next(asked) == goes
+
+
+@pytest.mark.parametrize("action", [
+    f"/payments/{uuid.uuid4()}/resolution", f"/dead-letters/pagos/{uuid.uuid4()}/archive"])
+async def test_an_action_needs_the_sessions_csrf_token(
+        stand_ins: tuple[str, str], action: str) -> None:
+    _, console = stand_ins
+    async with httpx.AsyncClient() as http:
+        await sign_in(http, console, "ana", "operator")
+        for forged in ({"reference": "R", "reason": "r"},
+                       {"reference": "R", "reason": "r", "csrf_token": "not-the-token"}):
+            refused = await http.post(f"{console}{action}", data=forged)
+            assert refused.status_code == 403 and "Form refused" in refused.text
+
+
+async def test_a_database_the_console_cannot_read_is_a_502_page_without_its_url(
+        stand_ins: tuple[str, str]) -> None:
+    _, console = stand_ins
+    async with httpx.AsyncClient() as http:
+        await sign_in(http, console, "ana", "operator")
+        for page in ("/", "/payments", "/dead-letters"):
+            answer = await http.get(f"{console}{page}")
+            assert answer.status_code == 502 and "the read views did not answer" in answer.text
+            assert "console_reader" not in answer.text and "127.0.0.1:9" not in answer.text

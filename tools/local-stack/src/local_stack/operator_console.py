@@ -1,14 +1,17 @@
 """The operator console (services/consola) as a part of the local stack: its port, the key that
 signs its session cookie (made at the stack's first start like the stack's other secrets, and
-handed to it as a file), the issuer it signs operators in through, and the APIs it calls with
-their tokens."""
+handed to it as a file), the issuer it signs operators in through, the APIs it calls with
+their tokens, and the published read views it reads as ``console_reader`` (the password the
+stack generated for that role, and nothing else of the database)."""
 
 from __future__ import annotations
 
 import secrets as random
 
 from local_stack import identity, secrets
-from local_stack.settings import CONSOLA_PORT, SERVICE_PORTS
+from local_stack.passwords import reader_password, reader_role
+from local_stack.postgres.tls import with_stack_tls
+from local_stack.settings import CONSOLA_PORT, SERVICE_PORTS, dsn
 
 SESSION_KEY = "consola-session"
 
@@ -20,4 +23,7 @@ def console_env() -> dict[str, str]:
             "CONSOLA_SESSION_SECRET_FILE": str(secrets.path_of(SESSION_KEY)),
             "CONSOLA_PEDIDOS_URL": f"http://127.0.0.1:{SERVICE_PORTS['pedidos']}",
             "CONSOLA_PAGOS_URL": f"http://127.0.0.1:{SERVICE_PORTS['pagos']}",
+            "CONSOLA_INVENTARIO_URL": f"http://127.0.0.1:{SERVICE_PORTS['inventario']}",
+            "CONSOLA_DATABASE_URL": with_stack_tls(dsn(
+                reader_role("console"), reader_password("console"), driver="postgresql")),
             **identity.service_env()}

@@ -1,4 +1,4 @@
-"""pedidos' and pagos' APIs, called with the signed-in operator's own bearer token: the console
+"""The services' APIs, called with the signed-in operator's own bearer token: the console
 holds no credential of its own for them, so what an operator may see or do is what the services
 let that operator see or do, and their audit names the operator."""
 
@@ -9,18 +9,24 @@ from urllib.parse import quote
 
 import httpx
 
-from consola.usecases.ports import NotFound, ServiceUnavailable, SignInAgain
+from consola.usecases.ports import Answer, NotFound, ServiceUnavailable, SignInAgain
+
+# What an action's answer may be, for the use case to say: done, done before, no such object,
+# not in a state for it, refused field by field.
+ACTION_ANSWERS = frozenset({200, 201, 404, 409, 422})
 
 
 class ServiceApis:
     """One operator's calls (``token``), over the console's shared connection pool."""
 
     def __init__(self, http: httpx.AsyncClient, token: str, *, pedidos_url: str,
-                 pagos_url: str) -> None:
+                 pagos_url: str, inventario_url: str) -> None:
         self._http = http
         self._headers = {"Authorization": f"Bearer {token}"}
         self._pedidos = pedidos_url.rstrip("/")
         self._pagos = pagos_url.rstrip("/")
+        self._urls = {"pedidos": self._pedidos, "pagos": self._pagos,
+                      "inventario": inventario_url.rstrip("/")}
 
     async def _get(self, service: str, url: str, params: dict[str, str] | None = None) -> Any:
         try:
@@ -49,3 +55,35 @@ class ServiceApis:
 
     async def payments(self, saga_id: str) -> list[dict[str, Any]]:
         return list(await self._get("pagos", f"{self._pagos}/payments", {"saga_id": saga_id}))
+
+    async def _post(self, service: str, url: str, body: dict[str, Any]) -> Answer:
+        try:
+            answer = await self._http.post(url, headers=self._headers, json=body)
+        except httpx.HTTPError as exc:
+            # The outcome is unknown: the page says so; the operator sends the form again
+            # (both actions answer the same way to the same request twice).
+            raise ServiceUnavailable(service, f"no answer ({type(exc).__name__}); the action "
+                                              "may or may not have been recorded") from None
+        if answer.status_code == 401:
+            raise SignInAgain(service)
+        if answer.status_code not in ACTION_ANSWERS:
+            raise ServiceUnavailable(service, f"answered {answer.status_code}")
+        try:
+            parsed = answer.json()
+        except ValueError:
+            parsed = {}
+        return Answer(answer.status_code, parsed if isinstance(parsed, dict) else {})
+
+    async def resolve_payment(self, payment_id: str, reference: str, note: str | None
+                              ) -> Answer:
+        body: dict[str, Any] = {"reference": reference}
+        if note is not None:
+            body["note"] = note
+        return await self._post(
+            "pagos", f"{self._pagos}/payments/{quote(payment_id)}/resolution", body)
+
+    async def archive_dead_letter(self, service: str, dead_letter_id: str, reason: str
+                                  ) -> Answer:
+        return await self._post(
+            service, f"{self._urls[service]}/operator/dead-letters/{quote(dead_letter_id)}"
+                     "/archive", {"reason": reason})

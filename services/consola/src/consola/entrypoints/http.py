@@ -1,5 +1,7 @@
 """The console's pages. Every page but ``/health`` and the sign-in's own is for a signed-in
-operator (``session``); each reads the services' APIs with that operator's token.
+operator (``session``). The overview, the payments needing action and the dead letters are read
+from the services' published views as ``console_reader`` (``adapters.read_views``); a saga's
+timeline and every action go through the services' APIs with the operator's own token.
 
 Pages are drawn on the server (Jinja2 templates, the swimlanes as SVG): nothing runs in the
 browser, and the page's Content-Security-Policy allows no script at all.
@@ -16,12 +18,13 @@ from typing import Annotated, Any
 
 import httpx
 from authlib.integrations.starlette_client import OAuthError
-from fastapi import FastAPI, Query, Request
+from fastapi import FastAPI, Form, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 from starlette.middleware.sessions import SessionMiddleware
 
+from consola.adapters.read_views import ReadViews
 from consola.adapters.service_apis import ServiceApis
 from consola.entrypoints import swimlanes
 from consola.entrypoints.navigation import NAVIGATION
@@ -39,6 +42,10 @@ from consola.entrypoints.session import (
 )
 from consola.entrypoints.sign_in import issuer_client
 from consola.settings import ConsolaSettings
+from consola.usecases.dead_letters import archive, open_letter_groups
+from consola.usecases.outcome import BadField, Outcome
+from consola.usecases.overview import overview
+from consola.usecases.payments_needing_action import payments_needing_action, resolve_payment
 from consola.usecases.ports import NotFound, ServiceUnavailable, SignInAgain
 from consola.usecases.view_saga import NotAnId, find_saga, saga_timeline
 from sagakit.auth import AuthSettings, InvalidToken, IssuerUnavailable, TokenVerifier
@@ -60,6 +67,9 @@ SECURITY_HEADERS = {
     "Referrer-Policy": "same-origin",
     "Cache-Control": "no-store",
 }
+# A hard cap on a form's text field; the use cases hold the real limits (pagos' and the
+# services' own) and say which field is wrong on the page.
+FORM_TEXT = 5000
 
 
 def create_app(settings: ConsolaSettings | None = None, auth: AuthSettings | None = None
@@ -72,12 +82,15 @@ def create_app(settings: ConsolaSettings | None = None, auth: AuthSettings | Non
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         app.state.verifier = TokenVerifier(auth)
+        app.state.views = ReadViews(settings.database_url.get_secret_value(),
+                                    settings.database_pool_size, settings.api_timeout_s)
         async with httpx.AsyncClient(timeout=settings.api_timeout_s) as http:
             app.state.http = http
             try:
                 yield
             finally:
                 await app.state.verifier.close()
+                await app.state.views.close()
 
     app = FastAPI(title="operator console", version="1.0.0", lifespan=lifespan,
                   docs_url=None, redoc_url=None, openapi_url=None)
@@ -101,7 +114,15 @@ def create_app(settings: ConsolaSettings | None = None, auth: AuthSettings | Non
 
     def apis(request: Request, operator: Operator) -> ServiceApis:
         return ServiceApis(request.app.state.http, operator.token,
-                           pedidos_url=settings.pedidos_url, pagos_url=settings.pagos_url)
+                           pedidos_url=settings.pedidos_url, pagos_url=settings.pagos_url,
+                           inventario_url=settings.inventario_url)
+
+    def views(request: Request) -> ReadViews:
+        read: ReadViews = request.app.state.views
+        return read
+
+    def answered(outcome: Outcome) -> int:
+        return 200 if outcome.done else outcome.status
 
     @app.exception_handler(SignInNeeded)
     async def sign_in_needed(request: Request, _: SignInNeeded) -> Response:
@@ -193,14 +214,69 @@ def create_app(settings: ConsolaSettings | None = None, auth: AuthSettings | Non
         return page(request, "signed_out.html")
 
     @app.get("/", response_class=HTMLResponse)
+    async def overview_page(request: Request, operator: SignedIn) -> HTMLResponse:
+        return page(request, "overview.html", operator=operator, active="overview",
+                    overview=await overview(views(request)))
+
+    @app.get("/sagas", response_class=HTMLResponse)
     async def home(request: Request, operator: SignedIn) -> HTMLResponse:
         return page(request, "home.html", operator=operator, active="sagas")
+
+    async def payments_page(request: Request, operator: Operator, status: int = 200,
+                            **context: Any) -> HTMLResponse:
+        return page(request, "payments.html", status, operator=operator, active="payments",
+                    payments=await payments_needing_action(views(request)), **context)
+
+    @app.get("/payments", response_class=HTMLResponse)
+    async def payments(request: Request, operator: SignedIn) -> HTMLResponse:
+        return await payments_page(request, operator)
+
+    @app.post("/payments/{payment_id}/resolution", response_class=HTMLResponse)
+    async def resolve(request: Request, payment_id: str, operator: FormPoster,
+                      reference: Annotated[str, Form(max_length=FORM_TEXT)] = "",
+                      note: Annotated[str, Form(max_length=FORM_TEXT)] = "") -> HTMLResponse:
+        try:
+            outcome = await resolve_payment(apis(request, operator), payment_id, reference,
+                                            note)
+        except BadField as bad:
+            return await payments_page(request, operator, 422, bad=bad, target=payment_id)
+        log.info("payment resolution sent", extra={
+            "operator": operator.subject, "payment_id": payment_id, "status": outcome.status})
+        return await payments_page(request, operator, answered(outcome), outcome=outcome,
+                                   target=payment_id)
+
+    async def dead_letters_page(request: Request, operator: Operator, status: int = 200,
+                                **context: Any) -> HTMLResponse:
+        return page(request, "dead_letters.html", status, operator=operator,
+                    active="dead-letters", groups=await open_letter_groups(views(request)),
+                    **context)
+
+    @app.get("/dead-letters", response_class=HTMLResponse)
+    async def dead_letters(request: Request, operator: SignedIn) -> HTMLResponse:
+        return await dead_letters_page(request, operator)
+
+    @app.post("/dead-letters/{service}/{dead_letter_id}/archive",
+              response_class=HTMLResponse)
+    async def archive_letter(request: Request, service: str, dead_letter_id: str,
+                             operator: FormPoster,
+                             reason: Annotated[str, Form(max_length=FORM_TEXT)] = ""
+                             ) -> HTMLResponse:
+        try:
+            outcome = await archive(apis(request, operator), service, dead_letter_id, reason)
+        except BadField as bad:
+            return await dead_letters_page(request, operator, 422, bad=bad,
+                                           target=dead_letter_id)
+        log.info("dead letter archive sent", extra={
+            "operator": operator.subject, "service": service, "dead_letter_id": dead_letter_id,
+            "status": outcome.status})
+        return await dead_letters_page(request, operator, answered(outcome), outcome=outcome,
+                                       target=dead_letter_id)
 
     @app.get("/search", response_model=None)
     async def search(request: Request, operator: SignedIn,
                      q: Annotated[str, Query(max_length=200)] = "") -> Response:
         if not q.strip():
-            return RedirectResponse("/", status_code=303)
+            return RedirectResponse("/sagas", status_code=303)
         try:
             saga_id = await find_saga(apis(request, operator), q)
         except NotAnId:

@@ -15,8 +15,8 @@ class Section:
 
 
 NAVIGATION = (
-    Section("overview", "Overview", None),
-    Section("sagas", "Sagas", "/"),
-    Section("dead-letters", "Dead letters", None),
-    Section("payments", "Payments needing action", None),
+    Section("overview", "Overview", "/"),
+    Section("sagas", "Sagas", "/sagas"),
+    Section("dead-letters", "Dead letters", "/dead-letters"),
+    Section("payments", "Payments needing action", "/payments"),
 )
