@@ -1,0 +1,40 @@
+"""What a peer process is told by its environment (``PEER_DBOS_*``); the bearer-token check
+reads pedidos' own ``AUTH_*`` settings (sagakit.auth)."""
+
+from __future__ import annotations
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+# One name for the workflow, whichever process starts or enqueues it.
+WORKFLOW = "check_then_pay"
+QUEUE = "orders"
+# The peer's tables and DBOS's in the stack's PostgreSQL, beside the services' schemas.
+APP_SCHEMA = "peer_dbos"
+SYSTEM_SCHEMA = "peer_dbos_system"
+
+
+class PeerSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="PEER_DBOS_", extra="ignore")
+
+    database_url: str = Field(..., description=(
+        "postgresql:// URL of the stack's database; the peer keeps its rows in the schema "
+        f"{APP_SCHEMA} and DBOS its system tables in {SYSTEM_SCHEMA}."))
+    gateway_url: str = Field("http://127.0.0.1:8010", description="The fake payment gateway.")
+    gateway_secret_key: str = Field(..., min_length=1, description=(
+        "The gateway's secret key (`make credentials`: gateway.secret_key)."))
+    gateway_timeout_s: float = Field(10.0, gt=0)
+    port: int = Field(8040, description="Where POST /orders listens.")
+    # DBOS's defaults, raised: every request thread and every workflow holds a connection
+    # while it runs, and a closed loop of 64 clients would queue on a pool of 20 (the system
+    # database's default) or on the datasource's SQLAlchemy default of 5 + 10.
+    system_pool_size: int = Field(48, ge=1)
+    datasource_pool_size: int = Field(48, ge=1)
+    # DBOS's default is unbounded threads; bounded here so that a burst cannot start hundreds
+    # of threads fighting for two cores. Enough for the deepest closed loop the bench runs.
+    executor_threads: int = Field(128, ge=1)
+    # A queue worker looks for new work this often (DBOS's default: 1 s, which alone would add
+    # half a second to a saga's median).
+    queue_polling_interval_s: float = Field(0.01, gt=0)
+    # How many processes serve POST /orders in the per-core shape (0: one per core).
+    processes: int = Field(0, ge=0)
