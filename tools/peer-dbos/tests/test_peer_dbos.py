@@ -14,7 +14,7 @@ import psycopg
 import pytest
 
 from peer_dbos.launcher import PeerProcess
-from peer_dbos.settings import APP_SCHEMA, SYSTEM_SCHEMA
+from peer_dbos.settings import APP_SCHEMA, system_schema
 from saga_harness import config
 from saga_harness.identity import bearer, customer_token
 
@@ -148,7 +148,7 @@ def test_the_same_order_posted_twice_starts_one_workflow(peer: PeerProcess,
     wait_status(db, order_id, "COMPLETADA")
     # Posted again once it ended: the same order, nothing started.
     assert order(peer, sku, key=key) == order_id
-    assert db.execute(f"SELECT count(*) FROM {SYSTEM_SCHEMA}.workflow_status "
+    assert db.execute(f"SELECT count(*) FROM {system_schema(peer.shape)}.workflow_status "
                       "WHERE workflow_uuid = %s", (order_id,)).fetchone() == (1,)
     assert len(charges_of(order_id)) == 1
     assert db.execute(f"SELECT quantity FROM {APP_SCHEMA}.products WHERE sku = %s",

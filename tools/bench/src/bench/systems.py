@@ -20,9 +20,10 @@ import psutil
 
 from bench.common import EXTRA_ROOTS, PARTS
 from bench.latencies import TERMINAL, saga_latencies
+from peer_dbos.settings import system_schema
 from saga_harness import config, replicas
 
-PEER_SCHEMA, PEER_SYSTEM_SCHEMA = "peer_dbos", "peer_dbos_system"
+PEER_SCHEMA = "peer_dbos"
 PEER_PART = "dbos"
 PEER_PORT = int(os.environ.get("BENCH_PEER_PORT", "8040"))
 
@@ -47,7 +48,8 @@ class System:
     async def latencies(self, conn: asyncpg.Connection, ids: list[str]) -> dict[str, Any]:
         if not self.is_peer:
             return await saga_latencies(conn, ids)
-        return await peer_latencies(conn, ids)
+        assert self.shape is not None
+        return await peer_latencies(conn, ids, system_schema(self.shape))
 
     async def ended(self, conn: asyncpg.Connection, ids: list[str]) -> list[asyncpg.Record]:
         """Of ``ids``, those that reached a terminal state: (id, status)."""
@@ -77,7 +79,8 @@ def peer(name: str) -> System:
         shape=PEER_SHAPES[name])
 
 
-async def peer_latencies(conn: asyncpg.Connection, ids: list[str]) -> dict[str, Any]:
+async def peer_latencies(conn: asyncpg.Connection, ids: list[str], dbos_schema: str
+                         ) -> dict[str, Any]:
     """Workflow created (DBOS's row of it, written when POST /orders started or enqueued it)
     → the order's terminal transaction."""
     from bench.common import summary_ms
@@ -85,7 +88,7 @@ async def peer_latencies(conn: asyncpg.Connection, ids: list[str]) -> dict[str, 
     rows = await conn.fetch(
         f"SELECT o.status, extract(epoch FROM o.finished_at - "
         f"to_timestamp(w.created_at / 1000.0)) AS seconds FROM {PEER_SCHEMA}.orders o "
-        f"JOIN {PEER_SYSTEM_SCHEMA}.workflow_status w ON w.workflow_uuid = o.order_id::text "
+        f"JOIN {dbos_schema}.workflow_status w ON w.workflow_uuid = o.order_id::text "
         "WHERE o.order_id = ANY($1::uuid[])", ids)
     outcomes: dict[str, int] = {}
     for r in rows:

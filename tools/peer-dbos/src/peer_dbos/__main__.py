@@ -20,7 +20,7 @@ import sys
 import threading
 from typing import Any
 
-from peer_dbos.settings import PeerSettings
+from peer_dbos.settings import PeerSettings, system_schema
 from sagakit.runtime.http_server import run as serve_http
 from sagakit.settings import load
 
@@ -51,6 +51,7 @@ def _worker() -> None:
 def _supervise(shape: str) -> None:
     from peer_dbos.runtime import create_tables
 
+    os.environ.setdefault("PEER_DBOS_SYSTEM_SCHEMA", system_schema(shape))
     settings = load(PeerSettings)
     create_tables(settings)
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)

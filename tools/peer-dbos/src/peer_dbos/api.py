@@ -20,7 +20,7 @@ from fastapi.responses import JSONResponse
 
 from pedidos.entrypoints.schemas import CUSTOMER_ID, NO_NUL, OrderAccepted, OrderRequest
 from peer_dbos.runtime import APP_VERSION, launch, system_url
-from peer_dbos.settings import QUEUE, SYSTEM_SCHEMA, WORKFLOW, PeerSettings
+from peer_dbos.settings import QUEUE, WORKFLOW, PeerSettings
 from sagakit.auth import CUSTOMER, AuthSettings, Principal, TokenVerifier, install_authentication, require
 from sagakit.settings import load
 
@@ -100,7 +100,7 @@ def queue_app() -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         _threads(settings)
         client["dbos"] = DBOSClient(system_database_url=system_url(settings),
-                                    dbos_system_schema=SYSTEM_SCHEMA,
+                                    dbos_system_schema=settings.system_schema,
                                     system_database_pool_size=settings.system_pool_size)
         yield
         client["dbos"].destroy()

@@ -10,7 +10,7 @@ from typing import Any
 import sqlalchemy as sa
 from dbos import DBOS, DBOSConfig
 
-from peer_dbos.settings import QUEUE, SYSTEM_SCHEMA, PeerSettings
+from peer_dbos.settings import QUEUE, PeerSettings
 from peer_dbos.tables import DDL
 
 # Every process of the peer runs the same code: one version, so that a queue worker dequeues
@@ -37,7 +37,7 @@ def config(settings: PeerSettings) -> DBOSConfig:
     return {
         "name": "peer-dbos",
         "system_database_url": system_url(settings),
-        "dbos_system_schema": SYSTEM_SCHEMA,
+        "dbos_system_schema": settings.system_schema,
         "sys_db_pool_size": settings.system_pool_size,
         "max_executor_threads": settings.executor_threads,
         "application_version": APP_VERSION,

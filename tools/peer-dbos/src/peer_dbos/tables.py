@@ -1,5 +1,5 @@
 """The peer's own rows: the catalogue it checks and allocates from, and its orders. DBOS keeps
-its workflow state and step checkpoints in its own schemas (settings.SYSTEM_SCHEMA and the
+its workflow state and step checkpoints in its own schemas (settings.system_schema and the
 datasource's settings.APP_SCHEMA)."""
 
 from __future__ import annotations
