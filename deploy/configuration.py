@@ -242,7 +242,7 @@ BENCH = (
         "Past the listed counts, the closed loop doubles its clients until p99 passes 1 s, up "
         "to this many."),
     env("BENCH_PRODUCTS", "int", "`50`", "Products the run creates and its orders draw from."),
-    env("BENCH_PEERS", "list", "`dbos,dbos_per_core,dbos_queue`",
+    env("BENCH_PEERS", "list", "`dbos,dbos_async,dbos_per_core,dbos_queue`",
         "The DBOS shapes measured side by side with this stack (`tools/peer-dbos`); empty: "
         "none, and the goals against a peer are not measured."),
     env("BENCH_ROUNDS", "int", "`2` (`1`)",

@@ -27,11 +27,12 @@ def _secret_key() -> str:
     return config.gateway_auth()["Authorization"].removeprefix("Bearer ")
 
 
-@pytest.fixture(scope="module", params=["single", "per_core", "queue"])
+@pytest.fixture(scope="module", params=["single", "single/async", "per_core", "queue"])
 def peer(request: pytest.FixtureRequest) -> Iterator[PeerProcess]:
-    with PeerProcess(request.param, database_url=config.admin_dsn(),
+    shape, _, style = request.param.partition("/")
+    with PeerProcess(shape, database_url=config.admin_dsn(),
                      gateway_secret_key=_secret_key(), gateway_url=config.GATEWAY,
-                     port=PORT) as running:
+                     port=PORT, settings={"style": style or "sync"}) as running:
         yield running
 
 

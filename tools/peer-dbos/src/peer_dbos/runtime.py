@@ -55,10 +55,15 @@ def launch(settings: PeerSettings, *, queue_worker: bool = False
     from peer_dbos.saga import register
 
     workflow = register(settings)
-    DBOS(config=config(settings))
-    DBOS.launch()
+    launch_registered(settings)
     if queue_worker:
         DBOS.register_queue(QUEUE, polling_interval_sec=settings.queue_polling_interval_s,
                             worker_concurrency=settings.executor_threads,
                             on_conflict="always_update")
     return workflow
+
+
+def launch_registered(settings: PeerSettings) -> None:
+    """Launches DBOS once the saga's style has registered its workflow."""
+    DBOS(config=config(settings))
+    DBOS.launch()

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from decimal import Decimal
 from typing import Any
 
@@ -33,6 +33,60 @@ def _not_refused(exc: BaseException) -> bool:
     return not isinstance(exc, GatewayRefused)
 
 
+# The saga's statements, shared by the synchronous style (here) and the async one
+# (saga_async.py).
+INSERT_ORDER = sa.text(
+    f"INSERT INTO {_S}.orders (order_id, customer_id, items, total_minor, currency, status) "
+    "VALUES (:id, :customer, CAST(:items AS jsonb), :total, :currency, 'PENDIENTE_VALIDACION')")
+READ_CATALOGUE = sa.text(
+    f"SELECT sku, quantity, price, currency FROM {_S}.products WHERE sku = ANY(:skus)")
+AFTER_CHECK = sa.text(
+    f"UPDATE {_S}.orders SET status = :status, "
+    "finished_at = CASE WHEN :terminal THEN now() END WHERE order_id = :id")
+LOCK_STOCK = sa.text(
+    f"SELECT sku, quantity FROM {_S}.products WHERE sku = ANY(:skus) ORDER BY sku FOR UPDATE")
+TAKE_STOCK = sa.text(
+    f"UPDATE {_S}.products p SET quantity = p.quantity - w.qty FROM "
+    "unnest(CAST(:skus AS text[]), CAST(:qtys AS int[])) AS w(sku, qty) WHERE p.sku = w.sku")
+AFTER_ALLOCATION = sa.text(
+    f"UPDATE {_S}.orders SET status = :status, charge_id = :charge, "
+    "finished_at = CASE WHEN :done THEN now() END WHERE order_id = :id")
+FINISH = sa.text(
+    f"UPDATE {_S}.orders SET status = :status, charge_id = coalesce(:charge, charge_id), "
+    "finished_at = now() WHERE order_id = :id")
+
+
+def total_minor(order: dict[str, Any]) -> int:
+    total = sum(Decimal(i["price"]) * i["quantity"] for i in order["items"])
+    return to_minor_units(total, order["currency"])
+
+
+def order_row(order_id: str, order: dict[str, Any]) -> dict[str, Any]:
+    return {"id": order_id, "customer": order["customer_id"], "items": json.dumps(order["items"]),
+            "total": total_minor(order), "currency": order["currency"]}
+
+
+def check_verdict(order: dict[str, Any], rows: Sequence[Any]) -> str | None:
+    """The terminal status of an order the catalogue cannot serve as asked, or None."""
+    catalogue = {r.sku: r for r in rows}
+    for item in order["items"]:
+        product = catalogue.get(item["sku"])
+        if product is None or product.quantity < item["quantity"]:
+            return "CANCELADA_SIN_STOCK"
+        if product.price != Decimal(item["price"]) or product.currency != order["currency"]:
+            return "CANCELADA_PRECIO_RECHAZADO"
+    return None
+
+
+def wanted(items: list[dict[str, Any]]) -> dict[str, int]:
+    # Sorted by sku: two orders lock their products in one order, never in a deadlock.
+    return dict(sorted((i["sku"], int(i["quantity"])) for i in items))
+
+
+def enough(want: dict[str, int], rows: Sequence[Any]) -> bool:
+    return len(rows) == len(want) and all(r.quantity >= want[r.sku] for r in rows)
+
+
 def register(settings: PeerSettings) -> Callable[[dict[str, Any]], str]:
     """Creates the datasource and registers the workflow and its steps with DBOS (before
     ``DBOS.launch``); returns the workflow."""
@@ -48,32 +102,11 @@ def register(settings: PeerSettings) -> Callable[[dict[str, Any]], str]:
         """Records the order and checks it against the catalogue without locking; the
         terminal status it ends in when it cannot be charged, or None."""
         session = ds.sql_session()
-        items = order["items"]
-        total = sum(Decimal(i["price"]) * i["quantity"] for i in items)
-        session.execute(sa.text(
-            f"INSERT INTO {_S}.orders (order_id, customer_id, items, total_minor, currency, "
-            "status) VALUES (:id, :customer, CAST(:items AS jsonb), :total, :currency, "
-            "'PENDIENTE_VALIDACION')"),
-            {"id": order_id, "customer": order["customer_id"], "items": json.dumps(items),
-             "total": to_minor_units(total, order["currency"]), "currency": order["currency"]})
-        rows = session.execute(sa.text(
-            f"SELECT sku, quantity, price, currency FROM {_S}.products "
-            "WHERE sku = ANY(:skus)"), {"skus": [i["sku"] for i in items]}).all()
-        catalogue = {r.sku: r for r in rows}
-        verdict = None
-        for item in items:
-            product = catalogue.get(item["sku"])
-            if product is None or product.quantity < item["quantity"]:
-                verdict = "CANCELADA_SIN_STOCK"
-                break
-            if product.price != Decimal(item["price"]) or product.currency != order["currency"]:
-                verdict = "CANCELADA_PRECIO_RECHAZADO"
-                break
-        session.execute(sa.text(
-            f"UPDATE {_S}.orders SET status = :status, "
-            "finished_at = CASE WHEN :terminal THEN now() END WHERE order_id = :id"),
-            {"status": verdict or "PENDIENTE_PAGO", "terminal": verdict is not None,
-             "id": order_id})
+        session.execute(INSERT_ORDER, order_row(order_id, order))
+        verdict = check_verdict(order, session.execute(
+            READ_CATALOGUE, {"skus": [i["sku"] for i in order["items"]]}).all())
+        session.execute(AFTER_CHECK, {"status": verdict or "PENDIENTE_PAGO",
+                                      "terminal": verdict is not None, "id": order_id})
         return verdict
 
     @DBOS.step(name="charge", retries_allowed=True, max_attempts=4, interval_seconds=0.2,
@@ -89,33 +122,21 @@ def register(settings: PeerSettings) -> Callable[[dict[str, Any]], str]:
 
     @ds.transaction(name="allocate", isolation_level="READ COMMITTED")
     def allocate(order_id: str, items: list[dict[str, Any]], charge_id: str) -> bool:
-        """Takes the stock under the products' row locks, in one order of skus (no deadlock
-        between two orders); False when another order took it since the check."""
+        """Takes the stock under the products' row locks; False when another order took it
+        since the check."""
         session = ds.sql_session()
-        wanted = {i["sku"]: int(i["quantity"]) for i in items}
-        rows = session.execute(sa.text(
-            f"SELECT sku, quantity FROM {_S}.products WHERE sku = ANY(:skus) "
-            "ORDER BY sku FOR UPDATE"), {"skus": sorted(wanted)}).all()
-        enough = len(rows) == len(wanted) and all(r.quantity >= wanted[r.sku] for r in rows)
-        if enough:
-            session.execute(sa.text(
-                f"UPDATE {_S}.products p SET quantity = p.quantity - w.qty FROM "
-                "unnest(CAST(:skus AS text[]), CAST(:qtys AS int[])) AS w(sku, qty) "
-                "WHERE p.sku = w.sku"),
-                {"skus": list(wanted), "qtys": list(wanted.values())})
-        session.execute(sa.text(
-            f"UPDATE {_S}.orders SET status = :status, charge_id = :charge, "
-            "finished_at = CASE WHEN :done THEN now() END WHERE order_id = :id"),
-            {"status": "COMPLETADA" if enough else "PENDIENTE_REEMBOLSO", "charge": charge_id,
-             "done": enough, "id": order_id})
-        return enough
+        want = wanted(items)
+        taken = enough(want, session.execute(LOCK_STOCK, {"skus": list(want)}).all())
+        if taken:
+            session.execute(TAKE_STOCK, {"skus": list(want), "qtys": list(want.values())})
+        session.execute(AFTER_ALLOCATION, {
+            "status": "COMPLETADA" if taken else "PENDIENTE_REEMBOLSO", "charge": charge_id,
+            "done": taken, "id": order_id})
+        return taken
 
     @ds.transaction(name="finish", isolation_level="READ COMMITTED")
     def finish(order_id: str, status: str, charge_id: str | None) -> str:
-        ds.sql_session().execute(sa.text(
-            f"UPDATE {_S}.orders SET status = :status, charge_id = coalesce(:charge, charge_id),"
-            " finished_at = now() WHERE order_id = :id"),
-            {"status": status, "charge": charge_id, "id": order_id})
+        ds.sql_session().execute(FINISH, {"status": status, "charge": charge_id, "id": order_id})
         return status
 
     @DBOS.workflow(name=WORKFLOW)
@@ -125,10 +146,9 @@ def register(settings: PeerSettings) -> Callable[[dict[str, Any]], str]:
         verdict = check_stock(order_id, order)
         if verdict is not None:
             return verdict
-        total = sum(Decimal(i["price"]) * i["quantity"] for i in order["items"])
         try:
-            charged = charge(order_id, to_minor_units(total, order["currency"]),
-                             order["currency"], order["payment_method"]["token"])
+            charged = charge(order_id, total_minor(order), order["currency"],
+                             order["payment_method"]["token"])
         except Exception as exc:  # retries spent or refused: nothing was charged that we know of
             log.warning("charge of %s failed: %s", order_id, exc)
             return finish(order_id, "CANCELADA_TIMEOUT", None)

@@ -3,6 +3,8 @@ reads pedidos' own ``AUTH_*`` settings (sagakit.auth)."""
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -54,6 +56,9 @@ class PeerSettings(BaseSettings):
     # a query), every 50 ms about 5 %, for 25 ms on the median.
     queue_polling_interval_s: float = Field(0.05, gt=0, description=(
         "How often the queue shape's worker looks for enqueued workflows (DBOS's default: 1 s)."))
+    style: Literal["sync", "async"] = Field("sync", description=(
+        "DBOS's synchronous API (workflows on its executor threads) or its async one "
+        "(coroutines on the event loop); the queue shape runs the synchronous one."))
     # How many processes serve POST /orders in the per-core shape (0: one per core).
     processes: int = Field(0, ge=0, description=(
         "Processes of the per-core shape; 0: one per core."))
