@@ -8,7 +8,7 @@ BENCH_PRODUCTS the orders are spread over (default 50; 1 = every order for the s
 BENCH_CLOSED_LOOP (default 2,4,8,16,32,64: the client counts tried first; the search then
 doubles the last until p99 passes 1 s, up to BENCH_CLOSED_LOOP_MAX, default 512, and bisects
 between the last count under 1 s and the first over it), BENCH_PEERS (default
-dbos,dbos_per_core,dbos_queue; empty: no comparison), BENCH_ROUNDS (the comparison's rounds of
+dbos,dbos_async,dbos_per_core,dbos_queue; empty: no comparison), BENCH_ROUNDS (the comparison's rounds of
 alternating blocks, default 2), BENCH_QUICK=1 for a short smoke run of the same comparison.
 """
 
