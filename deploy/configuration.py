@@ -36,6 +36,7 @@ from identity_provider.settings import IdentityProviderSettings
 from inventario.config import InventarioSettings
 from pagos.config import GatewaySecretKey, PagosSettings, PaymentTokenKeys
 from pedidos.config import FingerprintKey, PaymentTokenSealing, PedidosSettings
+from peer_dbos.settings import PeerSettings
 from sagakit.auth import AuthSettings
 from sagakit.kafka_topics import TopicSettings
 from sagakit.runtime import ServiceSettings
@@ -273,6 +274,16 @@ BENCH = (
         "Past the listed counts, the closed loop doubles its clients until p99 passes 1 s, up "
         "to this many."),
     env("BENCH_PRODUCTS", "int", "`50`", "Products the run creates and its orders draw from."),
+    env("BENCH_PEERS", "list", "`dbos,dbos_async,dbos_per_core,dbos_queue`",
+        "The DBOS shapes measured side by side with this stack (`tools/peer-dbos`); empty: "
+        "none, and the goals against a peer are not measured."),
+    env("BENCH_ROUNDS", "int", "`2` (`1`)",
+        "Rounds of the comparison: each runs every system in a block, in alternating order."),
+)
+
+BENCH_PEER = (
+    env("BENCH_PEER_PORT", "int", "`8040`",
+        "Where the benchmark starts the DBOS peer's `POST /orders` (127.0.0.1)."),
 )
 
 COMPOSE = (
@@ -394,7 +405,10 @@ COMPONENTS = (
                               "tools/sagactl/src/sagactl/connection.py",
                               "tools/sagactl/src/sagactl/operator_access.py")),)),
     Component("Benchmark", "Read by `make bench` (`python -m bench.run`).",
-              (Table("Benchmark", environment=BENCH, read_in=("tools/bench/src/bench/run.py",)),)),
+              (Table("Benchmark", environment=BENCH, read_in=("tools/bench/src/bench/run.py",)),
+               Table("The benchmark's DBOS peer", environment=BENCH_PEER,
+                     read_in=("tools/bench/src/bench/systems.py",)),
+               Table("The DBOS peer's processes (`python -m peer_dbos`)", PeerSettings))),
     Component("Compose stack",
               "Read by `python -m compose_stack` (docker-compose.yml under podman, "
               "docs/deploy.md); the host ports are docker-compose.yml's variables too, and so "

@@ -16,6 +16,8 @@ from saga_harness.config import ROOT
 
 STATE = Path(os.environ.get("SAGA_STATE_DIR", ROOT / ".local"))
 PARTS = ["postgres", "kafka", "gateway", "pedidos", "inventario", "pagos"]
+# Processes the benchmark started itself, by part (a peer system while its block runs).
+EXTRA_ROOTS: dict[str, list[psutil.Process]] = {}
 
 
 def pct(values: list[float], q: float) -> float:
@@ -68,6 +70,7 @@ def part_roots() -> dict[str, list[psutil.Process]]:
             except (OSError, psutil.Error, ValueError):
                 continue
         found[part] = roots
+    found.update(EXTRA_ROOTS)
     return found
 
 

@@ -15,8 +15,9 @@ import httpx
 from bench import upkeep
 from bench.common import admin_dsn, config, cpu_between, sample_cpu
 from bench.http_client import TRANSPORT_ERRORS, HttpStatusError, JsonClient
-from bench.latencies import TERMINAL, hop_latencies, saga_latencies
-from saga_harness import identity, replicas
+from bench.latencies import hop_latencies
+from bench.systems import System, this_stack
+from saga_harness import identity
 
 # The customers the load is spread over, each placing its orders with its own token (from the
 # stack's identity provider, fetched once: ``authenticate``), as a real client would; a token
@@ -70,33 +71,34 @@ async def stack_state() -> dict[str, int]:
         await conn.close()
 
 
-async def wait_terminal(conn: asyncpg.Connection, saga_ids: list[str], timeout: float) -> int:
+async def wait_terminal(conn: asyncpg.Connection, saga_ids: list[str], timeout: float,
+                        system: System | None = None) -> int:
     """Waits until every saga reached a terminal state; returns how many had not by then.
 
     Each look asks only about the sagas still running at the one before: this query runs on
     the measured stack's two cores, inside the CPU window, and asking each time about every
     saga of the step (4,000 index probes at 200/s for 20 s, five times a second while the
     backlog drains) took up to a tenth of a core from PostgreSQL."""
+    system = system or this_stack()
     deadline = time.monotonic() + timeout
     running = list(saga_ids)
     while running and time.monotonic() < deadline:
-        running = [r[0] for r in await conn.fetch(
-            "SELECT saga_id::text FROM pedidos.orders WHERE saga_id = ANY($1::uuid[]) "
-            "AND NOT status = ANY($2::text[])", running, list(TERMINAL))]
+        ended = {r[0] for r in await system.ended(conn, running)}
+        running = [saga for saga in running if saga not in ended]
         if running:
             await asyncio.sleep(0.2)
     return len(running)
 
 
 class Pedidos:
-    """The load generator's HTTP clients, one to each pedidos instance (SAGA_REPLICAS: a stack
-    of two is measured with its orders spread over both, as a load balancer would), taken in
-    turn (``bench/http_client.py``: it shares the two cores with the stack it measures, so it
-    takes as little of them as it can)."""
+    """The load generator's HTTP clients, one to each front door of the system measured (each
+    pedidos instance with SAGA_REPLICAS: a stack of two is measured with its orders spread over
+    both, as a load balancer would), taken in turn (``bench/http_client.py``: it shares the
+    two cores with the stack it measures, so it takes as little of them as it can)."""
 
-    def __init__(self, connections: int) -> None:
+    def __init__(self, connections: int, system: System | None = None) -> None:
         self.clients = [JsonClient(url, connections=connections, timeout_s=30)
-                        for url in replicas.instance_urls("pedidos")]
+                        for url in (system or this_stack()).urls]
         self._turn = itertools.cycle(self.clients)
 
     def next(self) -> JsonClient:
@@ -110,8 +112,36 @@ class Pedidos:
             await client.close()
 
 
-def _client(connections: int) -> Pedidos:
-    return Pedidos(connections)
+def _client(connections: int, system: System) -> Pedidos:
+    return Pedidos(connections, system)
+
+
+async def _database_position(conn: asyncpg.Connection) -> tuple[int, str]:
+    """The next transaction id to be assigned and the WAL's insert position: what the
+    database has written since, counted between two readings. A transaction that only reads
+    takes no id, so the load generator's own queries do not count as commits."""
+    row = await conn.fetchrow("SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint "
+                              "AS xid, pg_current_wal_insert_lsn()::text AS lsn")
+    return int(row["xid"]), str(row["lsn"])
+
+
+async def _wal_bytes(conn: asyncpg.Connection, after: str, before: str) -> int:
+    return int(await conn.fetchval("SELECT pg_wal_lsn_diff($1::text::pg_lsn, $2::text::pg_lsn)::bigint",
+                                   after, before))
+
+
+async def _written_per_saga(conn: asyncpg.Connection, before: tuple[int, str], sagas: int
+                            ) -> dict[str, float | None]:
+    after = await _database_position(conn)
+    wal = await _wal_bytes(conn, after[1], before[1])
+    if not sagas:
+        return {"commits_per_saga": None, "wal_bytes_per_saga": None}
+    return {"commits_per_saga": round((after[0] - before[0]) / sagas, 1),
+            "wal_bytes_per_saga": round(wal / sagas)}
+
+
+def _own_parts(resources: dict[str, Any], system: System) -> dict[str, Any]:
+    return {part: r for part, r in resources.items() if part in system.parts}
 
 
 async def _place(http: Pedidos, sku: str, qty: int = 1) -> str:
@@ -123,9 +153,10 @@ async def _place(http: Pedidos, sku: str, qty: int = 1) -> str:
 
 
 async def open_loop(rate: float, seconds: float, *, skus: list[str], qty: int = 1,
-                    timeout: float = 120) -> dict[str, Any]:
+                    timeout: float = 120, system: System | None = None) -> dict[str, Any]:
+    system = system or this_stack()
     conn = await asyncpg.connect(admin_dsn())
-    async with _client(200) as http:
+    async with _client(200, system) as http:
         saga_ids: list[str] = []
         errors = 0
         error_kinds: collections.Counter[str] = collections.Counter()
@@ -135,7 +166,7 @@ async def open_loop(rate: float, seconds: float, *, skus: list[str], qty: int = 
         async def sampler() -> None:
             nonlocal peak_backlog
             sconn = await asyncpg.connect(admin_dsn())
-            while not stop_sampling.is_set():
+            while not stop_sampling.is_set() and not system.is_peer:
                 peak_backlog = max(peak_backlog, await _backlog(sconn))
                 await asyncio.sleep(0.1)
             await sconn.close()
@@ -152,6 +183,7 @@ async def open_loop(rate: float, seconds: float, *, skus: list[str], qty: int = 
                 error_kinds[type(exc).__name__] += 1
 
         sampling = asyncio.create_task(sampler())
+        written0 = await _database_position(conn)
         cpu0 = sample_cpu()
         own_cpu0 = time.process_time()
         t0 = time.perf_counter()
@@ -161,9 +193,10 @@ async def open_loop(rate: float, seconds: float, *, skus: list[str], qty: int = 
             await asyncio.sleep(max(0.0, t0 + i / rate - time.perf_counter()))
             tasks.append(asyncio.create_task(post(i)))
         await asyncio.gather(*tasks)
-        left = await wait_terminal(conn, saga_ids, timeout)
+        left = await wait_terminal(conn, saga_ids, timeout, system)
         elapsed = time.perf_counter() - t0
         cpu1 = sample_cpu()
+        written = await _written_per_saga(conn, written0, len(saga_ids) - left)
         own_cpu = time.process_time() - own_cpu0
         stop_sampling.set()
         await sampling
@@ -171,10 +204,11 @@ async def open_loop(rate: float, seconds: float, *, skus: list[str], qty: int = 
         "target_rate_per_s": rate, "duration_s": seconds, "orders": n, "accepted": len(saga_ids),
         "http_errors": errors, "http_error_kinds": dict(error_kinds), "unfinished": left,
         "sustained_sagas_per_s": round((len(saga_ids) - left) / elapsed, 1),
-        **await saga_latencies(conn, saga_ids),
+        **await system.latencies(conn, saga_ids),
         "peak_outbox_backlog": peak_backlog,
-        "hops": await hop_latencies(conn, saga_ids),
-        "resources": cpu_between(cpu0, cpu1, elapsed),
+        **({} if system.is_peer else {"hops": await hop_latencies(conn, saga_ids)}),
+        "resources": _own_parts(cpu_between(cpu0, cpu1, elapsed), system),
+        **written,
     }
     done = len(saga_ids) - left
     # What each part spent per saga that completed (a saturated step's ceiling is set by it).
@@ -199,7 +233,9 @@ class TerminalWatch:
     ``min_interval_s`` and ``max_interval_s`` — which keeps what it adds to a client's cycle
     near 1 %."""
 
-    def __init__(self, min_interval_s: float = 0.005, max_interval_s: float = 0.025) -> None:
+    def __init__(self, min_interval_s: float = 0.005, max_interval_s: float = 0.025,
+                 system: System | None = None) -> None:
+        self.system = system or this_stack()
         self.min_interval_s, self.max_interval_s = min_interval_s, max_interval_s
         self.interval_s = min_interval_s
         self._latency_s: float | None = None
@@ -221,16 +257,13 @@ class TerminalWatch:
         try:
             while not stop.is_set():
                 if self._waiting:
-                    rows = await conn.fetch(
-                        "SELECT saga_id::text, status FROM pedidos.orders WHERE saga_id = "
-                        "ANY($1::uuid[]) AND status = ANY($2::text[])",
-                        list(self._waiting), list(TERMINAL))
+                    rows = await self.system.ended(conn, list(self._waiting))
                     now = time.perf_counter()
                     for r in rows:
-                        fut, since = self._waiting.pop(r["saga_id"], (None, now))
+                        fut, since = self._waiting.pop(r[0], (None, now))
                         if fut is not None and not fut.done():
                             self._seen(now - since)
-                            fut.set_result(r["status"])
+                            fut.set_result(r[1])
                 await asyncio.sleep(self.interval_s)
         finally:
             await conn.close()
@@ -247,7 +280,7 @@ def steady_window(finished: list[tuple[float, float, str]], measure_from: float,
 
 
 async def closed_loop(concurrency: int, seconds: float, skus: list[str],
-                      ramp_s: float = 2.0) -> dict[str, Any]:
+                      ramp_s: float = 2.0, system: System | None = None) -> dict[str, Any]:
     """Each client places an order and waits for its terminal state before the next. Latency
     is request → terminal state from the audit trail, as in the open loop.
 
@@ -255,13 +288,34 @@ async def closed_loop(concurrency: int, seconds: float, skus: list[str],
     stack in steady state under this many clients never sees again: with 96 clients that
     burst alone put p99 near the 1 s line. The first ``ramp_s`` are therefore not
     measured: throughput is the sagas that ended within the ``seconds`` after it, latency that
-    of the sagas placed within them."""
+    of the sagas placed within them. The CPU of the system's parts over that window, per saga
+    that ended in it, is what a saga costs it saturated (at the concurrency that gives its
+    highest throughput); so are the database's commits and WAL."""
+    system = system or this_stack()
     finished: list[tuple[float, float, str]] = []  # (placed, ended, saga id)
     measure_from = time.perf_counter() + ramp_s
     stop_at = measure_from + seconds
-    watch, stop = TerminalWatch(), asyncio.Event()
+    watch, stop = TerminalWatch(system=system), asyncio.Event()
     watching = asyncio.create_task(watch.run(stop))
-    async with _client(concurrency * 2 + 10) as http:
+    window: dict[str, Any] = {}
+
+    async def observe() -> None:
+        """CPU and the database's writes over [measure_from, stop_at)."""
+        conn = await asyncpg.connect(admin_dsn())
+        try:
+            await asyncio.sleep(max(0.0, measure_from - time.perf_counter()))
+            window["written0"] = await _database_position(conn)
+            window["cpu0"], window["t0"] = sample_cpu(), time.perf_counter()
+            await asyncio.sleep(max(0.0, stop_at - time.perf_counter()))
+            window["cpu1"], window["t1"] = sample_cpu(), time.perf_counter()
+            window["written1"] = await _database_position(conn)
+            window["wal"] = await _wal_bytes(conn, window["written1"][1],
+                                             window["written0"][1])
+        finally:
+            await conn.close()
+
+    observing = asyncio.create_task(observe())
+    async with _client(concurrency * 2 + 10, system) as http:
         async def client(n: int) -> None:
             i = n
             while (placed := time.perf_counter()) < stop_at:
@@ -275,15 +329,26 @@ async def closed_loop(concurrency: int, seconds: float, skus: list[str],
         finally:
             stop.set()
             await watching
+            await observing
     placed_in_window, ended_in_window = steady_window(finished, measure_from, stop_at)
     conn = await asyncpg.connect(admin_dsn())
     try:
-        measured = await saga_latencies(conn, placed_in_window)
+        measured = await system.latencies(conn, placed_in_window)
     finally:
         await conn.close()
+    took = window["t1"] - window["t0"]
+    resources = _own_parts(cpu_between(window["cpu0"], window["cpu1"], took), system)
+    per_saga = max(ended_in_window, 1)
+    by_part = {part: round(10 * r["cpu_pct_of_core"] * took / per_saga, 2)
+               for part, r in resources.items()}
     return {"concurrency": concurrency, "sagas_per_s": round(ended_in_window / seconds, 1),
             "ramp_s": ramp_s, "measured_sagas": len(placed_in_window),
-            "latency": measured["latency"], "outcomes": measured["outcomes"]}
+            "latency": measured["latency"], "outcomes": measured["outcomes"],
+            "cpu_ms_per_saga": by_part,
+            "cpu_ms_per_saga_total": round(sum(by_part.values()), 2),
+            "commits_per_saga": round((window["written1"][0] - window["written0"][0])
+                                      / per_saga, 1),
+            "wal_bytes_per_saga": round(window["wal"] / per_saga)}
 
 
 async def idle_cpu(seconds: float = 10.0) -> dict[str, Any]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from bench import profile
+from bench import goals, profile
 
 
 def ms(x: Any) -> str:
@@ -79,7 +79,59 @@ def report(r: dict[str, Any]) -> None:
         + (f"{len(vacuumed)} tables vacuumed and analysed, " if vacuumed is not None else "")
         + "a checkpoint)")
     print(f"\n== idle stack: {r['idle']['total_pct_of_core']} % of one core{after}")
+    report_comparison(r)
     report_goals(r)
+
+
+def _cell(x: Any, width: int) -> str:
+    if not isinstance(x, int | float):
+        return f"{'-':>{width}}"
+    return f"{x:>{width}.{0 if abs(x) >= 1000 else 1}f}"
+
+
+def ratio_rows(r: dict[str, Any]) -> list[tuple[str, dict[str, Any], float | None, float | None,
+                                                 str]]:
+    """Each figure of ``systems``: its label, every system's value, this ÷ the best peer
+    shape, this ÷ the floor (where the floor has that figure) and the goal on the ratio."""
+    systems = r.get("systems") or {}
+    this = systems.get("this") or {}
+    floor = r.get("floor") or {}
+    floor_of = {"p50_ms_at_10": floor.get("p50_ms_paced"),
+                "sagas_per_s_p99_under_1s": floor.get("sagas_per_s_ceiling"),
+                "cpu_ms_per_saga_saturated": floor.get("cpu_ms_per_saga")}
+    goal_of = {"p50_ms_at_10": f"≤ {goals.P50_VS_PEER:g}× peer, ≤ {goals.P50_VS_PACED_FLOOR:g}× "
+                               "paced floor",
+               "sagas_per_s_p99_under_1s": f"≥ {goals.THROUGHPUT_VS_PEER:g}× peer",
+               "cpu_ms_per_saga_saturated": f"≤ {goals.CPU_VS_PEER:g}× peer"}
+    rows = []
+    for figure, (label, _) in goals.FIGURES.items():
+        values = {name: m.get(figure) for name, m in systems.items()}
+        to_floor = (this[figure] / floor_of[figure]
+                    if this.get(figure) is not None and floor_of.get(figure) else None)
+        rows.append((label, values, goals.ratio_to_peer(r, figure), to_floor,
+                     goal_of.get(figure, "")))
+    return rows
+
+
+def report_comparison(r: dict[str, Any]) -> None:
+    systems = r.get("systems") or {}
+    if len(systems) < 2:
+        print("\n== no peer measured (BENCH_PEERS empty)")
+        return
+    rounds = (r.get("comparison") or {}).get("rounds")
+    print(f"\n== this stack against the same saga on DBOS ({rounds} round(s) of alternating "
+          "blocks; each figure the median of a system's blocks)")
+    names = list(systems)
+    width = max(13, *(len(n) + 1 for n in names))
+    print(f"  {'':28}" + "".join(f"{n:>{width}}" for n in names)
+          + f"{'this÷best peer':>16}{'this÷floor':>12}  goal")
+    for label, values, to_peer, to_floor, goal in ratio_rows(r):
+        print(f"  {label:28}" + "".join(_cell(values.get(n), width) for n in names)
+              + (f"{to_peer:>16.2f}" if to_peer is not None else f"{'-':>16}")
+              + (f"{to_floor:>12.2f}" if to_floor is not None else f"{'-':>12}")
+              + f"  {goal}")
+    print("  (floor: p50 against the paced floor, throughput against the floor's CPU ceiling, "
+          "CPU against the floor's CPU a saga)")
 
 
 def report_goals(r: dict[str, Any]) -> None:

@@ -7,7 +7,9 @@ Environment: BENCH_RATES (default 10,50,100,200), BENCH_SECONDS per rate (defaul
 BENCH_PRODUCTS the orders are spread over (default 50; 1 = every order for the same product),
 BENCH_CLOSED_LOOP (default 2,4,8,16,32,64: the client counts tried first; the search then
 doubles the last until p99 passes 1 s, up to BENCH_CLOSED_LOOP_MAX, default 512, and bisects
-between the last count under 1 s and the first over it), BENCH_QUICK=1 for a short smoke run.
+between the last count under 1 s and the first over it), BENCH_PEERS (default
+dbos,dbos_async,dbos_per_core,dbos_queue; empty: no comparison), BENCH_ROUNDS (the comparison's rounds of
+alternating blocks, default 2), BENCH_QUICK=1 for a short smoke run of the same comparison.
 """
 
 from __future__ import annotations
@@ -26,7 +28,18 @@ import asyncpg
 import httpx
 import psutil
 
-from bench import baselines, goals, load, pg_statements, profile, relay_bench, report, search
+from bench import (
+    baselines,
+    compare,
+    goals,
+    load,
+    pg_statements,
+    profile,
+    relay_bench,
+    report,
+    search,
+    systems,
+)
 from bench.common import ROOT, admin_dsn, part_roots
 from saga_harness import replicas
 from saga_harness.identity import StackAuth
@@ -62,6 +75,9 @@ async def main() -> None:
     # Past the listed counts the closed loop doubles until p99 passes 1 s (bench/search.py).
     closed_max = int(os.environ.get("BENCH_CLOSED_LOOP_MAX", "16" if quick else "512"))
     products = int(os.environ.get("BENCH_PRODUCTS", "50"))
+    peers = [systems.peer(name) for name in os.environ.get(
+        "BENCH_PEERS", ",".join(systems.PEER_SHAPES)).split(",") if name]
+    rounds = int(os.environ.get("BENCH_ROUNDS", "1" if quick else "2"))
     results: dict[str, Any] = {"machine": machine(), "products": products}
     # The floor three times: at the start, after the warm-up and at the end; the fastest of
     # each baseline is the floor (baselines.fastest). A measurement on a cold broker or in a
@@ -118,14 +134,20 @@ async def main() -> None:
         await load.settle()
         at_goal = goals.step_at(results["open_loop"], goals.RATE_FOR_LATENCY)
         if (at_goal is not None and at_goal is not goals.step_at(results["open_loop"])
-                and not goals.latency_at_50(results).met):
-            # Where the time goes at the rate the latency goal is missed at: a stack at 50/s
-            # handles each message alone, and spends its time otherwise than at saturation.
+                and not quick):
+            # Where the time goes at 50/s: a stack at 50/s handles each message alone, and
+            # spends its time otherwise than at saturation.
             results["profile_at_latency_goal"] = await profile_hot_service(
                 results["open_loop"], skus, 5 if quick else 15, goals.RATE_FOR_LATENCY)
             await load.settle()
         results["profile"] = await profile_hot_service(results["open_loop"], skus,
                                                        5 if quick else 15)
+        if peers:
+            # This stack and each DBOS shape, side by side: the figures of ``systems``.
+            results["comparison"] = await compare.compare(
+                [systems.this_stack(), *peers], rounds=rounds, skus=skus, seconds=seconds,
+                warm=(10, 2) if quick else (25, 10), closed=closed, closed_max=closed_max,
+                refinements=0 if quick else 1)
     # Idle last, once the load is over and the stack has settled (JIT-compiled Kafka, no
     # autovacuum or checkpoint from the runs above still going): what a quiet stack costs.
     print("idle stack (after the database's upkeep of the load)...", flush=True)
@@ -140,10 +162,10 @@ async def main() -> None:
         + [r["sustained_sagas_per_s"] for r in results["open_loop"]
            if r["latency"]["p99_ms"] <= goals.P99_FOR_THROUGHPUT_MS and r["unfinished"] == 0]
         or [0])
+    results.update(headline(results))
     results["goals"] = [g.as_dict() for g in goals.evaluate(results)]
     OUT.mkdir(exist_ok=True)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    results.update(headline(results))
     path = OUT / f"bench-{stamp}.json"
     path.write_text(json.dumps(results, indent=2))
     (OUT / "latest.json").write_text(json.dumps(results, indent=2))
@@ -154,20 +176,26 @@ async def main() -> None:
 
 def headline(results: dict[str, Any]) -> dict[str, Any]:
     """The figures everything outside the project reads from latest.json: the machine's floor
-    and, for each system measured in the run (this stack only), p50 at 10 orders/s, p99 at 50,
-    the highest rate with p99 under 1 s and the CPU a saga costs at the highest rate offered
-    (every part of the stack, the load generator not counted). A figure the run did not
-    measure (no step at that rate) is None."""
+    and, for each system measured in the run, p50 at 10 orders/s, p99 at 50, the highest rate
+    with p99 under 1 s and the CPU a saga costs saturated (every part of the system, the load
+    generator not counted). With the comparison, every system's figures come from its
+    alternating blocks (bench/compare.py), this stack's included; without it, this stack's
+    from the run above (CPU at the highest rate offered). A figure the run did not measure
+    (no step at that rate) is None."""
+    floor = headline_floor(results)
+    compared = (results.get("comparison") or {}).get("systems")
+    if compared:
+        return {"floor": floor, "systems": {
+            name: {k: v for k, v in m.items() if k != "blocks"} for name, m in compared.items()}}
+
     def latency(rate: float, key: str) -> float | None:
         step = goals.step_at(results.get("open_loop", []), rate)
         return None if step is None else float(step["latency"][key])
 
     busiest = goals.step_at(results.get("open_loop", []))
     per_saga = (busiest or {}).get("cpu_ms_per_saga") or {}
-    ceiling = (results.get("cpu_floor") or {}).get("ceiling_sagas_per_s")
     return {
-        "floor": {"p50_ms": float(results["floor_one_saga_ms"]),
-                  "sagas_per_s_ceiling": None if ceiling is None else float(ceiling)},
+        "floor": floor,
         "systems": {"this": {
             "p50_ms_at_10": latency(10.0, "p50_ms"),
             "p99_ms_at_50": latency(goals.RATE_FOR_LATENCY, "p99_ms"),
@@ -176,6 +204,18 @@ def headline(results: dict[str, Any]) -> dict[str, Any]:
             "cpu_ms_per_saga_saturated": (round(sum(per_saga.values()), 2) if per_saga
                                           else None)}},
     }
+
+
+def headline_floor(results: dict[str, Any]) -> dict[str, Any]:
+    """The floor's figures: p50 of one saga back to back and paced, the rate two cores could
+    sustain on the floor's CPU alone, and that CPU a saga."""
+    cpu = results.get("cpu_floor") or {}
+    ceiling, per_saga = cpu.get("ceiling_sagas_per_s"), cpu.get("cpu_ms_per_saga")
+    paced = results.get("floor_one_saga_paced_ms")
+    return {"p50_ms": float(results["floor_one_saga_ms"]),
+            "p50_ms_paced": None if paced is None else float(paced),
+            "sagas_per_s_ceiling": None if ceiling is None else float(ceiling),
+            "cpu_ms_per_saga": None if per_saga is None else float(per_saga)}
 
 
 async def measure_floor(when: str, quick: bool) -> dict[str, Any]:
