@@ -34,8 +34,9 @@ def _http(fd: int, queue_api: bool) -> None:
     app = queue_app() if queue_api else inline_app()
     # The services' own deadline for a request's headers: both pay for the same front door.
     header_timeout_s = ServiceSettings.model_fields["http_header_timeout_s"].default
+    # The HTTP protocol is sagakit's (httptools' with that deadline), as the services'.
     serve_http(app, fd=fd, access_log=False, log_level="warning", loop="uvloop",
-               http="httptools", timeout_keep_alive=5, header_timeout_s=header_timeout_s)
+               timeout_keep_alive=5, header_timeout_s=header_timeout_s)
 
 
 def _worker() -> None:
