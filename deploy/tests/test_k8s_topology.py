@@ -23,8 +23,9 @@ from sagakit.kafka_topics import DEFAULT_TOPIC_PARTITIONS
 ROOT = Path(__file__).resolve().parents[2]
 generate = scripts.load("deploy/k8s/generate.py", "k8s_generate")
 SERVICES = tuple(DEFAULT_SERVICE_PORTS)
-# Not a setting of the services: the part of DATABASE_URL Kubernetes fills in from a Secret.
-K8S_ONLY = {"DATABASE_PASSWORD"}
+# Not settings of the services: the parts of DATABASE_URL and CONSOLA_DATABASE_URL Kubernetes
+# fills in from a Secret.
+K8S_ONLY = {"DATABASE_PASSWORD", "CONSOLA_DATABASE_PASSWORD"}
 
 
 def _of(objects: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:

@@ -62,7 +62,7 @@ async def test_sagactl_connects_with_verify_full(running_stack: None,
 
     monkeypatch.setenv("SAGACTL_DATABASE_URL", _verified_url())
     args: Any = argparse.Namespace(command="sagas", status=None, older_than=0.0, stuck=False,
-                                   limit=1)
+                                   limit=1, output="text")
     assert await cli.run(args) == 0
     target = postgres_target(_verified_url())
     conn = await asyncpg.connect(target.dsn(), **target.connect_args())
