@@ -12,7 +12,6 @@ count in."""
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 import time
@@ -25,6 +24,7 @@ import pytest
 from local_stack import parts
 from saga_harness import config, db, identity, stack
 from saga_harness.clients import Saga, new_sku, order_body
+from saga_harness.ports import free_port
 from saga_harness.waiting import wait_for
 
 pytestmark = pytest.mark.usefixtures("running_stack")
@@ -32,12 +32,6 @@ pytestmark = pytest.mark.usefixtures("running_stack")
 PER_CUSTOMER, PER_CARD, WINDOW_S = 2, 3, 30
 TIGHT = {"PEDIDOS_DECLINES_PER_CUSTOMER": str(PER_CUSTOMER),
          "PEDIDOS_DECLINES_PER_CARD": str(PER_CARD), "PEDIDOS_DECLINE_WINDOW_S": str(WINDOW_S)}
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +47,7 @@ def tight_pedidos() -> Iterator[None]:
 def other_instance(tight_pedidos: None) -> Iterator[str]:
     """Another pedidos instance, API only: it consumes nothing, so it learns no decline but
     from the database."""
-    port = _free_port()
+    port = free_port()
     env = {**parts.inherited_env(), **parts.service_env("pedidos"), **TIGHT,
            "HTTP_PORT": str(port), "SAGA_INSTANCE": f"declines-{port}", "RUN_CONSUMER": "false",
            "RUN_RELAY": "false", "RUN_JOBS": "false", "PYTHONUNBUFFERED": "1"}

@@ -11,7 +11,6 @@ that read them would stop on."""
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import uuid
@@ -22,16 +21,11 @@ import pytest
 
 from local_stack import parts
 from saga_harness import identity
+from saga_harness.ports import free_port
 from saga_harness.waiting import wait_for
 
 KEY_VARIABLES = ("PAGOS_PAYMENT_TOKEN_OPEN_KEYS", "PAGOS_PAYMENT_TOKEN_OPEN_KEYS_FILE",
                  "PAGOS_GATEWAY_SECRET_KEY", "PAGOS_GATEWAY_SECRET_KEY_FILE")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _pagos_env(port: int, *, run_jobs: bool, keys: dict[str, str]) -> dict[str, str]:
@@ -94,7 +88,7 @@ async def _serves_payments(process: subprocess.Popen[bytes], port: int) -> None:
 @pytest.mark.usefixtures("running_stack")
 async def test_an_api_instance_starts_and_serves_payments_without_the_keys(
         pagos_process: list[subprocess.Popen[bytes]]) -> None:
-    port = _free_port()
+    port = free_port()
     process = _start(pagos_process, _pagos_env(port, run_jobs=False, keys={}))
     await _serves_payments(process, port)
     assert process.poll() is None
@@ -105,7 +99,7 @@ async def test_an_api_instance_never_reads_the_keys_even_when_they_are_configure
         pagos_process: list[subprocess.Popen[bytes]], tmp_path: os.PathLike[str]) -> None:
     """Key files it cannot read, and a key that is not one: an instance that read them at
     start would stop there."""
-    port = _free_port()
+    port = free_port()
     missing = os.path.join(tmp_path, "not-there")
     process = _start(pagos_process, _pagos_env(port, run_jobs=False, keys={
         "PAGOS_PAYMENT_TOKEN_OPEN_KEYS_FILE": missing,
@@ -118,7 +112,7 @@ async def test_an_api_instance_never_reads_the_keys_even_when_they_are_configure
 @pytest.mark.usefixtures("running_stack")
 def test_an_instance_that_runs_the_gateway_worker_refuses_to_start_without_them(
         pagos_process: list[subprocess.Popen[bytes]]) -> None:
-    process = _start(pagos_process, _pagos_env(_free_port(), run_jobs=True, keys={}))
+    process = _start(pagos_process, _pagos_env(free_port(), run_jobs=True, keys={}))
     output, _ = process.communicate(timeout=60)
     assert process.returncode != 0
     assert b"PAGOS_PAYMENT_TOKEN_OPEN_KEYS" in output

@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import socket
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -27,6 +26,7 @@ from netproxy.proxy import ProxySet
 from saga_contracts.events.orders import OrdenCompletada
 from saga_harness import config
 from saga_harness.kafka import envelope
+from saga_harness.ports import free_port
 from saga_harness.scratch import scratch_outbox
 from saga_harness.waiting import wait_for
 from sagakit.consumer import EventConsumer, Origin, Subscription
@@ -57,23 +57,12 @@ async def scratch(running_stack: None) -> AsyncIterator[tuple[AsyncEngine, Messa
         yield made
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _url_through(port: int) -> str:
-    dsn = config.admin_dsn().replace(f"127.0.0.1:{config.PG_PORT}", f"127.0.0.1:{port}")
-    return dsn.replace("postgresql://", "postgresql+asyncpg://")
-
-
 @contextlib.asynccontextmanager
 async def _route() -> AsyncIterator[tuple[ProxySet, str]]:
-    port = _free_port()
+    port = free_port()
     async with ProxySet({"cut-postgres": (port, "127.0.0.1", config.PG_PORT)}) as proxies:
         try:
-            yield proxies, _url_through(port)
+            yield proxies, config.admin_url_through(port)
         finally:
             proxies.clear()
 

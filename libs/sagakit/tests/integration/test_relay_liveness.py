@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import socket
 import time
 import uuid
 from collections import Counter
@@ -35,6 +34,7 @@ from netproxy.layout import kafka_listener_port, route_port
 from netproxy.proxy import ProxySet
 from saga_harness import config, db
 from saga_harness.kafka import TopicReader
+from saga_harness.ports import free_port
 from saga_harness.relay_process import RelayProcess
 from saga_harness.scratch import scratch_outbox
 from saga_harness.waiting import current, wait_for
@@ -77,17 +77,6 @@ class Pair:
     proxies: ProxySet
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _url_through(port: int) -> str:
-    dsn = config.admin_dsn().replace(f"127.0.0.1:{config.PG_PORT}", f"127.0.0.1:{port}")
-    return dsn.replace("postgresql://", "postgresql+asyncpg://")
-
-
 async def _connected(instance: str) -> bool:
     return bool(await db.fetchval(
         "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1",
@@ -97,7 +86,7 @@ async def _connected(instance: str) -> bool:
 @contextlib.asynccontextmanager
 async def _relays(logs: Path, *, first_kafka_proxied: bool = False) -> AsyncIterator[Pair]:
     """The first relay leads; the second is connected and stands by."""
-    pg = {name: _free_port() for name in ("first", "second")}
+    pg = {name: free_port() for name in ("first", "second")}
     routes = {f"{name}-postgres": (port, "127.0.0.1", config.PG_PORT)
               for name, port in pg.items()}
     first_kafka = config.KAFKA
@@ -108,9 +97,9 @@ async def _relays(logs: Path, *, first_kafka_proxied: bool = False) -> AsyncIter
                                  kafka_listener_port("pedidos"))
         first_kafka = f"127.0.0.1:{route_port('pedidos', 'kafka')}"
     async with ProxySet(routes) as proxies:
-        first = RelayProcess(SCHEMA, "first", _url_through(pg["first"]), first_kafka,
+        first = RelayProcess(SCHEMA, "first", config.admin_url_through(pg["first"]), first_kafka,
                              logs / "first.log")
-        second = RelayProcess(SCHEMA, "second", _url_through(pg["second"]), config.KAFKA,
+        second = RelayProcess(SCHEMA, "second", config.admin_url_through(pg["second"]), config.KAFKA,
                               logs / "second.log")
         try:
             await first.start()

@@ -54,6 +54,26 @@ def _utf8(sub: str) -> str:
     return sub
 
 
+class AuthorizationParams(BaseModel):
+    """A client's authorization request (RFC 6749 §4.1.1, RFC 7636 §4.3): as asked, unchecked;
+    ``check_request`` decides. The sign-in form sends the same fields back."""
+
+    response_type: str | None = None
+    client_id: str | None = None
+    redirect_uri: str | None = None
+    code_challenge: str | None = None
+    code_challenge_method: str | None = None
+    state: str | None = None
+    scope: str | None = None
+
+
+class SignInFields(AuthorizationParams):
+    """The sign-in form: who signs in, as which role, for the request it carries."""
+
+    subject: str
+    role: str
+
+
 SubjectText = Annotated[str, Field(..., min_length=1, max_length=100, pattern=r"^[^\x00]*$",
                                    description="The subject: a customer's id, or an operator's "
                                                "name."), AfterValidator(_utf8)]
@@ -156,18 +176,10 @@ def create_app(settings: IdentityProviderSettings | None = None,
         return keys.jwks()
 
     @app.get("/authorize", response_class=HTMLResponse, response_model=None)
-    async def authorize(response_type: Annotated[str | None, Query()] = None,
-                        client_id: Annotated[str | None, Query()] = None,
-                        redirect_uri: Annotated[str | None, Query()] = None,
-                        code_challenge: Annotated[str | None, Query()] = None,
-                        code_challenge_method: Annotated[str | None, Query()] = None,
-                        state: Annotated[str | None, Query()] = None,
-                        scope: Annotated[str | None, Query()] = None
+    async def authorize(query: Annotated[AuthorizationParams, Query()]
                         ) -> HTMLResponse | RedirectResponse:
         """The development sign-in form, for a client's authorization request."""
-        params = dict(response_type=response_type, client_id=client_id,
-                      redirect_uri=redirect_uri, code_challenge=code_challenge,
-                      code_challenge_method=code_challenge_method, state=state, scope=scope)
+        params = query.model_dump()
         try:
             request = authorization_request(params)
         except AuthorizationError as exc:
@@ -175,19 +187,11 @@ def create_app(settings: IdentityProviderSettings | None = None,
         return HTMLResponse(sign_in_page.render(request))
 
     @app.post("/authorize", response_class=HTMLResponse, response_model=None)
-    async def sign_in(subject: Annotated[str, Form()], role: Annotated[str, Form()],
-                      client_id: Annotated[str | None, Form()] = None,
-                      redirect_uri: Annotated[str | None, Form()] = None,
-                      code_challenge: Annotated[str | None, Form()] = None,
-                      code_challenge_method: Annotated[str | None, Form()] = None,
-                      response_type: Annotated[str | None, Form()] = None,
-                      state: Annotated[str | None, Form()] = None,
-                      scope: Annotated[str | None, Form()] = None
+    async def sign_in(form: Annotated[SignInFields, Form()]
                       ) -> HTMLResponse | RedirectResponse:
         """The form sent back: a code for the subject and role, to the client's redirect URI."""
-        params = dict(response_type=response_type, client_id=client_id,
-                      redirect_uri=redirect_uri, code_challenge=code_challenge,
-                      code_challenge_method=code_challenge_method, state=state, scope=scope)
+        params = form.model_dump(exclude={"subject", "role"})
+        subject, role = form.subject, form.role
         try:
             request = authorization_request(params)
         except AuthorizationError as exc:

@@ -56,6 +56,13 @@ def admin_dsn() -> str:
     return f"postgresql://{PG_ADMIN_USER}:{password}@127.0.0.1:{PG_PORT}/{PG_DATABASE}"
 
 
+def admin_url_through(port: int) -> str:
+    """The admin's SQLAlchemy URL reaching PostgreSQL through a local port (a route of the
+    project's TCP proxy, which a test can then blackhole or cut)."""
+    dsn = admin_dsn().replace(f"127.0.0.1:{PG_PORT}", f"127.0.0.1:{port}")
+    return dsn.replace("postgresql://", "postgresql+asyncpg://")
+
+
 def role_dsn(service: str, kind: str = "app") -> str:
     role = f"{service}_{kind}"
     password = _made(known_role_password(service, kind), role)
