@@ -8,7 +8,7 @@ export UV_PYTHON_DOWNLOADS := never
 PY := uv run --frozen --no-sync python
 STACK := $(PY) deploy/local/stack.py
 
-.PHONY: test-fresh-root bootstrap bootstrap-local bootstrap-compose run up down status logs credentials manifests test test-unit lint typecheck docs bench chaos
+.PHONY: test-fresh-root bootstrap bootstrap-local bootstrap-compose run up down restart status logs credentials manifests test test-unit lint typecheck docs bench chaos
 
 # Installs what is missing (deploy/local/programs.txt): everything make test needs; the
 # local stack's part alone; docker-compose.yml's under podman.
@@ -29,6 +29,11 @@ up: bootstrap-local
 
 down:
 	@if command -v uv >/dev/null 2>&1 && [ -d .venv ]; then $(STACK) down; else echo "[stack] nothing to stop"; fi
+
+# One part of the running stack (make status lists them): PART=identity, PART=pedidos, ...
+restart:
+	@if [ -z "$(PART)" ]; then echo "make restart PART=<part> (make status lists the parts)" >&2; exit 2; fi
+	@$(STACK) restart $(PART)
 
 status:
 	@$(STACK) status
