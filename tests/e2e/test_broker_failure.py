@@ -1,4 +1,4 @@
-"""Issue 35: a three-broker Kafka (replication factor 3, min.insync.replicas=2) losing brokers
+"""A three-broker Kafka (replication factor 3, min.insync.replicas=2) losing brokers
 under 20 orders a second.
 
 First one broker is SIGKILLed and restarted while orders keep coming: every order answered 202

@@ -1,4 +1,4 @@
-"""The order API's input validation and Idempotency-Key (issue: bad input loses nothing).
+"""The order API's input validation and Idempotency-Key (bad input gets a 4xx and loses nothing).
 
 It counts rows of pedidos' orders table (a refused request must leave none, and the API lists no
 orders by customer) and reads the keys pagos stored for a payment."""

@@ -1,4 +1,4 @@
-"""Issue 35: two instances of every service, one of each SIGKILLed under load and restarted.
+"""Two instances of every service, one of each SIGKILLed under load and restarted.
 
 Orders with contention go round-robin to both pedidos instances (one that does not answer has
 the order sent to the other with the same Idempotency-Key, as a load balancer retries). A

@@ -1,4 +1,4 @@
-"""The closed loop's search (issue 6, item 2): it goes past the listed client counts while p99
+"""The closed loop's search: it goes past the listed client counts while p99
 stays under the limit, bisects between the last count under it and the first over it, and
 stops. A fake stack stands in for the real one: throughput rises with clients up to a
 ceiling, and latency is clients over throughput (Little's law)."""

@@ -197,7 +197,7 @@ async def test_a_slow_partition_does_not_hold_up_the_others(scratch) -> None:  #
 
 
 async def test_a_busy_partition_stays_in_the_fetch(scratch) -> None:  # type: ignore[no-untyped-def]
-    """Regression (benchmark, issue 6): a partition used to be paused while its records were
+    """Regression (found by the benchmark): a partition used to be paused while its records were
     handled, so the fetch sent meanwhile left it out and a record produced on it had to wait
     for that fetch to come back empty — up to the whole fetch wait — before it was even asked
     for. The fetch wait here is 4 s; the next record must not wait for it."""

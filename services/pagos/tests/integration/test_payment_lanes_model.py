@@ -195,7 +195,7 @@ class PaymentLanes(RuleBasedStateMachine):
             await asyncio.wait_for(lane, 20)
         except Exception as exc:
             # A handler that lost a race raises a transient error; the consumer would deliver
-            # the message again: so does this machine.
+            # the message again: so does this model.
             if not isinstance(exc, TransientError):
                 raise
             await self._finished(asyncio.create_task(pay.deliver(

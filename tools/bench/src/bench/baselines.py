@@ -1,4 +1,4 @@
-"""The floor: a raw saga-step transaction in PostgreSQL and a raw Kafka hop, on this machine."""
+"""The floor: a raw saga-step transaction in PostgreSQL and a raw Kafka hop, where the benchmark runs."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from bench.common import admin_dsn, config, cpu_seconds_between, sample_cpu, sum
 SCHEMA = "benchraw"
 
 # The paced figures leave the machine idle this long before each step or hop, as every step
-# of a saga at low rates finds it: on this VM an idle vCPU halts (cpuidle haltpoll, no
+# of a saga at low rates finds it: on a virtual machine an idle vCPU may halt (cpuidle haltpoll, no
 # polling) and the first round trip after a pause pays its wake-up — a SELECT 1 takes 0.07 ms
 # back to back and 0.44 ms after 5 ms or more of quiet.
 PACE_S = 0.02
@@ -187,7 +187,7 @@ async def _concurrent_hops(producer: AIOKafkaProducer, consumer: AIOKafkaConsume
 def cpu_floor(pg: dict[str, Any], hop: dict[str, Any], cores: int) -> dict[str, Any]:
     """The CPU one saga's 7 transactions and 6 hops cost the machine at saturation, and the
     rate two cores could sustain if a saga cost nothing else: the ceiling any stack doing this
-    work on this machine stays under."""
+    work on the machine stays under."""
     tx = next(v for k, v in pg.items() if k.startswith("cpu_ms_per_tx_"))
     message = next(v for k, v in hop.items() if k.startswith("cpu_ms_per_message_"))
     per_saga = 7 * tx + 6 * message

@@ -2,7 +2,7 @@
 
 They are ratios to what a Python team would pick instead, measured in the same run: the same
 saga on DBOS Transact (``systems``, the best of its shapes for each figure), and to the floor
-the machine sets. Absolute figures on this VM move by ×2 from hour to hour; a ratio of two
+the machine sets. Absolute figures on a shared virtual machine move by ×2 from hour to hour; a ratio of two
 systems measured in alternating blocks of the same run does not.
 """
 

@@ -1,7 +1,7 @@
 """Where a component's CPU goes: py-spy samples of one Python process, summed by package.
 
 ``make bench`` profiles the stack's hottest Python service while it is saturated, so that a
-missed goal comes with the component that spends the time and what in it does (issue 6). The
+missed goal comes with the component that spends the time and what in it does. The
 samples are grouped by the package of the innermost Python frame (the "leaf"): time inside a
 C extension (asyncpg's protocol, uvloop) shows as the Python line that called it. py-spy
 samples only threads that are running, not ones waiting in ``epoll``.

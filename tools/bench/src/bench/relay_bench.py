@@ -1,4 +1,4 @@
-"""Issue 3's measurement: the outbox relay against a raw aiokafka producer, same payloads."""
+"""The outbox relay measured against a raw aiokafka producer, same payloads."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The closed loop's search for the highest throughput with p99 under the limit (issue 6, item 2).
+"""The closed loop's search for the highest throughput with p99 under the limit.
 
 Throughput rises with the number of clients for as long as the stack has spare CPU and, past
 that, for as long as deeper queues make batching pay (shared transactions, relay batches):

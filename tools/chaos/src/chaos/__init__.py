@@ -1,2 +1,2 @@
 """Chaos suite: drive orders with contention, kill and pause parts of the stack, heal, and check
-the system-wide invariants of the saga (issue 7)."""
+the system-wide invariants of the saga."""

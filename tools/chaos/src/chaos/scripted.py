@@ -179,7 +179,7 @@ def scripted(t: Timings | None = None) -> dict[str, Scripted]:
     }
     runs = {name: Scripted(tuple(faults)) for name, faults in plain.items()}
     runs |= {
-        # Issue 35: instances of every service die under load, the relay's leader among them
+        # Instances of every service die under load, the relay's leader among them
         # (instance 1 usually leads: it started first). Down 6 s, less than the consumer
         # group's session timeout (10 s): the restarted instance joins before the dead one is
         # evicted; then the other instances, down long enough for the group to give their

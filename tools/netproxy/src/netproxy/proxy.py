@@ -1,5 +1,5 @@
 """A TCP proxy of our own that injects network faults between a service and PostgreSQL, Kafka or
-the payment gateway (``tc netem`` is not available on this machine).
+the payment gateway (where ``tc netem`` is not available, as on the machines the tests run on).
 
 Every route listens on one port and forwards to one target. Faults, per route:
 

@@ -17,7 +17,7 @@ ASYMMETRIC_ALGORITHMS = frozenset({"RS256", "RS384", "RS512", "PS256", "PS384", 
 
 
 class _Loopback:
-    """Host names that can only be this machine."""
+    """Host names that can only be the local host."""
 
     def __contains__(self, host: object) -> bool:
         if host == "localhost":
