@@ -29,9 +29,10 @@ from inventario.config import InventarioSettings
 from inventario.domain.payment_match import Money
 from inventario.domain.stock import AllocationStatus, Line
 from inventario.entrypoints.messages import make_on_pago_exitoso, on_orden_solicitada
-from inventario.usecases.ports import AllocationState, ValidationRead
+from inventario.usecases.ports import AllocationState, RecordedCheck, ValidationRead
 from saga_contracts import registry
 from saga_contracts.events.base import Event
+from saga_contracts.events.inventory import Shortage, StockNoDisponible
 from saga_contracts.events.orders import OrdenSolicitada
 from saga_contracts.events.payments import PagoExitoso
 from saga_harness import config, db, sealing
@@ -66,6 +67,11 @@ class _OnProbe:
         staged, self._staged = self._staged, None
         assert staged is not None, "nothing staged"
         return await staged.run(self.connection, self.tables.schema)
+
+
+# The event a check answered with, as the store keeps it.
+_ANSWER = StockNoDisponible(order_id=str(uuid.UUID(int=7)), reason="stock insuficiente",
+                            unavailable=(Shortage(sku="A-1", requested=2, available=0),))
 
 
 def _units(read: ValidationRead) -> tuple[AllocationStatus | None, dict[str, int]]:
@@ -126,6 +132,27 @@ async def test_the_validation_read_gives_the_catalog_prices_of_priced_products(
             6, Money(Decimal("50.00"), "USD"))
 
 
+async def test_a_saga_is_checked_once_and_its_check_keeps_the_answer_it_sent(
+        running_stack: None) -> None:
+    """The validation read finds the saga's check with the event it answered (what a retry
+    or a replay is answered with again), and a second check of the saga writes nothing: its
+    guard finds the first."""
+    saga_id, sku = f"probe-{uuid.uuid4()}", new_sku()
+    async with db.probe() as conn:
+        repo, uow = _on_probe(conn)
+        assert (await repo.validation_read(saga_id, [sku])).check is None
+        repo.record_check(saga_id, str(uuid.uuid4()), [Line(sku, 2)], "unavailable",
+                          payment_requested=None, answer=_ANSWER)
+        assert await uow.write()
+        assert (await repo.validation_read(saga_id, [sku])).check == RecordedCheck(
+            "unavailable", _ANSWER)
+        repo.record_check(saga_id, str(uuid.uuid4()), [Line(sku, 1)], "verified",
+                          payment_requested=Money(Decimal("2.00"), "EUR"), answer=_ANSWER)
+        assert not await uow.write(), "the guard let a second check of the saga in"
+        assert (await repo.validation_read(saga_id, [sku])).check == RecordedCheck(
+            "unavailable", _ANSWER)
+
+
 async def test_the_allocation_state_is_read_in_one_statement_without_locks(
         running_stack: None) -> None:
     checked, never, unavailable, allocated = (f"probe-{uuid.uuid4()}" for _ in range(4))
@@ -136,7 +163,7 @@ async def test_the_allocation_state_is_read_in_one_statement_without_locks(
         repo, uow = _on_probe(conn)
         repo.record_check(checked, str(uuid.uuid4()),
                           [Line(b, 2), Line(a, 1), Line(absent, 1), Line(b, 1)], "verified",
-                          payment_requested=Money(Decimal("1234.5"), "PEN"))
+                          payment_requested=Money(Decimal("1234.5"), "PEN"), answer=_ANSWER)
         assert await uow.write()
         assert await _state(repo, checked) == AllocationState(
             checked=[Line(b, 2), Line(a, 1), Line(absent, 1), Line(b, 1)],
@@ -151,13 +178,13 @@ async def test_the_allocation_state_is_read_in_one_statement_without_locks(
             checked=None, payment_requested=None, allocation=None, on_hand={})
         # A check that asked for no payment (stock unavailable) has its lines and no payment.
         repo.record_check(unavailable, str(uuid.uuid4()), [Line(a, 9)], "unavailable",
-                          payment_requested=None)
+                          payment_requested=None, answer=_ANSWER)
         assert await uow.write()
         assert await _state(repo, unavailable) == AllocationState(
             checked=[Line(a, 9)], payment_requested=None, allocation=None, on_hand={a: 4})
         # A saga that has its allocation already: no product is read.
         repo.record_check(allocated, str(uuid.uuid4()), [Line(other, 1)], "verified",
-                          payment_requested=Money(Decimal("3.00"), "USD"))
+                          payment_requested=Money(Decimal("3.00"), "USD"), answer=_ANSWER)
         assert await uow.write()
         assert await repo.insert_allocation(allocated, None, AllocationStatus.RELEASED,
                                             [Line(other, 1)])
@@ -289,7 +316,7 @@ async def test_validation_and_allocation_find_products_by_key_in_a_large_catalog
 
         assert _units(await repo.validation_read(saga_id, [a, b])) == (None, {a: 10, b: 10})
         repo.record_check(saga_id, order_id, lines, "verified",
-                          payment_requested=Money(Decimal("10.00"), "USD"))
+                          payment_requested=Money(Decimal("10.00"), "USD"), answer=_ANSWER)
         assert await uow.write()
         state = await _state(repo, saga_id)
         assert state.on_hand == {a: 10, b: 10}

@@ -21,7 +21,8 @@ from datetime import UTC, datetime
 
 from inventario.domain.payment_match import Money
 from inventario.domain.stock import AllocationStatus, Line, merge_lines
-from inventario.usecases.ports import AllocationState, ProductStock, ValidationRead
+from inventario.usecases.ports import AllocationState, ProductStock, RecordedCheck, ValidationRead
+from saga_contracts.events.base import Event
 from sagakit.fakes import FakeUnitOfWork
 
 
@@ -51,6 +52,8 @@ class StockCheck:
     lines: list[Line]
     result: str
     payment_requested: Money | None
+    answer: Event | None = field(default=None, compare=False)
+    """The event the check answered with (what tests compare is the record's other parts)."""
 
 
 @dataclass(frozen=True)
@@ -105,18 +108,22 @@ class FakeStockRepository:
 
     async def validation_read(self, saga_id: str, skus: list[str]) -> ValidationRead:
         allocation = self.inventory.allocations.get(saga_id)
+        check = self.inventory.checks.get(saga_id)
         result = ValidationRead(allocation.status if allocation else None, self._on_hand(skus),
                                 {sku: self.inventory.prices[sku] for sku in skus
-                                 if sku in self.inventory.prices})
+                                 if sku in self.inventory.prices},
+                                RecordedCheck(check.result, check.answer) if check else None)
         self._read()
         return result
 
     def record_check(self, saga_id: str, order_id: str, lines: list[Line], result: str,
-                     payment_requested: Money | None) -> None:
+                     payment_requested: Money | None, answer: Event) -> None:
         def write() -> bool:
-            self.inventory.checks.setdefault(
-                saga_id, StockCheck(order_id, list(lines), result, payment_requested))
-            return True  # no guard: a check recorded first is kept, the commit goes on
+            if saga_id in self.inventory.checks:
+                return False  # guarded: a check recorded first is kept, nothing written
+            self.inventory.checks[saga_id] = StockCheck(order_id, list(lines), result,
+                                                        payment_requested, answer)
+            return True
         self.uow.stage(write)
 
     async def allocation_state(self, saga_id: str, *, statement_timeout_ms: int

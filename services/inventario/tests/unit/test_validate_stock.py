@@ -119,3 +119,56 @@ async def test_a_saga_with_an_allocation_is_not_checked(status: AllocationStatus
     assert uow.commits == 1 and uow.committed  # the message is recorded as processed
     assert uow.emitted == []
     assert inventory.checks == {}
+
+
+async def test_a_saga_checked_already_is_answered_as_its_check_answered() -> None:
+    """Its OrdenSolicitada handled again (an operator's retry, a replay) after the product was
+    restocked: the StockNoDisponible on its way to pedidos is sent again, never a
+    StockVerificado that pagos would charge for an order about to be cancelled."""
+    inventory = Inventory()
+    inventory.put("A", 0, EUR_2_50)
+    first = orden_solicitada(("A", 1))
+    uow = StagingUnitOfWork()
+    with handling(first):
+        await validate_stock(uow, FakeStockRepository(inventory, uow), first)
+    [answer] = uow.emitted
+    inventory.put("A", 5, EUR_2_50)
+
+    again, _, _ = await _validate(inventory, ("A", 1), saga_id=first.saga_id)
+
+    assert again.committed and again.emitted_types == ["StockNoDisponible"]
+    assert again.emitted[0].payload == answer.payload
+    assert inventory.checks[first.saga_id].result == "unavailable"
+
+
+async def test_a_check_recorded_meanwhile_keeps_its_place_and_this_one_writes_nothing() -> None:
+    """Two checks of one saga at once: the one that commits second writes nothing (its answer
+    included); handled again, it answers as the first did."""
+    inventory = Inventory()
+    inventory.put("A", 5, EUR_2_50)
+    event = orden_solicitada(("A", 1))
+    recorded = StockCheck(event.payload.order_id, [Line("A", 1)], "unavailable", None)
+
+    def first_commits(inv: Inventory) -> None:
+        inv.checks[event.saga_id] = recorded
+
+    uow = StagingUnitOfWork()
+    with handling(event):
+        await validate_stock(uow, FakeStockRepository(inventory, uow, meanwhile=first_commits),
+                             event)
+
+    assert uow.commits == 1 and not uow.committed
+    assert uow.emitted == []
+    assert inventory.checks == {event.saga_id: recorded}
+
+
+async def test_a_check_recorded_without_its_answer_is_not_answered_again() -> None:
+    """Checks recorded before answers were kept: nothing is sent rather than a new check's
+    answer; the message is recorded as handled."""
+    inventory = Inventory()
+    inventory.put("A", 5, EUR_2_50)
+    inventory.checks["saga-1"] = StockCheck("o-1", [Line("A", 1)], "unavailable", None)
+    uow, _, _ = await _validate(inventory, ("A", 1), saga_id="saga-1")
+
+    assert uow.commits == 1 and uow.committed
+    assert uow.emitted == []

@@ -30,7 +30,9 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from inventario.adapters.tables import allocations, products, stock_checks
 from inventario.domain.payment_match import Money
 from inventario.domain.stock import AllocationStatus, Line
-from inventario.usecases.ports import AllocationState, ProductStock, ValidationRead
+from inventario.usecases.ports import AllocationState, ProductStock, RecordedCheck, ValidationRead
+from saga_contracts.events import parse
+from saga_contracts.events.base import Event
 from sagakit import jsonio
 from sagakit.store import driver
 from sagakit.store.commit_statement import StagedWrite
@@ -42,10 +44,15 @@ _SKUS = any_(bindparam("skus", type_=ARRAY(Text)))
 # cancelled before it was validated), and what is on hand at which catalog price. The one-row
 # side of the outer join keeps an answer when none of the products exists.
 _ONE = select(literal(1).label("one")).subquery("one")
+_SAGA_ID = bindparam("k_saga_id", type_=Text)
 _VALIDATION_READ = (
     select(select(allocations.c.status)
-           .where(allocations.c.saga_id == bindparam("k_saga_id", type_=Text))
+           .where(allocations.c.saga_id == _SAGA_ID)
            .scalar_subquery().label("allocation"),
+           select(stock_checks.c.result).where(stock_checks.c.saga_id == _SAGA_ID)
+           .scalar_subquery().label("check_result"),
+           select(stock_checks.c.answer).where(stock_checks.c.saga_id == _SAGA_ID)
+           .scalar_subquery().label("check_answer"),
            products.c.sku, products.c.quantity, products.c.price, products.c.currency)
     .select_from(_ONE.outerjoin(products, products.c.sku == _SKUS)))
 _PUT_BACK = (pg_insert(products)
@@ -81,10 +88,13 @@ def _allocation_read(schema: str) -> TextClause:
 
 
 # Writes staged on the unit of work, sent with its commit statement (sagakit.store.unit_of_work).
+# Guarded ("checked"): a check recorded for the saga meanwhile (its OrdenSolicitada handled
+# twice at once: a replay beside the original) keeps its place, and this unit of work writes
+# nothing, its answer included.
 _STOCK_CHECK = (("checked", f"""INSERT INTO {{schema}}.{stock_checks.name}
-    (saga_id, order_id, items, result, payment_amount, payment_currency)
+    (saga_id, order_id, items, result, payment_amount, payment_currency, answer)
 VALUES (:chk_saga_id, :chk_order_id, CAST(:chk_items AS jsonb), :chk_result,
-        :chk_payment_amount, :chk_payment_currency)
+        :chk_payment_amount, :chk_payment_currency, CAST(:chk_answer AS jsonb))
 ON CONFLICT (saga_id) DO NOTHING
 RETURNING saga_id"""),)
 # The allocation, decided on what ``_ALLOCATION_READ`` found, in one statement, the last of the
@@ -163,6 +173,13 @@ async def find_product(conn: AsyncConnection, sku: str) -> ProductStock | None:
                         price=_price(row.price, row.currency))
 
 
+def _answer_from(recorded: Any) -> Event | None:
+    """The event a check recorded as its answer (None: recorded before answers were kept)."""
+    if recorded is None:
+        return None
+    return parse(recorded["event_type"], recorded["payload"])
+
+
 def _price(amount: Decimal | None, currency: str | None) -> Money | None:
     return None if amount is None or currency is None else Money(amount, currency)
 
@@ -184,24 +201,31 @@ class StockRepository:
         prices of ``skus`` (absent products left out), in one statement, without locks."""
         rows = await driver.fetch(self.conn, _VALIDATION_READ,
                                   {"k_saga_id": saga_id, "skus": list(skus)})
-        status = rows[0]["allocation"]
+        first = rows[0]
+        status = first["allocation"]
         found = [r for r in rows if r["sku"] is not None]
         prices = {r["sku"]: _price(r["price"], r["currency"]) for r in found}
         return ValidationRead(
             allocation=AllocationStatus(status) if status is not None else None,
             on_hand={r["sku"]: r["quantity"] for r in found},
-            prices={sku: price for sku, price in prices.items() if price is not None})
+            prices={sku: price for sku, price in prices.items() if price is not None},
+            check=(None if first["check_result"] is None else
+                   RecordedCheck(first["check_result"], _answer_from(first["check_answer"]))))
 
     def record_check(self, saga_id: str, order_id: str, lines: list[Line], result: str,
-                     payment_requested: Money | None) -> None:
-        """The check's record (lines, result and the payment it asks for), kept if the saga
-        has none yet: staged, it goes with the commit statement."""
+                     payment_requested: Money | None, answer: Event) -> None:
+        """The check's record (lines, result, the payment it asks for and the event it answers
+        with), staged: it goes with the commit statement, guarded, written only if the saga
+        has no check yet."""
         self.uow.stage(StagedWrite(_STOCK_CHECK, {
             "chk_saga_id": saga_id, "chk_order_id": uuid.UUID(order_id),
             "chk_items": jsonio.dumps(lines_to_json(lines)), "chk_result": result,
             "chk_payment_amount": payment_requested.amount if payment_requested else None,
             "chk_payment_currency": (payment_requested.currency if payment_requested
-                                     else None)}))
+                                     else None),
+            "chk_answer": jsonio.dumps({"event_type": answer.event_type,
+                                        "payload": answer.to_payload()})},
+            guard="checked"))
 
     # ---- allocations
 

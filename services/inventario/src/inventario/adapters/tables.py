@@ -45,6 +45,9 @@ stock_checks = Table(
     Column("payment_amount", Numeric(12, 2)),
     Column("payment_currency", Text),
     Column("checked_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    # The event the check answered with ({"event_type", "payload"}): the saga's answer, sent
+    # again when its OrdenSolicitada is handled again.
+    Column("answer", JSONB),
     CheckConstraint("(payment_amount IS NULL) = (payment_currency IS NULL)",
                     name="payment_whole"),
 )

@@ -15,6 +15,16 @@ from typing import Protocol
 
 from inventario.domain.payment_match import Money
 from inventario.domain.stock import AllocationStatus, Line
+from saga_contracts.events.base import Event
+
+
+@dataclass(frozen=True)
+class RecordedCheck:
+    """A stock check recorded for the saga: its result and the answer it sent."""
+
+    result: str
+    answer: Event | None
+    """The event it answered with (None: recorded before answers were kept)."""
 
 
 @dataclass(frozen=True)
@@ -27,6 +37,8 @@ class ValidationRead:
     """Units on hand of the products asked about (absent products left out)."""
     prices: dict[str, Money]
     """Catalog prices of those products (products without a price left out)."""
+    check: RecordedCheck | None = None
+    """The saga's stock check, if one was recorded: the saga was checked already."""
 
 
 @dataclass(frozen=True)
@@ -61,14 +73,16 @@ class StockStore(Protocol):
     write."""
 
     async def validation_read(self, saga_id: str, skus: list[str]) -> ValidationRead:
-        """The saga's allocation and the units on hand and catalog prices of ``skus``,
-        without locks."""
+        """The saga's allocation, its recorded stock check, and the units on hand and catalog
+        prices of ``skus``, without locks."""
         ...
 
     def record_check(self, saga_id: str, order_id: str, lines: list[Line], result: str,
-                     payment_requested: Money | None) -> None:
-        """Records the saga's stock check (its lines, result and the payment it asks for, if
-        any) with the commit, unless the saga has one already (the first is kept)."""
+                     payment_requested: Money | None, answer: Event) -> None:
+        """Records the saga's stock check (its lines, result, the payment it asks for, if any,
+        and the event it answers with) with the commit. Guarded: when a check was recorded for
+        the saga meanwhile, nothing of the unit of work is written and its ``commit`` returns
+        False (the first check is kept, and its answer is the saga's)."""
         ...
 
     async def allocation_state(self, saga_id: str, *, statement_timeout_ms: int

@@ -13,6 +13,13 @@ and the payment a verified check asks pagos for (the amount in StockVerificado, 
 out with the same commit: pagos charges only after it, so the record is there before any
 genuine PagoExitoso). A saga that has an allocation already was cancelled before it was
 checked: nothing is left to check.
+
+A saga is checked once. Its OrdenSolicitada handled again (an operator's retry, a dead letter's
+replay, a copy handled beside the original) is answered with the event its check recorded,
+never with a second check's: stock restocked in between must not turn a StockNoDisponible
+already on its way to pedidos into a StockVerificado that pagos would charge. Two checks of one
+saga at once: the first to commit keeps its record, the other writes nothing (the record's
+guard), is handled again and answers as the first did.
 """
 
 from __future__ import annotations
@@ -23,7 +30,8 @@ from inventario.domain.payment_match import Money
 from inventario.domain.pricing import OrderedItem, amount_to_charge, refused_items
 from inventario.domain.stock import Line, merge_lines, shortages
 from inventario.usecases.event_parts import priced_lines, refused_parts, shortage_parts
-from inventario.usecases.ports import StockStore
+from inventario.usecases.ports import RecordedCheck, StockStore
+from saga_contracts.events.base import Event
 from saga_contracts.events.inventory import PrecioRechazado, StockNoDisponible, StockVerificado
 from saga_contracts.events.orders import OrdenSolicitada
 from sagakit.message import Message
@@ -43,26 +51,46 @@ async def validate_stock(uow: UnitOfWorkPort, stock: StockStore,
                  extra={"saga_id": event.saga_id, "event_type": event.event_type})
         await uow.commit()
         return
+    if read.check is not None:
+        _answer_again(uow, event, read.check)
+        await uow.commit()
+        return
     missing = shortages(lines, read.on_hand)
     refused = [] if missing else refused_items(
         (OrderedItem(i.sku, i.quantity, i.price) for i in order.items), order.currency,
         read.prices)
+    answer: Event
     if missing:
+        answer = StockNoDisponible(order_id=order.order_id, reason="stock insuficiente",
+                                   unavailable=shortage_parts(missing))
         stock.record_check(event.saga_id, order.order_id, lines, "unavailable",
-                           payment_requested=None)
-        uow.emit(StockNoDisponible(order_id=order.order_id, reason="stock insuficiente",
-                                   unavailable=shortage_parts(missing)))
+                           payment_requested=None, answer=answer)
     elif refused:
+        answer = PrecioRechazado(order_id=order.order_id, reason="precio distinto del catálogo",
+                                 refused=refused_parts(refused, order.currency))
         stock.record_check(event.saga_id, order.order_id, lines, "price_refused",
-                           payment_requested=None)
-        uow.emit(PrecioRechazado(order_id=order.order_id,
-                                 reason="precio distinto del catálogo",
-                                 refused=refused_parts(refused, order.currency)))
+                           payment_requested=None, answer=answer)
     else:
         charged = Money(amount_to_charge(lines, read.prices), order.currency)
-        stock.record_check(event.saga_id, order.order_id, lines, "verified",
-                           payment_requested=charged)
-        uow.emit(StockVerificado(order_id=order.order_id, items=priced_lines(lines, read.prices),
+        answer = StockVerificado(order_id=order.order_id, items=priced_lines(lines, read.prices),
                                  total_amount=charged.amount, currency=charged.currency,
-                                 payment_method=order.payment_method))
+                                 payment_method=order.payment_method)
+        stock.record_check(event.saga_id, order.order_id, lines, "verified",
+                           payment_requested=charged, answer=answer)
+    uow.emit(answer)
+    # False (nothing written, the answer included) when a check of the saga committed
+    # meanwhile: the consumer handles the message again and answers as that check did.
     await uow.commit()
+
+
+def _answer_again(uow: UnitOfWorkPort, event: Message[OrdenSolicitada],
+                  check: RecordedCheck) -> None:
+    """The saga was checked already: the same answer again, or none if it was not kept."""
+    if check.answer is None:
+        log.warning("order checked before answers were kept: not answered again (%s)",
+                    check.result, extra={"saga_id": event.saga_id,
+                                         "event_type": event.event_type})
+        return
+    log.info("order checked already: its answer sent again",
+             extra={"saga_id": event.saga_id, "event_type": event.event_type})
+    uow.emit(check.answer)
