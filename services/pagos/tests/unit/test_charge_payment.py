@@ -164,12 +164,15 @@ async def test_a_cancelled_charge_found_made_by_its_replay_is_refunded() -> None
     assert calls.kicks == 1
 
 
-async def test_a_cancelled_charge_its_replay_declines_was_never_made() -> None:
+async def test_a_cancelled_charge_its_replay_declines_was_never_made_and_is_told() -> None:
     table = PaymentTable()
     row, payment = _leased(table, S.CANCEL_REQUESTED, charge_sent=True, charge_attempts=1)
     units, calls = await _charge(table, payment, FakeGateway([DECLINED]))
     assert row.status is S.CANCELLED and row.token is None and row.next_attempt_at is None
-    assert _emitted(units) == [] and calls.kicks == 0
+    # The card was declined all the same: pedidos counts it against the decline limits.
+    [declined] = _emitted(units)
+    assert declined.event_type == "PagoRechazado" and calls.kicks == 0
+    assert declined.payload["decline_code"] == "card_declined"
 
 
 async def test_a_cancelled_charge_that_stays_unknown_is_left_for_a_manual_refund() -> None:
@@ -232,7 +235,8 @@ async def test_the_calls_of_a_charge_before_its_cancellation_leave_its_resolutio
     row.lease_until = table.in_(45)
     units, _ = await _charge(table, row.payment(table.now), FakeGateway([DECLINED]))
     assert row.status is S.CANCELLED and not row.manual_refund_required
-    assert _emitted(units) == [] and _alerts("cancelled_charge_unresolved") == alerts
+    assert [e.event_type for e in _emitted(units)] == ["PagoRechazado"]
+    assert _alerts("cancelled_charge_unresolved") == alerts
     assert [(a["kind"], a["attempt"], a["outcome"]) for a in row.attempt_log] == [
         ("charge", 1, "unavailable"), ("charge", 2, "unavailable"),
         ("resolve", 1, "unavailable"), ("resolve", 2, "declined")]

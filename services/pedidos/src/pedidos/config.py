@@ -53,8 +53,8 @@ class PedidosSettings(BaseSettings):
         "Orders one customer may place at once before `PEDIDOS_ORDER_RATE_PER_CUSTOMER` "
         "applies."))
     # Card testing: whoever holds a list of stolen card numbers places small orders to learn
-    # which cards are live. The limits below count declined payments (orders cancelled with
-    # PagoRechazado) in pedidos' database, so they hold across every instance.
+    # which cards are live. The limits below count declined payments (each PagoRechazado heard,
+    # whatever became of its order) in pedidos' database, so they hold across every instance.
     decline_window_s: float = Field(3600.0, gt=0, le=7 * 86400, description=(
         "How far back `POST /orders` counts a customer's and a card's declined payments "
         "(`PEDIDOS_DECLINES_PER_CUSTOMER`, `PEDIDOS_DECLINES_PER_CARD`)."))

@@ -61,6 +61,7 @@ class OrderRecord:
     refund_status: str | None = None
     cancel_reason: str | None = None
     card_fingerprint: str | None = None
+    payment_declined_at: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -315,7 +316,7 @@ def _guard_holds(tables: OrderTables, saga: SagaState) -> bool:
 
 def _set_columns(order: OrderRecord, values: dict[str, Any]) -> None:
     for column, value in values.items():
-        if column not in {"charge_id", "refund_status", "cancel_reason"}:
+        if column not in {"charge_id", "refund_status", "cancel_reason", "payment_declined_at"}:
             raise AssertionError(f"orders has no column {column} that a step sets")
         setattr(order, column, value)
 

@@ -9,13 +9,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
 
 from pedidos.config import PedidosSettings
-from pedidos.domain.order import OrderStatus
+from pedidos.domain.order import TERMINAL, OrderStatus
 from pedidos.usecases.known_sagas import KnownSagas
 from pedidos.usecases.track_saga import track_saga
 from sagakit.context import current_message
@@ -184,6 +184,21 @@ async def test_a_late_payment_on_an_ended_order_still_records_its_charge() -> No
     order = tables.order_of(saga.saga_id)
     assert (order.status, order.charge_id) == ("CANCELADA_POR_USUARIO", "ch_9")
     assert tables.history_of(saga.saga_id)[0].detail["ignored"] is True
+
+
+@pytest.mark.parametrize("status", [S.PENDIENTE_PAGO, S.CANCELADA_POR_USUARIO])
+async def test_a_declined_payment_is_recorded_on_the_order_whatever_became_of_it(
+        status: OrderStatus) -> None:
+    """The decline limits count declines, not orders that ended declined: an order its
+    customer cancelled before pedidos heard the decline still records it."""
+    tables = OrderTables()
+    saga = tables.seed(status, step_deadline_in_s=None if status in TERMINAL else 60)
+    declined = event("PagoRechazado", saga, source="pagos")
+
+    await _track(tables, KnownSagas(), declined)
+
+    assert tables.order_of(saga.saga_id).payment_declined_at == datetime.fromisoformat(
+        declined.envelope.timestamp)
 
 
 async def test_an_event_of_an_unknown_saga_is_refused_for_good() -> None:

@@ -9,7 +9,7 @@
     CHARGING / CHARGE_FAILED ──cancel, no charge call ever sent──▶ CANCELLED
     CHARGING / CHARGE_FAILED ──cancel once a call may have been sent──▶ CANCEL_REQUESTED
     CANCEL_REQUESTED ──replayed charge approved──▶ REFUNDING   (the charge happened: undo it)
-    CANCEL_REQUESTED ──replayed charge declined──▶ CANCELLED (any other answer is not a proof)
+    CANCEL_REQUESTED ──replayed charge declined──▶ CANCELLED + PagoRechazado (no other answer proves it)
     CANCEL_REQUESTED ──unresolved × N replays, or nothing to replay with──▶ REFUND_FAILED (manual)
     REFUNDING ──refunded──▶ REFUNDED ;  REFUNDING ──failed × N──▶ REFUND_FAILED (manual refund)
 
@@ -286,8 +286,9 @@ def after_charge(status: PaymentStatus, outcome: Outcome, charges_made: int,
             return Change(PaymentStatus.REFUNDING, retry_in_s=0)
         if outcome is Outcome.DECLINED:
             # A replay of the first call's key is declined only if no charge was made under
-            # it (a made charge is answered as made): nothing to undo.
-            return Change(PaymentStatus.CANCELLED)
+            # it (a made charge is answered as made): nothing to undo. The card was declined
+            # all the same: pedidos hears it, for its decline limits, though the order is over.
+            return Change(PaymentStatus.CANCELLED, Emit.PAGO_RECHAZADO)
         # Any other refusal proves nothing about the first call (the key reused with other
         # parameters, a request still in progress, credentials): unknown, like a timeout.
         if outcome is not Outcome.NOT_ASKED and replays_made < resolve_attempts:

@@ -41,6 +41,9 @@ orders = Table(
     Column("charge_id", Text),
     Column("refund_status", Text),
     Column("cancel_reason", Text),
+    # When its payment was declined (PagoRechazado), whatever became of the order: what the
+    # decline limits of POST /orders count (migration 0010).
+    Column("payment_declined_at", DateTime(timezone=True)),
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
     Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
     UniqueConstraint("customer_id", "idempotency_key"),

@@ -4,12 +4,13 @@ its customer, or its card, has had too many payments declined lately.
 Where the limit lives, and why here: orders are placed at pedidos, and only a refusal before
 the order exists spares the gateway the charge that would test the next card; pagos learns the
 declines, but by then the order is placed and the card tried, and it has no request to answer
-``429`` to. pedidos learns every decline too, as the ``PagoRechazado`` that cancels the order
-(``CANCELADA_PAGO_RECHAZADO``), in its own database: so the limit counts those orders there,
-per customer and per card (the token's keyed fingerprint, ``pedidos.usecases.fingerprints``),
-and holds across every instance, which share that database and keep nothing in memory.
+``429`` to. pedidos learns every decline too, as a ``PagoRechazado``, and records it on its order
+whatever became of the order (its customer may have cancelled it first), in its own database:
+so the limit counts those declines there, per customer and per card (the token's keyed
+fingerprint, ``pedidos.usecases.fingerprints``), and holds across every instance, which share
+that database and keep nothing in memory.
 
-A decline counts from when its order was cancelled, for ``PEDIDOS_DECLINE_WINDOW_S``; an
+A decline counts from when pagos told it, for ``PEDIDOS_DECLINE_WINDOW_S``; an
 order is refused while ``PEDIDOS_DECLINES_PER_CUSTOMER`` of its customer's, or
 ``PEDIDOS_DECLINES_PER_CARD`` of its card's, are within the window, until the oldest of those
 leaves it (``Retry-After``). Refused orders are not written, and so never count themselves.

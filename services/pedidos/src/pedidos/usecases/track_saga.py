@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from datetime import datetime
 from typing import Any, TypeAlias
 
 from pedidos.config import PedidosSettings
@@ -79,8 +80,12 @@ async def track_saga(uow: UnitOfWorkPort, orders: OrderStore, event: Message[Tra
     if saga is None:
         raise PermanentError(f"unknown saga {event.saga_id}")
     detail: dict[str, Any] = {"source_service": event.source_service}
-    order_values = {}
+    order_values: dict[str, Any] = {}
     mismatch = None
+    if isinstance(event.payload, PagoRechazado):
+        # A decline counts against the decline limits whatever became of the order (its
+        # customer may have cancelled it first): from when pagos told it.
+        order_values["payment_declined_at"] = datetime.fromisoformat(event.envelope.timestamp)
     if isinstance(event.payload, PagoExitoso):
         paid = Money(event.payload.amount, event.payload.currency)
         mismatch = payment_mismatch(Money(saga.total_amount, saga.currency), paid)

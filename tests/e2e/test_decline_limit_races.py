@@ -1,0 +1,97 @@
+"""The decline limits of ``POST /orders`` against a card tester who cancels its orders: a
+decline counts whatever became of its order. The barrier: pedidos' consumer cannot commit, its
+inbox table locked against inserts, until the gateway declined the charge and the customer
+cancelled the order."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from local_stack import parts
+from saga_harness import config
+from saga_harness.clients import Saga, new_sku, order_body
+from saga_harness.faults import row_locked
+from saga_harness.identity import bearer, customer_token
+from saga_harness.ports import free_port
+from saga_harness.waiting import wait_for
+
+pytestmark = pytest.mark.usefixtures("running_stack")
+
+PER_CUSTOMER, PER_CARD, WINDOW_S = 2, 3, 300
+TIGHT = {"PEDIDOS_DECLINES_PER_CUSTOMER": str(PER_CUSTOMER),
+         "PEDIDOS_DECLINES_PER_CARD": str(PER_CARD), "PEDIDOS_DECLINE_WINDOW_S": str(WINDOW_S)}
+
+
+@pytest.fixture(scope="module")
+def tight_instance() -> Iterator[str]:
+    """A pedidos instance with tight decline limits, API only: the limits are counted in the
+    database the stack's pedidos writes its orders to."""
+    port = free_port()
+    env = {**parts.inherited_env(), **parts.service_env("pedidos"), **TIGHT,
+           "HTTP_PORT": str(port), "SAGA_INSTANCE": f"decline-races-{port}",
+           "RUN_CONSUMER": "false", "RUN_RELAY": "false", "RUN_JOBS": "false",
+           "PYTHONUNBUFFERED": "1"}
+    process = subprocess.Popen([sys.executable, "-m", "pedidos"], env=env,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert process.poll() is None, "the tight pedidos instance stopped"
+            try:
+                if httpx.get(f"{base}/ready", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert time.monotonic() < deadline, "the tight pedidos instance is not ready"
+            time.sleep(0.2)
+        yield base
+    finally:
+        process.terminate()
+        try:
+            process.wait(15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(5)
+
+
+async def test_declines_cancelled_by_the_customer_still_count_against_the_limit(
+        saga: Saga, tight_instance: str) -> None:
+    sku, customer = new_sku(), f"tester-{uuid.uuid4().hex[:8]}"
+    await saga.set_stock(sku, 100)
+    as_customer = bearer(customer_token(customer))
+    seen = []
+    for _ in range(PER_CUSTOMER):
+        card = f"tok_chargeDeclined_{uuid.uuid4().hex[:12]}"
+        async with row_locked("SELECT 1") as conn:
+            await conn.execute("LOCK TABLE pedidos.processed_messages IN EXCLUSIVE MODE")
+            placed = await saga.http.post(
+                f"{tight_instance}/orders",
+                json=order_body([(sku, 1)], token=card, customer=customer))
+            assert placed.status_code == 202, placed.text
+            saga_id, order_id = placed.json()["saga_id"], placed.json()["order_id"]
+            await wait_for(lambda s=saga_id: saga.payments(s),
+                           lambda ps: bool(ps) and ps[0]["status"] == "DECLINED", timeout=20,
+                           what="the gateway declined the charge")
+            cancelled = await saga.http.post(f"{tight_instance}/sagas/{saga_id}/cancel",
+                                             headers=as_customer)
+            assert cancelled.status_code == 202, cancelled.text
+        await saga.wait_terminal(order_id, timeout=20)
+        # What the card tester reads: its payment was declined.
+        mine = await saga.http.get(f"{config.PAGOS}/payments", params={"saga_id": saga_id},
+                                   headers=as_customer)
+        seen.append((mine.json()[0]["status"], (await saga.order(order_id))["status"]))
+    assert seen == [("DECLINED", "CANCELADA_POR_USUARIO")] * PER_CUSTOMER, seen
+    again = await saga.http.post(f"{tight_instance}/orders", json=order_body(
+        [(sku, 1)], token=f"tok_chargeDeclined_{uuid.uuid4().hex[:12]}", customer=customer))
+    assert again.status_code == 429, (
+        f"{PER_CUSTOMER} charges of this customer were declined at the gateway within the "
+        f"window (the customer read each as DECLINED), yet its next order is taken: "
+        f"{again.status_code} {again.text}")
