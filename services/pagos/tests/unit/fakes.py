@@ -20,20 +20,12 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
-from typing import Any, TypeVar
+from typing import Any
 
 from pagos.domain.payment import CHARGE_WORK, REFUND_WORK, Outcome, Payment, PaymentStatus
 from pagos.usecases.ports import CallOutcome, ChargeResult, RefundResult, Slot
-from saga_contracts import registry
-from saga_contracts.events.base import Event
-from saga_contracts.events.inventory import FalloAsignacion, StockAsignado, StockVerificado
-from saga_contracts.events.orders import OrdenCancelada
-from saga_contracts.sealing import Binding
-from saga_harness import sealing
 from sagakit.dead_letters import DeadLetter
-from sagakit.envelope import Envelope
 from sagakit.fakes import FakeUnitOfWork
-from sagakit.message import Message
 
 START = datetime(2030, 1, 1, tzinfo=UTC)
 
@@ -445,67 +437,6 @@ class FakeCalls:
 
     def kick(self) -> None:
         self.kicks += 1
-
-
-# ---- the events pagos handles
-
-E = TypeVar("E", bound=Event)
-
-
-
-def _event(model: type[E], saga_id: str, source: str, payload: dict[str, Any],
-           metadata: dict[str, Any] | None = None, *, replayed: bool = False) -> Message[E]:
-    """The event as pagos' handlers get it: the envelope as sent, its payload as its model;
-    ``replayed``: as the consumer marks a replay the operator signed for pagos."""
-    return Message.parse(Envelope.new(saga_id=saga_id, event_type=model.event_type,
-                                      schema_version=registry.latest(model.event_type).version,
-                                      source_service=source, payload=payload,
-                                      metadata=metadata), model, replayed=replayed)
-
-
-def stock_verificado(saga_id: str, order_id: str, token: str = "tok_visa",
-                     replay_of: str | None = None,
-                     customer: str | None = sealing.TEST_CUSTOMER, *,
-                     unit_price: str = "9.99", currency: str = "USD",
-                     sealed_for: Binding | None = None,
-                     signed_replay: bool | None = None) -> Message[StockVerificado]:
-    """Two units at ``unit_price``, inventario's amount to charge their total; ``customer``:
-    the envelope's ``metadata.user_id`` (None: the event names none). ``token`` in the clear,
-    sealed with the test key (``saga_harness.sealing``) as pedidos seals it: for this event's
-    charge, its customer the one named (the tests' own if none is), unless ``sealed_for``
-    names another. ``replay_of``: a replay of that message, signed by the operator for pagos
-    unless ``signed_replay`` is False (the envelope's word alone)."""
-    metadata = {**({"replay_of": replay_of} if replay_of is not None else {}),
-                **({"user_id": customer} if customer is not None else {})}
-    total = Decimal(unit_price) * 2
-    charge = sealed_for or sealing.charge(
-        saga_id=saga_id, order_id=order_id, amount=total, currency=currency,
-        customer_id=customer or sealing.TEST_CUSTOMER)
-    return _event(StockVerificado, saga_id, "inventario", {
-        "order_id": order_id, "total_amount": f"{total:.2f}", "currency": currency,
-        "items": [{"sku": "SKU-1", "quantity": 2, "unit_price": unit_price}],
-        "payment_method": {"type": "credit_card", "token": sealing.sealed(token, charge)}},
-        metadata=metadata or None,
-        replayed=replay_of is not None if signed_replay is None else signed_replay)
-
-
-def orden_cancelada(saga_id: str, order_id: str,
-                    customer: str | None = None) -> Message[OrdenCancelada]:
-    return _event(OrdenCancelada, saga_id, "pedidos", {
-        "order_id": order_id, "status": "CANCELADA_POR_USUARIO",
-        "reason": "cancelada_por_usuario"},
-        metadata={"user_id": customer} if customer is not None else None)
-
-
-def fallo_asignacion(saga_id: str, order_id: str) -> Message[FalloAsignacion]:
-    return _event(FalloAsignacion, saga_id, "inventario", {
-        "order_id": order_id, "reason": "stock_agotado",
-        "unavailable": [{"sku": "SKU-1", "requested": 2, "available": 0}]})
-
-
-def stock_asignado(saga_id: str, order_id: str) -> Message[StockAsignado]:
-    return _event(StockAsignado, saga_id, "inventario", {
-        "order_id": order_id, "items": [{"sku": "SKU-1", "quantity": 2}]})
 
 
 class FailingCommits(FakeUnits):
