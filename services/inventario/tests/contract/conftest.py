@@ -7,15 +7,12 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from saga_harness.contracts import BACKENDS, MEMORY, scratch
+from saga_harness.contracts import BACKENDS, backend
 
 from .backends import TABLES, MemoryStock, PostgresStock, StockBackend
 
 
 @pytest.fixture(params=BACKENDS)
 async def stock(request: pytest.FixtureRequest) -> AsyncIterator[StockBackend]:
-    if request.param == MEMORY:
-        yield MemoryStock()
-        return
-    async with scratch(request, "inventario", TABLES) as (engine, tables):
-        yield PostgresStock(engine, tables)
+    async with backend(request, "inventario", TABLES, MemoryStock, PostgresStock) as chosen:
+        yield chosen

@@ -7,15 +7,12 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from saga_harness.contracts import BACKENDS, MEMORY, scratch
+from saga_harness.contracts import BACKENDS, backend
 
 from .backends import TABLES, MemoryPayments, PaymentBackend, PostgresPayments
 
 
 @pytest.fixture(params=BACKENDS)
 async def payments(request: pytest.FixtureRequest) -> AsyncIterator[PaymentBackend]:
-    if request.param == MEMORY:
-        yield MemoryPayments()
-        return
-    async with scratch(request, "pagos", TABLES) as (engine, tables):
-        yield PostgresPayments(engine, tables)
+    async with backend(request, "pagos", TABLES, MemoryPayments, PostgresPayments) as chosen:
+        yield chosen

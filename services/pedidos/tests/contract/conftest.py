@@ -7,15 +7,12 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from saga_harness.contracts import BACKENDS, MEMORY, scratch
+from saga_harness.contracts import BACKENDS, backend
 
 from .backends import TABLES, MemoryOrders, OrderBackend, PostgresOrders
 
 
 @pytest.fixture(params=BACKENDS)
 async def orders(request: pytest.FixtureRequest) -> AsyncIterator[OrderBackend]:
-    if request.param == MEMORY:
-        yield MemoryOrders()
-        return
-    async with scratch(request, "pedidos", TABLES) as (engine, tables):
-        yield PostgresOrders(engine, tables)
+    async with backend(request, "pedidos", TABLES, MemoryOrders, PostgresOrders) as chosen:
+        yield chosen
