@@ -160,3 +160,21 @@ async def test_a_dead_letter_is_parked_with_the_commit(payments: PaymentBackend)
         assert await uow.commit()
     assert await payments.outbox(saga_id) == ["StockVerificado"]
     assert (await _read(payments, saga_id)).status is P.CHARGE_FAILED
+
+
+async def test_workers_share_due_work_and_skip_what_a_transaction_holds(
+        payments: PaymentBackend) -> None:
+    first, second, held = (await _charge(payments), await _charge(payments),
+                           await _charge(payments))
+    async with payments.unit() as (handler, store):
+        assert await store.lock(held) is not None  # a handler holds it meanwhile
+        async with payments.unit() as (one, worker):
+            leased = await worker.claim_due(1, 30)
+            async with payments.unit() as (other, another):
+                also = await another.claim_due(10, 30)
+                assert await other.commit()
+            assert await one.commit()
+        assert await handler.commit()
+    assert [p.saga_id for p in leased] == [first]
+    assert [p.saga_id for p in also] == [second], "neither waits for nor takes a held row"
+    assert [p.saga_id for p in await _claim(payments)] == [held]

@@ -7,7 +7,9 @@ status it was decided on, an outcome's guarded write finds the status and attemp
 was decided on or writes nothing (and the commit returns False), leases run out on the clock,
 and a lease compared with none (SQL's NULL) matches nothing. ``FakeUnit`` is the unit of work:
 in a transaction, writes show at its commit (never if it fails); reading outside one, a write
-run at once is committed at once (autocommit), and only staged writes wait for the commit.
+run at once is committed at once (autocommit), and only staged writes wait for the commit. A
+unit in a transaction holds the rows it locked or leased until it ends, and a claim of due
+work skips them (``FOR UPDATE SKIP LOCKED``): two workers never lease one payment.
 
 Hooks play the other lanes of a saga: ``before_insert`` and ``before_commit`` run what another
 handler or worker commits at that moment.
@@ -85,6 +87,8 @@ class PaymentTable:
         """Runs once, right before the next insert (another lane commits its payment)."""
         self.before_commit: Callable[[], None] | None = None
         """Runs right before every commit (another lane commits a change of the payment)."""
+        self.locked: dict[str, FakeUnit] = {}
+        """Saga id → the unit of work whose transaction holds its row locked."""
         self._ids = 0
 
     def add(self, saga_id: str, status: PaymentStatus, **columns: Any) -> Row:
@@ -133,6 +137,19 @@ class FakeUnit(FakeUnitOfWork):
 
     async def __aexit__(self, *_: object) -> None:
         self._writes.clear()  # what was not committed is rolled back
+        self._unlock()
+
+    def hold(self, saga_id: str) -> None:
+        """The payment's row, locked until the transaction ends (none outside one)."""
+        if not self.reads_outside_transaction:
+            self.table.locked.setdefault(saga_id, self)
+
+    def held_elsewhere(self, saga_id: str) -> bool:
+        return self.table.locked.get(saga_id, self) is not self
+
+    def _unlock(self) -> None:
+        for saga_id in [k for k, unit in self.table.locked.items() if unit is self]:
+            del self.table.locked[saga_id]
 
     def write(self, apply: Callable[[], None]) -> None:
         """A write run at once: committed now when reading outside a transaction, else with
@@ -152,6 +169,7 @@ class FakeUnit(FakeUnitOfWork):
             raise RuntimeError("unit of work already ended")
         self.ended = True
         self.commits += 1
+        self._unlock()
         if self.commit_raises is not None:
             self._writes.clear()
             raise self.commit_raises
@@ -189,6 +207,7 @@ class FakePayments:
         return row.payment(self.table.now) if row else None
 
     async def lock(self, saga_id: str) -> Payment | None:
+        self.uow.hold(saga_id)
         return await self.read(saga_id)
 
     # ---- writes run at once
@@ -262,10 +281,12 @@ class FakePayments:
         due = sorted((r for r in self.table.rows.values()
                       if r.visible and r.status in CHARGE_WORK + REFUND_WORK
                       and r.next_attempt_at is not None and r.next_attempt_at <= now
-                      and (r.lease_until is None or r.lease_until < now)),
+                      and (r.lease_until is None or r.lease_until < now)
+                      and not self.uow.held_elsewhere(r.saga_id)),
                      key=lambda r: r.next_attempt_at or now)[:limit]
         lease_until = self.table.in_(lease_s)
         for r in due:
+            self.uow.hold(r.saga_id)
             self.uow.write(lambda r=r: setattr(r, "lease_until", lease_until))  # type: ignore[misc]
         return [Row(**{**r.__dict__, "lease_until": lease_until}).payment(now) for r in due]
 
