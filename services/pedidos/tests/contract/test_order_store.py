@@ -257,6 +257,18 @@ async def test_a_saga_locked_elsewhere_is_skipped_by_a_lock_that_skips(
         assert read is not None and read.status is S.PENDIENTE_VALIDACION
 
 
+async def test_a_saga_one_unit_locked_is_skipped_by_another_until_it_ends(
+        orders: OrderBackend) -> None:
+    saga = await _placed(orders)
+    async with orders.unit() as (uow, store):
+        assert await store.lock(saga.saga_id) is not None
+        async with orders.unit() as (_, other):
+            assert await other.lock(saga.saga_id, skip_locked=True) is None
+        assert await uow.commit()
+    async with orders.unit() as (_, store):
+        assert await store.lock(saga.saga_id, skip_locked=True) is not None
+
+
 async def test_the_order_request_is_the_first_ordensolicitada_committed(
         orders: OrderBackend) -> None:
     saga = await _placed(orders)

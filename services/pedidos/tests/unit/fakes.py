@@ -103,6 +103,8 @@ class OrderTables:
         """The events of the units of work that committed, in the order they committed."""
         self.held: set[str] = set()
         """Sagas whose row another transaction holds locked."""
+        self.locked_by: dict[str, FakeUnitOfWork] = {}
+        """Sagas whose row a unit of work here locked (``lock``), until it ends."""
         self.reads = 0
         self.locks = 0
 
@@ -177,7 +179,15 @@ class FakeUnitOfWork(fakes.FakeUnitOfWork):
         committed = await super().commit()
         if committed and self._tables is not None:
             self._tables.outbox.extend(self.emitted)
+        self.unlock()
         return committed
+
+    def unlock(self) -> None:
+        """The unit of work ended: the rows it locked are free."""
+        if self._tables is not None:
+            locked = self._tables.locked_by
+            for saga_id in [k for k, unit in locked.items() if unit is self]:
+                del locked[saga_id]
 
 
 class FakeOrderStore:
@@ -308,11 +318,15 @@ class FakeOrderStore:
 
     async def lock(self, saga_id: str, skip_locked: bool = False) -> SagaState | None:
         self.tables.locks += 1
-        if saga_id in self.tables.held:
+        holder = self.tables.locked_by.get(saga_id, self.uow)
+        if saga_id in self.tables.held or holder is not self.uow:
             if skip_locked:
                 return None
             raise AssertionError(f"would wait for saga {saga_id}'s lock")
-        return self.tables.saga(saga_id)
+        saga = self.tables.saga(saga_id)
+        if saga is not None:
+            self.tables.locked_by[saga_id] = self.uow
+        return saga
 
 
 def _guard_holds(tables: OrderTables, saga: SagaState) -> bool:
@@ -371,7 +385,10 @@ class FakeUnits:
     async def _unit(self) -> AsyncIterator[tuple[UnitOfWorkPort, OrderStore]]:
         uow = FakeUnitOfWork(self.tables)
         self.opened.append(uow)
-        yield uow, FakeOrderStore(self.tables, uow)
+        try:
+            yield uow, FakeOrderStore(self.tables, uow)
+        finally:
+            uow.unlock()
 
 
 def unit(tables: OrderTables) -> tuple[FakeUnitOfWork, FakeOrderStore]:
