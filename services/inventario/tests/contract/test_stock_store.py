@@ -50,6 +50,12 @@ async def _allocate(stock: StockBackend, saga_id: str, order_id: str, status: Al
         return await uow.commit()
 
 
+async def _allocation(stock: StockBackend, saga_id: str
+                      ) -> tuple[AllocationStatus, list[Line]] | None:
+    async with stock.unit() as (_, store):
+        return await store.lock_allocation(saga_id)
+
+
 async def _on_hand(stock: StockBackend, *skus: str) -> dict[str, int]:
     async with stock.unit() as (_, store):
         return (await store.validation_read(str(uuid.uuid4()), list(skus))).on_hand
@@ -140,14 +146,12 @@ async def test_an_allocation_the_units_no_longer_agree_with_writes_nothing(
         assert not await uow.commit()
     assert await _on_hand(stock, skus["a"]) == {skus["a"]: 2}
     assert await stock.outbox(saga_id) == []
-    async with stock.unit() as (_, store):
-        assert await store.lock_allocation(saga_id) is None
+    assert await _allocation(stock, saga_id) is None
 
     # A FAILED allocation stands only while some line is short: it takes nothing.
     assert await _allocate(stock, saga_id, order_id, A.FAILED, lines)
     assert await _on_hand(stock, skus["a"]) == {skus["a"]: 2}
-    async with stock.unit() as (_, store):
-        assert await store.lock_allocation(saga_id) == (A.FAILED, lines)
+    assert await _allocation(stock, saga_id) == (A.FAILED, lines)
 
 
 async def test_a_failed_allocation_the_units_would_cover_writes_nothing(
@@ -155,8 +159,7 @@ async def test_a_failed_allocation_the_units_would_cover_writes_nothing(
     skus = await _products(stock, a=3)
     saga_id, order_id = _ids()
     assert not await _allocate(stock, saga_id, order_id, A.FAILED, [Line(skus["a"], 3)])
-    async with stock.unit() as (_, store):
-        assert await store.lock_allocation(saga_id) is None
+    assert await _allocation(stock, saga_id) is None
 
 
 async def test_an_allocation_loses_to_a_block_recorded_meanwhile(stock: StockBackend) -> None:
@@ -172,8 +175,7 @@ async def test_an_allocation_loses_to_a_block_recorded_meanwhile(stock: StockBac
         store.record_allocation(saga_id, order_id, A.ALLOCATED, lines, lock_timeout_ms=2000)
         assert not await uow.commit()
     assert await _on_hand(stock, skus["a"]) == {skus["a"]: 3}
-    async with stock.unit() as (_, store):
-        assert await store.lock_allocation(saga_id) == (A.BLOCKED, [])
+    assert await _allocation(stock, saga_id) == (A.BLOCKED, [])
 
 
 async def test_a_block_loses_to_an_allocation_recorded_first(stock: StockBackend) -> None:
@@ -185,8 +187,7 @@ async def test_a_block_loses_to_an_allocation_recorded_first(stock: StockBackend
     async with stock.unit() as (uow, store):
         assert not await store.block(saga_id, order_id)
         assert await uow.commit()
-    async with stock.unit() as (_, store):
-        assert await store.lock_allocation(saga_id) == (A.ALLOCATED, lines)
+    assert await _allocation(stock, saga_id) == (A.ALLOCATED, lines)
 
 
 async def test_a_release_puts_the_units_back_once(stock: StockBackend) -> None:
@@ -203,8 +204,7 @@ async def test_a_release_puts_the_units_back_once(stock: StockBackend) -> None:
         assert await uow.commit()
     # A product deleted meanwhile comes back with its units.
     assert await _on_hand(stock, skus["a"], skus["b"]) == {skus["a"]: 3, skus["b"]: 1}
-    async with stock.unit() as (_, store):
-        assert await store.lock_allocation(saga_id) == (A.RELEASED, lines)
+    assert await _allocation(stock, saga_id) == (A.RELEASED, lines)
 
 
 async def test_a_release_in_a_unit_that_never_commits_writes_nothing(
@@ -217,5 +217,4 @@ async def test_a_release_in_a_unit_that_never_commits_writes_nothing(
     async with stock.unit() as (_, store):
         await store.release(saga_id, lines)
     assert await _on_hand(stock, skus["a"]) == {skus["a"]: 1}
-    async with stock.unit() as (_, store):
-        assert await store.lock_allocation(saga_id) == (A.ALLOCATED, lines)
+    assert await _allocation(stock, saga_id) == (A.ALLOCATED, lines)

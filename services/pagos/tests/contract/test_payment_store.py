@@ -32,6 +32,17 @@ async def _charge(payments: PaymentBackend, saga_id: str, order_id: str, *,
         return store.created()
 
 
+async def _locked_move(payments: PaymentBackend, saga_id: str, to: PaymentStatus, *,
+                      commit: bool) -> bool:
+    """The payment locked and moved to ``to`` (due now, its token kept), as a handler moves
+    it; committed only if ``commit``."""
+    async with payments.unit() as (uow, store):
+        locked = await store.lock(saga_id)
+        assert locked is not None
+        moved = await store.move(locked, to, due_now=True, clear_token=False)
+        return moved and (not commit or await uow.commit())
+
+
 async def _read(payments: PaymentBackend, saga_id: str) -> Payment | None:
     async with payments.unit(reads_outside_transaction=True) as (_, store):
         return await store.read(saga_id)
@@ -99,11 +110,7 @@ async def test_a_move_applies_only_from_the_status_it_was_decided_on(
     saga_id, order_id = _ids()
     created = await _charge(payments, saga_id, order_id)
     assert created is not None
-    async with payments.unit() as (uow, store):
-        locked = await store.lock(saga_id)
-        assert locked is not None
-        assert await store.move(locked, P.CANCEL_REQUESTED, due_now=True, clear_token=False)
-        assert await uow.commit()
+    assert await _locked_move(payments, saga_id, P.CANCEL_REQUESTED, commit=True)
     async with payments.unit() as (uow, store):
         assert not await store.move(created, P.CANCELLED, due_now=False, clear_token=True)
         assert await uow.commit()
@@ -119,14 +126,11 @@ async def test_a_move_applies_only_from_the_status_it_was_decided_on(
 async def test_a_move_in_a_unit_that_never_commits_is_not_written(
         payments: PaymentBackend) -> None:
     saga_id, order_id = _ids()
-    created = await _charge(payments, saga_id, order_id)
-    assert created is not None
-    async with payments.unit() as (_, store):
-        locked = await store.lock(saga_id)
-        assert locked is not None
-        assert await store.move(locked, P.CANCEL_REQUESTED, due_now=True, clear_token=True)
+    await _charge(payments, saga_id, order_id)
+    assert await _locked_move(payments, saga_id, P.CANCEL_REQUESTED, commit=False)
     read = await _read(payments, saga_id)
-    assert read is not None and (read.status, read.token) == (P.CHARGING, "sealed-1")
+    assert read is not None and (read.status, read.token, read.leased) == (
+        P.CHARGING, "sealed-1", False)
 
 
 async def test_an_allocation_failure_is_recorded_and_kept(payments: PaymentBackend) -> None:
@@ -192,11 +196,7 @@ async def test_a_failed_charge_is_charged_again_only_from_charge_failed(
     async with payments.unit() as (uow, store):
         assert not await store.charge_again(saga_id, "sealed-2")
         assert await uow.commit()
-    async with payments.unit() as (uow, store):
-        locked = await store.lock(saga_id)
-        assert locked is not None
-        assert await store.move(locked, P.CHARGE_FAILED, due_now=False, clear_token=True)
-        assert await uow.commit()
+    assert await _locked_move(payments, saga_id, P.CHARGE_FAILED, commit=True)
     async with payments.unit() as (uow, store):
         assert await store.charge_again(saga_id, "sealed-2")
         assert await uow.commit()

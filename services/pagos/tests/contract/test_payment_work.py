@@ -65,6 +65,8 @@ async def test_due_work_is_leased_earliest_first_and_once(payments: PaymentBacke
     assert [p.saga_id for p in await _claim(payments)] == [second]
     assert await _claim(payments) == []
     assert (await _read(payments, leased)).leased
+    async with payments.unit() as (_, store):  # when the first lease runs out
+        assert await store.seconds_to_next_due() == pytest.approx(30, abs=3)
 
 
 async def test_a_lease_run_out_is_claimed_again(payments: PaymentBackend) -> None:
