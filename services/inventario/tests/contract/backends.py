@@ -6,6 +6,7 @@ an operator deleting a product, which no port does."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager
@@ -16,6 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from inventario.adapters.stock_repository import StockRepository
 from inventario.usecases.ports import ProductStore, StockStore
+from saga_harness.waiting import wait_for
 from sagakit.envelope import Envelope
 from sagakit.ports import UnitOfWorkPort
 from sagakit.store.tables import MessagingTables
@@ -43,6 +45,10 @@ class StockBackend(Protocol):
         """The product deleted, committed (as an operator would, outside the saga)."""
         ...
 
+    async def until_waiting_for_a_lock(self) -> None:
+        """Returns once another task of the test waits for a lock held here."""
+        ...
+
 
 class MemoryStock:
     def __init__(self) -> None:
@@ -66,6 +72,9 @@ class MemoryStock:
                       self.inventory.updated_at):
             table.pop(sku, None)
 
+    async def until_waiting_for_a_lock(self) -> None:
+        await asyncio.sleep(0)  # the other task runs until it awaits the lock's release
+
 
 class PostgresStock:
     def __init__(self, engine: AsyncEngine, tables: MessagingTables) -> None:
@@ -87,3 +96,12 @@ class PostgresStock:
         async with self.engine.begin() as conn:
             await conn.execute(text(f"DELETE FROM {self.tables.schema}.products WHERE sku = :s"),
                                {"s": sku})
+
+    async def until_waiting_for_a_lock(self) -> None:
+        async def waiting() -> int:
+            async with self.engine.connect() as conn:
+                return int((await conn.execute(text(
+                    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                    "AND wait_event_type = 'Lock' AND query LIKE :copy"),
+                    {"copy": f"%{self.tables.schema}.%"})).scalar_one())
+        await wait_for(waiting, lambda n: n > 0, timeout=10, what="a statement waits for a lock")

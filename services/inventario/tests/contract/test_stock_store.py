@@ -7,6 +7,7 @@ back."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from decimal import Decimal
 
@@ -218,3 +219,31 @@ async def test_a_release_in_a_unit_that_never_commits_writes_nothing(
         await store.release(saga_id, lines)
     assert await _on_hand(stock, skus["a"]) == {skus["a"]: 1}
     assert await _allocation(stock, saga_id) == (A.ALLOCATED, lines)
+
+
+async def test_an_allocation_locked_is_released_once_by_two_cancellations(
+        stock: StockBackend) -> None:
+    """A second cancellation's lock waits for the first's unit of work to end, and finds the
+    allocation released: its units go back once."""
+    skus = await _products(stock, a=3)
+    saga_id, order_id = _ids()
+    lines = [Line(skus["a"], 2)]
+    await _checked(stock, saga_id, order_id, lines)
+    assert await _allocate(stock, saga_id, order_id, A.ALLOCATED, lines)
+
+    async def second() -> tuple[AllocationStatus, list[Line]] | None:
+        async with stock.unit() as (uow, store):
+            found = await store.lock_allocation(saga_id)
+            if found is not None and found[0] is A.ALLOCATED:
+                await store.release(saga_id, found[1])
+            assert await uow.commit()
+            return found
+
+    async with stock.unit() as (uow, store):
+        assert await store.lock_allocation(saga_id) == (A.ALLOCATED, lines)
+        waiting = asyncio.create_task(second())
+        await stock.until_waiting_for_a_lock()
+        await store.release(saga_id, lines)
+        assert await uow.commit()
+    assert await waiting == (A.RELEASED, lines)
+    assert await _on_hand(stock, skus["a"]) == {skus["a"]: 3}

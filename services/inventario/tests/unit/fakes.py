@@ -12,11 +12,14 @@ False, or ``rollback``); other units see them at once, where PostgreSQL's would 
 with the commit (no use case reads what another has not committed).
 
 A change another transaction commits between a use case's read and its write is played with
-``meanwhile``: it runs right after the store's first read.
+``meanwhile``: it runs right after the store's first read. A saga's allocation locked by
+``lock_allocation`` stays locked until its unit of work ends: another unit's
+``lock_allocation`` waits for that, as ``FOR UPDATE`` does.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -39,6 +42,8 @@ class StagingUnitOfWork(FakeUnitOfWork):
         super().__init__("inventario", commit_result=commit_result)
         self.staged: Callable[[], bool] | None = None
         self._before: list[tuple[dict[Any, Any], Any, Any]] = []
+        self.ended = asyncio.Event()
+        """Set once the unit of work committed or rolled back: the locks it held are free."""
 
     def stage(self, write: Callable[[], bool]) -> None:
         if self.staged is not None:
@@ -57,6 +62,7 @@ class StagingUnitOfWork(FakeUnitOfWork):
             else:
                 table[key] = value
         self._before.clear()
+        self.ended.set()
 
     async def commit(self) -> bool:
         if self.commit_result and self.staged is not None and not self.staged():
@@ -64,6 +70,7 @@ class StagingUnitOfWork(FakeUnitOfWork):
         committed = await super().commit()
         if committed:
             self._before.clear()
+            self.ended.set()
         else:
             self.rollback()
         return committed
@@ -94,6 +101,8 @@ class Inventory:
     updated_at: dict[str, datetime] = field(default_factory=dict)
     checks: dict[str, StockCheck] = field(default_factory=dict)
     allocations: dict[str, Allocation] = field(default_factory=dict)
+    locked: dict[str, StagingUnitOfWork] = field(default_factory=dict)
+    """Saga id → the unit of work that locked its allocation (``lock_allocation``)."""
 
     def put(self, sku: str, quantity: int, price: Money | None = None) -> None:
         """Sets the product's units and, unless ``price`` is None, its price."""
@@ -176,7 +185,13 @@ class FakeStockRepository:
         self.uow.stage(write)
 
     async def lock_allocation(self, saga_id: str) -> tuple[AllocationStatus, list[Line]] | None:
+        holder = self.inventory.locked.get(saga_id)
+        while holder is not None and holder is not self.uow and not holder.ended.is_set():
+            await holder.ended.wait()
+            holder = self.inventory.locked.get(saga_id)
         allocation = self.inventory.allocations.get(saga_id)
+        if allocation is not None:  # FOR UPDATE locks the row it finds, and only that
+            self.inventory.locked[saga_id] = self.uow
         found = (allocation.status, list(allocation.lines)) if allocation else None
         self._read()
         return found
