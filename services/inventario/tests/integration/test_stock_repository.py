@@ -16,7 +16,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator
 from decimal import Decimal
-from typing import TypeVar
+from typing import Any
 
 import pytest
 from sqlalchemy import text
@@ -30,18 +30,16 @@ from inventario.domain.payment_match import Money
 from inventario.domain.stock import AllocationStatus, Line
 from inventario.entrypoints.messages import make_on_pago_exitoso, on_orden_solicitada
 from inventario.usecases.ports import AllocationState, RecordedCheck, ValidationRead
-from saga_contracts import registry
-from saga_contracts.events.base import Event
 from saga_contracts.events.inventory import Shortage, StockNoDisponible
 from saga_contracts.events.orders import OrdenSolicitada
 from saga_contracts.events.payments import PagoExitoso
 from saga_harness import config, db, sealing
 from saga_harness.clients import new_sku
+from saga_harness.events import orden_solicitada, pago_exitoso
 from saga_harness.faults import row_locked
 from saga_harness.waiting import wait_for
 from sagakit.consumer import Handler
 from sagakit.context import current_message
-from sagakit.envelope import Envelope
 from sagakit.errors import sqlstate
 from sagakit.message import Message
 from sagakit.store.commit_statement import StagedWrite
@@ -331,21 +329,12 @@ async def test_validation_and_allocation_find_products_by_key_in_a_large_catalog
         assert idx_after > idx_before
 
 
-E = TypeVar("E", bound=Event)
-
 SCRATCH = "inventariotest"
 SCRATCH_TABLES = ("products", "stock_checks", "allocations", "outbox", "processed_messages")
 
 
-def _event(model: type[E], saga_id: str, source: str, payload: dict[str, object]
-           ) -> Message[E]:
-    return Message.parse(Envelope.new(saga_id=saga_id, event_type=model.event_type,
-                                      schema_version=registry.latest(model.event_type).version,
-                                      source_service=source, payload=payload), model)
-
-
-async def _deliver(engine: AsyncEngine, tables: MessagingTables, handler: Handler[E],
-                   event: Message[E]) -> bool:
+async def _deliver(engine: AsyncEngine, tables: MessagingTables, handler: Handler[Any],
+                   event: Message[Any]) -> bool:
     """What the consumer does with one record, once: claim it, run the handler in the unit of
     work its subscription asks for (inventario.app), commit."""
     options = {s.event_type: s for s in subscriptions(None)  # type: ignore[arg-type]
@@ -374,21 +363,9 @@ async def test_a_validation_and_an_allocation_run_whole_on_a_copy_of_the_tables(
             await conn.execute(text(
                 f"INSERT INTO {SCRATCH}.products (sku, quantity, price, currency) "
                 "VALUES (:s, 5, 5.00, 'USD')"), {"s": sku})
-        assert await _deliver(engine, tables, on_orden_solicitada, _event(
-            OrdenSolicitada, saga_id, "pedidos", {
-                "order_id": order_id, "customer_id": "c-1",
-                "items": [{"sku": sku, "quantity": 2, "price": "5.00"}],
-                "total_amount": "10.00", "currency": "USD",
-                "shipping_address": {"street": "Av. Siempre Viva 742", "city": "Lima",
-                                     "country": "PE", "postal_code": "15001"},
-                "payment_method": {"type": "credit_card",
-                                   "token": sealing.sealed("tok_visa", sealing.charge(
-                                       saga_id=saga_id, order_id=order_id,
-                                       customer_id="c-1"))}}))
-        assert await _deliver(engine, tables, make_on_pago_exitoso(InventarioSettings()), _event(
-            PagoExitoso, saga_id, "pagos", {
-                "order_id": order_id, "payment_id": str(uuid.uuid4()), "charge_id": "ch_1",
-                "amount": "10.00", "currency": "USD"}))
+        placed, paid = _checked_then_paid(saga_id, order_id, sku)
+        assert await _deliver(engine, tables, on_orden_solicitada, placed)
+        assert await _deliver(engine, tables, make_on_pago_exitoso(InventarioSettings()), paid)
 
         async with engine.connect() as conn:
             assert (await conn.execute(text(
@@ -417,20 +394,9 @@ async def test_a_payment_the_check_did_not_ask_for_records_only_its_message(
             await conn.execute(text(
                 f"INSERT INTO {SCRATCH}.products (sku, quantity, price, currency) "
                 "VALUES (:s, 5, 5.00, 'USD')"), {"s": sku})
-        assert await _deliver(engine, tables, on_orden_solicitada, _event(
-            OrdenSolicitada, saga_id, "pedidos", {
-                "order_id": order_id, "customer_id": "c-1",
-                "items": [{"sku": sku, "quantity": 2, "price": "5.00"}],
-                "total_amount": "10.00", "currency": "USD",
-                "shipping_address": {"street": "Av. Siempre Viva 742", "city": "Lima",
-                                     "country": "PE", "postal_code": "15001"},
-                "payment_method": {"type": "credit_card",
-                                   "token": sealing.sealed("tok_visa", sealing.charge(
-                                       saga_id=saga_id, order_id=order_id,
-                                       customer_id="c-1"))}}))
-        foreign = _event(PagoExitoso, saga_id, "pagos", {
-            "order_id": order_id, "payment_id": str(uuid.uuid4()), "charge_id": "ch_1",
-            "amount": "9.99", "currency": "USD"})
+        placed, _ = _checked_then_paid(saga_id, order_id, sku)
+        assert await _deliver(engine, tables, on_orden_solicitada, placed)
+        foreign = pago_exitoso(saga_id, order_id, amount="9.99", currency="USD")
         assert await _deliver(engine, tables, make_on_pago_exitoso(InventarioSettings()),
                               foreign)
 
@@ -457,18 +423,13 @@ async def test_a_payment_the_check_did_not_ask_for_records_only_its_message(
 def _checked_then_paid(saga_id: str, order_id: str, sku: str
                        ) -> tuple[Message[OrdenSolicitada], Message[PagoExitoso]]:
     """An order of two units of ``sku`` at 5.00 USD, and its payment."""
-    placed = _event(OrdenSolicitada, saga_id, "pedidos", {
-        "order_id": order_id, "customer_id": "c-1",
-        "items": [{"sku": sku, "quantity": 2, "price": "5.00"}],
-        "total_amount": "10.00", "currency": "USD",
-        "shipping_address": {"street": "Av. Siempre Viva 742", "city": "Lima", "country": "PE",
-                             "postal_code": "15001"},
-        "payment_method": {"type": "credit_card", "token": sealing.sealed(
-            "tok_visa", sealing.charge(saga_id=saga_id, order_id=order_id,
-                                       customer_id="c-1"))}})
-    paid = _event(PagoExitoso, saga_id, "pagos", {
-        "order_id": order_id, "payment_id": str(uuid.uuid4()), "charge_id": "ch_1",
-        "amount": "10.00", "currency": "USD"})
+    placed = orden_solicitada((sku, 2), saga_id=saga_id, order_id=order_id, price="5.00",
+                              currency="USD", payment_method={
+                                  "type": "credit_card", "token": sealing.sealed(
+                                      "tok_visa", sealing.charge(saga_id=saga_id,
+                                                                 order_id=order_id,
+                                                                 customer_id="c-1"))})
+    paid = pago_exitoso(saga_id, order_id, amount="10.00", currency="USD")
     return placed, paid
 
 

@@ -7,23 +7,31 @@ the real unit of work. It writes as the adapter does: the stock check and the al
 staged and written when the unit of work commits, the allocation only if its guard holds then
 (the units of its products agree with its status, and the saga has no allocation yet),
 otherwise the commit returns False and nothing is written, events included. The other writes
-apply at once: in PostgreSQL they would wait for the commit, but no use case fails after one.
+apply at once, and are undone if the unit of work does not commit (a commit that returns
+False, or ``rollback``); other units see them at once, where PostgreSQL's would see them
+with the commit (no use case reads what another has not committed).
 
 A change another transaction commits between a use case's read and its write is played with
-``meanwhile``: it runs right after the store's first read.
+``meanwhile``: it runs right after the store's first read. A saga's allocation locked by
+``lock_allocation`` stays locked until its unit of work ends: another unit's
+``lock_allocation`` waits for that, as ``FOR UPDATE`` does.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 
 from inventario.domain.payment_match import Money
 from inventario.domain.stock import AllocationStatus, Line, merge_lines
 from inventario.usecases.ports import AllocationState, ProductStock, RecordedCheck, ValidationRead
 from saga_contracts.events.base import Event
 from sagakit.fakes import FakeUnitOfWork
+
+_ABSENT = object()
 
 
 class StagingUnitOfWork(FakeUnitOfWork):
@@ -34,16 +42,39 @@ class StagingUnitOfWork(FakeUnitOfWork):
     def __init__(self, *, commit_result: bool = True) -> None:
         super().__init__("inventario", commit_result=commit_result)
         self.staged: Callable[[], bool] | None = None
+        self._before: list[tuple[dict[Any, Any], Any, Any]] = []
+        self.ended = asyncio.Event()
+        """Set once the unit of work committed or rolled back: the locks it held are free."""
 
     def stage(self, write: Callable[[], bool]) -> None:
         if self.staged is not None:
             raise RuntimeError("a unit of work stages one write")
         self.staged = write
 
+    def touch(self, table: dict[Any, Any], key: Any) -> None:
+        """``table[key]`` is about to be written at once: kept, to be put back on rollback."""
+        self._before.append((table, key, table.get(key, _ABSENT)))
+
+    def rollback(self) -> None:
+        """Undoes the writes run at once (the unit of work ends without its commit)."""
+        for table, key, value in reversed(self._before):
+            if value is _ABSENT:
+                table.pop(key, None)
+            else:
+                table[key] = value
+        self._before.clear()
+        self.ended.set()
+
     async def commit(self) -> bool:
         if self.commit_result and self.staged is not None and not self.staged():
             self.commit_result = False
-        return await super().commit()
+        committed = await super().commit()
+        if committed:
+            self._before.clear()
+            self.ended.set()
+        else:
+            self.rollback()
+        return committed
 
 
 @dataclass(frozen=True)
@@ -73,6 +104,8 @@ class Inventory:
     updated_at: dict[str, datetime] = field(default_factory=dict)
     checks: dict[str, StockCheck] = field(default_factory=dict)
     allocations: dict[str, Allocation] = field(default_factory=dict)
+    locked: dict[str, StagingUnitOfWork] = field(default_factory=dict)
+    """Saga id → the unit of work that locked its allocation (``lock_allocation``)."""
 
     def put(self, sku: str, quantity: int, price: Money | None = None) -> None:
         """Sets the product's units and, unless ``price`` is None, its price."""
@@ -159,7 +192,13 @@ class FakeStockRepository:
         self.uow.stage(write)
 
     async def lock_allocation(self, saga_id: str) -> tuple[AllocationStatus, list[Line]] | None:
+        holder = self.inventory.locked.get(saga_id)
+        while holder is not None and holder is not self.uow and not holder.ended.is_set():
+            await holder.ended.wait()
+            holder = self.inventory.locked.get(saga_id)
         allocation = self.inventory.allocations.get(saga_id)
+        if allocation is not None:  # FOR UPDATE locks the row it finds, and only that
+            self.inventory.locked[saga_id] = self.uow
         found = (allocation.status, list(allocation.lines)) if allocation else None
         self._read()
         return found
@@ -167,21 +206,30 @@ class FakeStockRepository:
     async def block(self, saga_id: str, order_id: str) -> bool:
         if saga_id in self.inventory.allocations:
             return False
+        self.uow.touch(self.inventory.allocations, saga_id)
         self.inventory.allocations[saga_id] = Allocation(order_id, AllocationStatus.BLOCKED, [])
         return True
 
     async def release(self, saga_id: str, lines: list[Line]) -> None:
         for line in lines:
-            self.inventory.put(line.sku, self.inventory.products.get(line.sku, 0) + line.quantity)
+            self._put(line.sku, self.inventory.products.get(line.sku, 0) + line.quantity)
         allocation = self.inventory.allocations[saga_id]
         if allocation.status is AllocationStatus.ALLOCATED:
+            self.uow.touch(self.inventory.allocations, saga_id)
             self.inventory.allocations[saga_id] = Allocation(
                 allocation.order_id, AllocationStatus.RELEASED, allocation.lines)
+
+    def _put(self, sku: str, quantity: int, price: Money | None = None) -> None:
+        """``Inventory.put``, run at once in the unit of work."""
+        for table in (self.inventory.products, self.inventory.prices,
+                      self.inventory.updated_at):
+            self.uow.touch(table, sku)
+        self.inventory.put(sku, quantity, price)
 
     # ---- ProductStore
 
     async def set_product(self, sku: str, quantity: int, price: Money | None) -> None:
-        self.inventory.put(sku, quantity, price)
+        self._put(sku, quantity, price)
 
     async def product(self, sku: str) -> ProductStock | None:
         if sku not in self.inventory.products:

@@ -14,9 +14,9 @@ import pytest
 from inventario.domain.payment_match import Money
 from inventario.domain.stock import AllocationStatus, Line
 from inventario.usecases.allocate_stock import allocate_stock
+from saga_harness.events import PAYMENT_METHOD, handling, pago_exitoso
 from sagakit.observability import metrics
 
-from .events import PAYMENT_METHOD, handling, pago_exitoso
 from .fakes import Allocation, FakeStockRepository, Inventory, StagingUnitOfWork, StockCheck
 
 ORDER_ID = "6f1c2a4e-1111-4222-8333-444455556666"

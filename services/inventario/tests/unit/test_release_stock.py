@@ -8,9 +8,9 @@ from prometheus_client import REGISTRY
 
 from inventario.domain.stock import AllocationStatus, Line
 from inventario.usecases.release_stock import release_stock
+from saga_harness.events import handling, orden_cancelada
 from sagakit.errors import TransientError
 
-from .events import handling, orden_cancelada
 from .fakes import Allocation, FakeStockRepository, Inventory, StagingUnitOfWork
 
 ORDER_ID = "6f1c2a4e-1111-4222-8333-444455556666"
@@ -23,7 +23,7 @@ def _compensations() -> float:
 
 
 async def _cancel(inventory: Inventory, saga_id: str) -> StagingUnitOfWork:
-    event = orden_cancelada(saga_id, REASON, ORDER_ID)
+    event = orden_cancelada(saga_id, ORDER_ID, reason=REASON, status="CANCELADA")
     uow = StagingUnitOfWork()
     with handling(event):
         await release_stock(uow, FakeStockRepository(inventory, uow), event)
@@ -61,7 +61,7 @@ async def test_the_compensation_is_counted_only_once_committed() -> None:
     inventory.allocations["saga-1"] = Allocation(ORDER_ID, AllocationStatus.ALLOCATED,
                                                  [Line("A", 1)])
     counted = _compensations()
-    event = orden_cancelada("saga-1", REASON, ORDER_ID)
+    event = orden_cancelada("saga-1", ORDER_ID, reason=REASON, status="CANCELADA")
     uow = StagingUnitOfWork(commit_result=False)
     with handling(event):
         await release_stock(uow, FakeStockRepository(inventory, uow), event)
@@ -90,7 +90,7 @@ async def test_an_allocation_recorded_between_the_read_and_the_block_is_retried(
     def allocated_meanwhile(inv: Inventory) -> None:
         inv.allocations["saga-1"] = allocated
         inv.put("A", 3)
-    event = orden_cancelada("saga-1", REASON, ORDER_ID)
+    event = orden_cancelada("saga-1", ORDER_ID, reason=REASON, status="CANCELADA")
     uow = StagingUnitOfWork()
     stock = FakeStockRepository(inventory, uow, meanwhile=allocated_meanwhile)
     with handling(event), pytest.raises(TransientError, match="allocation appeared"):

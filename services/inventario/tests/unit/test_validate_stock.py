@@ -12,8 +12,8 @@ import pytest
 from inventario.domain.payment_match import Money
 from inventario.domain.stock import AllocationStatus, Line
 from inventario.usecases.validate_stock import validate_stock
+from saga_harness.events import PAYMENT_METHOD, handling, orden_solicitada
 
-from .events import PAYMENT_METHOD, handling, orden_solicitada
 from .fakes import Allocation, FakeStockRepository, Inventory, StagingUnitOfWork, StockCheck
 
 EUR_2_50 = Money(Decimal("2.50"), "EUR")

@@ -14,6 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from pagos.adapters.payment_repository import PaymentRepository
 from pagos.domain.payment import Payment
 from saga_harness import db
+from saga_harness import events as ev
 from saga_harness import payments as pay
 from sagakit.errors import StaleRead
 from sagakit.store.tables import MessagingTables
@@ -36,7 +37,7 @@ def _ids() -> tuple[str, str]:
 async def _captured(engine: AsyncEngine, tables: MessagingTables, gateway: pay.LedgerGateway,
                     saga_id: str, order_id: str) -> None:
     gw = pay.worker(engine, tables, gateway)
-    await pay.deliver(engine, tables, gw, pay.stock_verificado(saga_id, order_id))
+    await pay.deliver(engine, tables, gw, ev.stock_verificado(saga_id, order_id))
     row = await pay.settle(gw, engine, SCHEMA, saga_id)
     assert row.status == "CAPTURED" and gateway.net_charged(saga_id) == 1
 
@@ -55,10 +56,10 @@ async def test_an_allocation_failure_after_the_allocation_refunds_nothing(
     gateway = pay.LedgerGateway()
     await _captured(engine, tables, gateway, saga_id, order_id)
     gw = pay.worker(engine, tables, gateway)
-    await pay.deliver(engine, tables, gw, pay.stock_asignado(saga_id, order_id))
+    await pay.deliver(engine, tables, gw, ev.stock_asignado(saga_id, order_id))
     row = await pay.payment(engine, SCHEMA, saga_id)
     assert row.stock_allocated_at is not None and row.status == "CAPTURED"
-    failure = pay.fallo_asignacion(saga_id, order_id)
+    failure = ev.fallo_asignacion(saga_id, order_id)
     await pay.deliver(engine, tables, gw, failure)
     row = await pay.settle(gw, engine, SCHEMA, saga_id)
     assert row.status == "CAPTURED" and row.allocation_failed_at is None
@@ -74,8 +75,8 @@ async def test_an_allocation_failure_before_the_allocation_still_refunds(
     gateway = pay.LedgerGateway()
     await _captured(engine, tables, gateway, saga_id, order_id)
     gw = pay.worker(engine, tables, gateway)
-    await pay.deliver(engine, tables, gw, pay.fallo_asignacion(saga_id, order_id))
-    await pay.deliver(engine, tables, gw, pay.stock_asignado(saga_id, order_id))
+    await pay.deliver(engine, tables, gw, ev.fallo_asignacion(saga_id, order_id))
+    await pay.deliver(engine, tables, gw, ev.stock_asignado(saga_id, order_id))
     row = await pay.settle(gw, engine, SCHEMA, saga_id)
     assert row.status == "REFUNDED" and gateway.net_charged(saga_id) == 0
     assert row.allocation_failed_at is not None and row.stock_allocated_at is not None
@@ -101,7 +102,7 @@ async def test_an_allocation_recorded_on_a_payment_moved_meanwhile_writes_nothin
         return found
 
     monkeypatch.setattr(PaymentRepository, "read", read_then_cancelled)
-    allocated = pay.stock_asignado(saga_id, order_id)
+    allocated = ev.stock_asignado(saga_id, order_id)
     gw = pay.worker(engine, tables, gateway)
     with pytest.raises(StaleRead):
         await pay.deliver(engine, tables, gw, allocated)

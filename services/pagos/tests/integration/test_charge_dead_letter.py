@@ -32,6 +32,7 @@ from pagos.usecases.ports import ChargeResult, RefundResult
 from saga_contracts import replay_signature
 from saga_contracts.events.inventory import StockVerificado
 from saga_harness import config, db
+from saga_harness import events as ev
 from saga_harness import payments as pay
 from saga_harness.kafka import TopicReader
 from saga_harness.waiting import wait_for
@@ -169,7 +170,7 @@ async def test_a_charge_given_up_on_is_replayed_and_made_under_the_same_key(
         scratch: tuple[AsyncEngine, MessagingTables]) -> None:
     engine, tables = scratch
     gateway = _Gateway()
-    event = pay.stock_verificado(str(uuid.uuid4()))
+    event = ev.stock_verificado(str(uuid.uuid4()))
     async with _worker(engine, tables, gateway) as worker:
         letter = await _charge_given_up(engine, tables, worker, event)
         record = letter.payload
@@ -211,7 +212,7 @@ async def test_a_replay_after_the_payment_was_decided_charges_nothing(
         scratch: tuple[AsyncEngine, MessagingTables]) -> None:
     engine, tables = scratch
     gateway = _Gateway()
-    event = pay.stock_verificado(str(uuid.uuid4()))
+    event = ev.stock_verificado(str(uuid.uuid4()))
     async with _worker(engine, tables, gateway) as worker:
         letter = await _charge_given_up(engine, tables, worker, event)
         # The order was cancelled meanwhile, and the unknown charge resolved as not made.

@@ -27,6 +27,7 @@ from pagos.usecases.gateway_worker import GatewayWorker
 from pagos.usecases.ports import ChargeResult, RefundResult
 from saga_contracts.events.inventory import StockVerificado
 from saga_harness import db
+from saga_harness import events as ev
 from saga_harness import payments as pay
 from saga_harness.waiting import current, wait_for
 from sagakit.message import Message
@@ -131,7 +132,7 @@ async def test_a_charge_is_leased_where_it_is_created_and_called_without_a_claim
     saga_id = str(uuid.uuid4())
     async with _running(worker, claims):
         claims_before = claims.count
-        await _deliver(engine, tables, worker, pay.stock_verificado(saga_id))
+        await _deliver(engine, tables, worker, ev.stock_verificado(saga_id))
         await wait_for(lambda: current(list(gateway.charged)), lambda c: c == [saga_id],
                        timeout=5, what="the gateway called for the new charge")
         row = await _payment(engine, saga_id)
@@ -159,10 +160,10 @@ async def test_with_every_slot_taken_the_charge_waits_due_and_is_claimed_when_on
     worker = _worker(engine, tables, gateway, concurrency=1)
     first, second = str(uuid.uuid4()), str(uuid.uuid4())
     async with _running(worker, claims):
-        await _deliver(engine, tables, worker, pay.stock_verificado(first))
+        await _deliver(engine, tables, worker, ev.stock_verificado(first))
         await wait_for(lambda: current(list(gateway.charged)), lambda c: c == [first],
                        timeout=5, what="the first charge in flight")
-        await _deliver(engine, tables, worker, pay.stock_verificado(second))
+        await _deliver(engine, tables, worker, ev.stock_verificado(second))
         row = await _payment(engine, second)
         assert row.status == "CHARGING" and row.leased is None, \
             "no slot free: created due now and unleased, for whichever worker frees first"
@@ -181,7 +182,7 @@ async def test_a_transaction_that_does_not_commit_gives_its_slot_back(
     worker = _worker(engine, tables, gateway, concurrency=1)
     saga_id = str(uuid.uuid4())
     async with _running(worker, claims):
-        event = pay.stock_verificado(saga_id)
+        event = ev.stock_verificado(saga_id)
         await _deliver(engine, tables, worker, event)
         await wait_for(lambda: _payment(engine, saga_id), lambda r: r.status == "CAPTURED",
                        timeout=5, what="the charge recorded")
@@ -190,7 +191,7 @@ async def test_a_transaction_that_does_not_commit_gives_its_slot_back(
                 await _deliver(engine, tables, worker, event)
         later = str(uuid.uuid4())
         gateway.open.clear()
-        await _deliver(engine, tables, worker, pay.stock_verificado(later))
+        await _deliver(engine, tables, worker, ev.stock_verificado(later))
         row = await _payment(engine, later)
         assert row.leased, "the only slot was free again: the new charge was leased at once"
         gateway.open.set()
@@ -211,10 +212,10 @@ async def test_a_charge_waiting_for_a_slot_starts_when_any_slot_frees(
     first_gate, second_gate = gateway.hold(first), gateway.hold(second)
     async with _running(worker, claims):
         for saga_id in (first, second):
-            await _deliver(engine, tables, worker, pay.stock_verificado(saga_id))
+            await _deliver(engine, tables, worker, ev.stock_verificado(saga_id))
         await wait_for(lambda: current(set(gateway.charged)), lambda c: c == {first, second},
                        timeout=5, what="both slots taken")
-        await _deliver(engine, tables, worker, pay.stock_verificado(waiting))
+        await _deliver(engine, tables, worker, ev.stock_verificado(waiting))
         assert (await _payment(engine, waiting)).leased is None
         first_gate.set()  # the first call ends; the second keeps its slot
         await wait_for(lambda: _payment(engine, waiting), lambda r: r.status == "CAPTURED",
@@ -255,7 +256,7 @@ async def test_an_uncontested_outcome_is_written_without_reading_the_payment_bac
     worker = _worker(engine, tables, gateway, concurrency=2)
     saga_id = str(uuid.uuid4())
     async with _running(worker, claims):
-        await _deliver(engine, tables, worker, pay.stock_verificado(saga_id))
+        await _deliver(engine, tables, worker, ev.stock_verificado(saga_id))
         await wait_for(lambda: _payment(engine, saga_id), lambda r: r.status == "CAPTURED",
                        timeout=10, what="the charge's outcome recorded")
     assert reads.statuses == []
@@ -275,7 +276,7 @@ async def test_an_outcome_is_decided_again_when_the_payment_moved_during_the_cal
     saga_id = str(uuid.uuid4())
     gate = gateway.hold(saga_id)
     async with _running(worker, claims):
-        await _deliver(engine, tables, worker, pay.stock_verificado(saga_id))
+        await _deliver(engine, tables, worker, ev.stock_verificado(saga_id))
         await wait_for(lambda: current(list(gateway.charged)), lambda c: c == [saga_id],
                        timeout=5, what="the charge in flight")
         # What OrdenCancelada's handler writes while a call is in flight.

@@ -28,6 +28,7 @@ from pagos.config import PagosSettings
 from pagos.usecases import payment_events
 from pagos.usecases.gateway_worker import GatewayWorker
 from saga_harness import db
+from saga_harness import events as ev
 from saga_harness import payments as pay
 from saga_harness.waiting import wait_for
 from sagakit.errors import CommitOutcomeUnknown
@@ -137,7 +138,7 @@ async def test_a_charge_answered_by_a_proxys_page_fails_into_its_dead_letter(
     saga_id = str(uuid.uuid4())
     seen = _unintelligible("charge")
     async with _running(engine, tables, url) as worker:
-        await pay.deliver(engine, tables, worker, pay.stock_verificado(saga_id))
+        await pay.deliver(engine, tables, worker, ev.stock_verificado(saga_id))
         row = await _settled(engine, saga_id, "CHARGE_FAILED")
     assert row.charge_attempts == 3 and fake.calls["charges"] == 3, \
         "the first call and its two retries, each recorded"
@@ -157,10 +158,10 @@ async def test_a_cancelled_charge_whose_replays_get_a_proxys_page_is_left_for_a_
     # A second apart: the cancellation lands before the charge's first retry.
     slower = pay.settings(resolve_attempts=2, charge_retry_schedule_s=(1.0, 1.0))
     async with _running(engine, tables, url, slower) as worker:
-        await pay.deliver(engine, tables, worker, pay.stock_verificado(saga_id, order_id))
+        await pay.deliver(engine, tables, worker, ev.stock_verificado(saga_id, order_id))
         await wait_for(lambda: pay.payment(engine, SCHEMA, saga_id),
                        lambda r: r.charge_attempts == 1, timeout=10, what="a charge call")
-        await pay.deliver(engine, tables, worker, pay.orden_cancelada(saga_id, order_id))
+        await pay.deliver(engine, tables, worker, ev.orden_cancelada(saga_id, order_id))
         row = await _settled(engine, saga_id, "REFUND_FAILED")
     assert row.manual_refund_required and (row.charge_attempts, row.resolve_attempts) == (1, 2)
     assert await _events(engine, saga_id) == ["FalloReembolso"]
@@ -174,9 +175,9 @@ async def test_a_refund_answered_by_a_proxys_page_is_left_for_a_refund_by_hand(
     saga_id, order_id = str(uuid.uuid4()), str(uuid.uuid4())
     seen = _unintelligible("refund")
     async with _running(engine, tables, url) as worker:
-        await pay.deliver(engine, tables, worker, pay.stock_verificado(saga_id, order_id))
+        await pay.deliver(engine, tables, worker, ev.stock_verificado(saga_id, order_id))
         await _settled(engine, saga_id, "CAPTURED")
-        await pay.deliver(engine, tables, worker, pay.orden_cancelada(saga_id, order_id))
+        await pay.deliver(engine, tables, worker, ev.orden_cancelada(saga_id, order_id))
         row = await _settled(engine, saga_id, "REFUND_FAILED")
     assert row.manual_refund_required and fake.calls["refunds"] == 3, row
     assert _unintelligible("refund") == seen + 3
@@ -201,7 +202,7 @@ async def test_an_approval_whose_recording_failed_once_is_recorded_on_the_second
     monkeypatch.setattr(payment_events, "pago_exitoso", failing_once)
     saga_id = str(uuid.uuid4())
     async with _running(engine, tables, url) as worker:
-        await pay.deliver(engine, tables, worker, pay.stock_verificado(saga_id))
+        await pay.deliver(engine, tables, worker, ev.stock_verificado(saga_id))
         row = await _settled(engine, saga_id, "CAPTURED")
     assert not failures, "the recording failed once"
     assert (row.charge_attempts, row.leased) == (1, None), row
@@ -227,7 +228,7 @@ async def test_an_outcome_whose_commit_went_through_is_not_recorded_again(
     monkeypatch.setattr(UnitOfWork, "commit", losing_once)
     saga_id = str(uuid.uuid4())
     async with _running(engine, tables, url) as worker:
-        await pay.deliver(engine, tables, worker, pay.stock_verificado(saga_id))
+        await pay.deliver(engine, tables, worker, ev.stock_verificado(saga_id))
         row = await _settled(engine, saga_id, "CAPTURED")
         assert not lost, "the commit was lost once"
     assert row.charge_attempts == 1, row

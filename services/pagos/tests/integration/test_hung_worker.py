@@ -29,6 +29,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from pagos.adapters.payment_repository import PaymentRepository
 from pagos.domain.payment import Payment
 from saga_harness import config, db
+from saga_harness import events as ev
 from saga_harness import payments as pay
 from saga_harness.waiting import current, wait_for
 from sagakit.store.database import build_engine
@@ -79,7 +80,7 @@ async def test_a_worker_hung_in_its_claim_holds_the_payment_no_longer_than_the_b
     gateway = pay.LedgerGateway()
     # No worker runs: the charge is created due and unleased, for whichever claims it.
     await pay.deliver(engine, tables, pay.worker(engine, tables, gateway),
-                      pay.stock_verificado(saga_id, order_id))
+                      ev.stock_verificado(saga_id, order_id))
     hung = _hanging_after_its_claim(monkeypatch)
     first = pay.worker(engine, tables, gateway)
     hanging = asyncio.create_task(first.run_due())
@@ -113,7 +114,7 @@ async def test_a_worker_hung_in_its_call_holds_the_payment_for_its_lease_and_no_
     reply = gateway.hold(saga_id)  # the charge is made on arrival, its reply held
     first = pay.worker(engine, tables, gateway, settings)
     await pay.deliver(engine, tables, pay.worker(engine, tables, gateway, settings),
-                      pay.stock_verificado(saga_id, order_id))
+                      ev.stock_verificado(saga_id, order_id))
     await first.run_due()
     await wait_for(lambda: current(gateway.charge_calls(saga_id)), lambda n: n == 1,
                    timeout=10, what="the first call at the gateway, its reply held")

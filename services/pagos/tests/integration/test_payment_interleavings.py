@@ -23,6 +23,7 @@ from pagos.domain.payment import Payment
 from pagos.usecases.gateway_worker import GatewayWorker
 from saga_contracts.sealing import is_sealed
 from saga_harness import db, sealing
+from saga_harness import events as ev
 from saga_harness import payments as pay
 from saga_harness.waiting import current, wait_for
 from sagakit.store.tables import MessagingTables
@@ -85,9 +86,9 @@ async def test_a_cancel_that_found_no_payment_still_undoes_the_charge_created_me
     stop, task = await _running(gw)
     try:
         cancel = asyncio.create_task(pay.deliver(engine, tables, gw,
-                                                 pay.orden_cancelada(saga_id, order_id)))
+                                                 ev.orden_cancelada(saga_id, order_id)))
         await asyncio.wait_for(found_nothing.wait(), 10)
-        await pay.deliver(engine, tables, gw, pay.stock_verificado(saga_id, order_id))
+        await pay.deliver(engine, tables, gw, ev.stock_verificado(saga_id, order_id))
         await wait_for(lambda: current(gateway.charge_calls(saga_id)), lambda n: n == 1,
                        timeout=10, what="the charge sent to the gateway")
         go_on.set()
@@ -113,9 +114,9 @@ async def test_a_cancel_that_found_no_payment_drops_a_charge_created_meanwhile_b
     gateway = pay.LedgerGateway()
     gw = pay.worker(engine, tables, gateway)  # not running: the charge waits, unleased
     cancel = asyncio.create_task(pay.deliver(engine, tables, gw,
-                                             pay.orden_cancelada(saga_id, order_id)))
+                                             ev.orden_cancelada(saga_id, order_id)))
     await asyncio.wait_for(found_nothing.wait(), 10)
-    await pay.deliver(engine, tables, gw, pay.stock_verificado(saga_id, order_id))
+    await pay.deliver(engine, tables, gw, ev.stock_verificado(saga_id, order_id))
     go_on.set()
     await asyncio.wait_for(cancel, 10)
     row = await pay.settle(gw, engine, SCHEMA, saga_id)
@@ -132,14 +133,14 @@ async def test_a_charge_whose_reply_was_lost_then_cancelled_is_resolved_by_repla
     saga_id, order_id = _ids()
     gateway = pay.LedgerGateway(lose_replies={saga_id})
     gw = pay.worker(engine, tables, gateway)
-    await pay.deliver(engine, tables, gw, pay.stock_verificado(saga_id, order_id))
+    await pay.deliver(engine, tables, gw, ev.stock_verificado(saga_id, order_id))
     row = await pay.settle(gw, engine, SCHEMA, saga_id)
     assert row.status == "CHARGE_FAILED" and gateway.net_charged(saga_id) == 1
     assert row.payment_token is not None, "kept: the outcome may still have to be replayed"
     assert is_sealed(row.payment_token), "kept sealed, as pedidos sealed it"
     assert gateway.tokens[saga_id] == "tok_visa", "the gateway got it opened"
     gateway.lose_replies.clear()  # the network is back
-    await pay.deliver(engine, tables, gw, pay.orden_cancelada(saga_id, order_id))
+    await pay.deliver(engine, tables, gw, ev.orden_cancelada(saga_id, order_id))
     row = await pay.settle(gw, engine, SCHEMA, saga_id)
     assert row.status == "REFUNDED", row
     assert gateway.net_charged(saga_id) == 0
@@ -151,7 +152,7 @@ async def _call_in_flight(engine: AsyncEngine, tables: MessagingTables, gw: Gate
     """The charge created with no worker running (due, unleased), then leased by ``gw`` and
     sent; its reply is held by the test."""
     gateway.hold(saga_id)
-    await pay.deliver(engine, tables, gw, pay.stock_verificado(saga_id, order_id))
+    await pay.deliver(engine, tables, gw, ev.stock_verificado(saga_id, order_id))
     await gw.run_due()
     await wait_for(lambda: current(gateway.charge_calls(saga_id)), lambda n: n == 1,
                    timeout=10, what="the charge sent")
@@ -171,7 +172,7 @@ async def test_a_charge_whose_worker_died_after_its_lease_ran_out_is_still_resol
         call.cancel()
     await pay.expire_lease(engine, SCHEMA, saga_id)
     del gateway.holds[saga_id]
-    await pay.deliver(engine, tables, dying, pay.orden_cancelada(saga_id, order_id))
+    await pay.deliver(engine, tables, dying, ev.orden_cancelada(saga_id, order_id))
     row = await pay.settle(pay.worker(engine, tables, gateway), engine, SCHEMA, saga_id)
     assert row.status == "REFUNDED", row
     assert gateway.net_charged(saga_id) == 0
@@ -186,12 +187,12 @@ async def test_a_cancelled_charge_that_cannot_be_resolved_is_marked_for_manual_r
     saga_id, order_id = _ids()
     gateway = pay.LedgerGateway(lose_replies={saga_id})
     gw = pay.worker(engine, tables, gateway)
-    await pay.deliver(engine, tables, gw, pay.stock_verificado(saga_id, order_id))
+    await pay.deliver(engine, tables, gw, ev.stock_verificado(saga_id, order_id))
     await gw.run_due()
     await wait_for(lambda: pay.payment(engine, SCHEMA, saga_id),
                    lambda r: r.charge_attempts >= 1, timeout=10, what="one unknown outcome")
     gateway.unreachable.add(saga_id)
-    await pay.deliver(engine, tables, gw, pay.orden_cancelada(saga_id, order_id))
+    await pay.deliver(engine, tables, gw, ev.orden_cancelada(saga_id, order_id))
     row = await pay.settle(gw, engine, SCHEMA, saga_id)
     assert row.status == "REFUND_FAILED", row
     assert row.manual_refund_required, "left for finance to refund by hand"
@@ -207,7 +208,7 @@ async def _second_worker_resolves(engine: AsyncEngine, tables: MessagingTables,
     await pay.expire_lease(engine, SCHEMA, saga_id)
     second_gateway = pay.LedgerGateway(charges=gateway.charges, refunds=gateway.refunds)
     second = pay.worker(engine, tables, second_gateway)
-    await pay.deliver(engine, tables, second, pay.orden_cancelada(saga_id, order_id))
+    await pay.deliver(engine, tables, second, ev.orden_cancelada(saga_id, order_id))
     await second.run_due()
     await wait_for(lambda: pay.payment(engine, SCHEMA, saga_id),
                    lambda r: r.status == "REFUNDING", timeout=10, what="refund scheduled")
@@ -277,10 +278,10 @@ async def test_a_cancel_between_the_lease_and_the_call_drops_the_charge_without_
     gw = pay.worker(engine, tables, gateway)
     leased: list[Payment] = []
     monkeypatch.setattr(gw, "_spawn", leased.append)  # the call has not started yet
-    await pay.deliver(engine, tables, gw, pay.stock_verificado(saga_id, order_id))
+    await pay.deliver(engine, tables, gw, ev.stock_verificado(saga_id, order_id))
     await gw.run_due()
     assert [p.saga_id for p in leased] == [saga_id]
-    await pay.deliver(engine, tables, gw, pay.orden_cancelada(saga_id, order_id))
+    await pay.deliver(engine, tables, gw, ev.orden_cancelada(saga_id, order_id))
     await gw.attempt(leased[0])
     row = await pay.payment(engine, SCHEMA, saga_id)
     assert row.status == "CANCELLED", row
@@ -296,10 +297,10 @@ async def test_a_replayed_charge_keeps_the_token_its_idempotency_key_was_first_u
     saga_id, order_id = _ids()
     gateway = pay.LedgerGateway(lose_replies={saga_id})
     gw = pay.worker(engine, tables, gateway)
-    await pay.deliver(engine, tables, gw, pay.stock_verificado(saga_id, order_id))
+    await pay.deliver(engine, tables, gw, ev.stock_verificado(saga_id, order_id))
     assert (await pay.settle(gw, engine, SCHEMA, saga_id)).status == "CHARGE_FAILED"
-    replay = pay.stock_verificado(saga_id, order_id, token="tok_mastercard",
-                                  replay_of="an-earlier-message-id")
+    replay = ev.stock_verificado(saga_id, order_id, token="tok_mastercard",
+                                 replay_of="an-earlier-message-id")
     await pay.deliver(engine, tables, gw, replay)
     row = await pay.payment(engine, SCHEMA, saga_id)
     assert row.status == "CHARGING", row

@@ -43,6 +43,7 @@ from pagos.domain.payment import Outcome, Payment
 from pagos.usecases.gateway_worker import GatewayWorker
 from pagos.usecases.ports import ChargeResult, RefundResult
 from saga_harness import db
+from saga_harness import events as ev
 from saga_harness import payments as pay
 from saga_harness.waiting import wait_for
 from sagakit.errors import TransientError
@@ -206,7 +207,7 @@ class PaymentLanes(RuleBasedStateMachine):
     @rule()
     def stock_verificado(self) -> None:
         self.stock_verified = True
-        self._deliver(pay.stock_verificado(self.saga_id, self.order_id), pause=False)
+        self._deliver(ev.stock_verificado(self.saga_id, self.order_id), pause=False)
 
     def _room_for_a_lane(self) -> bool:
         # Each lane in flight holds a pooled connection: more of them than the pool holds would
@@ -218,13 +219,13 @@ class PaymentLanes(RuleBasedStateMachine):
     @rule(pause=st.booleans())
     def orden_cancelada(self, pause: bool) -> None:
         self.compensated = True
-        self._deliver(pay.orden_cancelada(self.saga_id, self.order_id), pause)
+        self._deliver(ev.orden_cancelada(self.saga_id, self.order_id), pause)
 
     @precondition(lambda self: bool(self.gateway.charges) and self._room_for_a_lane())
     @rule(pause=st.booleans())
     def fallo_asignacion(self, pause: bool) -> None:
         self.compensated = True
-        self._deliver(pay.fallo_asignacion(self.saga_id, self.order_id), pause)
+        self._deliver(ev.fallo_asignacion(self.saga_id, self.order_id), pause)
 
     @precondition(lambda self: bool(self.paused))
     @rule(which=st.integers(min_value=0))
@@ -338,7 +339,7 @@ class PaymentLanes(RuleBasedStateMachine):
             # The order's payment step times out in pedidos, which cancels the order.
             self.compensated = True
             await pay.deliver(self.engine, self.tables, worker,
-                              pay.orden_cancelada(self.saga_id, self.order_id))
+                              ev.orden_cancelada(self.saga_id, self.order_id))
             await pay.settle(worker, self.engine, SCHEMA, self.saga_id, timeout=30)
 
 

@@ -20,6 +20,7 @@ import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from saga_harness import db
+from saga_harness import events as ev
 from saga_harness import payments as pay
 from saga_harness.waiting import wait_for
 from sagakit.store.tables import MessagingTables
@@ -53,12 +54,12 @@ async def _outage_then_cancelled(engine: AsyncEngine, tables: MessagingTables,
                                  charges: int) -> None:
     gateway.unreachable.add(saga_id)
     await pay.deliver(engine, tables, pay.worker(engine, tables, gateway, SETTINGS),
-                      pay.stock_verificado(saga_id, order_id))
+                      ev.stock_verificado(saga_id, order_id))
     for made in range(1, charges + 1):
         row = await _step(engine, tables, gateway, saga_id)
         assert (row.status, row.charge_attempts) == ("CHARGING", made), row
     await pay.deliver(engine, tables, pay.worker(engine, tables, gateway, SETTINGS),
-                      pay.orden_cancelada(saga_id, order_id))
+                      ev.orden_cancelada(saga_id, order_id))
     assert (await pay.payment(engine, SCHEMA, saga_id)).status == "CANCEL_REQUESTED"
 
 

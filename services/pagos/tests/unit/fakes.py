@@ -7,7 +7,9 @@ status it was decided on, an outcome's guarded write finds the status and attemp
 was decided on or writes nothing (and the commit returns False), leases run out on the clock,
 and a lease compared with none (SQL's NULL) matches nothing. ``FakeUnit`` is the unit of work:
 in a transaction, writes show at its commit (never if it fails); reading outside one, a write
-run at once is committed at once (autocommit), and only staged writes wait for the commit.
+run at once is committed at once (autocommit), and only staged writes wait for the commit. A
+unit in a transaction holds the rows it locked or leased until it ends, and a claim of due
+work skips them (``FOR UPDATE SKIP LOCKED``): two workers never lease one payment.
 
 Hooks play the other lanes of a saga: ``before_insert`` and ``before_commit`` run what another
 handler or worker commits at that moment.
@@ -20,20 +22,12 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
-from typing import Any, TypeVar
+from typing import Any
 
 from pagos.domain.payment import CHARGE_WORK, REFUND_WORK, Outcome, Payment, PaymentStatus
 from pagos.usecases.ports import CallOutcome, ChargeResult, RefundResult, Slot
-from saga_contracts import registry
-from saga_contracts.events.base import Event
-from saga_contracts.events.inventory import FalloAsignacion, StockAsignado, StockVerificado
-from saga_contracts.events.orders import OrdenCancelada
-from saga_contracts.sealing import Binding
-from saga_harness import sealing
 from sagakit.dead_letters import DeadLetter
-from sagakit.envelope import Envelope
 from sagakit.fakes import FakeUnitOfWork
-from sagakit.message import Message
 
 START = datetime(2030, 1, 1, tzinfo=UTC)
 
@@ -93,6 +87,8 @@ class PaymentTable:
         """Runs once, right before the next insert (another lane commits its payment)."""
         self.before_commit: Callable[[], None] | None = None
         """Runs right before every commit (another lane commits a change of the payment)."""
+        self.locked: dict[str, FakeUnit] = {}
+        """Saga id → the unit of work whose transaction holds its row locked."""
         self._ids = 0
 
     def add(self, saga_id: str, status: PaymentStatus, **columns: Any) -> Row:
@@ -141,6 +137,19 @@ class FakeUnit(FakeUnitOfWork):
 
     async def __aexit__(self, *_: object) -> None:
         self._writes.clear()  # what was not committed is rolled back
+        self._unlock()
+
+    def hold(self, saga_id: str) -> None:
+        """The payment's row, locked until the transaction ends (none outside one)."""
+        if not self.reads_outside_transaction:
+            self.table.locked.setdefault(saga_id, self)
+
+    def held_elsewhere(self, saga_id: str) -> bool:
+        return self.table.locked.get(saga_id, self) is not self
+
+    def _unlock(self) -> None:
+        for saga_id in [k for k, unit in self.table.locked.items() if unit is self]:
+            del self.table.locked[saga_id]
 
     def write(self, apply: Callable[[], None]) -> None:
         """A write run at once: committed now when reading outside a transaction, else with
@@ -160,6 +169,7 @@ class FakeUnit(FakeUnitOfWork):
             raise RuntimeError("unit of work already ended")
         self.ended = True
         self.commits += 1
+        self._unlock()
         if self.commit_raises is not None:
             self._writes.clear()
             raise self.commit_raises
@@ -197,6 +207,7 @@ class FakePayments:
         return row.payment(self.table.now) if row else None
 
     async def lock(self, saga_id: str) -> Payment | None:
+        self.uow.hold(saga_id)
         return await self.read(saga_id)
 
     # ---- writes run at once
@@ -270,10 +281,12 @@ class FakePayments:
         due = sorted((r for r in self.table.rows.values()
                       if r.visible and r.status in CHARGE_WORK + REFUND_WORK
                       and r.next_attempt_at is not None and r.next_attempt_at <= now
-                      and (r.lease_until is None or r.lease_until < now)),
+                      and (r.lease_until is None or r.lease_until < now)
+                      and not self.uow.held_elsewhere(r.saga_id)),
                      key=lambda r: r.next_attempt_at or now)[:limit]
         lease_until = self.table.in_(lease_s)
         for r in due:
+            self.uow.hold(r.saga_id)
             self.uow.write(lambda r=r: setattr(r, "lease_until", lease_until))  # type: ignore[misc]
         return [Row(**{**r.__dict__, "lease_until": lease_until}).payment(now) for r in due]
 
@@ -445,67 +458,6 @@ class FakeCalls:
 
     def kick(self) -> None:
         self.kicks += 1
-
-
-# ---- the events pagos handles
-
-E = TypeVar("E", bound=Event)
-
-
-
-def _event(model: type[E], saga_id: str, source: str, payload: dict[str, Any],
-           metadata: dict[str, Any] | None = None, *, replayed: bool = False) -> Message[E]:
-    """The event as pagos' handlers get it: the envelope as sent, its payload as its model;
-    ``replayed``: as the consumer marks a replay the operator signed for pagos."""
-    return Message.parse(Envelope.new(saga_id=saga_id, event_type=model.event_type,
-                                      schema_version=registry.latest(model.event_type).version,
-                                      source_service=source, payload=payload,
-                                      metadata=metadata), model, replayed=replayed)
-
-
-def stock_verificado(saga_id: str, order_id: str, token: str = "tok_visa",
-                     replay_of: str | None = None,
-                     customer: str | None = sealing.TEST_CUSTOMER, *,
-                     unit_price: str = "9.99", currency: str = "USD",
-                     sealed_for: Binding | None = None,
-                     signed_replay: bool | None = None) -> Message[StockVerificado]:
-    """Two units at ``unit_price``, inventario's amount to charge their total; ``customer``:
-    the envelope's ``metadata.user_id`` (None: the event names none). ``token`` in the clear,
-    sealed with the test key (``saga_harness.sealing``) as pedidos seals it: for this event's
-    charge, its customer the one named (the tests' own if none is), unless ``sealed_for``
-    names another. ``replay_of``: a replay of that message, signed by the operator for pagos
-    unless ``signed_replay`` is False (the envelope's word alone)."""
-    metadata = {**({"replay_of": replay_of} if replay_of is not None else {}),
-                **({"user_id": customer} if customer is not None else {})}
-    total = Decimal(unit_price) * 2
-    charge = sealed_for or sealing.charge(
-        saga_id=saga_id, order_id=order_id, amount=total, currency=currency,
-        customer_id=customer or sealing.TEST_CUSTOMER)
-    return _event(StockVerificado, saga_id, "inventario", {
-        "order_id": order_id, "total_amount": f"{total:.2f}", "currency": currency,
-        "items": [{"sku": "SKU-1", "quantity": 2, "unit_price": unit_price}],
-        "payment_method": {"type": "credit_card", "token": sealing.sealed(token, charge)}},
-        metadata=metadata or None,
-        replayed=replay_of is not None if signed_replay is None else signed_replay)
-
-
-def orden_cancelada(saga_id: str, order_id: str,
-                    customer: str | None = None) -> Message[OrdenCancelada]:
-    return _event(OrdenCancelada, saga_id, "pedidos", {
-        "order_id": order_id, "status": "CANCELADA_POR_USUARIO",
-        "reason": "cancelada_por_usuario"},
-        metadata={"user_id": customer} if customer is not None else None)
-
-
-def fallo_asignacion(saga_id: str, order_id: str) -> Message[FalloAsignacion]:
-    return _event(FalloAsignacion, saga_id, "inventario", {
-        "order_id": order_id, "reason": "stock_agotado",
-        "unavailable": [{"sku": "SKU-1", "requested": 2, "available": 0}]})
-
-
-def stock_asignado(saga_id: str, order_id: str) -> Message[StockAsignado]:
-    return _event(StockAsignado, saga_id, "inventario", {
-        "order_id": order_id, "items": [{"sku": "SKU-1", "quantity": 2}]})
 
 
 class FailingCommits(FakeUnits):

@@ -24,19 +24,11 @@ from pagos.usecases.compensate_payment import compensate_order_cancellation
 from pagos.usecases.ports import ChargeResult
 from saga_contracts.sealing import Binding, new_key_pair, parse_opening_keys, parse_sealing_key
 from saga_harness import sealing
+from saga_harness.events import orden_cancelada, stock_verificado
 from sagakit import jsonio
 from sagakit.observability import metrics
 
-from .fakes import (
-    FailingCommits,
-    FakeCalls,
-    FakeGateway,
-    FakeUnits,
-    PaymentTable,
-    Row,
-    orden_cancelada,
-    stock_verificado,
-)
+from .fakes import FailingCommits, FakeCalls, FakeGateway, FakeUnits, PaymentTable, Row
 
 S = PaymentStatus
 SETTINGS = PagosSettings(charge_retry_schedule_s=(2.0, 8.0), resolve_attempts=3)

@@ -8,22 +8,15 @@ from typing import Any
 
 from pagos.domain.payment import Payment, PaymentStatus
 from pagos.usecases import charge_request
-from saga_contracts import registry
-from saga_harness import sealing
+from saga_harness.events import stock_verificado
 from sagakit import jsonio
 from sagakit.envelope import Envelope
 
 
 def _event() -> Envelope:
-    saga_id, order_id = str(uuid.uuid4()), str(uuid.uuid4())
-    charge = sealing.charge(saga_id=saga_id, order_id=order_id, amount="10.50", currency="EUR")
-    return Envelope.new(saga_id=saga_id, event_type="StockVerificado",
-                        schema_version=registry.latest("StockVerificado").version,
-                        source_service="inventario", payload={
-                            "order_id": order_id, "total_amount": "10.50",
-                            "currency": "EUR", "items": [{"sku": "A", "quantity": 1}],
-                            "payment_method": {"type": "credit_card",
-                                               "token": sealing.sealed("tok_visa", charge)}})
+    """A StockVerificado of one unit at 10.50 EUR, as inventario sends it."""
+    return stock_verificado(str(uuid.uuid4()), str(uuid.uuid4()), unit_price="10.50",
+                            quantity=1, currency="EUR", customer=None).envelope
 
 
 def _token(event: Envelope) -> str:

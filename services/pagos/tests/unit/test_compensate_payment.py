@@ -21,18 +21,12 @@ from pagos.usecases.compensate_payment import (
     compensate_order_cancellation,
 )
 from pagos.usecases.ports import PaymentStore
+from saga_harness.events import fallo_asignacion, orden_cancelada
 from sagakit.errors import TransientError
 from sagakit.message import Message
 from sagakit.ports import UnitOfWorkPort
 
-from .fakes import (
-    FakeCalls,
-    FakePayments,
-    FakeUnit,
-    PaymentTable,
-    fallo_asignacion,
-    orden_cancelada,
-)
+from .fakes import FakeCalls, FakePayments, FakeUnit, PaymentTable
 
 S = PaymentStatus
 UseCase = Callable[[UnitOfWorkPort, PaymentStore, Callable[[], None], Message[Any]],

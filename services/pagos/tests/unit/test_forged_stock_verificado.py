@@ -19,20 +19,11 @@ from pagos.usecases.charge_payment import charge_payment
 from pagos.usecases.start_charge import start_charge
 from saga_contracts.events.inventory import StockVerificado
 from saga_harness import sealing
+from saga_harness.events import event, stock_verificado
 from sagakit.message import Message
 from sagakit.observability import metrics
 
-from .fakes import (
-    FakeCalls,
-    FakeGateway,
-    FakePayments,
-    FakeUnit,
-    FakeUnits,
-    PaymentTable,
-    Row,
-    _event,
-    stock_verificado,
-)
+from .fakes import FakeCalls, FakeGateway, FakePayments, FakeUnit, FakeUnits, PaymentTable, Row
 
 VICTIM = "cust-victim"
 VICTIMS_CARD = "tok_victim_card"
@@ -56,8 +47,8 @@ def _forged(victims: Message[StockVerificado], *, saga_id: str | None = None,
         "order_id": p.order_id, "total_amount": amount, "currency": currency or p.currency,
         "items": [{"sku": "SKU-1", "quantity": 1, "unit_price": amount}],
         "payment_method": {"type": "credit_card", "token": p.payment_method.token}}
-    return _event(StockVerificado, saga_id or victims.saga_id, "inventario", payload,
-                  metadata={"user_id": customer})
+    return event(StockVerificado, saga_id or victims.saga_id, "inventario", payload,
+                 metadata={"user_id": customer})
 
 
 async def _handled(table: PaymentTable, gateway: FakeGateway,

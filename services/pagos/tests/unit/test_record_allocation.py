@@ -16,17 +16,10 @@ from pagos.usecases.compensate_payment import (
 )
 from pagos.usecases.record_allocation import record_stock_allocated
 from saga_contracts.events.inventory import StockAsignado
+from saga_harness.events import fallo_asignacion, orden_cancelada, stock_asignado
 from sagakit.message import Message
 
-from .fakes import (
-    FakeCalls,
-    FakePayments,
-    FakeUnit,
-    PaymentTable,
-    fallo_asignacion,
-    orden_cancelada,
-    stock_asignado,
-)
+from .fakes import FakeCalls, FakePayments, FakeUnit, PaymentTable
 
 S = PaymentStatus
 

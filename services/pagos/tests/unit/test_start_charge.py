@@ -13,10 +13,11 @@ from pagos.domain.payment import PaymentStatus
 from pagos.usecases.start_charge import start_charge
 from saga_contracts.events.inventory import StockVerificado
 from saga_harness import sealing
+from saga_harness.events import stock_verificado
 from sagakit.message import Message
 from sagakit.store.unit_of_work import AlreadyProcessed
 
-from .fakes import FakeCalls, FakePayments, FakeUnit, PaymentTable, stock_verificado
+from .fakes import FakeCalls, FakePayments, FakeUnit, PaymentTable
 
 
 def _ids() -> tuple[str, str]:

@@ -32,6 +32,7 @@ from pedidos.usecases.ports import (
 )
 from saga_harness.events import message, payload_of
 from sagakit import fakes
+from sagakit.envelope import Envelope
 from sagakit.message import Message
 from sagakit.ports import UnitOfWorkPort
 
@@ -98,9 +99,13 @@ class OrderTables:
         self.operator_actions: list[tuple[str, OperatorAction]] = []
         """(saga id, action) of pedidos.operator_actions."""
         self.requests: dict[str, dict[str, Any]] = {}
-        """The OrdenSolicitada payload pedidos' outbox keeps per saga."""
+        """An OrdenSolicitada payload pedidos' outbox keeps per saga, put there by a test."""
+        self.outbox: list[Envelope] = []
+        """The events of the units of work that committed, in the order they committed."""
         self.held: set[str] = set()
         """Sagas whose row another transaction holds locked."""
+        self.locked_by: dict[str, FakeUnitOfWork] = {}
+        """Sagas whose row a unit of work here locked (``lock``), until it ends."""
         self.reads = 0
         self.locks = 0
 
@@ -155,8 +160,9 @@ class FakeUnitOfWork(fakes.FakeUnitOfWork):
     """sagakit's in-memory unit of work, with the one staged write pedidos' store gives it:
     run at commit, its guard deciding what ``commit`` returns."""
 
-    def __init__(self) -> None:
+    def __init__(self, tables: OrderTables | None = None) -> None:
         super().__init__("pedidos")
+        self._tables = tables
         self._staged: Callable[[], bool] | None = None
         self.fail_commit: BaseException | None = None
         """Raised by ``commit`` before anything is written (a connection lost)."""
@@ -171,7 +177,18 @@ class FakeUnitOfWork(fakes.FakeUnitOfWork):
             self.commits += 1
             raise self.fail_commit
         self.commit_result = self._staged() if self._staged is not None else True
-        return await super().commit()
+        committed = await super().commit()
+        if committed and self._tables is not None:
+            self._tables.outbox.extend(self.emitted)
+        self.unlock()
+        return committed
+
+    def unlock(self) -> None:
+        """The unit of work ended: the rows it locked are free."""
+        if self._tables is not None:
+            locked = self._tables.locked_by
+            for saga_id in [k for k, unit in locked.items() if unit is self]:
+                del locked[saga_id]
 
 
 class FakeOrderStore:
@@ -295,15 +312,22 @@ class FakeOrderStore:
         return self.tables.saga(saga_id)
 
     async def order_request(self, saga_id: str) -> dict[str, Any] | None:
-        return self.tables.requests.get(saga_id)
+        if saga_id in self.tables.requests:
+            return self.tables.requests[saga_id]
+        return next((e.payload for e in self.tables.outbox
+                     if e.saga_id == saga_id and e.event_type == "OrdenSolicitada"), None)
 
     async def lock(self, saga_id: str, skip_locked: bool = False) -> SagaState | None:
         self.tables.locks += 1
-        if saga_id in self.tables.held:
+        holder = self.tables.locked_by.get(saga_id, self.uow)
+        if saga_id in self.tables.held or holder is not self.uow:
             if skip_locked:
                 return None
             raise AssertionError(f"would wait for saga {saga_id}'s lock")
-        return self.tables.saga(saga_id)
+        saga = self.tables.saga(saga_id)
+        if saga is not None:
+            self.tables.locked_by[saga_id] = self.uow
+        return saga
 
 
 def _guard_holds(tables: OrderTables, saga: SagaState) -> bool:
@@ -360,13 +384,16 @@ class FakeUnits:
 
     @asynccontextmanager
     async def _unit(self) -> AsyncIterator[tuple[UnitOfWorkPort, OrderStore]]:
-        uow = FakeUnitOfWork()
+        uow = FakeUnitOfWork(self.tables)
         self.opened.append(uow)
-        yield uow, FakeOrderStore(self.tables, uow)
+        try:
+            yield uow, FakeOrderStore(self.tables, uow)
+        finally:
+            uow.unlock()
 
 
 def unit(tables: OrderTables) -> tuple[FakeUnitOfWork, FakeOrderStore]:
-    uow = FakeUnitOfWork()
+    uow = FakeUnitOfWork(tables)
     return uow, FakeOrderStore(tables, uow)
 
 

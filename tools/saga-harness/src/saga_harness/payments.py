@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -23,12 +23,7 @@ from pagos.config import PagosSettings
 from pagos.domain.payment import Outcome
 from pagos.usecases.gateway_worker import GatewayWorker
 from pagos.usecases.ports import ChargeResult, PaymentGateway, RefundResult
-from saga_contracts import registry
-from saga_contracts.events.base import Event
-from saga_contracts.events.inventory import FalloAsignacion, StockAsignado, StockVerificado
-from saga_contracts.events.orders import OrdenCancelada
 from saga_harness import sealing
-from sagakit.envelope import Envelope
 from sagakit.errors import StaleRead
 from sagakit.message import Message
 from sagakit.store.tables import MessagingTables
@@ -123,56 +118,6 @@ def worker(engine: AsyncEngine, tables: MessagingTables, gateway: PaymentGateway
     return GatewayWorker(
         payment_units(lambda **options: UnitOfWork(engine, tables, "pagos", **options)),
         gateway, pagos_settings or settings(), sealing.opening_keys())
-
-
-E = TypeVar("E", bound=Event)
-
-
-def _event(model: type[E], saga_id: str, source: str, payload: dict[str, Any],
-           metadata: dict[str, Any] | None = None, *, replayed: bool = False) -> Message[E]:
-    """The event as pagos' handlers get it: the envelope as sent, its payload as its model;
-    ``replayed``: as the consumer marks a replay the operator signed for pagos."""
-    return Message.parse(Envelope.new(saga_id=saga_id, event_type=model.event_type,
-                                      schema_version=registry.latest(model.event_type).version,
-                                      source_service=source, payload=payload,
-                                      metadata=metadata), model, replayed=replayed)
-
-
-def stock_verificado(saga_id: str, order_id: str | None = None, amount: str = "19.98", *,
-                     token: str = "tok_visa", replay_of: str | None = None
-                     ) -> Message[StockVerificado]:
-    """``token`` in the clear, sealed with this process's test key for this event's charge
-    (its saga, order, amount and customer, ``sealing.TEST_CUSTOMER``: the worker's keys open
-    it); ``replay_of``: the message id of the original, as ``sagactl replay`` marks a
-    replay, signed for pagos (``Message.replayed``)."""
-    order_id = order_id or str(uuid.uuid4())
-    sealed = sealing.sealed(token, sealing.charge(saga_id=saga_id, order_id=order_id,
-                                                  amount=amount))
-    metadata = {"user_id": sealing.TEST_CUSTOMER}
-    if replay_of is not None:
-        metadata["replay_of"] = replay_of
-    return _event(StockVerificado, saga_id, "inventario", {
-        "order_id": order_id, "total_amount": amount, "currency": "USD",
-        "items": [{"sku": "SKU-1", "quantity": 1, "unit_price": amount}],
-        "payment_method": {"type": "credit_card", "token": sealed}}, metadata=metadata,
-        replayed=replay_of is not None)
-
-
-def orden_cancelada(saga_id: str, order_id: str) -> Message[OrdenCancelada]:
-    return _event(OrdenCancelada, saga_id, "pedidos", {
-        "order_id": order_id, "status": "CANCELADA_POR_USUARIO",
-        "reason": "cancelada_por_usuario"})
-
-
-def fallo_asignacion(saga_id: str, order_id: str) -> Message[FalloAsignacion]:
-    return _event(FalloAsignacion, saga_id, "inventario", {
-        "order_id": order_id, "reason": "stock_agotado",
-        "unavailable": [{"sku": "SKU-1", "requested": 1, "available": 0}]})
-
-
-def stock_asignado(saga_id: str, order_id: str) -> Message[StockAsignado]:
-    return _event(StockAsignado, saga_id, "inventario", {
-        "order_id": order_id, "items": [{"sku": "SKU-1", "quantity": 1}]})
 
 
 async def deliver(engine: AsyncEngine, tables: MessagingTables, gw: GatewayWorker,
