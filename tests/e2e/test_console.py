@@ -473,3 +473,103 @@ async def test_a_forged_letter_is_refused_from_the_console_as_from_sagactl(
         assert await db.fetchval(
             "SELECT count(*) FROM pedidos.processed_messages WHERE saga_id = $1 "
             "AND event_type = 'PagoExitoso'", saga_id) == 0
+
+
+# ------------------------------------------------------------------ search and rates
+
+
+def _found(driver: WebDriver) -> dict[str, str]:
+    """The sagas the search listed: saga id → its state (``STUCK`` flagged as ``+stuck``)."""
+    wait(driver).until(seen.presence_of_element_located((By.ID, "saga-count")))
+    return {r.get_attribute("data-saga") or "": (r.get_attribute("data-state") or "")
+            + ("+stuck" if r.get_attribute("data-stuck") else "")
+            for r in driver.find_elements(By.CSS_SELECTOR, "#sagas tr.saga")}
+
+
+def _search(driver: WebDriver, **fields: str) -> dict[str, str]:
+    driver.get(f"{CONSOLE}/sagas")
+    form = wait(driver).until(seen.presence_of_element_located((By.ID, "saga-search")))
+    for name, value in fields.items():
+        if name == "state":
+            Select(form.find_element(By.NAME, "state")).select_by_value(value)
+        elif name == "stuck":
+            form.find_element(By.NAME, "stuck").click()
+        else:
+            form.find_element(By.NAME, name).send_keys(value)
+    form.find_element(By.ID, "f-go").click()
+    return _found(driver)
+
+
+async def test_sagas_are_found_by_id_order_customer_state_age_and_stuck(
+        saga: Saga, browser: WebDriver) -> None:
+    customer = f"cust-{uuid.uuid4().hex[:8]}"
+    sku = new_sku()
+    await saga.set_stock(sku, 5)
+    done = await saga.place(order_body([(sku, 1)], customer=customer))
+    await saga.wait_status(done["order_id"], "COMPLETADA", timeout=30)
+    sign_in(browser, f"ops-{uuid.uuid4().hex[:6]}", "operator", page="/sagas")
+    with paused("pagos"):
+        waiting = await saga.place(order_body([(sku, 1)], customer=customer))
+        await saga.wait_status(waiting["order_id"], "PENDIENTE_PAGO", timeout=30)
+        with paused("pedidos"):
+            # Past its step's deadline, and started long ago, while pedidos (which would time
+            # it out) is stopped: stuck as the view shows it.
+            await db.execute("UPDATE pedidos.sagas SET step_deadline_at = now() - interval "
+                             "'1 minute', started_at = now() - interval '90 minutes' "
+                             "WHERE saga_id = $1::uuid", waiting["saga_id"])
+            stuck = f"{waiting['saga_id']}"
+            assert _search(browser, customer_id=customer) == {
+                done["saga_id"]: "COMPLETADA", stuck: "PENDIENTE_PAGO+stuck"}
+            screenshot(browser, "saga-search")
+            assert _search(browser, saga_id=done["saga_id"]) == {done["saga_id"]: "COMPLETADA"}
+            assert _search(browser, order_id=waiting["order_id"]) == {
+                stuck: "PENDIENTE_PAGO+stuck"}
+            assert _search(browser, customer_id=customer, state="COMPLETADA") == {
+                done["saga_id"]: "COMPLETADA"}
+            assert _search(browser, customer_id=customer, older_than_min="60") == {
+                stuck: "PENDIENTE_PAGO+stuck"}
+            assert stuck in _search(browser, stuck="on")
+            assert done["saga_id"] not in _search(browser, stuck="on")
+            browser.get(f"{CONSOLE}/sagas?older_than_min=soon")
+            error = wait(browser).until(seen.presence_of_element_located((By.ID, "form-error")))
+            assert error.get_attribute("data-field") == "older_than_min"
+
+
+async def test_the_overview_shows_failure_and_compensation_rates_of_the_last_hour(
+        saga: Saga, browser: WebDriver) -> None:
+    sku = new_sku()
+    await saga.set_stock(sku, 1)
+    for _ in range(2):  # one completes, the other finds no stock: failed
+        placed = await saga.place(order_body([(sku, 1)]))
+        await saga.wait_terminal(placed["order_id"], timeout=30)
+    sign_in(browser, f"ops-{uuid.uuid4().hex[:6]}", "operator")
+
+    async def steady() -> tuple[dict[str, int], dict[str, str]]:
+        # Said independently of the console: pedidos' final_status classes.
+        before = {r["status"]: r["n"] for r in await db.fetch(
+            "SELECT status, count(*) AS n FROM pedidos_read.sagas_v1 "
+            "WHERE started_at > now() - interval '1 hour' GROUP BY status")}
+        browser.get(f"{CONSOLE}/")
+        shown = {k: browser.find_element(By.ID, f"{k}-rate").text
+                 for k in ("failure", "compensation")}
+        after = {r["status"]: r["n"] for r in await db.fetch(
+            "SELECT status, count(*) AS n FROM pedidos_read.sagas_v1 "
+            "WHERE started_at > now() - interval '1 hour' GROUP BY status")}
+        return (before, shown) if before == after else ({}, {})
+
+    def expected(counts: dict[str, int]) -> dict[str, str]:
+        compensated = sum(n for s, n in counts.items() if s in (
+            "CANCELADA_CON_REEMBOLSO", "CANCELADA_TIMEOUT", "CANCELADA_POR_USUARIO",
+            "TIMED_OUT"))
+        failed = sum(n for s, n in counts.items() if s in (
+            "CANCELADA_SIN_STOCK", "CANCELADA_PRECIO_RECHAZADO", "CANCELADA_PAGO_RECHAZADO",
+            "REEMBOLSO_FALLIDO"))
+        ended = compensated + failed + counts.get("COMPLETADA", 0)
+        return {"failure": f"{100 * failed / ended:.1f} %",
+                "compensation": f"{100 * compensated / ended:.1f} %"}
+
+    counts, shown = await wait_for(steady, lambda pair: bool(pair[0]) and
+                                   expected(pair[0]) == pair[1], timeout=30,
+                                   what="the overview's rates equal to the views'")
+    assert counts.get("CANCELADA_SIN_STOCK", 0) >= 1 and shown["failure"] != "0.0 %"
+    screenshot(browser, "overview-rates")
