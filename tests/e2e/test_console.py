@@ -2,9 +2,12 @@
 operator signs in through the identity provider's form, finds an order placed through the API by
 the search box, and reads its timeline, whose lanes and events are checked against pedidos'
 ``GET /sagas/{id}/history`` and pagos' gateway calls; reads the overview, whose counts are the
-published views' (read by the console as console_reader, and by nobody else); resolves a payment
-left for a manual refund and archives a dead letter from their pages; a customer is refused.
-Each page is saved as a screenshot under test-artifacts/console/."""
+published views' (read by the console as console_reader, and by nobody else), and its failure
+and compensation rates; searches sagas by id, order, customer, state, age and stuck; resolves a
+payment left for a manual refund and archives a dead letter from their pages; dry-runs then
+replays a real dead letter of a live saga, one and a group, and sees the sagas complete; has a
+forged letter refused and reported; a customer is refused. Each page is saved as a screenshot
+under test-artifacts/console/."""
 
 from __future__ import annotations
 
@@ -141,11 +144,14 @@ async def test_a_customer_is_refused(browser: WebDriver) -> None:
 
 
 async def test_a_customer_is_refused_the_operators_pages(browser: WebDriver) -> None:
-    for page in ("/payments", "/dead-letters"):
+    for page in ("/payments", "/dead-letters", f"/dead-letters/pedidos/{uuid.uuid4()}/replay",
+                 "/dead-letters/pedidos/group-replay?event_type=PagoExitoso&error_class=X",
+                 "/sagas?stuck=on"):
         sign_in(browser, "c-42", "customer", page=page)
         wait(browser).until(seen.presence_of_element_located((By.ID, "refused")))
         assert not browser.find_elements(By.CSS_SELECTOR, "#payments, .letter-group, form.resolve, "
-                                                          "form.archive")
+                                                          "form.archive, section.replay, "
+                                                          "#confirm-replay, #sagas")
 
 
 def _table(driver: WebDriver, table: str, *keys: str) -> dict[tuple[str, ...], list[str]]:
