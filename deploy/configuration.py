@@ -358,17 +358,22 @@ COMPONENTS = (
               (Table("Identity provider", IdentityProviderSettings),)),
     Component("Operator console", "Read by `python -m consola`, with the authentication "
               "variables of every service above (`AUTH_ISSUER`, `AUTH_AUDIENCE`...): the issuer "
-              "it signs operators in through and whose tokens it verifies as the services do.",
+              "it signs operators in through and whose tokens it verifies as the services do; "
+              "and with the Kafka client variables (`KAFKA_BOOTSTRAP_SERVERS`, "
+              "`KAFKA_SASL_USERNAME`...) of the `operator` principal, which its replays of dead "
+              "letters are published as.",
               (Table("Operator console", ConsolaSettings),)),
     Component(
         "Local stack",
         "Read by `python deploy/local/stack.py` (`make up`, `make run`, `make test`). It gives "
         "each service `SERVICE_NAME`, `HTTP_HOST`, `HTTP_PORT`, `DATABASE_URL`, "
         "`KAFKA_BOOTSTRAP_SERVERS`, `GATEWAY_URL`, `AUTH_ISSUER`, `AUTH_AUDIENCE` (its identity "
-        "provider's) and `SAGA_OPERATOR_PUBLIC_KEYS` (the public half of the operator key it "
-        "makes at its first start) from these, the identity provider the key it signs with "
-        "(made at the first start too), the operator console the file of its session key "
-        "(`CONSOLA_SESSION_SECRET_FILE`, made then too), the services' URLs and "
+        "provider's) and `SAGA_OPERATOR_PUBLIC_KEYS` (the public halves of the operator keys it "
+        "makes at its first start, sagactl's and the console's) from these, the identity "
+        "provider the key it signs with (made at the first start too), the operator console "
+        "the file of its session key (`CONSOLA_SESSION_SECRET_FILE`, made then too), the file "
+        "of its replay-signing key (`CONSOLA_SIGNING_KEY_FILE`), the `operator` Kafka "
+        "principal's `KAFKA_*`, the services' URLs and "
         "`console_reader`'s URL (`CONSOLA_DATABASE_URL`), and pedidos and "
         "pagos the files of the payment token key pair it makes at its first start "
         "(`PEDIDOS_PAYMENT_TOKEN_SEAL_KEY_FILE`, `PAGOS_PAYMENT_TOKEN_OPEN_KEYS_FILE`, under "

@@ -95,6 +95,9 @@ AUTH_ISSUER = "https://issuer.example.com"
 CONSOLE = "consola"
 CONSOLE_PUBLIC_URL = "https://console.example.com"
 CONSOLE_SESSION_SECRET = ("consola-session-secret", "secret")
+# The console's own replay-signing key (its public half in saga-operator-public-keys, beside
+# sagactl's), a Secret made by whoever installs (docs/deploy.md).
+CONSOLE_SIGNING_KEY = ("consola-signing-key", "key")
 
 # The operator token Prometheus scrapes /metrics with (operators only): a Secret made by whoever
 # installs, from the issuer (docs/deploy.md).
@@ -389,10 +392,11 @@ def service_objects(service: str, port: int) -> list[dict[str, Any]]:
 
 def console_objects(port: int = DEFAULT_CONSOLA_PORT) -> list[dict[str, Any]]:
     """The operator console: stateless (its session is a signed cookie, the sign-in's state
-    too), so two replicas behind one Service; it holds no credential but its cookie key and
-    ``console_reader``'s password (the services' published views, nothing else), and reaches
-    only the issuer (HTTPS), the database and the services' APIs, with the operators' own
-    tokens."""
+    too), so two replicas behind one Service; it holds no credential but its cookie key,
+    ``console_reader``'s password (the services' published views, nothing else), its
+    replay-signing key and the Kafka ``operator`` user's password (replays, never as the
+    admin), and reaches only the issuer (HTTPS), the database, Kafka and the services' APIs,
+    with the operators' own tokens."""
     component = "web"
     settings = {"apiVersion": "v1", "kind": "ConfigMap",
                 "metadata": {"name": f"{CONSOLE}-settings", "labels": labels(CONSOLE)},
@@ -402,8 +406,15 @@ def console_objects(port: int = DEFAULT_CONSOLA_PORT) -> list[dict[str, Any]]:
                          "CONSOLA_PEDIDOS_URL": f"http://pedidos:{DEFAULT_SERVICE_PORTS['pedidos']}",
                          "CONSOLA_PAGOS_URL": f"http://pagos:{DEFAULT_SERVICE_PORTS['pagos']}",
                          "CONSOLA_INVENTARIO_URL":
-                             f"http://inventario:{DEFAULT_SERVICE_PORTS['inventario']}"}}
+                             f"http://inventario:{DEFAULT_SERVICE_PORTS['inventario']}",
+                         # Replays are published as the least-privilege operator user.
+                         "KAFKA_BOOTSTRAP_SERVERS": KAFKA_BOOTSTRAP,
+                         "KAFKA_SECURITY_PROTOCOL": "SASL_SSL",
+                         "KAFKA_SASL_MECHANISM": kafka_auth.MECHANISM,
+                         "KAFKA_SASL_USERNAME": kafka_auth.OPERATOR,
+                         "KAFKA_SSL_CAFILE": "/etc/saga/kafka-ca/ca.crt"}}
     secret_name, secret_key = CONSOLE_SESSION_SECRET
+    signing_name, signing_key = CONSOLE_SIGNING_KEY
     container = {
         "name": CONSOLE, "image": image(CONSOLE), "imagePullPolicy": "IfNotPresent",
         "ports": [{"name": "http", "containerPort": port, "protocol": "TCP"}],
@@ -417,13 +428,20 @@ def console_objects(port: int = DEFAULT_CONSOLA_PORT) -> list[dict[str, Any]]:
                                                 "key": "password"}}},
                 {"name": "CONSOLA_DATABASE_URL",
                  "value": f"postgresql://{reader_role('console')}:$(CONSOLA_DATABASE_PASSWORD)"
-                          f"@{DB_HOST}:5432/{PG_DB}"}],
+                          f"@{DB_HOST}:5432/{PG_DB}"},
+                {"name": "CONSOLA_SIGNING_KEY",
+                 "valueFrom": {"secretKeyRef": {"name": signing_name, "key": signing_key}}},
+                # The Secret Strimzi's user operator makes for the KafkaUser operator.
+                {"name": "KAFKA_SASL_PASSWORD", "valueFrom": {"secretKeyRef": {
+                    "name": kafka_auth.OPERATOR, "key": "password"}}}],
         "startupProbe": probe("/health", 2, 30),
         "livenessProbe": probe("/health", 10, 3),
         "readinessProbe": probe("/health", 5, 2),
         "resources": resources("500m", "256Mi"),
         "securityContext": security_context(),
-        "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
+        "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"},
+                         {"name": "kafka-ca", "mountPath": "/etc/saga/kafka-ca",
+                          "readOnly": True}],
     }
     deployment = {
         "apiVersion": "apps/v1", "kind": "Deployment",
@@ -438,7 +456,10 @@ def console_objects(port: int = DEFAULT_CONSOLA_PORT) -> list[dict[str, Any]]:
                     "automountServiceAccountToken": False,
                     "securityContext": pod_security_context(),
                     "containers": [container],
-                    "volumes": [{"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}}],
+                    "volumes": [{"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}},
+                                {"name": "kafka-ca", "secret": {
+                                    "secretName": KAFKA_CA_SECRET,
+                                    "items": [{"key": "ca.crt", "path": "ca.crt"}]}}],
                 },
             },
         },
@@ -455,7 +476,8 @@ def console_objects(port: int = DEFAULT_CONSOLA_PORT) -> list[dict[str, Any]]:
               "spec": {"podSelector": {"matchLabels": labels(CONSOLE, component)},
                        "policyTypes": ["Ingress", "Egress"],
                        "ingress": [{"ports": [{"protocol": "TCP", "port": port}]}],
-                       "egress": [dns_egress(), https_egress(), database_egress(), *apis]}}
+                       "egress": [dns_egress(), https_egress(), database_egress(),
+                                  kafka_egress(), *apis]}}
     account = {"apiVersion": "v1", "kind": "ServiceAccount",
                "metadata": {"name": CONSOLE, "labels": labels(CONSOLE)},
                "automountServiceAccountToken": False}

@@ -16,19 +16,15 @@ The saga is left as it was: pagos is paused, so it stays waiting for its payment
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 import uuid
 from typing import Any
 
-import asyncpg
-import httpx
-
-from saga_harness import config, db
+from saga_harness import db
 from saga_harness.clients import Saga, new_sku, order_body
 from saga_harness.faults import paused
-from saga_harness.identity import operator_headers
+from saga_harness.forgeries import forged_count, forged_letter, write_as_pedidos_app
 from saga_harness.kafka import envelope
 from saga_harness.prometheus import running as prometheus
 from saga_harness.waiting import wait_for
@@ -37,51 +33,6 @@ from saga_harness.waiting import wait_for
 def sagactl(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "sagactl.cli", *args], capture_output=True,
                           text=True, timeout=60)
-
-
-def _forged_letter(event: dict[str, Any], topic: str, offset: int) -> dict[str, Any]:
-    """A dead letter in the one format (``sagakit.dead_letters``) whose original is ``event``,
-    claimed to sit at ``topic``[0]@``offset``."""
-    headers = {"X-Message-ID": event["message_id"], "X-Saga-ID": event["saga_id"],
-               "X-Event-Type": event["event_type"]}
-    return {
-        "dead_lettered_at": "2026-12-06T01:00:00.000000Z", "consumer_service": "pedidos",
-        "reason": "retries_exhausted", "error_class": "OperationalError", "attempt_count": 1,
-        "attempts": [{"attempt": 1, "at": "2026-12-06T01:00:00.000000Z",
-                      "error": "OperationalError: connection reset"}],
-        "last_traceback": "",
-        "original": {"topic": topic, "partition": 0, "offset": offset, "timestamp": 0,
-                     "key": event["saga_id"], "headers": headers,
-                     "value": {"encoding": "utf-8", "data": json.dumps(event)},
-                     "message_id": event["message_id"], "event_type": event["event_type"]},
-    }
-
-
-async def _write_as_pedidos_app(letter: dict[str, Any], saga_id: str, event_type: str) -> str:
-    """The letter inserted into pedidos' outbox with pedidos_app's credentials: its id."""
-    letter_id = str(uuid.uuid4())
-    conn = await asyncpg.connect(config.role_dsn("pedidos", "app"))
-    try:
-        await conn.execute(
-            "INSERT INTO pedidos.outbox (message_id, saga_id, topic, event_type, "
-            "schema_version, payload, headers) VALUES ($1::uuid, $2, 'pedidos-dlq', $3, "
-            "'1.0.0', $4::jsonb, '{}'::jsonb)", letter_id, saga_id, event_type,
-            json.dumps(letter))
-    finally:
-        await conn.close()
-    return letter_id
-
-
-async def _forged_count() -> float:
-    """pedidos' ``saga_forged_replays_total{reason="dead_letter_mismatch"}``."""
-    async with httpx.AsyncClient(timeout=10, headers=operator_headers()) as http:
-        text = (await http.get(f"{config.PEDIDOS}/metrics")).text
-    total = 0.0
-    for line in text.splitlines():
-        if line.startswith("saga_forged_replays_total{") and 'service="pedidos"' in line \
-                and 'reason="dead_letter_mismatch"' in line:
-            total += float(line.rsplit(" ", 1)[1])
-    return total
 
 
 async def test_a_dead_letter_forged_in_the_outbox_is_refused_and_the_saga_untouched(
@@ -94,7 +45,7 @@ async def test_a_dead_letter_forged_in_the_outbox_is_refused_and_the_saga_untouc
             placed = await saga.place(order_body([(sku, 2)]))
             saga_id, order_id = placed["saga_id"], placed["order_id"]
             await saga.wait_status(order_id, "PENDIENTE_PAGO", timeout=30)
-            before = await _forged_count()
+            before = await forged_count()
 
             paid = envelope("PagoExitoso", {"order_id": order_id,
                                             "payment_id": str(uuid.uuid4()),
@@ -105,9 +56,9 @@ async def test_a_dead_letter_forged_in_the_outbox_is_refused_and_the_saga_untouc
                                                    "items": [{"sku": sku, "quantity": 2}]},
                                  saga_id=saga_id, source="inventario")
             forged = [
-                await _write_as_pedidos_app(_forged_letter(paid, "payment-events", 0),
+                await write_as_pedidos_app(forged_letter(paid, "payment-events", 0),
                                             saga_id, "PagoExitoso"),
-                await _write_as_pedidos_app(_forged_letter(allocated, "inventory-events", 0),
+                await write_as_pedidos_app(forged_letter(allocated, "inventory-events", 0),
                                             saga_id, "StockAsignado"),
             ]
             for letter_id in forged:
@@ -132,7 +83,7 @@ async def test_a_dead_letter_forged_in_the_outbox_is_refused_and_the_saga_untouc
                 "SELECT id::text, state FROM pedidos_read.dead_letters_v1 WHERE id = ANY($1)",
                 forged)
             assert {r["id"]: r["state"] for r in states} == dict.fromkeys(forged, "forged")
-            assert await _forged_count() >= before + 2
+            assert await forged_count() >= before + 2
             again = sagactl("replay", forged[0], "--service", "pedidos")
             assert again.returncode != 0 and "forged" in again.stderr, again.stderr
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from compose_stack import dotenv
+from consola.settings import ConsolaSettings
 from saga_contracts import replay_signature
 from saga_contracts.replay_signature import OperatorKeys
 from saga_contracts.sealing import KEY_ID
@@ -31,8 +32,12 @@ def test_every_variable_of_the_example_gets_a_value_of_its_kind() -> None:
     private_id = values["PAGOS_PAYMENT_TOKEN_OPEN_KEYS"].split(":")[0]
     public_id = values["PEDIDOS_PAYMENT_TOKEN_SEAL_KEY"].split(":")[0]
     assert private_id == public_id and re.fullmatch(KEY_ID, private_id)
-    # Required: no consumer starts without the operator's public key.
-    assert OperatorKeys.parse(values["SAGA_OPERATOR_PUBLIC_KEYS"]).ids
+    # Required: no consumer starts without the operators' public keys; the console's is one.
+    listed = OperatorKeys.parse(values["SAGA_OPERATOR_PUBLIC_KEYS"])
+    console = ConsolaSettings(session_secret="s" * 32, database_url="postgresql://x/y",
+                              signing_key=values["CONSOLA_SIGNING_KEY"]).replay_signing_key()
+    assert console is not None and len(listed.ids) == 2
+    assert replay_signature.key_id(console.public_key()) in listed.ids
 
 
 def test_two_files_share_no_secret() -> None:
@@ -47,7 +52,7 @@ def test_written_for_its_owner_only_and_never_over_a_file(tmp_path: Path) -> Non
     # The operator's private key beside it, for sagactl; its public half is the services'.
     key_file = tmp_path / dotenv.SIGNING_KEY
     assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
-    assert values["SAGA_OPERATOR_PUBLIC_KEYS"] == replay_signature.public_entry(
+    assert values["SAGA_OPERATOR_PUBLIC_KEYS"].split(",")[0] == replay_signature.public_entry(
         replay_signature.load_private_key(key_file.read_bytes()))
     assert f"PG_ADMIN_PASSWORD={values['PG_ADMIN_PASSWORD']}\n" in path.read_text()
     with pytest.raises(FileExistsError):

@@ -169,10 +169,11 @@ class _Recorder:
         self.forged: list[str] = []
         self.replayed: list[tuple[str, str]] = []
 
-    def forged_(self, service: str, letter_id: str, reason: str) -> None:
+    async def forged_(self, service: str, letter_id: str, reason: str) -> None:
         self.forged.append(reason)
 
-    def replayed_(self, service: str, letter_id: str, message_id: str, topic: str) -> None:
+    async def replayed_(self, service: str, letter_id: str, message_id: str, topic: str
+                        ) -> None:
         self.replayed.append((message_id, topic))
 
 

@@ -7,8 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Self
 
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from pydantic import Field, HttpUrl, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from saga_contracts import replay_signature
 
 MIN_SECRET_CHARS = 32
 
@@ -55,6 +58,17 @@ class ConsolaSettings(BaseSettings):
         "Most connections the console holds to PostgreSQL at once."))
     api_timeout_s: float = Field(10.0, gt=0, le=60, description=(
         "Longest a call to a service's API may take before the page says it did not answer."))
+    signing_key: SecretStr | None = Field(None, description=(
+        "The console's own replay-signing key (Ed25519): a PEM, or the one line of base64 "
+        "between its BEGIN and END lines; or `CONSOLA_SIGNING_KEY_FILE`. Its public half must "
+        "be in the services' `SAGA_OPERATOR_PUBLIC_KEYS` (`sagactl signing-key` prints it, "
+        "with `SAGACTL_SIGNING_KEY_FILE` naming the key). Unset, the console replays nothing "
+        "(its dry runs and replays say so). Replays are published as the Kafka principal the "
+        "`KAFKA_*` variables name: the `operator` principal."))
+    signing_key_file: Path | None = Field(None, description=(
+        "A PEM file holding the console's replay-signing key, instead of "
+        "`CONSOLA_SIGNING_KEY` (the local stack makes one at its first start, "
+        "`$SAGA_STATE_DIR/secrets/consola-signing.key`)."))
 
     @model_validator(mode="after")
     def _one_session_secret(self) -> Self:
@@ -72,6 +86,34 @@ class ConsolaSettings(BaseSettings):
             return self.session_secret_file.read_text().strip()
         except OSError as exc:
             raise ValueError(f"cannot read CONSOLA_SESSION_SECRET_FILE: {exc}") from None
+
+    @model_validator(mode="after")
+    def _one_signing_key(self) -> Self:
+        if self.signing_key is not None and self.signing_key_file is not None:
+            raise ValueError("set one of CONSOLA_SIGNING_KEY and CONSOLA_SIGNING_KEY_FILE")
+        if self.signing_key is not None or self.signing_key_file is not None:
+            self.replay_signing_key()  # a key that does not load stops the console at start
+        return self
+
+    def replay_signing_key(self) -> Ed25519PrivateKey | None:
+        """The console's replay-signing key; None when none is set."""
+        if self.signing_key_file is not None:
+            try:
+                pem = self.signing_key_file.read_bytes()
+            except OSError as exc:
+                raise ValueError(f"cannot read CONSOLA_SIGNING_KEY_FILE: {exc.strerror}"
+                                 ) from None
+        elif self.signing_key is not None:
+            text = self.signing_key.get_secret_value().strip()
+            pem = (text if text.startswith("-----BEGIN") else
+                   f"-----BEGIN PRIVATE KEY-----\n{text}\n-----END PRIVATE KEY-----\n").encode()
+        else:
+            return None
+        try:
+            return replay_signature.load_private_key(pem)
+        except replay_signature.InvalidKey as exc:
+            # The class of fault only: the key's text never goes to a log.
+            raise ValueError(f"the console's signing key is not usable: {exc}") from None
 
     @property
     def cookie_secure(self) -> bool:

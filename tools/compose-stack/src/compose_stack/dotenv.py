@@ -1,9 +1,9 @@
 """A complete ``.env`` for docker-compose.yml, made from ``.env.example``: a random URL-safe
 password for every ``*_PASSWORD``, a new payment-token key pair, pedidos' fingerprint key, a
-fake-gateway secret key, the console's session key, and a new operator replay-signing key: its
-private half in ``operator-signing.key`` beside the ``.env`` (0600, for
-``SAGACTL_SIGNING_KEY_FILE``; never overwritten), its public half in
-``SAGA_OPERATOR_PUBLIC_KEYS``. Written 0600.
+fake-gateway secret key, the console's session key and replay-signing key
+(``CONSOLA_SIGNING_KEY``), and a new operator replay-signing key for sagactl: its private half in
+``operator-signing.key`` beside the ``.env`` (0600, for ``SAGACTL_SIGNING_KEY_FILE``; never
+overwritten). ``SAGA_OPERATOR_PUBLIC_KEYS`` lists both public halves. Written 0600.
 
     python -m compose_stack dotenv [PATH]     (default: the checkout's .env; never overwritten)
 """
@@ -31,6 +31,7 @@ def values(operator_key: bytes | None = None) -> dict[str, str]:
     ``operator_key``: the operator's private key (PEM) whose public half the services get."""
     open_keys, seal_key = new_key_pair()
     operator_key = operator_key or replay_signature.new_private_key()
+    console_key = replay_signature.new_private_key()
     filled: dict[str, str] = {}
     for line in EXAMPLE.read_text().splitlines():
         found = VARIABLE.match(line)
@@ -49,12 +50,20 @@ def values(operator_key: bytes | None = None) -> dict[str, str]:
             filled[name] = "sk_test_" + secrets.token_urlsafe(24)
         elif name == "CONSOLA_SESSION_SECRET":
             filled[name] = secrets.token_urlsafe(48)
+        elif name == "CONSOLA_SIGNING_KEY":
+            filled[name] = pem_body(console_key)
         elif name == "SAGA_OPERATOR_PUBLIC_KEYS":
-            filled[name] = replay_signature.public_entry(
-                replay_signature.load_private_key(operator_key))
+            filled[name] = ",".join(
+                replay_signature.public_entry(replay_signature.load_private_key(key))
+                for key in (operator_key, console_key))
         else:
             filled[name] = found["value"]
     return filled
+
+
+def pem_body(pem: bytes) -> str:
+    """A PEM's base64, on one line: what a .env holds of a key (``CONSOLA_SIGNING_KEY``)."""
+    return "".join(line for line in pem.decode().splitlines() if not line.startswith("-----"))
 
 
 def write(path: Path) -> dict[str, str]:

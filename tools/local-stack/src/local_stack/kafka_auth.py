@@ -110,8 +110,9 @@ def admin_client_settings() -> KafkaClientSettings:
 
 
 def service_env(service: str) -> dict[str, str]:
-    """The ``KAFKA_*`` a service starts with: its own principal, whatever the shell that
-    started the stack had set; with SAGA_KAFKA_TLS=1, on the TLS listener."""
+    """The ``KAFKA_*`` a service (or the console, ``OPERATOR``) starts with: its own
+    principal, whatever the shell that started the stack had set; with SAGA_KAFKA_TLS=1, on the
+    TLS listener."""
     if KAFKA_TLS and not KAFKA_AUTH:
         raise SystemExit("[stack] SAGA_KAFKA_TLS=1 needs Kafka's authentication "
                          "(SAGA_KAFKA_AUTH=0 turns both off)")

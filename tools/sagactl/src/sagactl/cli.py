@@ -252,7 +252,7 @@ async def _dead_letter_command(conn: asyncpg.Connection, args: argparse.Namespac
             return 1 if exc.status == 404 else 2
         _emit(args, done, f"{done['dead_letter_id']} archived by {done['operator']}")
         return 0
-    replayer = dead_letters.Replayer(args.service, _signing_key, operator_access.kafka(),
+    replayer = dead_letters.replayer(args.service, _signing_key, operator_access.kafka(),
                                      dry_run=args.dry_run)
     try:
         if args.command == "replay":

@@ -2,7 +2,8 @@
 view ``<svc>_read.dead_letters_v1``), replay one or a group, archive one (through the owning
 service's API, as the operator: ``operator_access``).
 
-A replay trusts only the broker (``sagakit.operations.replay``): the letter's original is
+A replay trusts only the broker (``sagakit.operations.replay``, run by the replayer sagactl
+shares with the console, ``sagakit.operations.replayer``): the letter's original is
 re-read from Kafka at its recorded address and must match it byte for byte, and must be an
 event the service consumes; what is sent is the broker's record, under a new message id, signed
 with the operator's key, as the ``operator`` principal. A letter that does not match is
@@ -14,7 +15,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import asyncpg
@@ -23,8 +23,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from saga_contracts import topology
 from sagactl import operator_access
 from sagactl.operator_access import ApiError
-from sagakit.operations import replay
 from sagakit.operations.replay import Outcome
+from sagakit.operations.replayer import LetterUnavailable, Replayer
 from sagakit.settings import KafkaClientSettings
 
 SERVICES = topology.SERVICES
@@ -75,39 +75,28 @@ def grouped(rows: list[dict[str, Any]], key: str) -> list[dict[str, Any]]:
 # ------------------------------------------------------------------ replaying
 
 
-class _ThroughTheApi:
-    """Records what a replay did through the owning service's API, as the operator."""
+class ThroughTheApi:
+    """``sagakit.operations.replayer.DeadLetterApi`` over sagactl's calls as the operator."""
 
-    def forged(self, service: str, letter_id: str, reason: str) -> None:
+    async def letter(self, service: str, letter_id: str) -> dict[str, Any]:
+        try:
+            return operator_access.call(service, "GET", f"/operator/dead-letters/{letter_id}")
+        except ApiError as exc:
+            raise LetterUnavailable(exc.detail) from None
+
+    async def forged(self, service: str, letter_id: str, reason: str) -> None:
         operator_access.call(service, "POST", f"/operator/dead-letters/{letter_id}/forgeries",
                              {"reason": reason})
 
-    def replayed(self, service: str, letter_id: str, message_id: str, topic: str) -> None:
+    async def replayed(self, service: str, letter_id: str, message_id: str, topic: str) -> None:
         operator_access.call(service, "POST", f"/operator/dead-letters/{letter_id}/replays",
                              {"message_id": message_id, "topic": topic})
 
 
-@dataclass
-class Replayer:
-    """Replays letters of one service: each read from the service's API and replayed by
-    ``sagakit.operations.replay.replay_letter``."""
-
-    service: str
-    signing_key: Callable[[], Ed25519PrivateKey]
-    kafka: KafkaClientSettings
-    dry_run: bool = False
-
-    async def one(self, letter_id: str, fixed_payload: dict[str, Any] | None = None,
-                  *, only_open: bool = False) -> Outcome:
-        try:
-            kept = operator_access.call(self.service, "GET",
-                                        f"/operator/dead-letters/{letter_id}")
-        except ApiError as exc:
-            return Outcome(letter_id, self.service, "refused", exc.detail)
-        return await replay.replay_letter(
-            letter_id, kept, self.service, kafka=self.kafka, signing_key=self.signing_key,
-            recorder=_ThroughTheApi(), dry_run=self.dry_run, fixed_payload=fixed_payload,
-            only_open=only_open)
+def replayer(service: str, signing_key: Callable[[], Ed25519PrivateKey],
+             kafka: KafkaClientSettings, dry_run: bool = False) -> Replayer:
+    """The shared replayer (``sagakit.operations.replayer``), through sagactl's API calls."""
+    return Replayer(service, ThroughTheApi(), signing_key, kafka, dry_run)
 
 
 async def replay_group(conn: asyncpg.Connection, replayer: Replayer, event_type: str,
@@ -116,8 +105,7 @@ async def replay_group(conn: asyncpg.Connection, replayer: Replayer, event_type:
     replayed (or refused) on its own, oldest first."""
     rows = await letters(conn, service=replayer.service, state="open", event_type=event_type,
                          error_class=error_class, limit=limit)
-    return [await replayer.one(r["id"], only_open=True)
-            for r in sorted(rows, key=lambda r: r["at"])]
+    return await replayer.group(r["id"] for r in sorted(rows, key=lambda r: r["at"]))
 
 
 def archive(service: str, letter_id: str, reason: str) -> dict[str, Any]:

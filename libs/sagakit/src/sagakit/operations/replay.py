@@ -348,15 +348,30 @@ async def publish(replay: Replay, kafka: KafkaClientSettings) -> None:
         await producer.stop()
 
 
+def verdict(letter: Mapping[str, Any], service: str, record: BrokerRecord) -> dict[str, Any]:
+    """What the broker check found, said for the operator, once ``verified`` passed."""
+    original = letter.get("original") or {}
+    event_type = json.loads(record.value or b"{}").get("event_type")
+    return {
+        "found_at": {"topic": record.topic, "partition": record.partition,
+                     "offset": record.offset},
+        "match": ("the same message as the service's rebuilt copy (message id, saga, event "
+                  "type, key)") if original.get("rebuilt") else
+                 "byte for byte: key, value and every header",
+        "topology": f"allowed: {service} consumes {event_type} on {record.topic}",
+    }
+
+
 # ------------------------------------------------------------------ one letter, end to end
 
 
 class ActionRecorder(Protocol):
     """Records, through the owning service's API as the operator, what a replay did."""
 
-    def forged(self, service: str, letter_id: str, reason: str) -> None: ...
+    async def forged(self, service: str, letter_id: str, reason: str) -> None: ...
 
-    def replayed(self, service: str, letter_id: str, message_id: str, topic: str) -> None: ...
+    async def replayed(self, service: str, letter_id: str, message_id: str, topic: str
+                       ) -> None: ...
 
 
 @dataclass
@@ -371,6 +386,9 @@ class Outcome:
     plan: dict[str, Any] | None = field(default=None)
     """What was (or would be) sent, the payment token masked."""
     message_id: str | None = None
+    broker_check: dict[str, Any] | None = field(default=None)
+    """The broker check's verdict, when it passed: where the original was found, how it
+    matched the letter, and that the target service consumes it (``verdict``)."""
 
     def as_dict(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items() if v not in (None, "")}
@@ -400,15 +418,18 @@ async def replay_letter(letter_id: str, kept: Mapping[str, Any], service: str, *
     except Forged as exc:
         reason = f"the dead letter does not match the broker: {exc}"
         if not dry_run:
-            recorder.forged(service, letter_id, reason[:500])
+            await recorder.forged(service, letter_id, reason[:500])
         return Outcome(letter_id, service, "forged", reason)
     except CannotReplay as exc:
         return Outcome(letter_id, service, "refused", str(exc))
     shown = {"topic": plan.topic, "key": plan.key, "headers": plan.headers,
              "value": redact(plan.value)}
     message_id = str(plan.value["message_id"])
+    check = verdict(letter, service, record)
     if dry_run:
-        return Outcome(letter_id, service, "would_replay", plan=shown, message_id=message_id)
+        return Outcome(letter_id, service, "would_replay", plan=shown, message_id=message_id,
+                       broker_check=check)
     await publish(plan, kafka)
-    recorder.replayed(service, letter_id, message_id, plan.topic)
-    return Outcome(letter_id, service, "replayed", plan=shown, message_id=message_id)
+    await recorder.replayed(service, letter_id, message_id, plan.topic)
+    return Outcome(letter_id, service, "replayed", plan=shown, message_id=message_id,
+                   broker_check=check)

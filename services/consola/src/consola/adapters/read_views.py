@@ -29,7 +29,8 @@ def _rows(records: Sequence[asyncpg.Record]) -> list[dict[str, Any]]:
 
 
 class ReadViews:
-    """``SagaOverview``, ``PaymentsNeedingAction`` and ``OpenDeadLetters`` over the views."""
+    """The overview's, the saga search's, the payments' and the dead letters' reads over the
+    views."""
 
     def __init__(self, database_url: str, pool_size: int, timeout_s: float) -> None:
         self._target = postgres_target(database_url)
@@ -91,6 +92,27 @@ class ReadViews:
             "currency, charge_id, refund_id, amount_refunded, charge_attempts, "
             "refund_attempts, marked_at FROM pagos_read.payments_needing_action_v1 "
             "ORDER BY marked_at NULLS FIRST, payment_id LIMIT $1", LIST_LIMIT)
+
+    async def search_sagas(self, *, saga_id: str | None, order_id: str | None,
+                           customer_id: str | None, state: str | None,
+                           older_than_s: int | None, stuck: bool, active: list[str],
+                           limit: int) -> list[dict[str, Any]]:
+        # Stuck: not terminal, and past its step's deadline or its own expiry.
+        return await self._fetch(
+            "SELECT saga_id::text, order_id::text, customer_id, status, current_step, "
+            "total_amount, currency, started_at, updated_at, step_deadline_at, expires_at, "
+            "extract(epoch FROM now() - started_at)::float8 AS age_s, "
+            "(status = ANY($6::text[]) AND (step_deadline_at < now() OR expires_at < now())) "
+            "IS TRUE AS stuck FROM pedidos_read.sagas_v1 "
+            "WHERE ($1::uuid IS NULL OR saga_id = $1::uuid) "
+            "AND ($2::uuid IS NULL OR order_id = $2::uuid) "
+            "AND ($3::text IS NULL OR customer_id = $3) AND ($4::text IS NULL OR status = $4) "
+            "AND ($5::float8 IS NULL OR started_at < now() - make_interval(secs => $5)) "
+            "AND (NOT $7 OR (status = ANY($6::text[]) AND (step_deadline_at < now() "
+            "OR expires_at < now()))) "
+            "ORDER BY started_at DESC LIMIT $8",
+            saga_id, order_id, customer_id, state,
+            None if older_than_s is None else float(older_than_s), active, stuck, limit)
 
     async def open_dead_letters(self) -> list[dict[str, Any]]:
         return await self._fetch(" UNION ALL ".join(

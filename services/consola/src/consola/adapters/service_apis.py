@@ -10,6 +10,7 @@ from urllib.parse import quote
 import httpx
 
 from consola.usecases.ports import Answer, NotFound, ServiceUnavailable, SignInAgain
+from sagakit.operations.replayer import LetterUnavailable
 
 # What an action's answer may be, for the use case to say: done, done before, no such object,
 # not in a state for it, refused field by field.
@@ -17,7 +18,9 @@ ACTION_ANSWERS = frozenset({200, 201, 404, 409, 422})
 
 
 class ServiceApis:
-    """One operator's calls (``token``), over the console's shared connection pool."""
+    """One operator's calls (``token``), over the console's shared connection pool. Also the
+    ``DeadLetterApi`` the shared replayer (``sagakit.operations.replayer``) reads letters and
+    records replays through, so that each service audits the operator who signed in."""
 
     def __init__(self, http: httpx.AsyncClient, token: str, *, pedidos_url: str,
                  pagos_url: str, inventario_url: str) -> None:
@@ -87,3 +90,27 @@ class ServiceApis:
         return await self._post(
             service, f"{self._urls[service]}/operator/dead-letters/{quote(dead_letter_id)}"
                      "/archive", {"reason": reason})
+
+    def _letter_url(self, service: str, dead_letter_id: str, then: str = "") -> str:
+        return f"{self._urls[service]}/operator/dead-letters/{quote(dead_letter_id)}{then}"
+
+    async def letter(self, service: str, letter_id: str) -> dict[str, Any]:
+        try:
+            return dict(await self._get(service, self._letter_url(service, letter_id)))
+        except NotFound:
+            raise LetterUnavailable(f"{service} knows no dead letter {letter_id} (deleted "
+                                    "past its retention?)") from None
+
+    async def _recorded(self, service: str, url: str, body: dict[str, Any]) -> None:
+        answer = await self._post(service, url, body)
+        if answer.status not in (200, 201):
+            raise ServiceUnavailable(service, f"did not record it (answered {answer.status}: "
+                                              f"{answer.body.get('detail', '')})")
+
+    async def forged(self, service: str, letter_id: str, reason: str) -> None:
+        await self._recorded(service, self._letter_url(service, letter_id, "/forgeries"),
+                             {"reason": reason})
+
+    async def replayed(self, service: str, letter_id: str, message_id: str, topic: str) -> None:
+        await self._recorded(service, self._letter_url(service, letter_id, "/replays"),
+                             {"message_id": message_id, "topic": topic})

@@ -26,6 +26,7 @@ from starlette.middleware.sessions import SessionMiddleware
 
 from consola.adapters.read_views import ReadViews
 from consola.adapters.service_apis import ServiceApis
+from consola.domain.outcomes import STATES
 from consola.entrypoints import swimlanes
 from consola.entrypoints.navigation import NAVIGATION
 from consola.entrypoints.session import (
@@ -47,8 +48,13 @@ from consola.usecases.outcome import BadField, Outcome
 from consola.usecases.overview import overview
 from consola.usecases.payments_needing_action import payments_needing_action, resolve_payment
 from consola.usecases.ports import NotFound, ServiceUnavailable, SignInAgain
+from consola.usecases.replays import CannotSign, ReplayTools, replay_group, replay_one, summary
+from consola.usecases.search_sagas import parse as parse_search
+from consola.usecases.search_sagas import search as search_sagas
 from consola.usecases.view_saga import NotAnId, find_saga, saga_timeline
+from sagakit import settings as sagakit_settings
 from sagakit.auth import AuthSettings, InvalidToken, IssuerUnavailable, TokenVerifier
+from sagakit.settings import KafkaClientSettings
 
 log = logging.getLogger("consola.http")
 
@@ -72,10 +78,14 @@ SECURITY_HEADERS = {
 FORM_TEXT = 5000
 
 
-def create_app(settings: ConsolaSettings | None = None, auth: AuthSettings | None = None
-               ) -> FastAPI:
+def create_app(settings: ConsolaSettings | None = None, auth: AuthSettings | None = None,
+               kafka: KafkaClientSettings | None = None) -> FastAPI:
     settings = settings or ConsolaSettings()
     auth = auth or AuthSettings()
+    # Replays: the console's own signing key, published as the principal KAFKA_* names (the
+    # least-privilege ``operator``, never the admin).
+    replay_tools = ReplayTools(settings.replay_signing_key(),
+                               kafka or sagakit_settings.load(KafkaClientSettings))
     templates = Jinja2Templates(directory=HERE / "templates")
     issuer = issuer_client(settings, auth)
 
@@ -219,8 +229,26 @@ def create_app(settings: ConsolaSettings | None = None, auth: AuthSettings | Non
                     overview=await overview(views(request)))
 
     @app.get("/sagas", response_class=HTMLResponse)
-    async def home(request: Request, operator: SignedIn) -> HTMLResponse:
-        return page(request, "home.html", operator=operator, active="sagas")
+    async def home(request: Request, operator: SignedIn,
+                   saga_id: Annotated[str, Query(max_length=200)] = "",
+                   order_id: Annotated[str, Query(max_length=200)] = "",
+                   customer_id: Annotated[str, Query(max_length=300)] = "",
+                   state: Annotated[str, Query(max_length=100)] = "",
+                   older_than_min: Annotated[str, Query(max_length=20)] = "",
+                   stuck: Annotated[str, Query(max_length=10)] = "") -> HTMLResponse:
+        asked = {"saga_id": saga_id, "order_id": order_id, "customer_id": customer_id,
+                 "state": state, "older_than_min": older_than_min, "stuck": stuck}
+        try:
+            wanted = parse_search(**asked)
+        except BadField as bad:
+            return page(request, "home.html", 422, operator=operator, active="sagas",
+                        asked=asked, states=STATES, bad=bad)
+        if not wanted.given:  # the form alone: a search is asked for, never a whole table
+            return page(request, "home.html", operator=operator, active="sagas", asked=asked,
+                        states=STATES)
+        return page(request, "home.html", operator=operator, active="sagas", asked=asked,
+                    states=STATES, wanted=wanted,
+                    sagas=await search_sagas(views(request), wanted))
 
     async def payments_page(request: Request, operator: Operator, status: int = 200,
                             **context: Any) -> HTMLResponse:
@@ -271,6 +299,73 @@ def create_app(settings: ConsolaSettings | None = None, auth: AuthSettings | Non
             "status": outcome.status})
         return await dead_letters_page(request, operator, answered(outcome), outcome=outcome,
                                        target=dead_letter_id)
+
+    @app.exception_handler(CannotSign)
+    async def cannot_sign(request: Request, exc: CannotSign) -> Response:
+        return page(request, "error.html", 503, title="This console cannot replay",
+                    message=str(exc))
+
+    def replay_page(request: Request, operator: Operator, outcomes: list[Any], *,
+                    dry_run: bool, status: int = 200, **context: Any) -> HTMLResponse:
+        return page(request, "replay.html", status, operator=operator, active="dead-letters",
+                    outcomes=outcomes, dry_run=dry_run,
+                    outcome=summary(outcomes, dry_run=dry_run), **context)
+
+    @app.get("/dead-letters/{service}/{dead_letter_id}/replay", response_class=HTMLResponse)
+    async def dry_run_letter(request: Request, service: str, dead_letter_id: str,
+                             operator: SignedIn) -> HTMLResponse:
+        try:
+            done = await replay_one(replay_tools, apis(request, operator), service,
+                                    dead_letter_id, dry_run=True)
+        except BadField as bad:
+            return await dead_letters_page(request, operator, 422, bad=bad)
+        return replay_page(request, operator, [done], dry_run=True, service=service,
+                           confirm=f"/dead-letters/{service}/{done.id}/replay")
+
+    @app.post("/dead-letters/{service}/{dead_letter_id}/replay", response_class=HTMLResponse)
+    async def replay_letter(request: Request, service: str, dead_letter_id: str,
+                            operator: FormPoster) -> HTMLResponse:
+        try:
+            done = await replay_one(replay_tools, apis(request, operator), service,
+                                    dead_letter_id, dry_run=False)
+        except BadField as bad:
+            return await dead_letters_page(request, operator, 422, bad=bad)
+        log.info("dead letter replay", extra={
+            "operator": operator.subject, "service": service, "dead_letter_id": done.id,
+            "outcome": done.outcome, "message_id": done.message_id})
+        return replay_page(request, operator, [done], dry_run=False, service=service)
+
+    @app.get("/dead-letters/{service}/group-replay", response_class=HTMLResponse)
+    async def dry_run_group(request: Request, service: str, operator: SignedIn,
+                            event_type: Annotated[str, Query(max_length=200)],
+                            error_class: Annotated[str, Query(max_length=200)]
+                            ) -> HTMLResponse:
+        try:
+            found, outcomes = await replay_group(
+                replay_tools, apis(request, operator), views(request), service, event_type,
+                error_class, dry_run=True)
+        except BadField as bad:
+            return await dead_letters_page(request, operator, 422, bad=bad)
+        return replay_page(request, operator, outcomes, dry_run=True, group=found,
+                           confirm=f"/dead-letters/{found.service}/group-replay")
+
+    @app.post("/dead-letters/{service}/group-replay", response_class=HTMLResponse)
+    async def replay_letters(request: Request, service: str, operator: FormPoster,
+                             event_type: Annotated[str, Form(max_length=200)],
+                             error_class: Annotated[str, Form(max_length=200)],
+                             letter: Annotated[list[str] | None, Form()] = None
+                             ) -> HTMLResponse:
+        try:
+            found, outcomes = await replay_group(
+                replay_tools, apis(request, operator), views(request), service, event_type,
+                error_class, dry_run=False, chosen=letter or [])
+        except BadField as bad:
+            return await dead_letters_page(request, operator, 422, bad=bad)
+        log.info("dead letter group replay", extra={
+            "operator": operator.subject, "service": service, "event_type": event_type,
+            "error_class": error_class,
+            "outcomes": {o.id: o.outcome for o in outcomes}})
+        return replay_page(request, operator, outcomes, dry_run=False, group=found)
 
     @app.get("/search", response_model=None)
     async def search(request: Request, operator: SignedIn,

@@ -1,12 +1,14 @@
-"""The overview: sagas per state started within the last hour, dead letters per service and
-state, each service's outbox backlog and the age of its oldest unpublished row, and how many
-payments wait for a person. Every number is read from the published views."""
+"""The overview: sagas per state started within the last hour and, of those that ended, the
+failure and compensation rates (``domain.outcomes``); dead letters per service and state, each
+service's outbox backlog and the age of its oldest unpublished row, and how many payments wait
+for a person. Every number is read from the published views."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
+from consola.domain.outcomes import Rates, final_status, rates
 from consola.usecases.ports import OverviewReads
 
 WINDOW_S = 3600
@@ -28,6 +30,14 @@ class Overview:
     """service → state → letters; every service, with no letter an empty dict."""
     backlog: list[Backlog]
     payments_needing_action: int
+
+    @property
+    def rates(self) -> Rates:
+        return rates(self.sagas_per_state)
+
+    @staticmethod
+    def final_status(state: str) -> str:
+        return final_status(state) or "active"
 
     @property
     def sagas(self) -> int:

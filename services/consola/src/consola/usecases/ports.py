@@ -68,3 +68,10 @@ class PaymentsNeedingActionReads(Protocol):
 
 class DeadLetterReads(Protocol):
     async def open_dead_letters(self) -> list[dict[str, Any]]: ...
+
+
+class SagaSearchReads(Protocol):
+    async def search_sagas(self, *, saga_id: str | None, order_id: str | None,
+                           customer_id: str | None, state: str | None,
+                           older_than_s: int | None, stuck: bool, active: list[str],
+                           limit: int) -> list[dict[str, Any]]: ...
