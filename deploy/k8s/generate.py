@@ -24,7 +24,9 @@ differs from what this writes.
 
 from __future__ import annotations
 
+import re
 import sys
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -35,13 +37,17 @@ from local_stack.passwords import READERS, reader_role
 from local_stack.settings import DEFAULT_CONSOLA_PORT, DEFAULT_SERVICE_PORTS, PG_DB
 from saga_contracts import topics
 from sagakit.kafka_topics import DEFAULT_TOPIC_PARTITIONS
+from sagakit.store.schema_wait import expected_head
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE = ROOT / "deploy" / "k8s" / "base"
 COMMAND = "python deploy/k8s/generate.py"
 ALERTS = ROOT / "deploy" / "prometheus" / "alerts.yml"
 
-# The images are named like this; an overlay gives them a registry and a tag (`images:`).
+# The images are named like this: a registry that never resolves (RFC 2606's .invalid), which
+# an overlay replaces with its own (`images:` newName), so that no image is ever pulled from
+# Docker Hub's namespace of that name; the tag is the release's, in the migration Jobs' names.
+REGISTRY = "registry.invalid"
 IMAGE_TAG = "0.1.0"
 KAFKA_CLUSTER = "saga-kafka"
 # Strimzi's bootstrap Service and the TLS listener of kafka/kafka.yaml (SCRAM over TLS).
@@ -144,7 +150,7 @@ def resources(cpu_limit: str, memory: str) -> dict[str, Any]:
 
 
 def image(service: str) -> str:
-    return f"saga/{service}:{IMAGE_TAG}"
+    return f"{REGISTRY}/saga/{service}:{IMAGE_TAG}"
 
 
 def config_map(service: str, port: int) -> dict[str, Any]:
@@ -207,6 +213,53 @@ def probe(path: str, period: int, failures: int) -> dict[str, Any]:
             "timeoutSeconds": 3, "failureThreshold": failures}
 
 
+# Rollouts. A migration Job's template cannot change in place, so each release's Job has a name of
+# its own: the image tag and the migration head it brings the schema to. Applying the same
+# release again (kubectl apply, an Argo CD or Flux sync) finds the Job as it is and leaves it;
+# a new release adds a new Job, and the GitOps tool prunes the old one. Every pod of a service
+# first waits, in an init container, until the schema is at the head its image expects.
+SCHEMA_WAIT_TIMEOUT_S = 900
+# How long a pod that serves traffic keeps serving once told to stop, while the endpoints
+# controller and every proxy take it out of rotation; the grace period covers that pause and
+# the server's own shutdown (its in-flight requests).
+PRE_STOP_PAUSE_S = 10
+TERMINATION_GRACE_S = 45
+
+
+@cache
+def migration_head(service: str) -> str:
+    return expected_head(ROOT / "services" / service / "alembic.ini")
+
+
+def name_part(value: str) -> str:
+    """``value`` as part of an object's name (lower case, digits and dashes)."""
+    return re.sub(r"[^a-z0-9]+", "-", value.lower()).strip("-")
+
+
+def migration_job_name(service: str, tag: str = IMAGE_TAG) -> str:
+    return f"{service}-migrations-{name_part(tag)}-{name_part(migration_head(service))}"
+
+
+def schema_wait_container(service: str) -> dict[str, Any]:
+    """Holds the pod until the migration Job has brought the schema to this image's head,
+    logging what it waits for (sagakit.store.schema_wait), as the app role."""
+    return {
+        "name": "wait-for-schema", "image": image(service), "imagePullPolicy": "IfNotPresent",
+        "command": ["python", "-m", "sagakit.store.schema_wait",
+                    "--alembic-ini", f"services/{service}/alembic.ini", "--schema", service,
+                    "--timeout", str(SCHEMA_WAIT_TIMEOUT_S)],
+        "env": database_env(service, "app"),
+        "resources": resources("200m", "128Mi"),
+        "securityContext": security_context(),
+        "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
+    }
+
+
+def pre_stop_pause() -> dict[str, Any]:
+    # The kubelet's own sleep: the image needs no shell or sleep binary.
+    return {"preStop": {"sleep": {"seconds": PRE_STOP_PAUSE_S}}}
+
+
 def deployment(service: str, component: str, port: int) -> dict[str, Any]:
     volumes, mounts = volumes_and_mounts(service, component)
     name = f"{service}-{component}"
@@ -224,6 +277,8 @@ def deployment(service: str, component: str, port: int) -> dict[str, Any]:
         "securityContext": security_context(),
         "volumeMounts": mounts,
     }
+    if component == "api":
+        container["lifecycle"] = pre_stop_pause()
     return {
         "apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": {"name": name, "labels": labels(service, component)},
@@ -238,12 +293,15 @@ def deployment(service: str, component: str, port: int) -> dict[str, Any]:
                     "serviceAccountName": service,
                     "automountServiceAccountToken": False,
                     "securityContext": pod_security_context(),
-                    # Longer than the worker's stop: it finishes its gateway calls first.
-                    "terminationGracePeriodSeconds": 30,
+                    # The API's: its preStop pause, then its shutdown. The worker's: longer
+                    # than its stop, so that it finishes its gateway calls first.
+                    "terminationGracePeriodSeconds":
+                        TERMINATION_GRACE_S if component == "api" else 30,
                     "topologySpreadConstraints": [{
                         "maxSkew": 1, "topologyKey": "kubernetes.io/hostname",
                         "whenUnsatisfiable": "ScheduleAnyway",
                         "labelSelector": {"matchLabels": labels(service, component)}}],
+                    "initContainers": [schema_wait_container(service)],
                     "containers": [container],
                     "volumes": volumes,
                 },
@@ -255,12 +313,12 @@ def deployment(service: str, component: str, port: int) -> dict[str, Any]:
 def migration_job(service: str) -> dict[str, Any]:
     return {
         "apiVersion": "batch/v1", "kind": "Job",
-        "metadata": {"name": f"{service}-migrations", "labels": labels(service, "migrations")},
+        "metadata": {"name": migration_job_name(service),
+                     "labels": labels(service, "migrations")},
         "spec": {
+            # Kept when done (no TTL): a Job that vanished would be made again and run again by
+            # every sync of a GitOps tool; the next release's Job replaces it (see above).
             "backoffLimit": 6,
-            # Gone after a while, so that the next `kubectl apply` makes it again and runs the
-            # new image's migrations (a Job's template cannot be changed in place).
-            "ttlSecondsAfterFinished": 600,
             "template": {
                 "metadata": {"labels": labels(service, "migrations")},
                 "spec": {
@@ -346,23 +404,34 @@ def https_egress() -> dict[str, Any]:
             "ports": [{"protocol": "TCP", "port": 443}]}
 
 
+# The pods the Prometheus Operator runs Prometheus in carry this label, in whatever namespace.
+PROMETHEUS_POD = {"app.kubernetes.io/name": "prometheus"}
+
+
+def prometheus_ingress(port: int) -> dict[str, Any]:
+    """Prometheus' scrape of a worker's metrics, the only connection a worker accepts (the
+    kubelet's probes are not subject to NetworkPolicies)."""
+    return {"from": [{"namespaceSelector": {}, "podSelector": {"matchLabels": PROMETHEUS_POD}}],
+            "ports": [{"protocol": "TCP", "port": port}]}
+
+
 def network_policies(service: str, port: int) -> list[dict[str, Any]]:
     """Who a service's pods may reach: DNS and its database always, the issuer (and pagos'
     gateway) over HTTPS from the API and the worker, Kafka from the worker; and who may reach
-    them: anyone on their HTTP port."""
-    def policy(component: str, egress: list[dict[str, Any]], ingress: bool) -> dict[str, Any]:
+    them: anyone the API's HTTP port, Prometheus alone the worker's."""
+    def policy(component: str, egress: list[dict[str, Any]],
+               ingress: list[dict[str, Any]]) -> dict[str, Any]:
         return {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
                 "metadata": {"name": f"{service}-{component}",
                              "labels": labels(service, component)},
                 "spec": {"podSelector": {"matchLabels": labels(service, component)},
                          "policyTypes": ["Ingress", "Egress"],
-                         "ingress": [{"ports": [{"protocol": "TCP", "port": port}]}]
-                         if ingress else [],
-                         "egress": egress}}
-    return [policy("api", [dns_egress(), database_egress(), https_egress()], True),
+                         "ingress": ingress, "egress": egress}}
+    return [policy("api", [dns_egress(), database_egress(), https_egress()],
+                   [{"ports": [{"protocol": "TCP", "port": port}]}]),
             policy("worker", [dns_egress(), database_egress(), kafka_egress(), https_egress()],
-                   True),
-            policy("migrations", [dns_egress(), database_egress()], False)]
+                   [prometheus_ingress(port)]),
+            policy("migrations", [dns_egress(), database_egress()], [])]
 
 
 def service_monitor(service: str) -> dict[str, Any]:
@@ -424,6 +493,7 @@ def console_objects(port: int = DEFAULT_CONSOLA_PORT) -> list[dict[str, Any]]:
         "resources": resources("500m", "256Mi"),
         "securityContext": security_context(),
         "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
+        "lifecycle": pre_stop_pause(),
     }
     deployment = {
         "apiVersion": "apps/v1", "kind": "Deployment",
@@ -437,6 +507,7 @@ def console_objects(port: int = DEFAULT_CONSOLA_PORT) -> list[dict[str, Any]]:
                     "serviceAccountName": CONSOLE,
                     "automountServiceAccountToken": False,
                     "securityContext": pod_security_context(),
+                    "terminationGracePeriodSeconds": TERMINATION_GRACE_S,
                     "containers": [container],
                     "volumes": [{"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}}],
                 },
