@@ -567,6 +567,70 @@ def kafka_users() -> list[dict[str, Any]]:
     return out
 
 
+# Workers scaled on their consumer lag (components/keda-workers, optional): a KEDA ScaledObject a
+# worker, one Kafka trigger a topic it reads, in place of the worker's CPU autoscaler. KEDA reads
+# the lag with a Kafka user of its own that may only describe (no read, no write).
+KEDA_COMPONENT = ROOT / "deploy" / "k8s" / "components" / "keda-workers"
+KEDA_USER = "keda-lag-reader"
+KEDA_AUTH = "saga-kafka-lag"
+# Messages behind per worker before KEDA adds one.
+LAG_THRESHOLD = 50
+
+
+def keda_user() -> dict[str, Any]:
+    groups = [{"type": "allow", "resource": {"type": "group", "name": service,
+                                             "patternType": "literal"},
+               "operations": ["Describe"], "host": "*"} for service in kafka_auth.SERVICES]
+    topics_read = sorted({t for service in kafka_auth.SERVICES for t in kafka_auth.READS[service]})
+    topics_acls = [{"type": "allow", "resource": {"type": "topic", "name": topic,
+                                                  "patternType": "literal"},
+                    "operations": ["Describe"], "host": "*"} for topic in topics_read]
+    return {"apiVersion": "kafka.strimzi.io/v1", "kind": "KafkaUser",
+            "metadata": {"name": KEDA_USER, "labels": {"strimzi.io/cluster": KAFKA_CLUSTER,
+                                                       "app.kubernetes.io/part-of": PART_OF}},
+            "spec": {"authentication": {"type": "scram-sha-512"},
+                     "authorization": {"type": "simple", "acls": groups + topics_acls}}}
+
+
+def keda_trigger_authentication() -> list[dict[str, Any]]:
+    """SCRAM over TLS, as the services: the user's name from a ConfigMap, its password from
+    the Secret Strimzi makes for it, the cluster's CA from Strimzi's."""
+    user = {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": KEDA_AUTH, "labels": {"app.kubernetes.io/part-of": PART_OF}},
+            "data": {"username": KEDA_USER}}
+    auth = {"apiVersion": "keda.sh/v1alpha1", "kind": "TriggerAuthentication",
+            "metadata": {"name": KEDA_AUTH, "labels": {"app.kubernetes.io/part-of": PART_OF}},
+            "spec": {"configMapTargetRef": [
+                         {"parameter": "username", "name": KEDA_AUTH, "key": "username"}],
+                     "secretTargetRef": [
+                         {"parameter": "password", "name": KEDA_USER, "key": "password"},
+                         {"parameter": "ca", "name": KAFKA_CA_SECRET, "key": "ca.crt"}]}}
+    return [user, auth]
+
+
+def keda_scaled_object(service: str) -> dict[str, Any]:
+    name = f"{service}-worker"
+    triggers = [{"type": "kafka", "authenticationRef": {"name": KEDA_AUTH},
+                 "metadata": {"bootstrapServers": KAFKA_BOOTSTRAP, "consumerGroup": service,
+                              "topic": topic, "lagThreshold": str(LAG_THRESHOLD),
+                              "sasl": "scram_sha512", "tls": "enable",
+                              # A new group's lag counts from the end: nothing to catch up.
+                              "offsetResetPolicy": "latest"}}
+                for topic in kafka_auth.READS[service]]
+    return {"apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject",
+            "metadata": {"name": name, "labels": labels(service, "worker")},
+            "spec": {"scaleTargetRef": {"name": name},
+                     "minReplicaCount": MIN_REPLICAS,
+                     # Past the partition count a consumer gets no partition.
+                     "maxReplicaCount": DEFAULT_TOPIC_PARTITIONS,
+                     "triggers": triggers}}
+
+
+def keda_objects() -> list[dict[str, Any]]:
+    return [keda_user(), *keda_trigger_authentication(),
+            *(keda_scaled_object(service) for service in kafka_auth.SERVICES)]
+
+
 def reader_secret(consumer: str) -> str:
     """The basic-auth Secret of a read views' consumer's login role (docs/deploy.md)."""
     return f"{DB_CLUSTER}-{consumer}-reader"
@@ -649,6 +713,8 @@ def files() -> dict[Path, str]:
                                                    "local_stack (roles), deploy/k8s/generate.py")
     out[BASE / "monitoring" / "prometheus-rule.yaml"] = dump([prometheus_rule()],
                                                              "deploy/prometheus/alerts.yml")
+    out[KEDA_COMPONENT / "scaled-objects.yaml"] = dump(
+        keda_objects(), "deploy/k8s/generate.py, local_stack.kafka_auth (groups, topics read)")
     return out
 
 

@@ -24,6 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 generate = scripts.load("deploy/k8s/generate.py", "k8s_generate")
 SERVICES = tuple(DEFAULT_SERVICE_PORTS)
 WORKLOADS = {"Deployment", "Job", "StatefulSet", "DaemonSet"}
+AUTOSCALERS = {"HorizontalPodAutoscaler", "ScaledObject"}
 SECRET_NAME = re.compile(r"PASSWORD|SECRET|TOKEN|_KEYS?$|CREDENTIAL", re.I)
 URL_PASSWORD = re.compile(r"://[^:/@\s]+:(?P<password>[^@\s]+)@")
 
@@ -112,9 +113,17 @@ def _secret_problems(obj: dict[str, Any]) -> Iterator[str]:
                 yield f"{_name(obj)}: {key} holds a URL with a password"
 
 
+def _max_replicas(obj: dict[str, Any]) -> int:
+    """An autoscaler's ceiling: a HorizontalPodAutoscaler's, or a KEDA ScaledObject's (KEDA's
+    default, 100, when it names none)."""
+    if obj["kind"] == "ScaledObject":
+        return int(obj["spec"].get("maxReplicaCount", 100))
+    return int(obj["spec"]["maxReplicas"])
+
+
 def _autoscaler_problems(obj: dict[str, Any]) -> Iterator[str]:
-    if obj["spec"]["maxReplicas"] > DEFAULT_TOPIC_PARTITIONS:
-        yield (f"{_name(obj)}: maxReplicas {obj['spec']['maxReplicas']} is past the "
+    if _max_replicas(obj) > DEFAULT_TOPIC_PARTITIONS:
+        yield (f"{_name(obj)}: maxReplicas {_max_replicas(obj)} is past the "
                f"{DEFAULT_TOPIC_PARTITIONS} partitions of the topics")
 
 
@@ -197,8 +206,8 @@ def _connection_problems(objects: list[dict[str, Any]]) -> Iterator[str]:
     clusters = [o for o in objects if o["kind"] == "Cluster"]
     pools = {o["metadata"]["name"].removesuffix("-settings"): int(o["data"]["DB_POOL_SIZE"])
              for o in objects if o["kind"] == "ConfigMap" and "DB_POOL_SIZE" in o.get("data", {})}
-    demand = sum(o["spec"]["maxReplicas"] * (pools[o["metadata"]["labels"][
-        "app.kubernetes.io/name"]] + 1) for o in objects if o["kind"] == "HorizontalPodAutoscaler")
+    demand = sum(_max_replicas(o) * (pools[o["metadata"]["labels"]["app.kubernetes.io/name"]] + 1)
+                 for o in objects if o["kind"] in AUTOSCALERS)
     for cluster in clusters:
         have = int(cluster["spec"]["postgresql"]["parameters"]["max_connections"])
         if have < demand + 10:
@@ -206,15 +215,17 @@ def _connection_problems(objects: list[dict[str, Any]]) -> Iterator[str]:
 
 
 def _coverage_problems(objects: list[dict[str, Any]]) -> Iterator[str]:
-    """Every Deployment of a service has its PodDisruptionBudget and autoscaler."""
-    by_kind = {kind: {o["metadata"]["name"] for o in objects if o["kind"] == kind}
-               for kind in ("PodDisruptionBudget", "HorizontalPodAutoscaler")}
+    """Every Deployment of a service has its PodDisruptionBudget and one autoscaler."""
+    budgets = {o["metadata"]["name"] for o in objects if o["kind"] == "PodDisruptionBudget"}
+    scaled = [o["spec"]["scaleTargetRef"]["name"] for o in objects if o["kind"] in AUTOSCALERS]
     for o in objects:
         if o["kind"] == "Deployment" and o["metadata"]["labels"].get(
                 "app.kubernetes.io/name") in SERVICES:
-            for kind, names in by_kind.items():
-                if o["metadata"]["name"] not in names:
-                    yield f"{_name(o)}: no {kind}"
+            if o["metadata"]["name"] not in budgets:
+                yield f"{_name(o)}: no PodDisruptionBudget"
+            if scaled.count(o["metadata"]["name"]) != 1:
+                yield (f"{_name(o)}: {scaled.count(o['metadata']['name'])} autoscalers "
+                       "(HorizontalPodAutoscaler or ScaledObject), not one")
 
 
 def _worker_policy_coverage_problems(objects: list[dict[str, Any]]) -> Iterator[str]:
@@ -244,7 +255,7 @@ def policy_problems(objects: list[dict[str, Any]]) -> list[str]:
                           _resource_problems, _rollout_problems):
                 out += check(obj)
         out += _secret_problems(obj)
-        if obj["kind"] == "HorizontalPodAutoscaler":
+        if obj["kind"] in AUTOSCALERS:
             out += _autoscaler_problems(obj)
         if obj["kind"] == "KafkaTopic":
             out += _topic_problems(obj)
@@ -357,6 +368,8 @@ def _worker_policy(objects: list[dict[str, Any]]) -> dict[str, Any]:
     (lambda o: _first(o, "Cluster")["spec"]["postgresql"]["parameters"].update(
         max_connections="100"), "max_connections 100"),
     (lambda o: o.remove(_first(o, "PodDisruptionBudget")), "no PodDisruptionBudget"),
+    (lambda o: o.remove(_first(o, "HorizontalPodAutoscaler")), "0 autoscalers"),
+    (lambda o: o.append(generate.keda_scaled_object("pedidos")), "2 autoscalers"),
 ])
 def test_each_rule_catches_a_manifest_that_breaks_it(mutate: Any, expected: str) -> None:
     problems = _break(mutate)
