@@ -387,3 +387,14 @@ def test_only_pagos_worker_holds_the_opening_keys_and_the_gateway_key() -> None:
         environment = service.get("environment") or {}
         held = [v for v in environment if str(v).startswith(secrets)]
         assert held == [], f"{name} holds {held}"
+
+
+def test_the_projects_images_are_built_never_pulled_and_name_their_registry() -> None:
+    """A service with `build:` has `pull_policy: build` (else compose pulls `image:` first), and
+    its image is named under localhost/: a name without a registry is Docker Hub's, where
+    saga/* belongs to somebody else."""
+    built = {name: spec for name, spec in compose()["services"].items() if "build" in spec}
+    assert built
+    for name, spec in built.items():
+        assert spec.get("pull_policy") == "build", name
+        assert spec["image"].startswith("localhost/saga/"), (name, spec["image"])
