@@ -90,11 +90,11 @@ FINGERPRINT_KEY = ("pedidos-fingerprint-key", "key")
 
 def holds_token_keys(service: str, component: str) -> bool:
     return service in TOKEN_KEYS and (service != "pagos" or component == "worker")
-# Whose bearer tokens every service believes: one ConfigMap for all, its issuer a placeholder
-# that an overlay sets (the local identity provider is a development stand-in,
-# components/identity-provider); the audience is the one the local stack's tokens name.
+# Whose bearer tokens every service believes: one ConfigMap for all, with the audience the local
+# stack's tokens name and no issuer: every container requires its AUTH_ISSUER key, which the
+# installer's overlay adds (the local identity provider, a development stand-in, is
+# components/identity-provider's); without it the pods do not start, rather than trust a default.
 AUTH_SETTINGS = "saga-auth-settings"
-AUTH_ISSUER = "https://issuer.example.com"
 # The operator console's address as the operators' browsers reach it (an Ingress of the
 # installer's, in front of its Service), a placeholder an overlay sets; and the Secret that holds
 # the key its session cookies are signed with, made by whoever installs (docs/deploy.md).
@@ -181,8 +181,15 @@ def volumes_and_mounts(service: str, component: str) -> tuple[list[dict[str, Any
     return volumes, mounts
 
 
+def issuer_env() -> dict[str, Any]:
+    """AUTH_ISSUER, required: a pod whose saga-auth-settings has none does not start."""
+    return {"name": "AUTH_ISSUER", "valueFrom": {"configMapKeyRef": {
+        "name": AUTH_SETTINGS, "key": "AUTH_ISSUER", "optional": False}}}
+
+
 def container_env(service: str, component: str) -> list[dict[str, Any]]:
     env: list[dict[str, Any]] = [{"name": k, "value": v} for k, v in COMPONENTS[component].items()]
+    env.append(issuer_env())
     env += database_env(service, "app")
     if component == "worker":
         env.append({"name": "KAFKA_SASL_PASSWORD", "valueFrom": {"secretKeyRef": {
@@ -478,7 +485,8 @@ def console_objects(port: int = DEFAULT_CONSOLA_PORT) -> list[dict[str, Any]]:
         "ports": [{"name": "http", "containerPort": port, "protocol": "TCP"}],
         "envFrom": [{"configMapRef": {"name": f"{CONSOLE}-settings"}},
                     {"configMapRef": {"name": AUTH_SETTINGS}}],
-        "env": [{"name": "CONSOLA_SESSION_SECRET",
+        "env": [issuer_env(),
+                {"name": "CONSOLA_SESSION_SECRET",
                  "valueFrom": {"secretKeyRef": {"name": secret_name, "key": secret_key}}},
                 # console_reader's URL, put together by Kubernetes from its role's Secret.
                 {"name": "CONSOLA_DATABASE_PASSWORD",
@@ -537,7 +545,7 @@ def console_objects(port: int = DEFAULT_CONSOLA_PORT) -> list[dict[str, Any]]:
 def auth_settings() -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": AUTH_SETTINGS, "labels": {"app.kubernetes.io/part-of": PART_OF}},
-            "data": {"AUTH_ISSUER": AUTH_ISSUER, "AUTH_AUDIENCE": identity.AUDIENCE}}
+            "data": {"AUTH_AUDIENCE": identity.AUDIENCE}}
 
 
 def kafka_topics() -> list[dict[str, Any]]:

@@ -1,6 +1,7 @@
 """The Kubernetes manifests carry the trust boundary: every service believes the tokens of one
-issuer, a setting (saga-auth-settings) that only the kind overlay points at the local identity
-provider; pagos presents the gateway's secret key from a Secret; Prometheus scrapes /metrics with
+issuer, a setting (saga-auth-settings' AUTH_ISSUER) that every container requires and the base
+does not give (the installer's overlay does; only the kind overlay's is the local identity
+provider); pagos presents the gateway's secret key from a Secret; Prometheus scrapes /metrics with
 a token from a Secret; the smoke Job calls with tokens. Each check is shown to catch a manifest
 that breaks it."""
 
@@ -60,9 +61,15 @@ def _reaches_https(policy: dict[str, Any]) -> bool:
                for rule in policy["spec"].get("egress", []))
 
 
+def _requires_the_issuer(container: dict[str, Any]) -> bool:
+    ref = _env(container).get("AUTH_ISSUER", {}).get("valueFrom", {}).get("configMapKeyRef", {})
+    return ref == {"name": generate.AUTH_SETTINGS, "key": "AUTH_ISSUER", "optional": False}
+
+
 def auth_problems(objects: list[dict[str, Any]]) -> list[str]:
-    """Every part of every service takes AUTH_* from saga-auth-settings and nowhere else, and
-    can reach the issuer those settings name."""
+    """Every part of every service takes AUTH_* from saga-auth-settings and nowhere else (its
+    AUTH_ISSUER required: no pod starts without one), and can reach the issuer those settings
+    name."""
     out: list[str] = []
     settings = _one(objects, "ConfigMap", generate.AUTH_SETTINGS)["data"]
     if settings.get("AUTH_AUDIENCE") != identity.AUDIENCE:
@@ -75,7 +82,10 @@ def auth_problems(objects: list[dict[str, Any]]) -> list[str]:
                        if "configMapRef" in s]
             if generate.AUTH_SETTINGS not in sources:
                 out.append(f"{name}: no envFrom {generate.AUTH_SETTINGS}")
-            if any(k.startswith("AUTH_") for k in _env(container)):
+            if not _requires_the_issuer(container):
+                out.append(f"{name}: does not require AUTH_ISSUER from {generate.AUTH_SETTINGS}")
+            if any(k.startswith("AUTH_") and k != "AUTH_ISSUER" for k in _env(container)) or (
+                    "value" in _env(container).get("AUTH_ISSUER", {})):
                 out.append(f"{name}: an AUTH_* of its own")
         policy = _one(objects, "NetworkPolicy", name)
         if local and not _reaches(policy, PROVIDER, 8020):
@@ -159,8 +169,9 @@ def smoke_problems(objects: list[dict[str, Any]], local: bool) -> list[str]:
 def test_the_default_overlay_trusts_an_external_issuer(
         default_overlay: list[dict[str, Any]]) -> None:
     assert auth_problems(default_overlay) == []
-    issuer = _one(default_overlay, "ConfigMap", generate.AUTH_SETTINGS)["data"]["AUTH_ISSUER"]
-    assert issuer.startswith("https://")
+    # No default issuer: the installer's overlay adds it (docs/deploy.md), and until then no
+    # pod starts.
+    assert "AUTH_ISSUER" not in _one(default_overlay, "ConfigMap", generate.AUTH_SETTINGS)["data"]
     assert not _of(default_overlay, "Deployment", PROVIDER)
     assert secret_reference_problems(default_overlay) == []
 
@@ -196,6 +207,12 @@ def test_the_generated_objects_keep_the_trust_rules() -> None:
     assert secret_reference_problems(_generated()) == []
 
 
+def test_the_base_names_no_issuer_and_the_console_requires_one() -> None:
+    assert "AUTH_ISSUER" not in generate.auth_settings()["data"]
+    console = _one(generate.console_objects(), "Deployment", generate.CONSOLE)
+    assert _requires_the_issuer(_containers(console)[0])
+
+
 def _deployment(objects: list[dict[str, Any]], name: str) -> dict[str, Any]:
     return _one(objects, "Deployment", name)
 
@@ -203,6 +220,9 @@ def _deployment(objects: list[dict[str, Any]], name: str) -> dict[str, Any]:
 @pytest.mark.parametrize(("mutate", "expected"), [
     (lambda o: _containers(_deployment(o, "pedidos-api"))[0]["envFrom"].pop(),
      "pedidos-api: no envFrom"),
+    (lambda o: _containers(_deployment(o, "pagos-worker"))[0]["env"].pop(
+        [e["name"] for e in _containers(_deployment(o, "pagos-worker"))[0]["env"]].index(
+            "AUTH_ISSUER")), "pagos-worker: does not require AUTH_ISSUER"),
     (lambda o: _containers(_deployment(o, "inventario-worker"))[0]["env"].append(
         {"name": "AUTH_ISSUER", "value": "https://elsewhere.example.com"}), "AUTH_* of its own"),
     (lambda o: _one(o, "NetworkPolicy", "pagos-api")["spec"]["egress"].pop(),

@@ -1,6 +1,7 @@
 """A complete ``.env`` for docker-compose.yml, made from ``.env.example``: a random URL-safe
 password for every ``*_PASSWORD``, a new payment-token key pair, pedidos' fingerprint key, a
-fake-gateway secret key, the console's session key, and a new operator replay-signing key: its
+fake-gateway secret key, the console's session key, the identity-provider container as the
+issuer, and a new operator replay-signing key: its
 private half in ``operator-signing.key`` beside the ``.env`` (0600, for
 ``SAGACTL_SIGNING_KEY_FILE``; never overwritten), its public half in
 ``SAGA_OPERATOR_PUBLIC_KEYS``. Written 0600.
@@ -24,6 +25,8 @@ VARIABLE = re.compile(r"^(?P<name>[A-Z][A-Z0-9_]*)=(?P<value>.*)$")
 
 
 SIGNING_KEY = "operator-signing.key"
+# The identity-provider container's issuer (its IDENTITY_ISSUER in docker-compose.yml).
+IDENTITY_PROVIDER_ISSUER = "http://identity-provider:8020"
 
 
 def values(operator_key: bytes | None = None) -> dict[str, str]:
@@ -49,6 +52,9 @@ def values(operator_key: bytes | None = None) -> dict[str, str]:
             filled[name] = "sk_test_" + secrets.token_urlsafe(24)
         elif name == "CONSOLA_SESSION_SECRET":
             filled[name] = secrets.token_urlsafe(48)
+        elif name == "AUTH_ISSUER":
+            # The file's identity provider: a development stand-in (.env.example).
+            filled[name] = IDENTITY_PROVIDER_ISSUER
         elif name == "SAGA_OPERATOR_PUBLIC_KEYS":
             filled[name] = replay_signature.public_entry(
                 replay_signature.load_private_key(operator_key))
