@@ -54,6 +54,11 @@ KAFKA_CLUSTER = "saga-kafka"
 KAFKA_BOOTSTRAP = f"{KAFKA_CLUSTER}-kafka-bootstrap:9093"
 KAFKA_CA_SECRET = f"{KAFKA_CLUSTER}-cluster-ca-cert"
 DB_CLUSTER = "saga-db"
+# PostgreSQL's image, pinned by digest (a tag can be moved under it): the one CloudNativePG's
+# own image catalog lists for major 17 (cloudnative-pg/artifacts,
+# image-catalogs/catalog-standard-bookworm.yaml, 2026-08-17).
+POSTGRES_IMAGE = ("ghcr.io/cloudnative-pg/postgresql:17.11-202608170816-standard-bookworm"
+                  "@sha256:968fde04bca2be879ca14e1614a3987e149b77b42a51fe460fff252f3e145fce")
 # CloudNativePG's Service of the primary.
 DB_HOST = f"{DB_CLUSTER}-rw"
 # Each process holds DB_POOL_SIZE connections and one more (its relay's leader lock); the
@@ -672,7 +677,7 @@ def database_cluster() -> dict[str, Any]:
         "metadata": {"name": DB_CLUSTER, "labels": {"app.kubernetes.io/part-of": PART_OF}},
         "spec": {
             "instances": 3,
-            "imageName": "ghcr.io/cloudnative-pg/postgresql:17.5",
+            "imageName": POSTGRES_IMAGE,
             "primaryUpdateStrategy": "unsupervised",
             "enableSuperuserAccess": False,
             "postgresql": {"parameters": {"max_connections": str(max_connections())}},

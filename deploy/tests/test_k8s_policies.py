@@ -229,13 +229,15 @@ def _coverage_problems(objects: list[dict[str, Any]]) -> Iterator[str]:
 
 
 def _worker_policy_coverage_problems(objects: list[dict[str, Any]]) -> Iterator[str]:
-    """Every worker is selected by a NetworkPolicy (the default deny aside)."""
+    """Every worker is selected by a NetworkPolicy that names it (the default deny, which
+    selects every pod of the project, aside)."""
     selected = [o["spec"]["podSelector"].get("matchLabels", {}) for o in objects
                 if o["kind"] == "NetworkPolicy"]
     for o in objects:
         pod = o["spec"]["template"]["metadata"]["labels"] if o["kind"] == "Deployment" else {}
         if pod.get("app.kubernetes.io/component") == "worker" and not any(
-                sel and sel.items() <= pod.items() for sel in selected):
+                "app.kubernetes.io/name" in sel and sel.items() <= pod.items()
+                for sel in selected):
             yield f"{_name(o)}: no NetworkPolicy of its own"
 
 
