@@ -5,7 +5,9 @@ local stack, so that the three deployments cannot drift apart:
     uv run python deploy/k8s/generate.py --check    # exit 1 if one is out of date
 
 - per service (services/<name>.yaml): its settings, its API and worker Deployments (the
-  ``RUN_*`` switches), its migration Job (the only object given the schema owner's password),
+  ``RUN_*`` switches; each waits for its schema's migration head, the API pauses before it
+  stops), its migration Job named by its release (the only object given the schema owner's
+  password),
   Services, PodDisruptionBudgets, HorizontalPodAutoscalers stopped at the topics' partition
   count, NetworkPolicy and ServiceMonitor, all on the local stack's port;
 - the issuer every service trusts (auth/settings.yaml: a placeholder for the OIDC issuer,
@@ -15,10 +17,12 @@ local stack, so that the three deployments cannot drift apart:
 - the Kafka topics (saga_contracts.topics) and users, whose ACLs are the local stack's
   (local_stack.kafka_auth.acls);
 - the PostgreSQL cluster's roles, the local stack's (an owner and an app role per service);
-- the PrometheusRule, whose groups are deploy/prometheus/alerts.yml's.
+- the PrometheusRule, whose groups are deploy/prometheus/alerts.yml's;
+- the optional component components/keda-workers' objects (scaled-objects.yaml): a KEDA
+  ScaledObject a worker on its consumer group's lag, and the Kafka user KEDA reads it as.
 
 What is written once and read by people (the Kafka cluster, kustomizations, overlays, the
-components) is not generated. deploy/tests/test_k8s_generated.py fails when a generated file
+other components) is not generated. deploy/tests/test_k8s_generated.py fails when a generated file
 differs from what this writes.
 """
 
