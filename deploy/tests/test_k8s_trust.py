@@ -185,10 +185,18 @@ def test_the_kind_overlay_trusts_the_local_identity_provider_and_its_smoke_job_u
     assert auth_problems(kind) == []
     assert secret_reference_problems(kind) == []
     assert smoke_problems(kind, local=True) == []
-    # Only the project's pods reach the provider, which hands out any token.
+    # Only the parts of the project that use the provider reach it: it hands out any token.
     ingress = _one(kind, "NetworkPolicy", PROVIDER)["spec"]["ingress"]
-    assert ingress == [{"from": [{"podSelector": {"matchLabels": {
-        "app.kubernetes.io/part-of": "saga"}}}], "ports": [{"protocol": "TCP", "port": 8020}]}]
+    assert ingress == [{"from": [{"podSelector": {
+        "matchLabels": {"app.kubernetes.io/part-of": "saga"},
+        "matchExpressions": [{"key": "app.kubernetes.io/component", "operator": "In",
+                              "values": ["api", "worker", "web", "smoke"]}]}}],
+        "ports": [{"protocol": "TCP", "port": 8020}]}]
+    admitted = {o["metadata"]["name"] for o in kind if o["kind"] in ("Deployment", "Job")
+                and o["spec"]["template"]["metadata"]["labels"].get(
+                    "app.kubernetes.io/component") in ("api", "worker", "web", "smoke")}
+    assert admitted == {f"{s}-{c}" for s in SERVICES for c in ("api", "worker")} | {
+        "consola", "saga-smoke"}
     key = _containers(_one(kind, "Deployment", PROVIDER))[0]
     volume = _one(kind, "Deployment", PROVIDER)["spec"]["template"]["spec"]["volumes"][0]
     assert volume["secret"]["secretName"] == "identity-provider-signing-key"
