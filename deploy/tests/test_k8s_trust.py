@@ -20,6 +20,8 @@ from saga_harness import scripts
 generate = scripts.load("deploy/k8s/generate.py", "k8s_generate")
 SERVICES = tuple(DEFAULT_SERVICE_PORTS)
 PROVIDER = "identity-provider"
+# The same provider with its sign-in form and token endpoint, which the services cannot reach.
+SIGNIN = "identity-signin"
 
 
 def _of(objects: list[dict[str, Any]], kind: str, name: str | None = None
@@ -156,9 +158,9 @@ def smoke_problems(objects: list[dict[str, Any]], local: bool) -> list[str]:
     job = _one(objects, "Job", "saga-smoke")
     command = _containers(job)[0]["command"]
     if local:
-        if command[-2:] != ["--identity-provider", f"http://{PROVIDER}:8020"]:
+        if command[-2:] != ["--identity-provider", f"http://{SIGNIN}:8020"]:
             out.append(f"the smoke Job does not ask the identity provider: {command}")
-        if not _reaches(_one(objects, "NetworkPolicy", "saga-smoke"), PROVIDER, 8020):
+        if not _reaches(_one(objects, "NetworkPolicy", "saga-smoke"), SIGNIN, 8020):
             out.append("the smoke Job's NetworkPolicy does not reach the identity provider")
     elif command[-2:] != ["--tokens", "/smoke-tokens"]:
         out.append(f"the smoke Job takes no tokens from saga-smoke-tokens: {command}")
@@ -185,18 +187,62 @@ def test_the_kind_overlay_trusts_the_local_identity_provider_and_its_smoke_job_u
     assert auth_problems(kind) == []
     assert secret_reference_problems(kind) == []
     assert smoke_problems(kind, local=True) == []
-    # Only the parts of the project that use the provider reach it: it hands out any token.
-    ingress = _one(kind, "NetworkPolicy", PROVIDER)["spec"]["ingress"]
-    assert ingress == [{"from": [{"podSelector": {
-        "matchLabels": {"app.kubernetes.io/part-of": "saga"},
-        "matchExpressions": [{"key": "app.kubernetes.io/component", "operator": "In",
-                              "values": ["api", "worker", "web", "smoke"]}]}}],
-        "ports": [{"protocol": "TCP", "port": 8020}]}]
-    admitted = {o["metadata"]["name"] for o in kind if o["kind"] in ("Deployment", "Job")
-                and o["spec"]["template"]["metadata"]["labels"].get(
-                    "app.kubernetes.io/component") in ("api", "worker", "web", "smoke")}
-    assert admitted == {f"{s}-{c}" for s in SERVICES for c in ("api", "worker")} | {
-        "consola", "saga-smoke"}
+    assert identity_problems(kind) == []
+
+
+def _admitted(objects: list[dict[str, Any]], policy: dict[str, Any]) -> set[str]:
+    """The workloads whose pods a NetworkPolicy's ingress admits (podSelectors of this
+    namespace, by matchLabels and `In` expressions)."""
+    def admits(peer: dict[str, Any], labels: dict[str, str]) -> bool:
+        selector = peer.get("podSelector")
+        if selector is None or "namespaceSelector" in peer:
+            return False
+        return (selector.get("matchLabels", {}).items() <= labels.items() and all(
+            labels.get(e["key"]) in e["values"] for e in selector.get("matchExpressions", [])
+            if e["operator"] == "In"))
+    return {o["metadata"]["name"] for o in objects if o["kind"] in ("Deployment", "Job")
+            and any(admits(peer, o["spec"]["template"]["metadata"]["labels"])
+                    for rule in policy["spec"].get("ingress", []) for peer in rule.get("from", []))}
+
+
+def identity_problems(objects: list[dict[str, Any]]) -> list[str]:
+    """The issuer the services reach publishes its keys only; the instance that hands out tokens
+    (the same key and issuer) is reached by the console and the smoke Job alone."""
+    out: list[str] = []
+    public = _env(_containers(_one(objects, "Deployment", PROVIDER))[0])
+    signin = _env(_containers(_one(objects, "Deployment", SIGNIN))[0])
+    if public.get("IDENTITY_PUBLIC_ONLY", {}).get("value") != "true":
+        out.append(f"{PROVIDER}: hands out tokens (IDENTITY_PUBLIC_ONLY is not true)")
+    if "IDENTITY_PUBLIC_ONLY" in signin:
+        out.append(f"{SIGNIN}: public-only")
+    for name in ("IDENTITY_ISSUER", "IDENTITY_SIGNING_KEY_FILE", "IDENTITY_AUDIENCE"):
+        if public.get(name) != signin.get(name):
+            out.append(f"{PROVIDER} and {SIGNIN} differ in {name}")
+    if public.get("IDENTITY_SIGNIN_URL", {}).get("value") != f"http://{SIGNIN}:8020":
+        out.append(f"{PROVIDER}'s discovery document does not name {SIGNIN}")
+    services = {f"{s}-{c}" for s in SERVICES for c in ("api", "worker")}
+    reach_public = _admitted(objects, _one(objects, "NetworkPolicy", PROVIDER))
+    if reach_public != services | {"consola"}:
+        out.append(f"{PROVIDER} admits {sorted(reach_public)}")
+    reach_signin = _admitted(objects, _one(objects, "NetworkPolicy", SIGNIN))
+    if reach_signin != {"consola", "saga-smoke"}:
+        out.append(f"{SIGNIN} admits {sorted(reach_signin)}, not the console and the smoke Job")
+    if not _reaches(_one(objects, "NetworkPolicy", "consola"), SIGNIN, 8020):
+        out.append(f"the console's NetworkPolicy does not reach {SIGNIN}")
+    return out
+
+
+@pytest.mark.external
+def test_the_identity_rules_catch_a_token_endpoint_the_services_reach(
+        every_overlay: dict[str, list[dict[str, Any]]]) -> None:
+    kind = copy.deepcopy(every_overlay["kind"])
+    public = _containers(_one(kind, "Deployment", PROVIDER))[0]
+    public["env"] = [e for e in public["env"] if e["name"] != "IDENTITY_PUBLIC_ONLY"]
+    rule = _one(kind, "NetworkPolicy", SIGNIN)["spec"]["ingress"][0]["from"][0]
+    rule["podSelector"]["matchExpressions"][0]["values"].append("worker")
+    problems = identity_problems(kind)
+    assert any("hands out tokens" in p for p in problems), problems
+    assert any(f"{SIGNIN} admits" in p and "pedidos-worker" in p for p in problems), problems
     key = _containers(_one(kind, "Deployment", PROVIDER))[0]
     volume = _one(kind, "Deployment", PROVIDER)["spec"]["template"]["spec"]["volumes"][0]
     assert volume["secret"]["secretName"] == "identity-provider-signing-key"
