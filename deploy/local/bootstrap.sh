@@ -6,7 +6,8 @@
 # Every need also gets the base: the Debian packages of deploy/local/programs.txt for it, uv at the
 # version and hashes of deploy/docker/uv-requirements.txt in .local/uv (git-ignored), then the
 # workspace's Python environment from uv.lock. Kustomize is built on first use by
-# deploy/k8s/kustomize.sh; `test` builds it here so that no test waits for it.
+# deploy/k8s/kustomize.sh; `test` builds it here so that no test waits for it, and conftest
+# (deploy/k8s/conftest.sh), the policy tester of the manifests.
 # Safe to run again: every step checks first.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -104,6 +105,8 @@ for need in "${needs[@]}"; do
   if [ "$need" = test ]; then
     log "kustomize (deploy/k8s/kustomize.sh pins its version)"
     bash deploy/k8s/kustomize.sh version >/dev/null
+    log "conftest (deploy/k8s/conftest.sh pins its version)"
+    bash deploy/k8s/conftest.sh -- --version >/dev/null
   fi
 done
 log "ready"

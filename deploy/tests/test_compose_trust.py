@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from compose_stack import compose_file
+from compose_stack import compose_file, dotenv
 from local_stack import kafka_auth
 from local_stack.settings import DEFAULT_SERVICE_PORTS
 
@@ -203,12 +203,22 @@ def test_every_part_of_a_service_trusts_the_identity_provider_container() -> Non
     for service in SERVICES:
         for part in (service, f"{service}-worker"):
             spec = all_services[part]
-            assert spec["environment"]["AUTH_ISSUER"] == issuer, part
+            # Required, from .env: no default issuer in the file.
+            assert spec["environment"]["AUTH_ISSUER"].startswith("${AUTH_ISSUER:?"), part
             assert spec["environment"]["AUTH_AUDIENCE"] == env["IDENTITY_AUDIENCE"], part
             # Required: compose refuses to start without the operator's public keys.
             assert spec["environment"]["SAGA_OPERATOR_PUBLIC_KEYS"].startswith(
                 "${SAGA_OPERATOR_PUBLIC_KEYS:?"), part
             assert spec["depends_on"]["identity-provider"] == {"condition": "service_healthy"}
+
+
+def test_the_issuer_has_no_default_but_the_example_env_names_the_provider() -> None:
+    """compose stops when AUTH_ISSUER is unset; the .env compose_stack writes names the
+    identity-provider container, whose tokens' `iss` it is."""
+    assert compose_file.defaults().get("AUTH_ISSUER") is None
+    assert dotenv.values()["AUTH_ISSUER"] == services()["identity-provider"]["environment"][
+        "IDENTITY_ISSUER"]
+    assert services()["consola"]["environment"]["AUTH_ISSUER"].startswith("${AUTH_ISSUER:?")
 
 
 def test_the_identity_provider_is_reachable_from_the_host_loopback_only() -> None:
@@ -254,7 +264,7 @@ def test_prometheus_scrapes_every_target_with_the_operator_token_the_one_shot_wr
     assert volume == "prometheustoken"
     command = maker["command"]
     assert command[:3] == ["python", "-m", "identity_provider.request_token"]
-    assert command[3] == all_services["pedidos"]["environment"]["AUTH_ISSUER"]
+    assert command[3] == all_services["identity-provider"]["environment"]["IDENTITY_ISSUER"]
     assert command[5] == "operator"
     assert command[command.index("--out") + 1] == f"{inside}/{token_file.name}"
     assert maker["depends_on"]["identity-provider"] == {"condition": "service_healthy"}

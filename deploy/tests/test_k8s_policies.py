@@ -1,7 +1,9 @@
-"""What the rendered manifests must be beyond their schemas: pinned images, probes, non-root
-read-only containers with limits, no secret written out, autoscalers that stop at the topics'
-partition count, durable topics, a database with connections for every process. Each rule is
-shown to catch a manifest that breaks it."""
+"""What the rendered manifests must be beyond their schemas: pinned registry-qualified images,
+probes, non-root read-only containers with limits, no secret written out, autoscalers that stop
+at the topics' partition count, durable topics, a database with connections for every process;
+rollouts a GitOps tool can apply again (migration Jobs named by their release, pods that wait
+for their schema, a preStop pause where traffic is served); workers nobody but Prometheus
+reaches. Each rule is shown to catch a manifest that breaks it."""
 
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 generate = scripts.load("deploy/k8s/generate.py", "k8s_generate")
 SERVICES = tuple(DEFAULT_SERVICE_PORTS)
 WORKLOADS = {"Deployment", "Job", "StatefulSet", "DaemonSet"}
+AUTOSCALERS = {"HorizontalPodAutoscaler", "ScaledObject"}
 SECRET_NAME = re.compile(r"PASSWORD|SECRET|TOKEN|_KEYS?$|CREDENTIAL", re.I)
 URL_PASSWORD = re.compile(r"://[^:/@\s]+:(?P<password>[^@\s]+)@")
 
@@ -40,19 +43,27 @@ def _name(obj: dict[str, Any]) -> str:
     return f"{obj['kind']} {obj['metadata']['name']}"
 
 
+def _registry(image: str) -> str | None:
+    """The registry an image reference names, None when it names none (and so Docker Hub's)."""
+    first, slash, _ = image.partition("/")
+    return first if slash and ("." in first or ":" in first or first == "localhost") else None
+
+
 def _image_problems(obj: dict[str, Any]) -> Iterator[str]:
     for c in _containers(obj):
         image = c["image"]
         tag = image.rsplit("/", 1)[-1].partition(":")[2]
         if "@sha256:" not in image and (not tag or tag == "latest"):
             yield f"{_name(obj)}: image {image} has no pinned tag"
+        if _registry(image) is None:
+            yield f"{_name(obj)}: image {image} names no registry (it would be Docker Hub's)"
 
 
 def _probe_problems(obj: dict[str, Any]) -> Iterator[str]:
     if obj["kind"] == "Job":
         return
     service = obj["metadata"].get("labels", {}).get("app.kubernetes.io/name")
-    for c in _containers(obj):
+    for c in _pod_spec(obj)["containers"]:
         for probe in ("readinessProbe", "livenessProbe"):
             if probe not in c:
                 yield f"{_name(obj)}: container {c['name']} has no {probe}"
@@ -102,9 +113,17 @@ def _secret_problems(obj: dict[str, Any]) -> Iterator[str]:
                 yield f"{_name(obj)}: {key} holds a URL with a password"
 
 
+def _max_replicas(obj: dict[str, Any]) -> int:
+    """An autoscaler's ceiling: a HorizontalPodAutoscaler's, or a KEDA ScaledObject's (KEDA's
+    default, 100, when it names none)."""
+    if obj["kind"] == "ScaledObject":
+        return int(obj["spec"].get("maxReplicaCount", 100))
+    return int(obj["spec"]["maxReplicas"])
+
+
 def _autoscaler_problems(obj: dict[str, Any]) -> Iterator[str]:
-    if obj["spec"]["maxReplicas"] > DEFAULT_TOPIC_PARTITIONS:
-        yield (f"{_name(obj)}: maxReplicas {obj['spec']['maxReplicas']} is past the "
+    if _max_replicas(obj) > DEFAULT_TOPIC_PARTITIONS:
+        yield (f"{_name(obj)}: maxReplicas {_max_replicas(obj)} is past the "
                f"{DEFAULT_TOPIC_PARTITIONS} partitions of the topics")
 
 
@@ -136,13 +155,59 @@ def _kafka_problems(obj: dict[str, Any]) -> Iterator[str]:
         yield f"{_name(obj)}: no ACLs"
 
 
+def _serves_traffic(obj: dict[str, Any]) -> bool:
+    return obj["kind"] == "Deployment" and obj["metadata"].get("labels", {}).get(
+        "app.kubernetes.io/component") != "worker"
+
+
+def _rollout_problems(obj: dict[str, Any]) -> Iterator[str]:
+    """A Deployment that serves traffic pauses before it stops, for less than its grace period;
+    a service's Deployments wait for their schema; a migration Job is named by its image's tag
+    and the migration head it brings, and stays once done."""
+    labels = obj["metadata"].get("labels", {})
+    service = labels.get("app.kubernetes.io/name")
+    spec = _pod_spec(obj)
+    if _serves_traffic(obj):
+        grace = spec.get("terminationGracePeriodSeconds", 30)
+        for c in spec["containers"]:
+            pause = c.get("lifecycle", {}).get("preStop", {}).get("sleep", {}).get("seconds")
+            if pause is None:
+                yield f"{_name(obj)}: container {c['name']} has no preStop pause"
+            elif pause >= grace:
+                yield (f"{_name(obj)}: preStop pause {pause} s is not shorter than its grace "
+                       f"period {grace} s")
+    if obj["kind"] == "Deployment" and service in SERVICES and not any(
+            "sagakit.store.schema_wait" in c.get("command", [])
+            for c in spec.get("initContainers", [])):
+        yield f"{_name(obj)}: does not wait for its schema's migration head"
+    if obj["kind"] == "Job" and labels.get("app.kubernetes.io/component") == "migrations":
+        tag = spec["containers"][0]["image"].rsplit(":", 1)[-1]
+        expected = generate.migration_job_name(service, tag)
+        if obj["metadata"]["name"] != expected:
+            yield (f"{_name(obj)}: not named by its release ({expected}): applied again with "
+                   "another image it is refused")
+        if "ttlSecondsAfterFinished" in obj["spec"]:
+            yield f"{_name(obj)}: deleted when done, so every sync runs it again"
+
+
+def _worker_ingress_problems(obj: dict[str, Any]) -> Iterator[str]:
+    """A worker serves no traffic: only Prometheus (its metrics) may connect to it."""
+    if obj["metadata"].get("labels", {}).get("app.kubernetes.io/component") != "worker":
+        return
+    for rule in obj["spec"].get("ingress", []):
+        peers = rule.get("from", [])
+        if not peers or any(p.get("podSelector", {}).get("matchLabels")
+                            != generate.PROMETHEUS_POD for p in peers):
+            yield f"{_name(obj)}: a worker accepts connections from others than Prometheus"
+
+
 def _connection_problems(objects: list[dict[str, Any]]) -> Iterator[str]:
     """max_connections holds every process at its autoscaler's maximum, each with its pool."""
     clusters = [o for o in objects if o["kind"] == "Cluster"]
     pools = {o["metadata"]["name"].removesuffix("-settings"): int(o["data"]["DB_POOL_SIZE"])
              for o in objects if o["kind"] == "ConfigMap" and "DB_POOL_SIZE" in o.get("data", {})}
-    demand = sum(o["spec"]["maxReplicas"] * (pools[o["metadata"]["labels"][
-        "app.kubernetes.io/name"]] + 1) for o in objects if o["kind"] == "HorizontalPodAutoscaler")
+    demand = sum(_max_replicas(o) * (pools[o["metadata"]["labels"]["app.kubernetes.io/name"]] + 1)
+                 for o in objects if o["kind"] in AUTOSCALERS)
     for cluster in clusters:
         have = int(cluster["spec"]["postgresql"]["parameters"]["max_connections"])
         if have < demand + 10:
@@ -150,15 +215,30 @@ def _connection_problems(objects: list[dict[str, Any]]) -> Iterator[str]:
 
 
 def _coverage_problems(objects: list[dict[str, Any]]) -> Iterator[str]:
-    """Every Deployment of a service has its PodDisruptionBudget and autoscaler."""
-    by_kind = {kind: {o["metadata"]["name"] for o in objects if o["kind"] == kind}
-               for kind in ("PodDisruptionBudget", "HorizontalPodAutoscaler")}
+    """Every Deployment of a service has its PodDisruptionBudget and one autoscaler."""
+    budgets = {o["metadata"]["name"] for o in objects if o["kind"] == "PodDisruptionBudget"}
+    scaled = [o["spec"]["scaleTargetRef"]["name"] for o in objects if o["kind"] in AUTOSCALERS]
     for o in objects:
         if o["kind"] == "Deployment" and o["metadata"]["labels"].get(
                 "app.kubernetes.io/name") in SERVICES:
-            for kind, names in by_kind.items():
-                if o["metadata"]["name"] not in names:
-                    yield f"{_name(o)}: no {kind}"
+            if o["metadata"]["name"] not in budgets:
+                yield f"{_name(o)}: no PodDisruptionBudget"
+            if scaled.count(o["metadata"]["name"]) != 1:
+                yield (f"{_name(o)}: {scaled.count(o['metadata']['name'])} autoscalers "
+                       "(HorizontalPodAutoscaler or ScaledObject), not one")
+
+
+def _worker_policy_coverage_problems(objects: list[dict[str, Any]]) -> Iterator[str]:
+    """Every worker is selected by a NetworkPolicy that names it (the default deny, which
+    selects every pod of the project, aside)."""
+    selected = [o["spec"]["podSelector"].get("matchLabels", {}) for o in objects
+                if o["kind"] == "NetworkPolicy"]
+    for o in objects:
+        pod = o["spec"]["template"]["metadata"]["labels"] if o["kind"] == "Deployment" else {}
+        if pod.get("app.kubernetes.io/component") == "worker" and not any(
+                "app.kubernetes.io/name" in sel and sel.items() <= pod.items()
+                for sel in selected):
+            yield f"{_name(o)}: no NetworkPolicy of its own"
 
 
 def _namespace_problems(objects: list[dict[str, Any]]) -> Iterator[str]:
@@ -174,17 +254,20 @@ def policy_problems(objects: list[dict[str, Any]]) -> list[str]:
     for obj in objects:
         if obj["kind"] in WORKLOADS:
             for check in (_image_problems, _probe_problems, _security_problems,
-                          _resource_problems):
+                          _resource_problems, _rollout_problems):
                 out += check(obj)
         out += _secret_problems(obj)
-        if obj["kind"] == "HorizontalPodAutoscaler":
+        if obj["kind"] in AUTOSCALERS:
             out += _autoscaler_problems(obj)
         if obj["kind"] == "KafkaTopic":
             out += _topic_problems(obj)
         if obj["kind"] == "Kafka":
             out += _kafka_problems(obj)
+        if obj["kind"] == "NetworkPolicy":
+            out += _worker_ingress_problems(obj)
     out += _connection_problems(objects)
     out += _coverage_problems(objects)
+    out += _worker_policy_coverage_problems(objects)
     return out
 
 
@@ -239,9 +322,29 @@ def _container(objects: list[dict[str, Any]]) -> dict[str, Any]:
     return _pod_spec(_first(objects, "Deployment"))["containers"][0]
 
 
+def _worker_policy(objects: list[dict[str, Any]]) -> dict[str, Any]:
+    return next(o for o in objects if o["kind"] == "NetworkPolicy"
+                and o["metadata"]["name"] == "pedidos-worker")
+
+
 @pytest.mark.parametrize(("mutate", "expected"), [
     (lambda o: _container(o).update(image="saga/pedidos:latest"), "no pinned tag"),
-    (lambda o: _container(o).update(image="saga/pedidos"), "no pinned tag"),
+    (lambda o: _container(o).update(image="registry.invalid/saga/pedidos"), "no pinned tag"),
+    (lambda o: _container(o).update(image="saga/pedidos:0.1.0"), "names no registry"),
+    (lambda o: _container(o).pop("lifecycle"), "no preStop pause"),
+    (lambda o: _pod_spec(_first(o, "Deployment")).update(terminationGracePeriodSeconds=10),
+     "not shorter than its grace period"),
+    (lambda o: _pod_spec(_first(o, "Deployment")).pop("initContainers"),
+     "does not wait for its schema"),
+    (lambda o: _first(o, "Job")["metadata"].update(name="pedidos-migrations"),
+     "not named by its release"),
+    (lambda o: _pod_spec(_first(o, "Job"))["containers"][0].update(
+        image="registry.invalid/saga/pedidos:0.2.0"), "not named by its release"),
+    (lambda o: _first(o, "Job")["spec"].update(ttlSecondsAfterFinished=600),
+     "every sync runs it again"),
+    (lambda o: _worker_policy(o)["spec"].update(
+        ingress=[{"ports": [{"protocol": "TCP", "port": 8001}]}]), "others than Prometheus"),
+    (lambda o: o.remove(_worker_policy(o)), "no NetworkPolicy of its own"),
     (lambda o: _container(o).pop("readinessProbe"), "no readinessProbe"),
     (lambda o: _container(o)["livenessProbe"]["httpGet"].update(path="/ready"),
      "liveness is not /health"),
@@ -267,6 +370,8 @@ def _container(objects: list[dict[str, Any]]) -> dict[str, Any]:
     (lambda o: _first(o, "Cluster")["spec"]["postgresql"]["parameters"].update(
         max_connections="100"), "max_connections 100"),
     (lambda o: o.remove(_first(o, "PodDisruptionBudget")), "no PodDisruptionBudget"),
+    (lambda o: o.remove(_first(o, "HorizontalPodAutoscaler")), "0 autoscalers"),
+    (lambda o: o.append(generate.keda_scaled_object("pedidos")), "2 autoscalers"),
 ])
 def test_each_rule_catches_a_manifest_that_breaks_it(mutate: Any, expected: str) -> None:
     problems = _break(mutate)

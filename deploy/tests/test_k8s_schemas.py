@@ -28,7 +28,11 @@ def _kubernetes() -> dict[str, Any]:
 
 @cache
 def _crds() -> dict[str, Any]:
-    return json.loads((SCHEMAS / "crds.json").read_text())
+    """crds.json, and the optional components' (crds-keda.json...)."""
+    out: dict[str, Any] = {}
+    for path in sorted(SCHEMAS.glob("crds*.json")):
+        out |= json.loads(path.read_text())
+    return out
 
 
 @cache

@@ -1,6 +1,7 @@
 """The Kubernetes manifests carry the trust boundary: every service believes the tokens of one
-issuer, a setting (saga-auth-settings) that only the kind overlay points at the local identity
-provider; pagos presents the gateway's secret key from a Secret; Prometheus scrapes /metrics with
+issuer, a setting (saga-auth-settings' AUTH_ISSUER) that every container requires and the base
+does not give (the installer's overlay does; only the kind overlay's is the local identity
+provider); pagos presents the gateway's secret key from a Secret; Prometheus scrapes /metrics with
 a token from a Secret; the smoke Job calls with tokens. Each check is shown to catch a manifest
 that breaks it."""
 
@@ -19,6 +20,8 @@ from saga_harness import scripts
 generate = scripts.load("deploy/k8s/generate.py", "k8s_generate")
 SERVICES = tuple(DEFAULT_SERVICE_PORTS)
 PROVIDER = "identity-provider"
+# The same provider with its sign-in form and token endpoint, which the services cannot reach.
+SIGNIN = "identity-signin"
 
 
 def _of(objects: list[dict[str, Any]], kind: str, name: str | None = None
@@ -60,9 +63,15 @@ def _reaches_https(policy: dict[str, Any]) -> bool:
                for rule in policy["spec"].get("egress", []))
 
 
+def _requires_the_issuer(container: dict[str, Any]) -> bool:
+    ref = _env(container).get("AUTH_ISSUER", {}).get("valueFrom", {}).get("configMapKeyRef", {})
+    return ref == {"name": generate.AUTH_SETTINGS, "key": "AUTH_ISSUER", "optional": False}
+
+
 def auth_problems(objects: list[dict[str, Any]]) -> list[str]:
-    """Every part of every service takes AUTH_* from saga-auth-settings and nowhere else, and
-    can reach the issuer those settings name."""
+    """Every part of every service takes AUTH_* from saga-auth-settings and nowhere else (its
+    AUTH_ISSUER required: no pod starts without one), and can reach the issuer those settings
+    name."""
     out: list[str] = []
     settings = _one(objects, "ConfigMap", generate.AUTH_SETTINGS)["data"]
     if settings.get("AUTH_AUDIENCE") != identity.AUDIENCE:
@@ -75,7 +84,10 @@ def auth_problems(objects: list[dict[str, Any]]) -> list[str]:
                        if "configMapRef" in s]
             if generate.AUTH_SETTINGS not in sources:
                 out.append(f"{name}: no envFrom {generate.AUTH_SETTINGS}")
-            if any(k.startswith("AUTH_") for k in _env(container)):
+            if not _requires_the_issuer(container):
+                out.append(f"{name}: does not require AUTH_ISSUER from {generate.AUTH_SETTINGS}")
+            if any(k.startswith("AUTH_") and k != "AUTH_ISSUER" for k in _env(container)) or (
+                    "value" in _env(container).get("AUTH_ISSUER", {})):
                 out.append(f"{name}: an AUTH_* of its own")
         policy = _one(objects, "NetworkPolicy", name)
         if local and not _reaches(policy, PROVIDER, 8020):
@@ -146,9 +158,9 @@ def smoke_problems(objects: list[dict[str, Any]], local: bool) -> list[str]:
     job = _one(objects, "Job", "saga-smoke")
     command = _containers(job)[0]["command"]
     if local:
-        if command[-2:] != ["--identity-provider", f"http://{PROVIDER}:8020"]:
+        if command[-2:] != ["--identity-provider", f"http://{SIGNIN}:8020"]:
             out.append(f"the smoke Job does not ask the identity provider: {command}")
-        if not _reaches(_one(objects, "NetworkPolicy", "saga-smoke"), PROVIDER, 8020):
+        if not _reaches(_one(objects, "NetworkPolicy", "saga-smoke"), SIGNIN, 8020):
             out.append("the smoke Job's NetworkPolicy does not reach the identity provider")
     elif command[-2:] != ["--tokens", "/smoke-tokens"]:
         out.append(f"the smoke Job takes no tokens from saga-smoke-tokens: {command}")
@@ -159,8 +171,9 @@ def smoke_problems(objects: list[dict[str, Any]], local: bool) -> list[str]:
 def test_the_default_overlay_trusts_an_external_issuer(
         default_overlay: list[dict[str, Any]]) -> None:
     assert auth_problems(default_overlay) == []
-    issuer = _one(default_overlay, "ConfigMap", generate.AUTH_SETTINGS)["data"]["AUTH_ISSUER"]
-    assert issuer.startswith("https://")
+    # No default issuer: the installer's overlay adds it (docs/deploy.md), and until then no
+    # pod starts.
+    assert "AUTH_ISSUER" not in _one(default_overlay, "ConfigMap", generate.AUTH_SETTINGS)["data"]
     assert not _of(default_overlay, "Deployment", PROVIDER)
     assert secret_reference_problems(default_overlay) == []
 
@@ -174,10 +187,62 @@ def test_the_kind_overlay_trusts_the_local_identity_provider_and_its_smoke_job_u
     assert auth_problems(kind) == []
     assert secret_reference_problems(kind) == []
     assert smoke_problems(kind, local=True) == []
-    # Only the project's pods reach the provider, which hands out any token.
-    ingress = _one(kind, "NetworkPolicy", PROVIDER)["spec"]["ingress"]
-    assert ingress == [{"from": [{"podSelector": {"matchLabels": {
-        "app.kubernetes.io/part-of": "saga"}}}], "ports": [{"protocol": "TCP", "port": 8020}]}]
+    assert identity_problems(kind) == []
+
+
+def _admitted(objects: list[dict[str, Any]], policy: dict[str, Any]) -> set[str]:
+    """The workloads whose pods a NetworkPolicy's ingress admits (podSelectors of this
+    namespace, by matchLabels and `In` expressions)."""
+    def admits(peer: dict[str, Any], labels: dict[str, str]) -> bool:
+        selector = peer.get("podSelector")
+        if selector is None or "namespaceSelector" in peer:
+            return False
+        return (selector.get("matchLabels", {}).items() <= labels.items() and all(
+            labels.get(e["key"]) in e["values"] for e in selector.get("matchExpressions", [])
+            if e["operator"] == "In"))
+    return {o["metadata"]["name"] for o in objects if o["kind"] in ("Deployment", "Job")
+            and any(admits(peer, o["spec"]["template"]["metadata"]["labels"])
+                    for rule in policy["spec"].get("ingress", []) for peer in rule.get("from", []))}
+
+
+def identity_problems(objects: list[dict[str, Any]]) -> list[str]:
+    """The issuer the services reach publishes its keys only; the instance that hands out tokens
+    (the same key and issuer) is reached by the console and the smoke Job alone."""
+    out: list[str] = []
+    public = _env(_containers(_one(objects, "Deployment", PROVIDER))[0])
+    signin = _env(_containers(_one(objects, "Deployment", SIGNIN))[0])
+    if public.get("IDENTITY_PUBLIC_ONLY", {}).get("value") != "true":
+        out.append(f"{PROVIDER}: hands out tokens (IDENTITY_PUBLIC_ONLY is not true)")
+    if "IDENTITY_PUBLIC_ONLY" in signin:
+        out.append(f"{SIGNIN}: public-only")
+    for name in ("IDENTITY_ISSUER", "IDENTITY_SIGNING_KEY_FILE", "IDENTITY_AUDIENCE"):
+        if public.get(name) != signin.get(name):
+            out.append(f"{PROVIDER} and {SIGNIN} differ in {name}")
+    if public.get("IDENTITY_SIGNIN_URL", {}).get("value") != f"http://{SIGNIN}:8020":
+        out.append(f"{PROVIDER}'s discovery document does not name {SIGNIN}")
+    services = {f"{s}-{c}" for s in SERVICES for c in ("api", "worker")}
+    reach_public = _admitted(objects, _one(objects, "NetworkPolicy", PROVIDER))
+    if reach_public != services | {"consola"}:
+        out.append(f"{PROVIDER} admits {sorted(reach_public)}")
+    reach_signin = _admitted(objects, _one(objects, "NetworkPolicy", SIGNIN))
+    if reach_signin != {"consola", "saga-smoke"}:
+        out.append(f"{SIGNIN} admits {sorted(reach_signin)}, not the console and the smoke Job")
+    if not _reaches(_one(objects, "NetworkPolicy", "consola"), SIGNIN, 8020):
+        out.append(f"the console's NetworkPolicy does not reach {SIGNIN}")
+    return out
+
+
+@pytest.mark.external
+def test_the_identity_rules_catch_a_token_endpoint_the_services_reach(
+        every_overlay: dict[str, list[dict[str, Any]]]) -> None:
+    kind = copy.deepcopy(every_overlay["kind"])
+    public = _containers(_one(kind, "Deployment", PROVIDER))[0]
+    public["env"] = [e for e in public["env"] if e["name"] != "IDENTITY_PUBLIC_ONLY"]
+    rule = _one(kind, "NetworkPolicy", SIGNIN)["spec"]["ingress"][0]["from"][0]
+    rule["podSelector"]["matchExpressions"][0]["values"].append("worker")
+    problems = identity_problems(kind)
+    assert any("hands out tokens" in p for p in problems), problems
+    assert any(f"{SIGNIN} admits" in p and "pedidos-worker" in p for p in problems), problems
     key = _containers(_one(kind, "Deployment", PROVIDER))[0]
     volume = _one(kind, "Deployment", PROVIDER)["spec"]["template"]["spec"]["volumes"][0]
     assert volume["secret"]["secretName"] == "identity-provider-signing-key"
@@ -196,6 +261,12 @@ def test_the_generated_objects_keep_the_trust_rules() -> None:
     assert secret_reference_problems(_generated()) == []
 
 
+def test_the_base_names_no_issuer_and_the_console_requires_one() -> None:
+    assert "AUTH_ISSUER" not in generate.auth_settings()["data"]
+    console = _one(generate.console_objects(), "Deployment", generate.CONSOLE)
+    assert _requires_the_issuer(_containers(console)[0])
+
+
 def _deployment(objects: list[dict[str, Any]], name: str) -> dict[str, Any]:
     return _one(objects, "Deployment", name)
 
@@ -203,6 +274,9 @@ def _deployment(objects: list[dict[str, Any]], name: str) -> dict[str, Any]:
 @pytest.mark.parametrize(("mutate", "expected"), [
     (lambda o: _containers(_deployment(o, "pedidos-api"))[0]["envFrom"].pop(),
      "pedidos-api: no envFrom"),
+    (lambda o: _containers(_deployment(o, "pagos-worker"))[0]["env"].pop(
+        [e["name"] for e in _containers(_deployment(o, "pagos-worker"))[0]["env"]].index(
+            "AUTH_ISSUER")), "pagos-worker: does not require AUTH_ISSUER"),
     (lambda o: _containers(_deployment(o, "inventario-worker"))[0]["env"].append(
         {"name": "AUTH_ISSUER", "value": "https://elsewhere.example.com"}), "AUTH_* of its own"),
     (lambda o: _one(o, "NetworkPolicy", "pagos-api")["spec"]["egress"].pop(),

@@ -8,6 +8,10 @@ SOURCES.json (deploy/k8s/schemas/README.md says why they are vendored, and how t
         --cloudnative-pg <cloudnative-pg module or checkout at v1.30.0> \\
         --prometheus-operator <prometheus-operator checkout at v0.93.0> \\
         --compose-go <compose-go/v2 module at v2.16.2>
+    uv run python deploy/k8s/schemas/vendor.py keda --keda <kedacore/keda checkout at v2.20.2>
+
+KEDA's definitions (components/keda-workers, an optional component) go to a file of their own,
+crds-keda.json, written by the second command alone.
 
 Only what the manifests use is kept (the kinds below and what they reference), without the
 descriptions: the whole of them would weigh some 30 MB.
@@ -18,6 +22,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import sys
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -31,6 +36,7 @@ STRIMZI = "1.2.0"
 CLOUDNATIVE_PG = "v1.30.0"
 PROMETHEUS_OPERATOR = "v0.93.0"
 COMPOSE_GO = "v2.16.2"
+KEDA = "v2.20.2"
 
 # apiVersion/kind -> the definition in Kubernetes' OpenAPI document.
 KINDS = {
@@ -59,6 +65,8 @@ CRDS = [
      "example/prometheus-operator-crd/monitoring.coreos.com_servicemonitors.yaml"),
 ]
 COMPOSE_SPEC = "schema/compose-spec.json"
+KEDA_CRDS = ["config/crd/bases/keda.sh_scaledobjects.yaml",
+             "config/crd/bases/keda.sh_triggerauthentications.yaml"]
 
 
 def sha256(data: bytes) -> str:
@@ -135,7 +143,26 @@ def crd_schemas(path: Path) -> dict[str, dict[str, Any]]:
     return out
 
 
+def keda_main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(description="KEDA's ScaledObject and TriggerAuthentication")
+    parser.add_argument("--keda", type=Path, required=True)
+    args = parser.parse_args(argv)
+    sources_file = HERE / "SOURCES.json"
+    sources: dict[str, dict[str, str]] = json.loads(sources_file.read_text())
+    crds: dict[str, Any] = {}
+    for file in KEDA_CRDS:
+        path = args.keda / file
+        crds |= crd_schemas(path)
+        sources[f"crds-keda.json: {path.name}"] = {"from": f"keda {KEDA}: {file}",
+                                                   "sha256": sha256(path.read_bytes())}
+    (HERE / "crds-keda.json").write_text(json.dumps(crds, sort_keys=True))
+    sources_file.write_text(json.dumps(sources, indent=2, sort_keys=True) + "\n")
+
+
 def main() -> None:
+    if sys.argv[1:2] == ["keda"]:
+        keda_main(sys.argv[2:])
+        return
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--kubernetes-validate", type=Path, required=True)
     for option in ("strimzi", "cloudnative-pg", "prometheus-operator", "compose-go"):

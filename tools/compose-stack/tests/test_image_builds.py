@@ -17,7 +17,7 @@ def test_each_image_is_built_once_for_all_the_services_that_run_it() -> None:
     names = [b.image for b in builds]
     assert len(names) == len(set(names))
     by_image = {b.image: b for b in builds}
-    pagos = by_image["saga/pagos:0.1.0"]
+    pagos = by_image["localhost/saga/pagos:0.1.0"]
     assert set(pagos.services) == {"pagos", "pagos-worker", "pagos-migrations"}
     assert dict(pagos.args)["SERVICE"] == "pagos"
     assert pagos.dockerfile.name == "service.Dockerfile" and pagos.dockerfile.exists()
@@ -45,11 +45,12 @@ def test_a_failed_build_names_its_image_and_prints_its_own_log(
     monkeypatch.setattr(images, "podman_binary", lambda: str(fake))
     monkeypatch.setattr(images, "environment", lambda extra=None: {"PATH": "/usr/bin:/bin"})
     monkeypatch.setattr(images, "STATE", tmp_path / "state")
-    build = next(b for b in compose_file.image_builds() if b.image.startswith("saga/pedidos"))
+    build = next(b for b in compose_file.image_builds()
+                 if b.image.startswith("localhost/saga/pedidos"))
     with pytest.raises(SystemExit) as ended:
         images.build_service(build)
-    assert "saga/pedidos:0.1.0" in str(ended.value) and "exit 7" in str(ended.value)
-    log = tmp_path / "state" / "build-logs" / "saga_pedidos_0.1.0.log"
+    assert "localhost/saga/pedidos:0.1.0" in str(ended.value) and "exit 7" in str(ended.value)
+    log = tmp_path / "state" / "build-logs" / "localhost_saga_pedidos_0.1.0.log"
     assert str(log) in str(ended.value)
     assert "error: no such package" in log.read_text()
     assert "STEP 3/9" in capsys.readouterr().err
@@ -58,9 +59,9 @@ def test_a_failed_build_names_its_image_and_prints_its_own_log(
 def test_missing_images_alone_are_built_unless_forced(monkeypatch: pytest.MonkeyPatch) -> None:
     built: list[str] = []
     monkeypatch.setattr(images, "build_service", lambda b: built.append(b.image))
-    monkeypatch.setattr(images, "image_exists", lambda name: name != "saga/pagos:0.1.0")
+    monkeypatch.setattr(images, "image_exists", lambda name: name != "localhost/saga/pagos:0.1.0")
     images.build_services({}, force=False)
-    assert built == ["saga/pagos:0.1.0"]
+    assert built == ["localhost/saga/pagos:0.1.0"]
     built.clear()
     images.build_services({}, force=True)
     assert len(built) == len(compose_file.image_builds()) == len(set(built))

@@ -132,6 +132,7 @@ def create_app(settings: IdentityProviderSettings | None = None,
     settings = settings or IdentityProviderSettings()
     keys = keys or key_ring(settings)
     issuer = settings.issuer_url
+    signin = (settings.signin_url or issuer).rstrip("/")
     app = FastAPI(title="identity provider (development stand-in)", version="1.0.0")
     codes = CodeStore()
 
@@ -159,8 +160,8 @@ def create_app(settings: IdentityProviderSettings | None = None,
         return {
             "issuer": issuer,
             "jwks_uri": f"{issuer}/.well-known/jwks.json",
-            "token_endpoint": f"{issuer}/token",
-            "authorization_endpoint": f"{issuer}/authorize",
+            "token_endpoint": f"{signin}/token",
+            "authorization_endpoint": f"{signin}/authorize",
             "response_types_supported": ["code"],
             "grant_types_supported": ["authorization_code"],
             "code_challenge_methods_supported": ["S256"],
@@ -174,6 +175,10 @@ def create_app(settings: IdentityProviderSettings | None = None,
     @app.get("/.well-known/jwks.json")
     async def jwks() -> dict[str, Any]:
         return keys.jwks()
+
+    if settings.public_only:
+        # What the services fetch, and nothing that signs: no form, no token.
+        return app
 
     @app.get("/authorize", response_class=HTMLResponse, response_model=None)
     async def authorize(query: Annotated[AuthorizationParams, Query()]

@@ -18,6 +18,15 @@ class IdentityProviderSettings(BaseSettings):
         "The `iss` of its tokens, and the URL its discovery document and JWKS are published "
         "under; unset, `http://127.0.0.1:<IDENTITY_PORT>`. The services' `AUTH_ISSUER` must "
         "be the same."))
+    public_only: bool = Field(False, description=(
+        "`true`: serve only what the services need, `/health`, the discovery document and the "
+        "JWKS; no sign-in form and no token endpoint (which hand a token to whoever asks). Run "
+        "so where the services reach it, and a full instance where only the console and the "
+        "operators do (`IDENTITY_SIGNIN_URL`)."))
+    signin_url: str | None = Field(None, description=(
+        "Where the discovery document says the sign-in form (`/authorize`) and the token "
+        "endpoint (`/token`) are: the full instance's URL when this one is `public_only`; "
+        "unset, the issuer."))
     audience: str = Field("saga", min_length=1, description=(
         "The `aud` of its tokens; the services' `AUTH_AUDIENCE` must be the same."))
     signing_key_file: Path = Field(..., description=(

@@ -1,9 +1,10 @@
 """A complete ``.env`` for docker-compose.yml, made from ``.env.example``: a random URL-safe
 password for every ``*_PASSWORD``, a new payment-token key pair, pedidos' fingerprint key, a
 fake-gateway secret key, the console's session key and replay-signing key
-(``CONSOLA_SIGNING_KEY``), and a new operator replay-signing key for sagactl: its private half in
-``operator-signing.key`` beside the ``.env`` (0600, for ``SAGACTL_SIGNING_KEY_FILE``; never
-overwritten). ``SAGA_OPERATOR_PUBLIC_KEYS`` lists both public halves. Written 0600.
+(``CONSOLA_SIGNING_KEY``), the identity-provider container as the issuer, and a new operator
+replay-signing key for sagactl: its private half in ``operator-signing.key`` beside the ``.env``
+(0600, for ``SAGACTL_SIGNING_KEY_FILE``; never overwritten). ``SAGA_OPERATOR_PUBLIC_KEYS`` lists
+both public halves. Written 0600.
 
     python -m compose_stack dotenv [PATH]     (default: the checkout's .env; never overwritten)
 """
@@ -24,6 +25,8 @@ VARIABLE = re.compile(r"^(?P<name>[A-Z][A-Z0-9_]*)=(?P<value>.*)$")
 
 
 SIGNING_KEY = "operator-signing.key"
+# The identity-provider container's issuer (its IDENTITY_ISSUER in docker-compose.yml).
+IDENTITY_PROVIDER_ISSUER = "http://identity-provider:8020"
 
 
 def values(operator_key: bytes | None = None) -> dict[str, str]:
@@ -52,6 +55,9 @@ def values(operator_key: bytes | None = None) -> dict[str, str]:
             filled[name] = secrets.token_urlsafe(48)
         elif name == "CONSOLA_SIGNING_KEY":
             filled[name] = pem_body(console_key)
+        elif name == "AUTH_ISSUER":
+            # The file's identity provider: a development stand-in (.env.example).
+            filled[name] = IDENTITY_PROVIDER_ISSUER
         elif name == "SAGA_OPERATOR_PUBLIC_KEYS":
             filled[name] = ",".join(
                 replay_signature.public_entry(replay_signature.load_private_key(key))
