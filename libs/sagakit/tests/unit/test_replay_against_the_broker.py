@@ -165,16 +165,23 @@ def test_the_claimed_record_of_a_letter_is_its_original() -> None:
 
 
 class _Recorder:
-    def __init__(self) -> None:
+    def __init__(self, *, refuse: bool = False, claimed_first: str | None = None) -> None:
         self.forged: list[str] = []
         self.replayed: list[tuple[str, str]] = []
+        self.refuse = refuse
+        """The service refuses the claim (the letter was archived meanwhile)."""
+        self.claimed_first = claimed_first
+        """The message id another replay of the letter was claimed under first."""
 
     async def forged_(self, service: str, letter_id: str, reason: str) -> None:
         self.forged.append(reason)
 
     async def replayed_(self, service: str, letter_id: str, message_id: str, topic: str
-                        ) -> None:
+                        ) -> str:
         self.replayed.append((message_id, topic))
+        if self.refuse:
+            raise replay.ReplayRefused("dead letter is archived")
+        return self.claimed_first or message_id
 
 
 class _Api:
@@ -186,7 +193,8 @@ class _Api:
 
 
 async def _replay(monkeypatch: pytest.MonkeyPatch, letter: dict[str, Any], on_broker: BrokerRecord,
-                  state: str = "open", dry_run: bool = False
+                  state: str = "open", dry_run: bool = False,
+                  recorded: _Recorder | None = None
                   ) -> tuple[replay.Outcome, _Recorder, list[replay.Replay]]:
     sent: list[replay.Replay] = []
 
@@ -199,7 +207,7 @@ async def _replay(monkeypatch: pytest.MonkeyPatch, letter: dict[str, Any], on_br
 
     monkeypatch.setattr(replay, "read_record", read_record)
     monkeypatch.setattr(replay, "publish", publish)
-    recorded = _Recorder()
+    recorded = recorded or _Recorder()
     key = Ed25519PrivateKey.generate()
     outcome = await replay.replay_letter(
         "dl-1", {"state": state, "letter": letter}, "inventario", kafka=None,  # type: ignore[arg-type]
@@ -234,3 +242,29 @@ async def test_a_forged_or_archived_letter_is_never_replayed(
     outcome, recorded, sent = await _replay(monkeypatch, _letter(record), record, state=state)
     assert outcome.outcome == "refused" and state in outcome.detail and sent == []
     assert recorded.forged == recorded.replayed == []
+
+
+async def test_a_replay_the_service_refuses_to_claim_is_never_sent(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The letter was archived between the tool's read of its state and the replay: the claim,
+    made before anything is published, is refused, and nothing goes out."""
+    record = _record(_paid())
+    outcome, recorded, sent = await _replay(monkeypatch, _letter(record), record,
+                                            recorded=_Recorder(refuse=True))
+    assert outcome.outcome == "refused" and "archived" in outcome.detail
+    assert sent == [] and len(recorded.replayed) == 1
+
+
+async def test_a_letter_replayed_already_goes_out_under_its_first_claims_message_id(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two operators replaying one letter (or one running it again after a crash): the second
+    publishes under the message id the first claimed, signed for it, so the consumer's inbox
+    takes the letter's original once."""
+    record = _record(_paid())
+    first = "0b2c4a8e-1f3d-4c5b-9a6e-7d8f9e0a1b2c"
+    outcome, _, sent = await _replay(monkeypatch, _letter(record), record,
+                                     recorded=_Recorder(claimed_first=first))
+    assert outcome.outcome == "replayed" and outcome.message_id == first
+    [plan] = sent
+    assert plan.value["message_id"] == plan.headers[h.MESSAGE_ID] == first
+    assert h.REPLAY_SIGNATURE in plan.headers

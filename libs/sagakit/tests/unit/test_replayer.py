@@ -60,9 +60,10 @@ class _Api:
         self.recorded.append(("forged", letter_id))
         self.letters[letter_id]["state"] = "forged"
 
-    async def replayed(self, service: str, letter_id: str, message_id: str, topic: str) -> None:
+    async def replayed(self, service: str, letter_id: str, message_id: str, topic: str) -> str:
         self.recorded.append(("replayed", letter_id))
         self.letters[letter_id]["state"] = "replayed"
+        return message_id
 
 
 @pytest.fixture

@@ -42,7 +42,7 @@ class NoApi:
         raise AssertionError("not called")
 
     async def replayed(self, service: str, letter_id: str, message_id: str, topic: str
-                       ) -> None:
+                       ) -> str:
         raise AssertionError("not called")
 
 

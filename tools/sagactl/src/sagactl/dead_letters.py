@@ -23,7 +23,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from saga_contracts import topology
 from sagactl import operator_access
 from sagactl.operator_access import ApiError
-from sagakit.operations.replay import Outcome
+from sagakit.operations.replay import Outcome, ReplayRefused
 from sagakit.operations.replayer import LetterUnavailable, Replayer
 from sagakit.settings import KafkaClientSettings
 
@@ -88,9 +88,16 @@ class ThroughTheApi:
         operator_access.call(service, "POST", f"/operator/dead-letters/{letter_id}/forgeries",
                              {"reason": reason})
 
-    async def replayed(self, service: str, letter_id: str, message_id: str, topic: str) -> None:
-        operator_access.call(service, "POST", f"/operator/dead-letters/{letter_id}/replays",
-                             {"message_id": message_id, "topic": topic})
+    async def replayed(self, service: str, letter_id: str, message_id: str, topic: str) -> str:
+        try:
+            claimed = operator_access.call(
+                service, "POST", f"/operator/dead-letters/{letter_id}/replays",
+                {"message_id": message_id, "topic": topic})
+        except ApiError as exc:
+            if exc.status in (404, 409):
+                raise ReplayRefused(exc.detail) from None
+            raise
+        return str(claimed["message_id"])
 
 
 def replayer(service: str, signing_key: Callable[[], Ed25519PrivateKey],

@@ -3,8 +3,8 @@ in the service's schema, written through the service's API with the operator rol
 (``sagakit.runtime.dead_letters_api``), and the published view ``<svc>_read.dead_letters_v1`` that shows each
 letter with its state and its last action.
 
-A letter is ``open`` until an action: ``replayed`` (a replay of it was published; the tool
-that published it records its message id), ``archived`` (put aside, with a reason; deleted
+A letter is ``open`` until an action: ``replayed`` (a replay of it is claimed, under its message
+id, before the tool publishes it: ``claim_replay``), ``archived`` (put aside, with a reason; deleted
 once older than ``dead_letter_retention_days``) or ``forged`` (a replay tool found it does not
 match the broker: ``sagakit.operations.replay``). Forged is for good: a later action changes
 the last action shown, never that state, and a forged letter is never replayed nor archived
@@ -152,6 +152,27 @@ async def record(conn: AsyncConnection, schema: str, dead_letter_id: str, operat
         {"id": dead_letter_id, "operator": operator, "action": action, "reason": reason,
          "detail": json.dumps(detail)})
     return "forged" if action == "forged" or state == "forged" else action
+
+
+async def claim_replay(conn: AsyncConnection, schema: str, dead_letter_id: str, operator: str,
+                       message_id: str, topic: str, reason: str | None) -> str:
+    """Claims the letter's replay before any is published (the letter locked while its state
+    is decided); returns the message id to publish it under. A letter replayed already gives
+    the message id its first replay was claimed under, and nothing is recorded again: two
+    operators, or one running a replay again after a crash, publish one message id, which the
+    consumer's inbox takes once. ``NoSuchLetter``; ``NotAllowed`` for an archived or forged
+    letter (nothing may be published for it)."""
+    _, state = await letter_state(conn, schema, dead_letter_id, lock=True)
+    if state == "replayed":
+        claimed = (await conn.execute(text(
+            f"SELECT detail->>'message_id' FROM {schema}.dead_letter_actions "
+            f"WHERE dead_letter_id = CAST(:id AS uuid) AND action = 'replayed' "
+            f"ORDER BY id LIMIT 1"), {"id": dead_letter_id})).scalar()
+        if claimed:
+            return str(claimed)
+    await record(conn, schema, dead_letter_id, operator, "replayed", reason,
+                 {"message_id": message_id, "topic": topic})
+    return message_id
 
 
 async def delete_archived(engine: AsyncEngine, schema: str, retention_days: float,

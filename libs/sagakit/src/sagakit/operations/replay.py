@@ -290,9 +290,11 @@ def verified(letter: Mapping[str, Any], service: str, record: BrokerRecord) -> N
 
 
 def build(record: BrokerRecord, service: str, dead_letter_id: str,
-          fixed_payload: dict[str, Any] | None = None) -> Replay:
-    """The replay of the broker's ``record`` for ``service``, under a new message id
-    (``fixed_payload``: the operator's fix of its payload). Not signed yet (``signed``)."""
+          fixed_payload: dict[str, Any] | None = None, message_id: str | None = None
+          ) -> Replay:
+    """The replay of the broker's ``record`` for ``service``, under a new message id, or
+    ``message_id`` (the one its replay was claimed under first); ``fixed_payload``: the
+    operator's fix of its payload. Not signed yet (``signed``)."""
     try:
         envelope = json.loads((record.value or b"").decode("utf-8"))
     except UnicodeDecodeError:
@@ -316,7 +318,7 @@ def build(record: BrokerRecord, service: str, dead_letter_id: str,
     except (registry.SchemaViolation, registry.UnknownEventType) as exc:
         raise CannotReplay(f"still invalid, give a fixed payload with --payload: {exc}") from exc
     original_id = str(envelope.get("message_id"))
-    envelope["message_id"] = str(uuid.uuid4())
+    envelope["message_id"] = message_id or str(uuid.uuid4())
     envelope["metadata"] = {**(envelope.get("metadata") or {}), "replay_of": original_id,
                             "dead_letter_id": dead_letter_id}
     # An earlier replay's address and signature are of another record.
@@ -365,13 +367,21 @@ def verdict(letter: Mapping[str, Any], service: str, record: BrokerRecord) -> di
 # ------------------------------------------------------------------ one letter, end to end
 
 
+class ReplayRefused(Exception):
+    """The owning service refused the replay's claim (the letter is archived or forged, or
+    gone): nothing may be published for it."""
+
+
 class ActionRecorder(Protocol):
-    """Records, through the owning service's API as the operator, what a replay did."""
+    """Records, through the owning service's API as the operator, what a replay does."""
 
     async def forged(self, service: str, letter_id: str, reason: str) -> None: ...
 
     async def replayed(self, service: str, letter_id: str, message_id: str, topic: str
-                       ) -> None: ...
+                       ) -> str:
+        """Claims the letter's replay before it is published; returns the message id to
+        publish it under (the one given, or the first claim's). ``ReplayRefused``."""
+        ...
 
 
 @dataclass
@@ -429,7 +439,18 @@ async def replay_letter(letter_id: str, kept: Mapping[str, Any], service: str, *
     if dry_run:
         return Outcome(letter_id, service, "would_replay", plan=shown, message_id=message_id,
                        broker_check=check)
+    # Claimed before it is published: a letter archived meanwhile is never sent, and two
+    # replays of one letter (two operators, or a run again after a crash) go out under the
+    # first claim's message id, which the consumer's inbox takes once.
+    try:
+        claimed = await recorder.replayed(service, letter_id, message_id, plan.topic)
+    except ReplayRefused as exc:
+        return Outcome(letter_id, service, "refused", f"the service refused the replay: {exc}")
+    if claimed != message_id:
+        plan = signed(build(record, service, letter_id, fixed_payload, claimed), signing_key())
+        message_id = claimed
+        shown = {"topic": plan.topic, "key": plan.key, "headers": plan.headers,
+                 "value": redact(plan.value)}
     await publish(plan, kafka)
-    await recorder.replayed(service, letter_id, message_id, plan.topic)
     return Outcome(letter_id, service, "replayed", plan=shown, message_id=message_id,
                    broker_check=check)

@@ -16,6 +16,7 @@ from sagakit.operations.dead_letter_actions import (
     FORGED_REASON,
     NoSuchLetter,
     NotAllowed,
+    claim_replay,
     letter_state,
     record,
 )
@@ -28,8 +29,8 @@ class Archive(BaseModel):
 
 
 class ReplayRecord(BaseModel):
-    message_id: uuid.UUID = Field(..., description="The message id the replay was published "
-                                                   "under.")
+    message_id: uuid.UUID = Field(..., description="The message id the replay is to be "
+                                                   "published under.")
     topic: str = Field(..., min_length=1, max_length=249)
     reason: str | None = Field(None, max_length=500)
 
@@ -45,6 +46,12 @@ class ActionResult(BaseModel):
     action: str
     state: str
     operator: str
+
+
+class ReplayClaim(ActionResult):
+    message_id: str = Field(..., description="The message id to publish the replay under: the "
+                                             "one asked for, or the one the letter's replay was "
+                                             "claimed under first.")
 
 
 def dead_letter_router() -> APIRouter:
@@ -95,9 +102,21 @@ def dead_letter_router() -> APIRouter:
     @router.post("/{dead_letter_id}/replays", responses=responses)
     async def replayed(request: Request, dead_letter_id: uuid.UUID, body: ReplayRecord,
                        caller: Annotated[Principal, Security(require(OPERATOR))]
-                       ) -> ActionResult:
-        return await act(request, dead_letter_id, caller, "replayed", body.reason,
-                         {"message_id": str(body.message_id), "topic": body.topic})
+                       ) -> ReplayClaim:
+        """Claims the letter's replay, before the tool publishes it (409: archived or forged,
+        publish nothing); answers the message id to publish it under."""
+        rt = runtime_of(request)
+        try:
+            async with rt.engine.begin() as conn:
+                message_id = await claim_replay(conn, rt.name, str(dead_letter_id),
+                                                caller.subject, str(body.message_id),
+                                                body.topic, body.reason)
+        except NoSuchLetter:
+            raise HTTPException(404, detail=f"no dead letter {dead_letter_id}") from None
+        except NotAllowed as exc:
+            raise HTTPException(409, detail=str(exc)) from None
+        return ReplayClaim(dead_letter_id=str(dead_letter_id), action="replayed",
+                           state="replayed", operator=caller.subject, message_id=message_id)
 
     @router.post("/{dead_letter_id}/forgeries", responses=responses)
     async def forged(request: Request, dead_letter_id: uuid.UUID, body: Forgery,

@@ -10,6 +10,7 @@ from urllib.parse import quote
 import httpx
 
 from consola.usecases.ports import Answer, NotFound, ServiceUnavailable, SignInAgain
+from sagakit.operations.replay import ReplayRefused
 from sagakit.operations.replayer import LetterUnavailable
 
 # What an action's answer may be, for the use case to say: done, done before, no such object,
@@ -111,6 +112,12 @@ class ServiceApis:
         await self._recorded(service, self._letter_url(service, letter_id, "/forgeries"),
                              {"reason": reason})
 
-    async def replayed(self, service: str, letter_id: str, message_id: str, topic: str) -> None:
-        await self._recorded(service, self._letter_url(service, letter_id, "/replays"),
-                             {"message_id": message_id, "topic": topic})
+    async def replayed(self, service: str, letter_id: str, message_id: str, topic: str) -> str:
+        answer = await self._post(service, self._letter_url(service, letter_id, "/replays"),
+                                  {"message_id": message_id, "topic": topic})
+        if answer.status in (404, 409):
+            raise ReplayRefused(str(answer.body.get("detail", "")))
+        if answer.status not in (200, 201):
+            raise ServiceUnavailable(service, f"did not claim the replay (answered "
+                                              f"{answer.status}: {answer.body.get('detail', '')})")
+        return str(answer.body["message_id"])
