@@ -1,0 +1,113 @@
+"""``stack.py restore``: the stack's PostgreSQL recovered to a point in time, and the saga made
+consistent again around it (docs/operations.md, "Backups and point-in-time recovery").
+
+After a restore to T the database is the one of T (every service's schema: one database), but
+Kafka is not: its topics hold records written after T, and each consumer group's offsets are
+past records whose handling the restore undid. So, with the services stopped:
+
+1. Each service's outbox rows published in the ``REPUBLISH_WINDOW_S`` before T become pending
+   again: the relays publish them again under their message ids. A consumer whose handling of
+   one was kept drops the copy at its inbox; one whose handling was lost with the restore
+   (the record was read after T) handles it now.
+2. Every service's consumer group moves to the end of the topics it reads: the records on Kafka
+   that the restored database does not know of (written after T, about orders, payments or
+   allocations that no longer exist) are never handled; everything the database knows of and
+   had not published before T is pending in its outbox and comes after that end.
+
+The window has to be longer than the consumers' lag at T (seconds, when the stack is healthy).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from datetime import datetime, timedelta
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.errors import KafkaError
+
+from local_stack import kafka_auth
+from local_stack.console import log
+from local_stack.parts import service_parts, start_py
+from local_stack.postgres import backup
+from local_stack.postgres.cluster import start_postgres
+from local_stack.processes import alive, read_pid, stop_group
+from local_stack.settings import SERVICE_PORTS
+from saga_contracts.topics import DOMAIN_TOPICS, INVENTORY_EVENTS, ORDER_EVENTS, PAYMENT_EVENTS
+from sagakit.kafka import client_security
+from sagakit.store.tables import OUTBOX_PENDING, OUTBOX_PUBLISHED
+
+REPUBLISH_WINDOW_S = 600.0
+# The topic each service publishes; its consumer group reads the other domain topics.
+OWN_TOPIC = {"pedidos": ORDER_EVENTS, "inventario": INVENTORY_EVENTS, "pagos": PAYMENT_EVENTS}
+
+
+def restore(target: datetime | None, window_s: float = REPUBLISH_WINDOW_S) -> None:
+    started = time.monotonic()
+    running = [p for p in service_parts() if alive(read_pid(p.name))]
+    for part in running:
+        log(f"stopping {part.name} for the restore")
+        stop_group(part.name, grace_s=30)
+    _, aside = backup.restore_cluster(target)
+    start_postgres()
+    asyncio.run(_make_saga_consistent(target, window_s))
+    for part in running:
+        log(f"starting {part.name} again")
+        start_py(part)
+    log(f"restore done in {time.monotonic() - started:.1f}s; the replaced data directory is "
+        f"{aside}")
+
+
+async def _make_saga_consistent(target: datetime | None, window_s: float) -> None:
+    conn = await backup._connect()
+    try:
+        if target is None:
+            # The latest the restored database published is where its history ends.
+            target = await conn.fetchval("SELECT max(t) FROM (" + " UNION ALL ".join(
+                f"SELECT max(published_at) FROM {svc}.outbox" for svc in SERVICE_PORTS)
+                + ") AS o(t)")
+        if target is None:
+            return
+        since = target - timedelta(seconds=window_s)
+        for svc in SERVICE_PORTS:
+            n = await conn.fetchval(
+                f"WITH again AS (UPDATE {svc}.outbox SET status = '{OUTBOX_PENDING}' "
+                f"WHERE status = '{OUTBOX_PUBLISHED}' AND published_at > $1 "
+                "AND topic = ANY($2::text[]) RETURNING 1) SELECT count(*) FROM again",
+                since, list(DOMAIN_TOPICS))
+            log(f"{svc}: {n} event(s) published since {since.isoformat()} will be published "
+                "again")
+    finally:
+        await conn.close()
+    for svc in SERVICE_PORTS:
+        await skip_to_end(svc, [t for t in DOMAIN_TOPICS if t != OWN_TOPIC[svc]])
+
+
+async def skip_to_end(group: str, topics: list[str], deadline_s: float = 60) -> None:
+    """Commits the end of every partition of ``topics`` as ``group``'s offsets (the group has
+    no member: its service is stopped; a member leaving may still hold it for a moment)."""
+    consumer = AIOKafkaConsumer(**client_security(kafka_auth.admin_client_settings()),
+                                group_id=group, enable_auto_commit=False)
+    await consumer.start()
+    try:
+        partitions = [TopicPartition(t, p) for t in topics
+                      for p in sorted(consumer.partitions_for_topic(t) or ())]
+        if not partitions:
+            await consumer.topics()  # metadata not fetched yet
+            partitions = [TopicPartition(t, p) for t in topics
+                          for p in sorted(consumer.partitions_for_topic(t) or ())]
+        consumer.assign(partitions)
+        ends = await consumer.end_offsets(partitions)
+        deadline = time.monotonic() + deadline_s
+        while True:
+            try:
+                await consumer.commit(dict(ends))
+                break
+            except KafkaError as exc:
+                if time.monotonic() > deadline:
+                    raise SystemExit(f"[stack] could not move {group}'s offsets: {exc!r}") from exc
+                await asyncio.sleep(0.5)
+    finally:
+        await consumer.stop()
+    log(f"{group}: consumer group moved to the end of {', '.join(topics)} "
+        f"({sum(ends.values())} records behind it)")
