@@ -32,9 +32,10 @@ from local_stack.parts import service_parts, start_py
 from local_stack.postgres import backup
 from local_stack.postgres.cluster import start_postgres
 from local_stack.processes import alive, read_pid, stop_group
-from local_stack.settings import SERVICE_PORTS
+from local_stack.settings import PG_DB, SERVICE_PORTS
 from saga_contracts.topics import DOMAIN_TOPICS, INVENTORY_EVENTS, ORDER_EVENTS, PAYMENT_EVENTS
 from sagakit.kafka import client_security
+from sagakit.kafka_topics import admin_client
 from sagakit.store.tables import OUTBOX_PENDING, OUTBOX_PUBLISHED
 
 REPUBLISH_WINDOW_S = 600.0
@@ -59,7 +60,7 @@ def restore(target: datetime | None, window_s: float = REPUBLISH_WINDOW_S) -> No
 
 
 async def _make_saga_consistent(target: datetime | None, window_s: float) -> None:
-    conn = await backup._connect()
+    conn = await backup.connect_admin(PG_DB)
     try:
         if target is None:
             # The latest the restored database published is where its history ends.
@@ -77,6 +78,23 @@ async def _make_saga_consistent(target: datetime | None, window_s: float) -> Non
                 since, list(DOMAIN_TOPICS))
             log(f"{svc}: {n} event(s) published since {since.isoformat()} will be published "
                 "again")
+        # The outage does not count against the sagas in flight: their deadlines move on by
+        # the time since T, so that they resume where they were rather than time out at once.
+        n = await conn.fetchval(
+            "WITH moved AS (UPDATE pedidos.sagas SET step_deadline_at = step_deadline_at + "
+            "(now() - $1), expires_at = expires_at + (now() - $1) WHERE finished_at IS NULL "
+            "RETURNING 1) SELECT count(*) FROM moved", target)
+        log(f"pedidos: the deadlines of {n} saga(s) in flight moved on by the time since "
+            f"{target.isoformat()}")
+        # The gateway is not restored: a payment pagos had not sent when T was may have been
+        # charged since. Marked as maybe charged, a cancellation resolves it by replaying the
+        # charge under its idempotency key (which answers the charge the gateway made) instead
+        # of dropping it.
+        n = await conn.fetchval(
+            "WITH marked AS (UPDATE pagos.payments SET charge_sent_at = now() WHERE status IN "
+            "('CHARGING', 'CHARGE_FAILED') AND charge_sent_at IS NULL RETURNING 1) "
+            "SELECT count(*) FROM marked")
+        log(f"pagos: {n} payment(s) not yet sent at T are treated as maybe charged")
     finally:
         await conn.close()
     for svc in SERVICE_PORTS:
@@ -86,16 +104,19 @@ async def _make_saga_consistent(target: datetime | None, window_s: float) -> Non
 async def skip_to_end(group: str, topics: list[str], deadline_s: float = 60) -> None:
     """Commits the end of every partition of ``topics`` as ``group``'s offsets (the group has
     no member: its service is stopped; a member leaving may still hold it for a moment)."""
-    consumer = AIOKafkaConsumer(**client_security(kafka_auth.admin_client_settings()),
-                                group_id=group, enable_auto_commit=False)
+    settings = kafka_auth.admin_client_settings()
+    admin = admin_client(settings)
+    await admin.start()
+    try:
+        described = await admin.describe_topics(topics)
+    finally:
+        await admin.close()
+    partitions = [TopicPartition(t["topic"], p["partition"]) for t in described
+                  for p in t["partitions"]]
+    consumer = AIOKafkaConsumer(**client_security(settings), group_id=group,
+                                enable_auto_commit=False)
     await consumer.start()
     try:
-        partitions = [TopicPartition(t, p) for t in topics
-                      for p in sorted(consumer.partitions_for_topic(t) or ())]
-        if not partitions:
-            await consumer.topics()  # metadata not fetched yet
-            partitions = [TopicPartition(t, p) for t in topics
-                          for p in sorted(consumer.partitions_for_topic(t) or ())]
         consumer.assign(partitions)
         ends = await consumer.end_offsets(partitions)
         deadline = time.monotonic() + deadline_s
@@ -109,5 +130,5 @@ async def skip_to_end(group: str, topics: list[str], deadline_s: float = 60) -> 
                 await asyncio.sleep(0.5)
     finally:
         await consumer.stop()
-    log(f"{group}: consumer group moved to the end of {', '.join(topics)} "
-        f"({sum(ends.values())} records behind it)")
+    log(f"{group}: consumer group moved to the end of {', '.join(topics)}: Kafka's records "
+        "up to now are not handled again")

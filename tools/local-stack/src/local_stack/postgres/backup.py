@@ -170,9 +170,9 @@ def base_backups() -> list[BaseBackup]:
     return sorted(found, key=lambda b: b.consistent_at)
 
 
-async def _connect() -> asyncpg.Connection:
+async def connect_admin(database: str = "postgres") -> asyncpg.Connection:
     return await asyncpg.connect(host="127.0.0.1", port=PG_PORT, user=PG_ADMIN,
-                                 password=admin_password(), database="postgres")
+                                 password=admin_password(), database=database)
 
 
 def backup() -> BaseBackup:
@@ -184,7 +184,7 @@ async def _backup() -> BaseBackup:
     data = pg_data_dir()
     if running_postmaster(data) is None:
         raise SystemExit("[stack] PostgreSQL is not running: `make up` first")
-    conn = await _connect()
+    conn = await connect_admin()
     try:
         if await conn.fetchval("SHOW archive_mode") != "on":
             raise SystemExit("[stack] this PostgreSQL was started without WAL archiving: "
