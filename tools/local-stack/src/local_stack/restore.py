@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
@@ -39,6 +40,9 @@ from sagakit.kafka_topics import admin_client
 from sagakit.store.tables import OUTBOX_PENDING, OUTBOX_PUBLISHED
 
 REPUBLISH_WINDOW_S = 600.0
+# Added to the outage when the sagas' deadlines move on: the services' own start, during which
+# pedidos' deadline scan may already run while the participants are not consuming yet.
+RESTART_GRACE_S = 60.0
 # The topic each service publishes; its consumer group reads the other domain topics.
 OWN_TOPIC = {"pedidos": ORDER_EVENTS, "inventario": INVENTORY_EVENTS, "pagos": PAYMENT_EVENTS}
 
@@ -46,16 +50,21 @@ OWN_TOPIC = {"pedidos": ORDER_EVENTS, "inventario": INVENTORY_EVENTS, "pagos": P
 def restore(target: datetime | None, window_s: float = REPUBLISH_WINDOW_S) -> None:
     started = time.monotonic()
     running = [p for p in service_parts() if alive(read_pid(p.name))]
-    for part in running:
-        log(f"stopping {part.name} for the restore")
-        stop_group(part.name, grace_s=30)
+    # All at once: an instance whose database is gone can take its whole grace to stop.
+    log(f"stopping {', '.join(p.name for p in running) or 'no service'} for the restore")
+    with ThreadPoolExecutor(max(len(running), 1)) as pool:
+        list(pool.map(lambda part: stop_group(part.name, grace_s=30), running))
+    log(f"services stopped in {time.monotonic() - started:.1f}s")
     _, aside = backup.restore_cluster(target)
     start_postgres()
     asyncio.run(_make_saga_consistent(target, window_s))
-    for part in running:
+    # The participants first: pedidos' deadline scan starts with pedidos.
+    restarting = time.monotonic()
+    for part in reversed(running):
         log(f"starting {part.name} again")
         start_py(part)
-    log(f"restore done in {time.monotonic() - started:.1f}s; the replaced data directory is "
+    log(f"services started in {time.monotonic() - restarting:.1f}s; restore done in "
+        f"{time.monotonic() - started:.1f}s; the replaced data directory is "
         f"{aside}")
 
 
@@ -79,13 +88,15 @@ async def _make_saga_consistent(target: datetime | None, window_s: float) -> Non
             log(f"{svc}: {n} event(s) published since {since.isoformat()} will be published "
                 "again")
         # The outage does not count against the sagas in flight: their deadlines move on by
-        # the time since T, so that they resume where they were rather than time out at once.
+        # the time since T (and the services' start), so that they resume where they were
+        # rather than time out at once.
         n = await conn.fetchval(
             "WITH moved AS (UPDATE pedidos.sagas SET step_deadline_at = step_deadline_at + "
-            "(now() - $1), expires_at = expires_at + (now() - $1) WHERE finished_at IS NULL "
-            "RETURNING 1) SELECT count(*) FROM moved", target)
+            "(now() - $1) + make_interval(secs => $2), expires_at = expires_at + (now() - $1) "
+            "+ make_interval(secs => $2) WHERE finished_at IS NULL RETURNING 1) "
+            "SELECT count(*) FROM moved", target, RESTART_GRACE_S)
         log(f"pedidos: the deadlines of {n} saga(s) in flight moved on by the time since "
-            f"{target.isoformat()}")
+            f"{target.isoformat()} and {RESTART_GRACE_S:.0f} s")
         # The gateway is not restored: a payment pagos had not sent when T was may have been
         # charged since. Marked as maybe charged, a cancellation resolves it by replaying the
         # charge under its idempotency key (which answers the charge the gateway made) instead
