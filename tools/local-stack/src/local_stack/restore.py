@@ -14,6 +14,12 @@ past records whose handling the restore undid. So, with the services stopped:
    allocations that no longer exist) are never handled; everything the database knows of and
    had not published before T is pending in its outbox and comes after that end.
 
+3. pagos' payments not yet sent to the gateway at T are marked as maybe charged: the gateway
+   is not restored, and may have charged them since.
+4. The participants start first; just before pedidos starts, the deadlines of the sagas in
+   flight move on by the time since T (plus ``RESTART_GRACE_S``): the outage does not count
+   against them.
+
 The window has to be longer than the consumers' lag at T (seconds, when the stack is healthy).
 """
 
@@ -40,8 +46,8 @@ from sagakit.kafka_topics import admin_client
 from sagakit.store.tables import OUTBOX_PENDING, OUTBOX_PUBLISHED
 
 REPUBLISH_WINDOW_S = 600.0
-# Added to the outage when the sagas' deadlines move on: the services' own start, during which
-# pedidos' deadline scan may already run while the participants are not consuming yet.
+# Added to the outage when the sagas' deadlines move on: pedidos' own start, and the first
+# steps of the participants' catch-up.
 RESTART_GRACE_S = 60.0
 # The topic each service publishes; its consumer group reads the other domain topics.
 OWN_TOPIC = {"pedidos": ORDER_EVENTS, "inventario": INVENTORY_EVENTS, "pagos": PAYMENT_EVENTS}
@@ -57,18 +63,27 @@ def restore(target: datetime | None, window_s: float = REPUBLISH_WINDOW_S) -> No
     log(f"services stopped in {time.monotonic() - started:.1f}s")
     _, aside = backup.restore_cluster(target)
     start_postgres()
-    asyncio.run(_make_saga_consistent(target, window_s))
-    # The participants first: pedidos' deadline scan starts with pedidos.
+    until = asyncio.run(_make_saga_consistent(target, window_s))
+    # The participants first, and the deadlines moved on just before pedidos starts: its
+    # deadline scan starts with it.
     restarting = time.monotonic()
+    moved = until is None
     for part in reversed(running):
+        if part.service == "pedidos" and not moved:
+            asyncio.run(_move_deadlines(until))
+            moved = True
         log(f"starting {part.name} again")
         start_py(part)
+    if not moved:
+        asyncio.run(_move_deadlines(until))
     log(f"services started in {time.monotonic() - restarting:.1f}s; restore done in "
         f"{time.monotonic() - started:.1f}s; the replaced data directory is "
         f"{aside}")
 
 
-async def _make_saga_consistent(target: datetime | None, window_s: float) -> None:
+async def _make_saga_consistent(target: datetime | None, window_s: float) -> datetime | None:
+    """The outboxes, the payments and the consumer groups (module docstring); answers the time
+    the restored database ends at (None: it never published anything)."""
     conn = await backup.connect_admin(PG_DB)
     try:
         if target is None:
@@ -77,7 +92,7 @@ async def _make_saga_consistent(target: datetime | None, window_s: float) -> Non
                 f"SELECT max(published_at) FROM {svc}.outbox" for svc in SERVICE_PORTS)
                 + ") AS o(t)")
         if target is None:
-            return
+            return None
         since = target - timedelta(seconds=window_s)
         for svc in SERVICE_PORTS:
             n = await conn.fetchval(
@@ -87,16 +102,6 @@ async def _make_saga_consistent(target: datetime | None, window_s: float) -> Non
                 since, list(DOMAIN_TOPICS))
             log(f"{svc}: {n} event(s) published since {since.isoformat()} will be published "
                 "again")
-        # The outage does not count against the sagas in flight: their deadlines move on by
-        # the time since T (and the services' start), so that they resume where they were
-        # rather than time out at once.
-        n = await conn.fetchval(
-            "WITH moved AS (UPDATE pedidos.sagas SET step_deadline_at = step_deadline_at + "
-            "(now() - $1) + make_interval(secs => $2), expires_at = expires_at + (now() - $1) "
-            "+ make_interval(secs => $2) WHERE finished_at IS NULL RETURNING 1) "
-            "SELECT count(*) FROM moved", target, RESTART_GRACE_S)
-        log(f"pedidos: the deadlines of {n} saga(s) in flight moved on by the time since "
-            f"{target.isoformat()} and {RESTART_GRACE_S:.0f} s")
         # The gateway is not restored: a payment pagos had not sent when T was may have been
         # charged since. Marked as maybe charged, a cancellation resolves it by replaying the
         # charge under its idempotency key (which answers the charge the gateway made) instead
@@ -110,6 +115,26 @@ async def _make_saga_consistent(target: datetime | None, window_s: float) -> Non
         await conn.close()
     for svc in SERVICE_PORTS:
         await skip_to_end(svc, [t for t in DOMAIN_TOPICS if t != OWN_TOPIC[svc]])
+    return target
+
+
+async def _move_deadlines(target: datetime | None) -> None:
+    """The outage does not count against the sagas in flight: their deadlines move on by the
+    time since T (and pedidos' own start), so that they resume where they were rather than
+    time out at once."""
+    if target is None:
+        return
+    conn = await backup.connect_admin(PG_DB)
+    try:
+        n = await conn.fetchval(
+            "WITH moved AS (UPDATE pedidos.sagas SET step_deadline_at = step_deadline_at + "
+            "(now() - $1) + make_interval(secs => $2), expires_at = expires_at + (now() - $1) "
+            "+ make_interval(secs => $2) WHERE finished_at IS NULL RETURNING 1) "
+            "SELECT count(*) FROM moved", target, RESTART_GRACE_S)
+    finally:
+        await conn.close()
+    log(f"pedidos: the deadlines of {n} saga(s) in flight moved on by the time since "
+        f"{target.isoformat()} and {RESTART_GRACE_S:.0f} s")
 
 
 async def skip_to_end(group: str, topics: list[str], deadline_s: float = 60) -> None:
