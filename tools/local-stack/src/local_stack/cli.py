@@ -18,7 +18,7 @@ import sys
 from local_stack import commands, credentials, restore
 from local_stack.postgres import backup
 from local_stack.postgres.data_dir import pg_data_dir
-from local_stack.settings import ROOT, prometheus_requested
+from local_stack.settings import RESTORE_TARGET_TIME, ROOT, prometheus_requested
 from local_stack.system_programs import LOCAL_STACK, require
 
 
@@ -34,7 +34,7 @@ def main() -> None:
                         help="start: do not wait for health (chaos restarts)")
     parser.add_argument("--prometheus", action="store_true",
                         help="also start Prometheus scraping the services")
-    parser.add_argument("--target-time", default=os.environ.get("RESTORE_TARGET_TIME"),
+    parser.add_argument("--target-time", default=RESTORE_TARGET_TIME,
                         help="restore: the time to recover to (ISO 8601, UTC unless it says "
                              "its offset); the latest there is by default")
     args = parser.parse_args()

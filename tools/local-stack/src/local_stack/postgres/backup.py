@@ -45,12 +45,12 @@ from local_stack.passwords import admin_password
 from local_stack.postgres.crash import clear_crashed_cluster, running_postmaster
 from local_stack.postgres.data_dir import pg_data_dir
 from local_stack.postgres.programs import as_pg_user, pg_bin, pg_os_user
-from local_stack.settings import PG_ADMIN, PG_PORT
+from local_stack.settings import BACKUP_KEEP, PG_ADMIN, PG_PORT, RESTORE_TIMEOUT_S
 
 # Base backups kept; older ones go with the archived WAL only they needed.
-KEEP_BASE_BACKUPS = int(os.environ.get("SAGA_BACKUP_KEEP", "2"))
+KEEP_BASE_BACKUPS = BACKUP_KEEP
 # How long PostgreSQL may take to replay the archive up to the target.
-RECOVERY_DEADLINE_S = float(os.environ.get("SAGA_RESTORE_TIMEOUT", "600"))
+RECOVERY_DEADLINE_S = RESTORE_TIMEOUT_S
 # The file of the data directory that holds the archiving settings, and the one that holds a
 # recovery's while it runs; postgresql.conf includes both when present.
 ARCHIVING_CONF = "archiving.conf"
