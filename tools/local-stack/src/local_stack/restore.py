@@ -38,8 +38,9 @@ from local_stack.console import log
 from local_stack.parts import service_parts, start_py
 from local_stack.postgres import backup
 from local_stack.postgres.cluster import start_postgres
+from local_stack.probes import port_open
 from local_stack.processes import alive, read_pid, stop_group
-from local_stack.settings import PG_DB, SERVICE_PORTS
+from local_stack.settings import KAFKA_PORT, PG_DB, SERVICE_PORTS
 from saga_contracts.topics import DOMAIN_TOPICS, INVENTORY_EVENTS, ORDER_EVENTS, PAYMENT_EVENTS
 from sagakit.kafka import client_security
 from sagakit.kafka_topics import admin_client
@@ -55,6 +56,11 @@ OWN_TOPIC = {"pedidos": ORDER_EVENTS, "inventario": INVENTORY_EVENTS, "pagos": P
 
 def restore(target: datetime | None, window_s: float = REPUBLISH_WINDOW_S) -> None:
     started = time.monotonic()
+    if not port_open(KAFKA_PORT):
+        # Checked before anything is touched: the consumer groups are moved after the recovery.
+        raise SystemExit("[stack] Kafka is not running, and the restore moves the services' "
+                         "consumer groups: `make up` first (it restarts a crashed PostgreSQL "
+                         "too, which the restore then stops)")
     running = [p for p in service_parts() if alive(read_pid(p.name))]
     # All at once: an instance whose database is gone can take its whole grace to stop.
     log(f"stopping {', '.join(p.name for p in running) or 'no service'} for the restore")
