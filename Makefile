@@ -8,7 +8,7 @@ export UV_PYTHON_DOWNLOADS := never
 PY := uv run --frozen --no-sync python
 STACK := $(PY) deploy/local/stack.py
 
-.PHONY: test-fresh-root bootstrap bootstrap-local bootstrap-compose run up down restart status logs credentials manifests test test-unit lint typecheck docs bench chaos
+.PHONY: backup restore test-fresh-root bootstrap bootstrap-local bootstrap-compose run up down restart status logs credentials manifests test test-unit lint typecheck docs bench chaos
 
 # Installs what is missing (deploy/local/programs.txt): everything make test needs; the
 # local stack's part alone; docker-compose.yml's under podman.
@@ -40,6 +40,16 @@ status:
 
 logs:
 	@$(STACK) logs $(PART)
+
+# A base backup of the local stack's PostgreSQL (.local/backup; WAL archived from then on), and
+# its recovery to RESTORE_TARGET_TIME (ISO 8601, UTC unless it says; default: the latest),
+# which replaces the data directory (the old one kept aside) and makes the saga consistent
+# again (docs/operations.md, "Backups and point-in-time recovery").
+backup:
+	@$(STACK) backup
+
+restore: bootstrap-local
+	@$(STACK) restore
 
 # The credentials the local stack generated for itself (.local/secrets), as one JSON object.
 credentials:

@@ -217,6 +217,14 @@ LOCAL_STACK = (
     env("STACK_LOG_ROTATE_MB", "int", "`200`",
         "A part's log larger than this is moved aside to `<part>.log.1` when the part "
         "starts."),
+    env("RESTORE_TARGET_TIME", "str", UNSET,
+        "`make restore`: the time PostgreSQL is recovered to (ISO 8601, UTC unless it names "
+        "its offset); unset or `latest`: the latest the archive and the old cluster's WAL "
+        "reach."),
+    env("SAGA_BACKUP_KEEP", "int", "`2`",
+        "`make backup`: how many base backups are kept, with the archived WAL they need."),
+    env("SAGA_RESTORE_TIMEOUT", "float", "`600`",
+        "`make restore`: seconds PostgreSQL may take to replay the archive up to the target."),
 )
 
 CREDENTIALS = (

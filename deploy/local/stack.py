@@ -2,6 +2,7 @@
 
     python deploy/local/stack.py up|down|status|logs|run|start|stop|restart|kill [PART]
     python deploy/local/stack.py credentials
+    python deploy/local/stack.py backup|restore [--target-time ISO-TIME]
 
 The code is the ``local_stack`` package (tools/local-stack), which ``uv sync`` installs in the
 workspace's environment; this file is the command the Makefile, the docs and the tests run.

@@ -7,11 +7,14 @@ SOURCES.json (deploy/k8s/schemas/README.md says why they are vendored, and how t
         --strimzi <strimzi-kafka-operator checkout at 1.2.0> \\
         --cloudnative-pg <cloudnative-pg module or checkout at v1.30.0> \\
         --prometheus-operator <prometheus-operator checkout at v0.93.0> \\
-        --compose-go <compose-go/v2 module at v2.16.2>
+        --compose-go <compose-go/v2 module at v2.16.2> \\
+        --barman-cloud <plugin-barman-cloud checkout at v0.14.0>
     uv run python deploy/k8s/schemas/vendor.py keda --keda <kedacore/keda checkout at v2.20.2>
 
-KEDA's definitions (components/keda-workers, an optional component) go to a file of their own,
-crds-keda.json, written by the second command alone.
+Any of the sources of the first command may be left out: what was vendored from it is then kept
+as it is (to move one version without fetching the others). KEDA's definitions
+(components/keda-workers, an optional component) go to a file of their own, crds-keda.json,
+written by the second command alone.
 
 Only what the manifests use is kept (the kinds below and what they reference), without the
 descriptions: the whole of them would weigh some 30 MB.
@@ -37,6 +40,7 @@ CLOUDNATIVE_PG = "v1.30.0"
 PROMETHEUS_OPERATOR = "v0.93.0"
 COMPOSE_GO = "v2.16.2"
 KEDA = "v2.20.2"
+BARMAN_CLOUD = "v0.14.0"
 
 # apiVersion/kind -> the definition in Kubernetes' OpenAPI document.
 KINDS = {
@@ -59,6 +63,10 @@ CRDS = [
     ("strimzi", STRIMZI, "packaging/install/cluster-operator/044-Crd-kafkauser.yaml"),
     ("strimzi", STRIMZI, "packaging/install/cluster-operator/045-Crd-kafkanodepool.yaml"),
     ("cloudnative_pg", CLOUDNATIVE_PG, "config/crd/bases/postgresql.cnpg.io_clusters.yaml"),
+    ("cloudnative_pg", CLOUDNATIVE_PG,
+     "config/crd/bases/postgresql.cnpg.io_scheduledbackups.yaml"),
+    # The Barman Cloud plugin's object store (components/backups).
+    ("barman_cloud", BARMAN_CLOUD, "config/crd/bases/barmancloud.cnpg.io_objectstores.yaml"),
     ("prometheus_operator", PROMETHEUS_OPERATOR,
      "example/prometheus-operator-crd/monitoring.coreos.com_prometheusrules.yaml"),
     ("prometheus_operator", PROMETHEUS_OPERATOR,
@@ -164,37 +172,45 @@ def main() -> None:
         keda_main(sys.argv[2:])
         return
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--kubernetes-validate", type=Path, required=True)
-    for option in ("strimzi", "cloudnative-pg", "prometheus-operator", "compose-go"):
-        parser.add_argument(f"--{option}", type=Path, required=True)
+    parser.add_argument("--kubernetes-validate", type=Path)
+    for option in ("strimzi", "cloudnative-pg", "prometheus-operator", "compose-go",
+                   "barman-cloud"):
+        parser.add_argument(f"--{option}", type=Path)
     args = parser.parse_args()
 
-    sources: dict[str, dict[str, str]] = {}
-    bundle, raw = kubernetes_bundle(args.kubernetes_validate)
-    (HERE / f"kubernetes-{KUBERNETES}.json").write_text(json.dumps(bundle, sort_keys=True))
-    sources[f"kubernetes-{KUBERNETES}.json"] = {
-        "from": f"PyPI kubernetes-validate {KUBERNETES_VALIDATE}: kubernetes-json-schema/"
-                f"{KUBERNETES}-local-strict/_definitions.json", "sha256": sha256(raw)}
+    sources: dict[str, dict[str, str]] = json.loads((HERE / "SOURCES.json").read_text())
+    if args.kubernetes_validate:
+        bundle, raw = kubernetes_bundle(args.kubernetes_validate)
+        (HERE / f"kubernetes-{KUBERNETES}.json").write_text(json.dumps(bundle, sort_keys=True))
+        sources[f"kubernetes-{KUBERNETES}.json"] = {
+            "from": f"PyPI kubernetes-validate {KUBERNETES_VALIDATE}: kubernetes-json-schema/"
+                    f"{KUBERNETES}-local-strict/_definitions.json", "sha256": sha256(raw)}
 
-    crds: dict[str, Any] = {}
+    crds: dict[str, Any] = json.loads((HERE / "crds.json").read_text())
     for option, version, file in CRDS:
+        if getattr(args, option) is None:
+            continue
         path = getattr(args, option) / file
         crds |= crd_schemas(path)
         sources[f"crds.json: {path.name}"] = {"from": f"{option.replace('_', '-')} {version}: "
                                               f"{file}", "sha256": sha256(path.read_bytes())}
     (HERE / "crds.json").write_text(json.dumps(crds, sort_keys=True))
 
-    # The Kafka versions the Strimzi release runs, as released (deploy/tests/test_kafka_version.py).
-    versions = args.strimzi / "kafka-versions.yaml"
-    (HERE / "strimzi-kafka-versions.yaml").write_bytes(versions.read_bytes())
-    sources["strimzi-kafka-versions.yaml"] = {"from": f"strimzi {STRIMZI}: kafka-versions.yaml",
-                                              "sha256": sha256(versions.read_bytes())}
+    if args.strimzi:
+        # The Kafka versions the Strimzi release runs, as released
+        # (deploy/tests/test_kafka_version.py).
+        versions = args.strimzi / "kafka-versions.yaml"
+        (HERE / "strimzi-kafka-versions.yaml").write_bytes(versions.read_bytes())
+        sources["strimzi-kafka-versions.yaml"] = {
+            "from": f"strimzi {STRIMZI}: kafka-versions.yaml",
+            "sha256": sha256(versions.read_bytes())}
 
-    compose = args.compose_go / COMPOSE_SPEC
-    (HERE / "compose-spec.json").write_bytes(compose.read_bytes())
-    sources["compose-spec.json"] = {"from": f"Go module github.com/compose-spec/compose-go/v2 "
-                                            f"{COMPOSE_GO}: {COMPOSE_SPEC}",
-                                    "sha256": sha256(compose.read_bytes())}
+    if args.compose_go:
+        compose = args.compose_go / COMPOSE_SPEC
+        (HERE / "compose-spec.json").write_bytes(compose.read_bytes())
+        sources["compose-spec.json"] = {
+            "from": f"Go module github.com/compose-spec/compose-go/v2 {COMPOSE_GO}: "
+                    f"{COMPOSE_SPEC}", "sha256": sha256(compose.read_bytes())}
     (HERE / "SOURCES.json").write_text(json.dumps(sources, indent=2, sort_keys=True) + "\n")
 
 

@@ -15,9 +15,10 @@ import json
 import os
 import sys
 
-from local_stack import commands, credentials
+from local_stack import commands, credentials, restore
+from local_stack.postgres import backup
 from local_stack.postgres.data_dir import pg_data_dir
-from local_stack.settings import ROOT, prometheus_requested
+from local_stack.settings import RESTORE_TARGET_TIME, ROOT, prometheus_requested
 from local_stack.system_programs import LOCAL_STACK, require
 
 
@@ -27,14 +28,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("command", choices=["up", "down", "status", "logs", "run", "restart",
                                             "start", "stop", "kill", "pg-data-dir",
-                                            "credentials"])
+                                            "credentials", "backup", "restore"])
     parser.add_argument("part", nargs="?")
     parser.add_argument("--no-wait", action="store_true",
                         help="start: do not wait for health (chaos restarts)")
     parser.add_argument("--prometheus", action="store_true",
                         help="also start Prometheus scraping the services")
+    parser.add_argument("--target-time", default=RESTORE_TARGET_TIME,
+                        help="restore: the time to recover to (ISO 8601, UTC unless it says "
+                             "its offset); the latest there is by default")
     args = parser.parse_args()
-    if args.command in ("up", "run", "start", "restart"):
+    if args.command in ("up", "run", "start", "restart", "restore"):
         require(LOCAL_STACK)
     if args.command == "up":
         commands.up(args.prometheus or prometheus_requested())
@@ -60,6 +64,10 @@ def main() -> None:
         commands.stop(args.part)
     elif args.command == "kill":
         commands.kill(args.part)
+    elif args.command == "backup":
+        backup.backup()
+    elif args.command == "restore":
+        restore.restore(backup.parse_target(args.target_time))
     elif args.command == "run":
         commands.run(args.prometheus or prometheus_requested())
 

@@ -82,6 +82,11 @@ PG_CRASH_WAIT_S = float(os.environ.get("STACK_PG_CRASH_WAIT", "60"))
 # A part's log is moved aside (one older generation kept, ``<part>.log.1``) when the part
 # starts and the log has grown past this: a day of benchmarks wrote 930 MB into pedidos' log.
 LOG_ROTATE_BYTES = int(os.environ.get("STACK_LOG_ROTATE_MB", "200")) * 2**20
+# make backup / make restore (local_stack.postgres.backup): base backups kept, the recovery's
+# deadline, and the time to recover to (unset: the latest there is).
+BACKUP_KEEP = int(os.environ.get("SAGA_BACKUP_KEEP", "2"))
+RESTORE_TIMEOUT_S = float(os.environ.get("SAGA_RESTORE_TIMEOUT", "600"))
+RESTORE_TARGET_TIME = os.environ.get("RESTORE_TARGET_TIME")
 
 
 def prometheus_requested() -> bool:

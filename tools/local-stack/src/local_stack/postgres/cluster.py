@@ -12,6 +12,7 @@ from pathlib import Path
 from local_stack.console import log
 from local_stack.passwords import admin_password
 from local_stack.ports import wait_port_free
+from local_stack.postgres.backup import configure_archiving
 from local_stack.postgres.crash import clear_crashed_cluster, lock_file_line, running_postmaster
 from local_stack.postgres.data_dir import pg_data_dir
 from local_stack.postgres.database import bootstrap_database, keep_admin_password
@@ -47,6 +48,8 @@ def start_postgres() -> None:
     if not (data / "PG_VERSION").exists():
         init_cluster(data)
     admit_os_user_as_admin(data, _os_user())
+    # WAL archiving for point-in-time recovery, once `make backup` has made a base backup.
+    configure_archiving(data)
     LOGS.mkdir(parents=True, exist_ok=True)
     pg_log = data.parent / "postgres.log"
     log(f"starting PostgreSQL on 127.0.0.1:{PG_PORT}")
