@@ -1,5 +1,5 @@
 """sagactl's operator actions, through the owning service's API with an operator's token
-(``sagactl.connection``): the service checks the role, decides, and audits the action with
+(``sagactl.operator_access``): the service checks the role, decides, and audits the action with
 who (the token's subject), when and why. sagactl writes to no database."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
-from sagactl import connection
+from sagactl import operator_access
 
 
 @dataclass(frozen=True)
@@ -25,9 +25,9 @@ class Answer:
 
 def _post(service: str, path: str, body: dict[str, Any]) -> Answer:
     request = urllib.request.Request(
-        connection.service_url(service) + path, data=json.dumps(body).encode(), method="POST",
-        headers={"content-type": "application/json",
-                 "authorization": f"Bearer {connection.operator_token()}"})
+        operator_access.service_url(service) + path, data=json.dumps(body).encode(),
+        method="POST", headers={"content-type": "application/json",
+                                "authorization": f"Bearer {operator_access.token()}"})
     try:
         with urllib.request.urlopen(request, timeout=30) as answer:
             return Answer(answer.status, json.load(answer))
