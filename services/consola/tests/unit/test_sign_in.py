@@ -21,9 +21,8 @@ from consola.settings import ConsolaSettings
 from identity_provider.app import create_app as identity_provider
 from identity_provider.keys import new_private_key_pem
 from identity_provider.settings import IdentityProviderSettings
+from saga_harness.served import free_socket, served
 from sagakit.auth import AuthSettings
-
-from .served import free_socket, served
 
 # Signing in reads no view: a URL nothing listens on.
 NO_DATABASE = "postgresql://console_reader@127.0.0.1:9/saga"

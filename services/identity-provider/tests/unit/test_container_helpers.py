@@ -13,8 +13,7 @@ from identity_provider import request_token, signing_key_file
 from identity_provider.app import create_app
 from identity_provider.keys import SigningKey, new_private_key_pem
 from identity_provider.settings import IdentityProviderSettings
-
-from .served import free_socket, served
+from saga_harness.served import free_socket, served
 
 
 def test_the_key_is_made_once_private_and_then_kept(tmp_path: Path) -> None:
@@ -47,7 +46,7 @@ def test_a_token_asked_by_another_url_carries_the_providers_own_issuer(
     config = IdentityProviderSettings(port=sock.getsockname()[1], signing_key_file=key,
                                       issuer="http://identity-provider:8020")
     out = tmp_path / "scrape-token"
-    with served(create_app(config), sock) as base:
+    with served(create_app(config), sock, lifespan="off") as base:
         printed = request_token.request_token(base, "prometheus", ["operator"], 600)
         assert request_token.main([base, "prometheus", "operator", "--expires-in", "600",
                                    "--out", str(out), "--mode", "644"]) == 0

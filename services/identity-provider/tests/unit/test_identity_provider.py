@@ -15,9 +15,8 @@ import pytest
 from identity_provider.app import create_app
 from identity_provider.keys import KeyRing, SigningKey, new_private_key_pem
 from identity_provider.settings import IdentityProviderSettings
+from saga_harness.served import free_socket, served
 from sagakit.auth import AuthSettings, TokenVerifier
-
-from .served import free_socket, served
 
 FIRST_PEM, SECOND_PEM = new_private_key_pem(), new_private_key_pem()
 
@@ -57,7 +56,7 @@ async def test_a_token_it_hands_out_is_one_the_services_accept(
         tmp_path: Path, verifier_for: list[TokenVerifier]) -> None:
     sock = free_socket()
     config = settings(sock.getsockname()[1], key_file(tmp_path, "k", FIRST_PEM))
-    with served(create_app(config), sock) as base:
+    with served(create_app(config), sock, lifespan="off") as base:
         async with httpx.AsyncClient() as http:
             answer = await token(http, base, sub="cust-5", roles=["customer"])
             discovery = (await http.get(f"{base}/.well-known/openid-configuration")).json()
@@ -75,12 +74,13 @@ async def test_a_key_rotated_in_signs_and_the_key_it_replaced_still_verifies(
     sock = free_socket()
     port = sock.getsockname()[1]
     async with httpx.AsyncClient() as http:
-        with served(create_app(settings(port, first)), sock) as base:
+        with served(create_app(settings(port, first)), sock, lifespan="off") as base:
             old = str((await token(http, base, sub="ops", roles=["operator"]))["access_token"])
             services = verifier(verifier_for, base)
             assert (await services.verify(old)).is_operator
         # The rotation: restarted with the new key signing and the old one still published.
-        with served(create_app(settings(port, second, first)), free_socket(port)) as base:
+        with served(create_app(settings(port, second, first)), free_socket(port),
+                    lifespan="off") as base:
             new = str((await token(http, base, sub="ops", roles=["operator"]))["access_token"])
             jwks = (await http.get(f"{base}/.well-known/jwks.json")).json()
             assert jwt.get_unverified_header(new)["kid"] != jwt.get_unverified_header(old)["kid"]

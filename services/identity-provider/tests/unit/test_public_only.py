@@ -14,9 +14,8 @@ import pytest
 from identity_provider.app import create_app
 from identity_provider.keys import new_private_key_pem
 from identity_provider.settings import IdentityProviderSettings
+from saga_harness.served import free_socket, served
 from sagakit.auth import AuthSettings, TokenVerifier
-
-from .served import free_socket, served
 
 ISSUER = "http://identity-provider:8020"
 SIGNIN = "http://identity-signin:8020"
@@ -69,7 +68,8 @@ async def test_a_token_of_the_full_instance_checks_against_the_public_one(key: P
     public_url = f"http://127.0.0.1:{public_sock.getsockname()[1]}"
     public = IdentityProviderSettings(signing_key_file=key, issuer=public_url, public_only=True)
     full = IdentityProviderSettings(signing_key_file=key, issuer=public_url)
-    with served(create_app(public), public_sock), served(create_app(full), full_sock) as signin:
+    with (served(create_app(public), public_sock, lifespan="off"),
+          served(create_app(full), full_sock, lifespan="off") as signin):
         async with httpx.AsyncClient() as http:
             answer = (await http.post(f"{signin}/token",
                                       json={"sub": "op-1", "roles": ["operator"]})).json()
