@@ -32,6 +32,7 @@ import yaml
 
 from local_stack import identity, kafka_auth
 from local_stack.passwords import READERS, reader_role
+from local_stack.postgres.binaries import POSTGRES_MAJOR, POSTGRES_VERSION
 from local_stack.settings import DEFAULT_CONSOLA_PORT, DEFAULT_SERVICE_PORTS, PG_DB
 from saga_contracts import topics
 from sagakit.kafka_topics import DEFAULT_TOPIC_PARTITIONS
@@ -48,6 +49,12 @@ KAFKA_CLUSTER = "saga-kafka"
 KAFKA_BOOTSTRAP = f"{KAFKA_CLUSTER}-kafka-bootstrap:9093"
 KAFKA_CA_SECRET = f"{KAFKA_CLUSTER}-cluster-ca-cert"
 DB_CLUSTER = "saga-db"
+# The PostgreSQL image of the pinned version (deploy/postgres-version), as CloudNativePG's own
+# catalogs name them (github.com/cloudnative-pg/artifacts, image-catalogs/): the "standard"
+# image on Debian trixie. The Cluster takes it from an ImageCatalog by major version, so that a
+# minor update is one line of the catalog and the operator rolls it out.
+DB_IMAGE = f"ghcr.io/cloudnative-pg/postgresql:{POSTGRES_VERSION}-standard-trixie"
+DB_IMAGE_CATALOG = "saga-postgresql"
 # CloudNativePG's Service of the primary.
 DB_HOST = f"{DB_CLUSTER}-rw"
 # Each process holds DB_POOL_SIZE connections and one more (its relay's leader lock); the
@@ -523,13 +530,23 @@ def max_connections() -> int:
     return processes * (DB_POOL_SIZE + 1) + len(DEFAULT_SERVICE_PORTS) * 2 + 50
 
 
+def image_catalog() -> dict[str, Any]:
+    """The namespace's PostgreSQL images by major version: only the pinned one."""
+    return {
+        "apiVersion": "postgresql.cnpg.io/v1", "kind": "ImageCatalog",
+        "metadata": {"name": DB_IMAGE_CATALOG, "labels": {"app.kubernetes.io/part-of": PART_OF}},
+        "spec": {"images": [{"major": POSTGRES_MAJOR, "image": DB_IMAGE}]},
+    }
+
+
 def database_cluster() -> dict[str, Any]:
     return {
         "apiVersion": "postgresql.cnpg.io/v1", "kind": "Cluster",
         "metadata": {"name": DB_CLUSTER, "labels": {"app.kubernetes.io/part-of": PART_OF}},
         "spec": {
             "instances": 3,
-            "imageName": "ghcr.io/cloudnative-pg/postgresql:17.5",
+            "imageCatalogRef": {"apiGroup": "postgresql.cnpg.io", "kind": "ImageCatalog",
+                                "name": DB_IMAGE_CATALOG, "major": POSTGRES_MAJOR},
             "primaryUpdateStrategy": "unsupervised",
             "enableSuperuserAccess": False,
             "postgresql": {"parameters": {"max_connections": str(max_connections())}},
@@ -574,8 +591,9 @@ def files() -> dict[Path, str]:
                                                 "deploy/k8s/generate.py, local_stack.identity")
     out[BASE / "kafka" / "topics.yaml"] = dump(kafka_topics(), "saga_contracts.topics")
     out[BASE / "kafka" / "users.yaml"] = dump(kafka_users(), "local_stack.kafka_auth.acls()")
-    out[BASE / "postgres" / "cluster.yaml"] = dump([database_cluster()],
-                                                   "local_stack (roles), deploy/k8s/generate.py")
+    out[BASE / "postgres" / "cluster.yaml"] = dump(
+        [image_catalog(), database_cluster()],
+        "deploy/postgres-version (image), local_stack (roles), deploy/k8s/generate.py")
     out[BASE / "monitoring" / "prometheus-rule.yaml"] = dump([prometheus_rule()],
                                                              "deploy/prometheus/alerts.yml")
     return out

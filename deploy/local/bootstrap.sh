@@ -101,6 +101,11 @@ fi
 log "syncing the Python workspace (uv.lock)"
 "$UV" sync --frozen --quiet
 for need in "${needs[@]}"; do
+  if [ "$need" = local ]; then
+    # Debian 12 has only PostgreSQL 15: the pinned version's server comes from Maven Central.
+    log "PostgreSQL $(cat deploy/postgres-version)'s server (local_stack.postgres.binaries)"
+    "$UV" run --frozen --no-sync python -m local_stack.postgres.binaries >/dev/null
+  fi
   if [ "$need" = test ]; then
     log "kustomize (deploy/k8s/kustomize.sh pins its version)"
     bash deploy/k8s/kustomize.sh version >/dev/null

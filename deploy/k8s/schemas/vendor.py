@@ -53,6 +53,7 @@ CRDS = [
     ("strimzi", STRIMZI, "packaging/install/cluster-operator/044-Crd-kafkauser.yaml"),
     ("strimzi", STRIMZI, "packaging/install/cluster-operator/045-Crd-kafkanodepool.yaml"),
     ("cloudnative_pg", CLOUDNATIVE_PG, "config/crd/bases/postgresql.cnpg.io_clusters.yaml"),
+    ("cloudnative_pg", CLOUDNATIVE_PG, "config/crd/bases/postgresql.cnpg.io_imagecatalogs.yaml"),
     ("prometheus_operator", PROMETHEUS_OPERATOR,
      "example/prometheus-operator-crd/monitoring.coreos.com_prometheusrules.yaml"),
     ("prometheus_operator", PROMETHEUS_OPERATOR,
