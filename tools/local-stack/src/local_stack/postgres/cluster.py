@@ -26,6 +26,7 @@ PEER_MAP = "saga_stack"
 
 
 def start_postgres() -> None:
+    require_os_user()
     data = pg_data_dir()
     refuse_other_major(data)
     postmaster = running_postmaster(data)
@@ -85,6 +86,17 @@ def start_postgres() -> None:
     wait_for("PostgreSQL", pg_ready, 30, "postgres")
     keep_admin_password(data)
     bootstrap_database()
+
+
+def require_os_user() -> None:
+    user = pg_os_user()
+    if user is None:
+        return
+    try:
+        pwd.getpwnam(user)
+    except KeyError:
+        raise SystemExit(f"[stack] there is no OS user {user!r} for PostgreSQL to run as (it "
+                         f"refuses root): `make bootstrap-local` makes it") from None
 
 
 def refuse_other_major(data: Path) -> None:
