@@ -116,3 +116,23 @@ def test_a_cluster_of_another_major_version_is_refused(tmp_path: Path) -> None:
     cluster.refuse_other_major(tmp_path)
     (tmp_path / "PG_VERSION").unlink()
     cluster.refuse_other_major(tmp_path)  # none yet: initdb makes it
+
+
+def test_a_member_outside_the_folder_is_refused(tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    _pin(monkeypatch, tmp_path, _jar({**SERVER, "../escaped": b"x"}))
+    with pytest.raises((SystemExit, tarfile.TarError)):
+        binaries.server_home(tmp_path / "server")
+    assert not (tmp_path / "escaped").exists()
+
+
+def test_without_extraction_filters_escapes_are_refused_too(tmp_path: Path) -> None:
+    """Debian 12's Python (3.11.2) has no ``filter``: the same members are refused by hand."""
+    archive = io.BytesIO()
+    with tarfile.open(fileobj=archive, mode="w") as tar:
+        link = tarfile.TarInfo("lib/libssl.so")
+        link.type, link.linkname = tarfile.SYMTYPE, "../../outside"
+        tar.addfile(link)
+    archive.seek(0)
+    with tarfile.open(fileobj=archive) as tar, pytest.raises(SystemExit, match="outside"):
+        binaries._refuse_escapes(tar, tmp_path)

