@@ -38,6 +38,7 @@ import yaml
 
 from local_stack import identity, kafka_auth
 from local_stack.passwords import READERS, reader_role
+from local_stack.postgres.binaries import POSTGRES_MAJOR
 from local_stack.settings import DEFAULT_CONSOLA_PORT, DEFAULT_SERVICE_PORTS, PG_DB
 from saga_contracts import topics
 from sagakit.kafka_topics import DEFAULT_TOPIC_PARTITIONS
@@ -58,11 +59,14 @@ KAFKA_CLUSTER = "saga-kafka"
 KAFKA_BOOTSTRAP = f"{KAFKA_CLUSTER}-kafka-bootstrap:9093"
 KAFKA_CA_SECRET = f"{KAFKA_CLUSTER}-cluster-ca-cert"
 DB_CLUSTER = "saga-db"
-# PostgreSQL's image, pinned by digest (a tag can be moved under it): the one CloudNativePG's
-# own image catalog lists for major 17 (cloudnative-pg/artifacts,
-# image-catalogs/catalog-standard-bookworm.yaml, 2026-08-17).
-POSTGRES_IMAGE = ("ghcr.io/cloudnative-pg/postgresql:17.11-202608170816-standard-bookworm"
-                  "@sha256:968fde04bca2be879ca14e1614a3987e149b77b42a51fe460fff252f3e145fce")
+# The PostgreSQL image of the pinned version (deploy/postgres-version), as CloudNativePG's own
+# catalog lists it (github.com/cloudnative-pg/artifacts, image-catalogs/
+# catalog-standard-trixie.yaml, 2026-08-31): the "standard" image on Debian trixie, pinned by
+# digest (a tag can be moved under it). The Cluster takes it from an ImageCatalog by major
+# version, so that a minor update is one line here and the operator rolls it out.
+DB_IMAGE = ("ghcr.io/cloudnative-pg/postgresql:18.6-202608310817-standard-trixie"
+            "@sha256:c2a773217853c6e0ffe7da9c37ea456466efb20cf844f27511a73fa6a81e3152")
+DB_IMAGE_CATALOG = "saga-postgresql"
 # CloudNativePG's Service of the primary.
 DB_HOST = f"{DB_CLUSTER}-rw"
 # Each process holds DB_POOL_SIZE connections and one more (its relay's leader lock); the
@@ -697,13 +701,23 @@ def max_connections() -> int:
     return processes * (DB_POOL_SIZE + 1) + len(DEFAULT_SERVICE_PORTS) * 2 + 50
 
 
+def image_catalog() -> dict[str, Any]:
+    """The namespace's PostgreSQL images by major version: only the pinned one."""
+    return {
+        "apiVersion": "postgresql.cnpg.io/v1", "kind": "ImageCatalog",
+        "metadata": {"name": DB_IMAGE_CATALOG, "labels": {"app.kubernetes.io/part-of": PART_OF}},
+        "spec": {"images": [{"major": POSTGRES_MAJOR, "image": DB_IMAGE}]},
+    }
+
+
 def database_cluster() -> dict[str, Any]:
     return {
         "apiVersion": "postgresql.cnpg.io/v1", "kind": "Cluster",
         "metadata": {"name": DB_CLUSTER, "labels": {"app.kubernetes.io/part-of": PART_OF}},
         "spec": {
             "instances": 3,
-            "imageName": POSTGRES_IMAGE,
+            "imageCatalogRef": {"apiGroup": "postgresql.cnpg.io", "kind": "ImageCatalog",
+                                "name": DB_IMAGE_CATALOG, "major": POSTGRES_MAJOR},
             "primaryUpdateStrategy": "unsupervised",
             "enableSuperuserAccess": False,
             "postgresql": {"parameters": {"max_connections": str(max_connections())}},
@@ -748,8 +762,9 @@ def files() -> dict[Path, str]:
                                                 "deploy/k8s/generate.py, local_stack.identity")
     out[BASE / "kafka" / "topics.yaml"] = dump(kafka_topics(), "saga_contracts.topics")
     out[BASE / "kafka" / "users.yaml"] = dump(kafka_users(), "local_stack.kafka_auth.acls()")
-    out[BASE / "postgres" / "cluster.yaml"] = dump([database_cluster()],
-                                                   "local_stack (roles), deploy/k8s/generate.py")
+    out[BASE / "postgres" / "cluster.yaml"] = dump(
+        [image_catalog(), database_cluster()],
+        "deploy/postgres-version (image), local_stack (roles), deploy/k8s/generate.py")
     out[BASE / "monitoring" / "prometheus-rule.yaml"] = dump([prometheus_rule()],
                                                              "deploy/prometheus/alerts.yml")
     out[KEDA_COMPONENT / "scaled-objects.yaml"] = dump(

@@ -102,6 +102,17 @@ fi
 log "syncing the Python workspace (uv.lock)"
 "$UV" sync --frozen --quiet
 for need in "${needs[@]}"; do
+  if [ "$need" = local ]; then
+    # Under root the cluster runs as the user 'postgres' (PostgreSQL refuses root), which no
+    # Debian package makes now that the server is not Debian's: made as Debian's would be.
+    if [ "$(id -u)" -eq 0 ] && ! id postgres >/dev/null 2>&1; then
+      log "making the system user postgres (the local cluster runs as it)"
+      useradd --system --user-group --home-dir /var/lib/postgresql --shell /bin/bash postgres
+    fi
+    # Debian 12 has only PostgreSQL 15: the pinned version's server comes from Maven Central.
+    log "PostgreSQL $(cat deploy/postgres-version)'s server (local_stack.postgres.binaries)"
+    "$UV" run --frozen --no-sync python -m local_stack.postgres.binaries >/dev/null
+  fi
   if [ "$need" = test ]; then
     log "kustomize (deploy/k8s/kustomize.sh pins its version)"
     bash deploy/k8s/kustomize.sh version >/dev/null

@@ -12,6 +12,10 @@ if [ "${1:-}" != postgres ]; then
 fi
 shift
 
+# PGDATA is a folder inside the volume (/var/lib/postgresql): made on a volume made elsewhere.
+mkdir -p "$PGDATA"
+chmod 0700 "$PGDATA"
+
 if [ ! -s "$PGDATA/PG_VERSION" ]; then
   : "${POSTGRES_PASSWORD:?POSTGRES_PASSWORD is not set}"
   user="${POSTGRES_USER:-postgres}"
@@ -42,7 +46,7 @@ if [ ! -s "$PGDATA/PG_VERSION" ]; then
   done
   pg_ctl -D "$staging" -m fast -w stop >/dev/null
   unset PGHOST
-  # The data directory is the volume's mount point: its contents move, not the directory. What
+  # The data directory stays (it can be a mount point): its contents move. What
   # a move cut short left is replaced, and PG_VERSION, which says the cluster is there, last.
   find "$staging" -mindepth 1 -maxdepth 1 ! -name PG_VERSION -exec sh -c \
     'for entry; do rm -rf "$0/${entry##*/}"; mv "$entry" "$0/"; done' "$PGDATA" {} +

@@ -39,7 +39,7 @@ def test_host_ports_and_upstream_images_are_variables_with_the_usual_defaults() 
     found = compose_file.defaults()
     for name, port in DEFAULT_HOST_PORTS.items():
         assert found.get(name) == str(port), name
-    assert found["POSTGRES_IMAGE"] == "postgres:15"
+    assert found["POSTGRES_IMAGE"].startswith("postgres:")
     assert found["KAFKA_IMAGE"].startswith("apache/kafka:")
     assert found["PROMETHEUS_IMAGE"].startswith("prom/prometheus:")
     assert found["PYTHON_IMAGE"] == "python:3.11.7-slim-bookworm"
@@ -140,7 +140,9 @@ def test_kafka_and_postgresql_keep_their_data_in_volumes() -> None:
     services = doc["services"]
     kafka_dir = kafka_properties()["log.dirs"]
     assert f"kafkadata:{kafka_dir}" in services["kafka"]["volumes"]
-    assert "pgdata:/var/lib/postgresql/data" in services["postgres"]["volumes"]
+    # PostgreSQL 18's image keeps PGDATA in /var/lib/postgresql/18/docker and refuses a volume
+    # on /var/lib/postgresql/data.
+    assert "pgdata:/var/lib/postgresql" in services["postgres"]["volumes"]
     assert {"kafkadata", "pgdata"} <= set(doc["volumes"])
 
 

@@ -69,7 +69,8 @@ VIOLATIONS: list[tuple[Callable[[Objects], Any], str]] = [
     (lambda o: _main(o, "pedidos-api").update(image="docker.io/library/busybox:1.36"),
      "third-party image docker.io/library/busybox:1.36 is not pinned by digest"),
     (lambda o: _one(o, "Cluster", "saga-db")["spec"].update(
-        imageName="ghcr.io/cloudnative-pg/postgresql:17.5"), "is not pinned by digest"),
+        imageName="ghcr.io/cloudnative-pg/postgresql:standard-trixie"),
+     "is not pinned by digest"),
     (lambda o: _main(o, "pagos-api").pop("readinessProbe"), "has no readinessProbe"),
     (lambda o: _main(o, "pagos-worker")["resources"].pop("limits"), "has no cpu limits"),
     (lambda o: _main(o, "inventario-api").pop("lifecycle"), "has no preStop pause"),

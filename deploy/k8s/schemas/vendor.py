@@ -67,6 +67,7 @@ CRDS = [
      "config/crd/bases/postgresql.cnpg.io_scheduledbackups.yaml"),
     # The Barman Cloud plugin's object store (components/backups).
     ("barman_cloud", BARMAN_CLOUD, "config/crd/bases/barmancloud.cnpg.io_objectstores.yaml"),
+    ("cloudnative_pg", CLOUDNATIVE_PG, "config/crd/bases/postgresql.cnpg.io_imagecatalogs.yaml"),
     ("prometheus_operator", PROMETHEUS_OPERATOR,
      "example/prometheus-operator-crd/monitoring.coreos.com_prometheusrules.yaml"),
     ("prometheus_operator", PROMETHEUS_OPERATOR,

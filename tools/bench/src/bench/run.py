@@ -48,15 +48,11 @@ OUT = ROOT / "bench-results"
 
 
 def machine() -> dict[str, Any]:
-    def version(cmd: list[str]) -> str:
-        try:
-            return subprocess.run(cmd, capture_output=True, text=True).stdout.strip()
-        except OSError:
-            return "unknown"
     return {"cores": psutil.cpu_count(), "memory_gb": round(psutil.virtual_memory().total / 2**30),
             "cpu": platform.processor() or platform.machine(), "kernel": platform.release(),
             "python": platform.python_version(),
-            "postgres": version(["psql", "--version"]),
+            # The server's version (the pin the stack runs), not the Debian client's.
+            "postgres": (ROOT / "deploy/postgres-version").read_text().strip(),
             "kafka": f"{(ROOT / 'deploy/kafka-version').read_text().strip()} (KRaft, "
                      f"{replicas.kafka_brokers()} node(s))",
             # What the stack ran as: compare runs of 1 and 2 replicas, 1 and 3 brokers.

@@ -5,8 +5,9 @@ where this project is tested, so their stand-ins are built here.
 1. The base: a Debian bookworm root filesystem made with ``debootstrap`` from Debian's mirror,
    with the building machine's own certificate authorities added (a machine behind an
    intercepting proxy reaches PyPI only through its authority), imported with ``podman import``.
-2. On it, one image each from ``deploy/podman/*.Containerfile``: PostgreSQL 15 and Prometheus
-   from Debian's packages, Kafka from Debian's Java and Maven Central's jars, and the Python the
+2. On it, one image each from ``deploy/podman/*.Containerfile``: PostgreSQL at the pinned
+   version from the server the local stack runs (Maven Central) and Debian's clients, Prometheus
+   from Debian's package, Kafka from Debian's Java and Maven Central's jars, and the Python the
    services' own Dockerfile builds on.
 
 The services' images are then built from ``deploy/docker/service.Dockerfile``, with
@@ -28,11 +29,12 @@ from compose_stack.compose_file import ImageBuild, image_builds
 from compose_stack.engine import environment, image_exists, podman_binary
 from compose_stack.settings import BASE_IMAGE, DEBIAN_MIRROR, OFFLINE, PODMAN_FILES, ROOT, STATE
 from local_stack.kafka import KAFKA_VERSION, maven_runtime
+from local_stack.postgres.binaries import POSTGRES_MAJOR, POSTGRES_VERSION, server_home
 
 # What each stand-in is called, and the variable of docker-compose.yml that names it.
 IMAGES = {
     "python": (f"{OFFLINE}/python:3.11-bookworm", "PYTHON_IMAGE"),
-    "postgres": (f"{OFFLINE}/postgres:15", "POSTGRES_IMAGE"),
+    "postgres": (f"{OFFLINE}/postgres:{POSTGRES_VERSION}", "POSTGRES_IMAGE"),
     "kafka": (f"{OFFLINE}/kafka:{KAFKA_VERSION}", "KAFKA_IMAGE"),
     "prometheus": (f"{OFFLINE}/prometheus:bookworm", "PROMETHEUS_IMAGE"),
 }
@@ -101,7 +103,8 @@ def _podman_build(image: str, args: list[str]) -> None:
 
 
 def _build(name: str, context: Path) -> None:
-    _podman_build(IMAGES[name][0], ["--build-arg", f"BASE_IMAGE={BASE_IMAGE}",
+    args = ["--build-arg", f"POSTGRES_MAJOR={POSTGRES_MAJOR}"] if name == "postgres" else []
+    _podman_build(IMAGES[name][0], ["--build-arg", f"BASE_IMAGE={BASE_IMAGE}", *args,
                                     "-f", str(PODMAN_FILES / f"{name}.Containerfile"),
                                     str(context)])
 
@@ -129,10 +132,20 @@ def _kafka_context() -> Path:
     return context
 
 
+def _postgres_context() -> Path:
+    """The PostgreSQL image's build folder: the pinned version's server (fetched and unpacked
+    once, as the local stack's) and the entrypoint."""
+    context = STATE / "build" / "postgres"
+    server_home(context / "server")
+    shutil.copy(PODMAN_FILES / "postgres-entrypoint.sh", context / "postgres-entrypoint.sh")
+    return context
+
+
 def build_all(force: bool = False) -> dict[str, str]:
     """Makes the base if missing (again with ``force``), then the others; returns
     image_variables()."""
     build_base(force)
     for name in IMAGES:
-        _build(name, _kafka_context() if name == "kafka" else PODMAN_FILES)
+        contexts = {"kafka": _kafka_context, "postgres": _postgres_context}
+        _build(name, contexts[name]() if name in contexts else PODMAN_FILES)
     return image_variables()

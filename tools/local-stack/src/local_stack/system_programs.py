@@ -18,9 +18,9 @@ TABLE = Path(__file__).resolve().parents[4] / "deploy" / "local" / "programs.txt
 # What installs each need's programs (bootstrap.sh's arguments, through the Makefile).
 BOOTSTRAP = {"base": "make bootstrap-local", "local": "make bootstrap-local",
              "compose": "make bootstrap-compose", "test": "make bootstrap"}
-# What the local stack runs (the PostgreSQL cluster as its own user, Kafka on Java with its jars
-# from Maven).
-LOCAL_STACK = ("/usr/lib/postgresql/*/bin/initdb", "java", "mvn", "runuser")
+# What the local stack runs (the PostgreSQL cluster as its own user, its server and Kafka's jars
+# from Maven, Kafka on Java, PostgreSQL's clients).
+LOCAL_STACK = ("psql", "pg_isready", "java", "mvn", "runuser")
 
 
 @dataclass(frozen=True)

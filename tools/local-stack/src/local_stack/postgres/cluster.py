@@ -13,6 +13,7 @@ from local_stack.console import log
 from local_stack.passwords import admin_password
 from local_stack.ports import wait_port_free
 from local_stack.postgres.backup import configure_archiving
+from local_stack.postgres.binaries import POSTGRES_MAJOR, POSTGRES_VERSION, major_of
 from local_stack.postgres.crash import clear_crashed_cluster, lock_file_line, running_postmaster
 from local_stack.postgres.data_dir import pg_data_dir
 from local_stack.postgres.database import bootstrap_database, keep_admin_password
@@ -26,7 +27,9 @@ PEER_MAP = "saga_stack"
 
 
 def start_postgres() -> None:
+    require_os_user()
     data = pg_data_dir()
+    refuse_other_major(data)
     postmaster = running_postmaster(data)
     if postmaster is not None:
         port = lock_file_line(data / "postmaster.pid", 3)
@@ -86,6 +89,28 @@ def start_postgres() -> None:
     wait_for("PostgreSQL", pg_ready, 30, "postgres")
     keep_admin_password(data)
     bootstrap_database()
+
+
+def require_os_user() -> None:
+    user = pg_os_user()
+    if user is None:
+        return
+    try:
+        pwd.getpwnam(user)
+    except KeyError:
+        raise SystemExit(f"[stack] there is no OS user {user!r} for PostgreSQL to run as (it "
+                         f"refuses root): `make bootstrap-local` makes it") from None
+
+
+def refuse_other_major(data: Path) -> None:
+    """A cluster made by another major version cannot be started by this one's server: stop,
+    saying what to do, rather than let ``pg_ctl`` fail on it."""
+    made_by = major_of(data)
+    if made_by is not None and made_by != POSTGRES_MAJOR:
+        raise SystemExit(
+            f"[stack] the cluster in {data} was made by PostgreSQL {made_by}, and the stack runs "
+            f"{POSTGRES_VERSION} (deploy/postgres-version): `make down`, then remove {data} "
+            f"(the stack makes it again; its rows are lost) or move it aside, then `make up`")
 
 
 def _tls_options() -> str:

@@ -6,7 +6,7 @@ import hashlib
 import subprocess
 from pathlib import Path
 
-from local_stack.postgres.programs import pg_os_user
+from local_stack.postgres.os_user import pg_os_user
 from local_stack.settings import ROOT, STATE
 
 
@@ -32,3 +32,11 @@ def pg_data_dir() -> Path:
             chosen = Path(f"/var/tmp/saga-choreography-{tag}/pg")
     remembered.write_text(str(chosen))
     return chosen
+
+
+def server_folder() -> Path:
+    """Where PostgreSQL's server programs of the pinned version are unpacked: beside the
+    cluster's folder, where the postgres user can reach them too."""
+    from local_stack.postgres.binaries import POSTGRES_VERSION
+
+    return pg_data_dir().parent / f"postgresql-{POSTGRES_VERSION}"

@@ -1,30 +1,27 @@
-"""PostgreSQL's programs, found in the newest installed version, run as the user that owns the
-cluster."""
+"""PostgreSQL's programs: the server's at the pinned version (local_stack.postgres.binaries), the
+clients Debian's; the server's run as the user that owns the cluster."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
-from pathlib import Path
 
+from local_stack.postgres.binaries import SERVER_PROGRAMS, server_home
+from local_stack.postgres.data_dir import server_folder
+from local_stack.postgres.os_user import pg_os_user
 from local_stack.settings import PG_PORT
+
+__all__ = ["as_pg_user", "pg_bin", "pg_os_user", "pg_ready"]
 
 
 def pg_bin(name: str) -> str:
-    candidates = sorted(Path("/usr/lib/postgresql").glob("*/bin"), key=lambda p: int(p.parent.name))
-    for c in reversed(candidates):
-        if (c / name).exists():
-            return str(c / name)
+    if name in SERVER_PROGRAMS:
+        return str(server_home(server_folder()) / "bin" / name)
     found = shutil.which(name)
     if not found:
-        raise SystemExit(f"[stack] PostgreSQL binary {name} not found: run deploy/local/bootstrap.sh")
+        raise SystemExit(f"[stack] PostgreSQL's client {name} not found: run "
+                         f"deploy/local/bootstrap.sh local (Debian's postgresql-client)")
     return found
-
-
-def pg_os_user() -> str | None:
-    """PostgreSQL refuses to run as root: under root the cluster belongs to 'postgres'."""
-    return "postgres" if os.geteuid() == 0 else None
 
 
 def as_pg_user(argv: list[str]) -> list[str]:
