@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from local_stack import kafka_auth
-from local_stack.settings import DEFAULT_CONSOLA_PORT, DEFAULT_SERVICE_PORTS
+from local_stack.settings import DEFAULT_CONSOLA_PORT, DEFAULT_SERVICE_PORTS, metrics_port
 from saga_contracts.topics import ALL_TOPICS
 from saga_harness import scripts
 from sagakit.kafka_topics import DEFAULT_TOPIC_PARTITIONS
@@ -52,10 +52,15 @@ def test_services_listen_on_the_local_stacks_ports(default_overlay: list[dict[st
         config = next(o for o in _of(default_overlay, "ConfigMap")
                       if o["metadata"]["name"] == f"{service}-settings")
         setting = "CONSOLA_PORT" if service == "consola" else "HTTP_PORT"
-        assert ports == [ports_of[service]] == [int(config["data"][setting])]
+        assert ports[0] == ports_of[service] == int(config["data"][setting])
+        # A service's metrics-only port, the local stack's too (local_stack.settings).
+        if service != "consola":
+            assert ports[1:] == [metrics_port(service, ports=ports_of)] == [
+                int(config["data"]["METRICS_PORT"])]
     for svc in _of(default_overlay, "Service"):
         service = svc["metadata"]["labels"]["app.kubernetes.io/name"]
-        assert [p["port"] for p in svc["spec"]["ports"]] == [ports_of[service]]
+        assert [p["port"] for p in svc["spec"]["ports"]] == [ports_of[service]] + (
+            [] if service == "consola" else [metrics_port(service, ports=ports_of)])
 
 
 @pytest.mark.external

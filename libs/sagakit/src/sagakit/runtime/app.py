@@ -141,6 +141,7 @@ def http_server_options(svc: ServiceSettings) -> dict[str, Any]:
 
 def serve(app_factory: Callable[[], FastAPI], service: str) -> None:
     """Entry point of ``python -m <service>``."""
+    from sagakit.observability import metrics_server
     from sagakit.observability.structured_logging import configure
     from sagakit.runtime import http_server
 
@@ -148,5 +149,6 @@ def serve(app_factory: Callable[[], FastAPI], service: str) -> None:
     configure(service, svc.log_level)
     started = time.monotonic()
     log.info("starting %s on %s:%s", service, svc.http_host, svc.http_port)
+    metrics_server.start(svc.metrics_host, svc.metrics_port)
     http_server.run(app_factory(), **http_server_options(svc))
     log.info("%s stopped after %.0fs", service, time.monotonic() - started)
