@@ -1,10 +1,14 @@
-"""The standard's five mandatory alerts (Part I §8.3), checked and unit-tested with promtool."""
+"""The alert rules: the standard's five (Part I §8.3) and the project's, checked and unit-tested
+with promtool; each with a `for:`, a description and a runbook in docs/operations.md; tested on
+series labelled as the Prometheus Operator labels them."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -43,19 +47,79 @@ def test_each_mandatory_alert_fires_when_it_should_and_only_then() -> None:
         assert any(not c["exp_alerts"] for c in cases), f"{alert}: no case where it stays quiet"
 
 
-# Beyond the standard's five: payments the system gave up on, which a person must settle,
-# payment events that are not their saga's payment, payment tokens sealed for another charge,
-# replays the operator did not sign, refunds pagos refused because they were not the
-# saga's to make, and an instance that cannot reach its database.
-OWN = {"PaymentNeedsManualAction": "critical", "PaymentEventMismatch": "critical",
-       "SealedTokenMismatch": "critical", "ForgedReplay": "critical",
-       "RefundRefused": "critical", "DatabaseUnreachable": "critical"}
+# Beyond the standard's five: payments waiting for a person, stock allocated for a saga being
+# refunded, payment events that are not their saga's payment, payment tokens sealed for another
+# charge, replays the operator did not sign, refunds pagos refused because they were not the
+# saga's to make, an instance that cannot reach its database; scrapes that fail or find nothing
+# (without them every other alert is silent); and the HTTP answers.
+OWN = {"PaymentNeedsManualAction": "critical", "AllocationContradicted": "critical",
+       "PaymentEventMismatch": "critical", "SealedTokenMismatch": "critical",
+       "ForgedReplay": "critical", "RefundRefused": "critical",
+       "DatabaseUnreachable": "critical", "MetricsTargetDown": "high",
+       "ServiceMetricsAbsent": "critical", "HttpServerErrors": "critical",
+       "HttpServiceUnavailable": "high", "HttpRequestsRateLimited": "medium"}
+# What the Prometheus Operator labels a ServiceMonitor's target with.
+OPERATOR_LABELS = {"job", "namespace", "pod", "service", "endpoint", "instance", "container"}
+OPERATIONS = ROOT / "docs/operations.md"
+RUNBOOKS = "## Alert runbooks"
+
+
+def _rules() -> list[dict[str, Any]]:
+    return [r for g in yaml.safe_load(RULES.read_text())["groups"] for r in g["rules"]]
+
+
+def _tests() -> list[dict[str, Any]]:
+    return list(yaml.safe_load((RULES.parent / "alerts.test.yml").read_text())["tests"])
+
+
+def _anchor(heading: str) -> str:
+    """The anchor GitHub gives a heading."""
+    text = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return text.replace(" ", "-")
+
+
+def runbook_anchors() -> set[str]:
+    """The anchors of the headings of docs/operations.md's "Alert runbooks" section."""
+    text = OPERATIONS.read_text()
+    assert RUNBOOKS in text, f"{OPERATIONS} has no section {RUNBOOKS!r}"
+    section = text.split(RUNBOOKS, 1)[1].split("\n## ", 1)[0]
+    return {_anchor(h) for h in re.findall(r"^### (.+)$", section, re.M)}
+
+
+def test_every_alert_waits_says_what_it_means_and_links_its_runbook() -> None:
+    anchors = runbook_anchors()
+    for rule in _rules():
+        name = rule["alert"]
+        assert re.fullmatch(r"\d+[smh]", str(rule.get("for", ""))), f"{name}: no for:"
+        annotations = rule.get("annotations", {})
+        assert annotations.get("summary") and len(annotations.get("description", "")) > 20, \
+            f"{name}: no summary or description"
+        page, _, anchor = annotations.get("runbook_url", "").partition("#")
+        assert page == "docs/operations.md", f"{name}: runbook_url {page!r}"
+        assert anchor == name.lower(), f"{name}: runbook anchor {anchor!r}"
+        assert anchor in anchors, f"{name}: no runbook #{anchor} in {OPERATIONS.name}"
+
+
+def test_the_runbook_check_sees_a_missing_anchor() -> None:
+    assert "sagafailureratehigh" in runbook_anchors()
+    assert "nosuchalert" not in runbook_anchors()
+
+
+def test_every_alert_fires_on_series_labelled_as_the_operator_labels_them() -> None:
+    """Each alert has a firing case whose series all carry the labels the Prometheus Operator
+    gives a target (and the `service` of the service, not of the Kubernetes Service): its
+    aggregation is checked on what a cluster's Prometheus stores."""
+    def labels(series: str) -> set[str]:
+        return set(re.findall(r'(\w+)="', series))
+    for alert in MANDATORY | OWN:
+        cases = [t for t in _tests() for c in t["alert_rule_test"]
+                 if c["alertname"] == alert and c["exp_alerts"]]
+        assert any(all(OPERATOR_LABELS <= labels(s["series"]) for s in t["input_series"])
+                   for t in cases), f"{alert}: no firing case with the operator's labels"
 
 
 def test_severities_are_the_standards() -> None:
-    rules = {r["alert"]: r for g in yaml.safe_load(RULES.read_text())["groups"]
-             for r in g["rules"]}
-    assert {name: r["labels"]["severity"] for name, r in rules.items()} == MANDATORY | OWN
+    assert {r["alert"]: r["labels"]["severity"] for r in _rules()} == MANDATORY | OWN
 
 
 @pytest.mark.external

@@ -14,7 +14,6 @@ from typing import Any
 import httpx
 
 from saga_harness import config
-from saga_harness.identity import operator_token
 from saga_harness.waiting import wait_for
 
 PORT = 9091
@@ -41,17 +40,15 @@ async def running() -> AsyncIterator[Prometheus]:
     binary = shutil.which("prometheus")
     if binary is None:  # fail, never skip: make bootstrap installs Debian's prometheus
         raise RuntimeError("prometheus is not installed (make bootstrap installs it)")
-    ports = [config.PEDIDOS, config.INVENTARIO, config.PAGOS]
+    ports = list(config.METRICS.values())
     with tempfile.TemporaryDirectory(prefix="saga-prom-") as tmp:
         shutil.copy(config.ROOT / "deploy/prometheus/alerts.yml", Path(tmp) / "alerts.yml")
         targets = ", ".join(f'"{p.removeprefix("http://")}"' for p in ports)
-        # /metrics is for operators: Prometheus scrapes with an operator's token.
-        (Path(tmp) / "scrape-token").write_text(operator_token())
+        # The services' metrics-only ports, as every deployment scrapes them: no token.
         (Path(tmp) / "prometheus.yml").write_text(
             "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
             "rule_files: [alerts.yml]\n"
             "scrape_configs: [{job_name: saga, "
-            f"authorization: {{type: Bearer, credentials_file: {tmp}/scrape-token}}, "
             f"static_configs: [{{targets: [{targets}]}}]}}]\n")
         proc = await asyncio.create_subprocess_exec(
             binary, f"--config.file={tmp}/prometheus.yml", f"--storage.tsdb.path={tmp}/data",

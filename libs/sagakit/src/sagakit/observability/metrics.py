@@ -35,6 +35,13 @@ DLQ_MESSAGES = Gauge(
 )
 
 # ---- operations
+DEAD_LETTERS_OPEN = Gauge(
+    "saga_dead_letters_open",
+    "Dead letters of this service no operator has acted on yet (neither replayed, archived nor "
+    "found forged): the state 'open' of <service>_read.dead_letters_v1. It goes down as they "
+    "are handled, unlike dlq_messages_total",
+    ["service"],
+)
 OUTBOX_OLDEST_AGE = Gauge(
     "outbox_oldest_pending_age_seconds", "Age of the oldest unpublished outbox row", ["service"],
 )
@@ -177,6 +184,7 @@ def initialise(service: str, handled_event_types: list[str],
     # sagakit.operations.dead_letter_actions.FORGED_REASON (it imports this module).
     FORGED_REPLAYS.labels(service, "dead_letter_mismatch")
     OUTBOX_PENDING.labels(service)
+    DEAD_LETTERS_OPEN.labels(service)
     for reason in RELAY_LEAD_LOST_REASONS:
         RELAY_LEAD_LOST.labels(service, reason)
     for outcome in ("committed", "rolled_back"):
