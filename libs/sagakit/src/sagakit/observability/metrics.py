@@ -142,6 +142,18 @@ SAGA_DEADLINE_USED = Gauge(
 )
 SAGAS_ACTIVE = Gauge("sagas_active", "Sagas not yet in a terminal state", ["saga_type"])
 
+HTTP_REQUESTS = Counter(
+    "http_requests_total",
+    "HTTP requests a service's app answered, by the route's template (never the raw path) and "
+    "status; /health, /ready and /metrics aside",
+    ["service", "method", "route", "status"],
+)
+HTTP_REQUEST_DURATION = Histogram(
+    "http_request_duration_seconds", "Time to answer an HTTP request, by the route's template",
+    ["service", "method", "route"],
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+)
+
 SAGA_TYPES = ("OrderCheckThenPay",)
 OTHER_EVENT_TYPE = "other"
 """The ``event_type`` label of every event type the contracts do not define."""

@@ -28,6 +28,7 @@ from sagakit.runtime.http_errors import (
     install_database_error_handlers,
     install_request_validation_handler,
 )
+from sagakit.runtime.http_metrics import HttpMetricsMiddleware
 from sagakit.runtime.jobs import messaging_jobs, run_periodic
 from sagakit.runtime.operations import operational_router
 from sagakit.runtime.service import Runtime, ServiceDefinition
@@ -118,6 +119,8 @@ def create_app(definition: ServiceDefinition) -> FastAPI:
         from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
 
         FastAPIInstrumentor.instrument_app(app, excluded_urls="health,ready,metrics")
+    # Inside the server-error handler: a request that raises counts as the 500 it gets.
+    app.add_middleware(HttpMetricsMiddleware, service=definition.name)
     install_database_error_handlers(app)
     install_request_validation_handler(app)
     app.include_router(operational_router(limits.ready_cache_s))
