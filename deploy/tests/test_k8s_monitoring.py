@@ -116,3 +116,23 @@ def _open_metrics(objects: list[dict[str, Any]]) -> None:
 ])
 def test_each_rule_catches_a_manifest_that_breaks_it(mutate: Any, expected: str) -> None:
     assert any(expected in p for p in _break(mutate)), _break(mutate)
+
+
+@pytest.mark.external
+def test_kafka_and_postgresql_are_scraped_too(default_overlay: list[dict[str, Any]]) -> None:
+    """Strimzi's broker metrics and Kafka Exporter (consumer lag, offsets), and CloudNativePG's
+    exporter, each found by a PodMonitor of the base (validated against the vendored CRDs by
+    test_k8s_schemas)."""
+    (kafka,) = [o for o in _of(default_overlay, "Kafka")]
+    assert kafka["spec"]["kafka"]["metricsConfig"] == {"type": "strimziMetricsReporter"}
+    assert kafka["spec"]["kafkaExporter"]["groupRegex"] == ".*"
+    monitors = {m["metadata"]["name"]: m["spec"] for m in _of(default_overlay, "PodMonitor")}
+    name = kafka["metadata"]["name"]
+    assert monitors[name]["selector"]["matchLabels"] == {"strimzi.io/cluster": name}
+    assert [e["port"] for e in monitors[name]["podMetricsEndpoints"]] == ["tcp-prometheus"]
+    (cluster,) = [o for o in _of(default_overlay, "Cluster")]
+    database = cluster["metadata"]["name"]
+    assert monitors[database]["selector"]["matchLabels"] == {"cnpg.io/cluster": database}
+    assert [e["port"] for e in monitors[database]["podMetricsEndpoints"]] == ["metrics"]
+    # The Cluster's own (deprecated) PodMonitor is not asked for as well.
+    assert not cluster["spec"].get("monitoring", {}).get("enablePodMonitor")
