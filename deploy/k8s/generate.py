@@ -15,7 +15,7 @@ local stack, so that the three deployments cannot drift apart:
 - the Kafka topics (saga_contracts.topics) and users, whose ACLs are the local stack's
   (local_stack.kafka_auth.acls);
 - the PostgreSQL cluster's roles, the local stack's (an owner and an app role per service);
-- the PrometheusRule, whose groups are deploy/prometheus/alerts.yml's.
+- the PrometheusRule, whose groups are deploy/prometheus/alerts.yml's and alerts.cluster.yml's.
 
 What is written once and read by people (the Kafka cluster, kustomizations, overlays, the
 components) is not generated. deploy/tests/test_k8s_generated.py fails when a generated file
@@ -45,6 +45,8 @@ ROOT = Path(__file__).resolve().parents[2]
 BASE = ROOT / "deploy" / "k8s" / "base"
 COMMAND = "python deploy/k8s/generate.py"
 ALERTS = ROOT / "deploy" / "prometheus" / "alerts.yml"
+# Alerts on what only a cluster scrapes (Kafka's and CloudNativePG's exporters).
+CLUSTER_ALERTS = ROOT / "deploy" / "prometheus" / "alerts.cluster.yml"
 
 # The images are named like this; an overlay gives them a registry and a tag (`images:`).
 IMAGE_TAG = "0.1.0"
@@ -588,7 +590,8 @@ def database_cluster() -> dict[str, Any]:
 
 
 def prometheus_rule() -> dict[str, Any]:
-    groups = yaml.safe_load(ALERTS.read_text())["groups"]
+    groups = [group for rules in (ALERTS, CLUSTER_ALERTS)
+              for group in yaml.safe_load(rules.read_text())["groups"]]
     return {"apiVersion": "monitoring.coreos.com/v1", "kind": "PrometheusRule",
             "metadata": {"name": "saga-alerts", "labels": {"app.kubernetes.io/part-of": PART_OF}},
             "spec": {"groups": groups}}
@@ -613,8 +616,8 @@ def files() -> dict[Path, str]:
     out[BASE / "kafka" / "users.yaml"] = dump(kafka_users(), "local_stack.kafka_auth.acls()")
     out[BASE / "postgres" / "cluster.yaml"] = dump([database_cluster()],
                                                    "local_stack (roles), deploy/k8s/generate.py")
-    out[BASE / "monitoring" / "prometheus-rule.yaml"] = dump([prometheus_rule()],
-                                                             "deploy/prometheus/alerts.yml")
+    out[BASE / "monitoring" / "prometheus-rule.yaml"] = dump(
+        [prometheus_rule()], "deploy/prometheus/alerts.yml, deploy/prometheus/alerts.cluster.yml")
     return out
 
 

@@ -17,6 +17,10 @@ from local_stack.prometheus import render_config
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "deploy/prometheus/alerts.yml"
+# Only in the PrometheusRule: alerts on Kafka's and CloudNativePG's exporters.
+CLUSTER_RULES = ROOT / "deploy/prometheus/alerts.cluster.yml"
+CLUSTER = {"KafkaMetricsAbsent": "high", "PostgresMetricsAbsent": "high",
+           "PostgresInstanceDown": "critical"}
 MANDATORY = {"SagaFailureRateHigh": "critical", "SagaDurationAboveBaseline": "medium",
              "DeadLetterQueueGrowing": "high", "OutboxMessagesStuck": "critical",
              "SagaNearTimeout": "high"}
@@ -30,9 +34,21 @@ def _promtool() -> str:
 
 @pytest.mark.external
 def test_rules_are_valid() -> None:
-    res = subprocess.run([_promtool(), "check", "rules", str(RULES)], capture_output=True,
-                         text=True)
+    res = subprocess.run([_promtool(), "check", "rules", str(RULES), str(CLUSTER_RULES)],
+                         capture_output=True, text=True)
     assert res.returncode == 0, res.stdout + res.stderr
+
+
+@pytest.mark.external
+def test_each_cluster_alert_fires_when_it_should_and_only_then() -> None:
+    res = subprocess.run([_promtool(), "test", "rules", "alerts.cluster.test.yml"],
+                         cwd=RULES.parent, capture_output=True, text=True)
+    assert res.returncode == 0, res.stdout + res.stderr
+    tests = _tests("alerts.cluster.test.yml")
+    for alert in CLUSTER:
+        cases = [c for t in tests for c in t["alert_rule_test"] if c["alertname"] == alert]
+        assert any(c["exp_alerts"] for c in cases), f"{alert}: no case where it fires"
+        assert any(not c["exp_alerts"] for c in cases), f"{alert}: no case where it stays quiet"
 
 
 @pytest.mark.external
@@ -64,12 +80,14 @@ OPERATIONS = ROOT / "docs/operations.md"
 RUNBOOKS = "## Alert runbooks"
 
 
-def _rules() -> list[dict[str, Any]]:
-    return [r for g in yaml.safe_load(RULES.read_text())["groups"] for r in g["rules"]]
+def _rules(*files: Path) -> list[dict[str, Any]]:
+    return [r for f in files or (RULES,) for g in yaml.safe_load(f.read_text())["groups"]
+            for r in g["rules"]]
 
 
-def _tests() -> list[dict[str, Any]]:
-    return list(yaml.safe_load((RULES.parent / "alerts.test.yml").read_text())["tests"])
+def _tests(*files: str) -> list[dict[str, Any]]:
+    return [t for f in files or ("alerts.test.yml",)
+            for t in yaml.safe_load((RULES.parent / f).read_text())["tests"]]
 
 
 def _anchor(heading: str) -> str:
@@ -88,7 +106,7 @@ def runbook_anchors() -> set[str]:
 
 def test_every_alert_waits_says_what_it_means_and_links_its_runbook() -> None:
     anchors = runbook_anchors()
-    for rule in _rules():
+    for rule in _rules(RULES, CLUSTER_RULES):
         name = rule["alert"]
         assert re.fullmatch(r"\d+[smh]", str(rule.get("for", ""))), f"{name}: no for:"
         annotations = rule.get("annotations", {})
@@ -111,8 +129,9 @@ def test_every_alert_fires_on_series_labelled_as_the_operator_labels_them() -> N
     aggregation is checked on what a cluster's Prometheus stores."""
     def labels(series: str) -> set[str]:
         return set(re.findall(r'(\w+)="', series))
-    for alert in MANDATORY | OWN:
-        cases = [t for t in _tests() for c in t["alert_rule_test"]
+    tests = _tests("alerts.test.yml", "alerts.cluster.test.yml")
+    for alert in MANDATORY | OWN | CLUSTER:
+        cases = [t for t in tests for c in t["alert_rule_test"]
                  if c["alertname"] == alert and c["exp_alerts"]]
         assert any(all(OPERATOR_LABELS <= labels(s["series"]) for s in t["input_series"])
                    for t in cases), f"{alert}: no firing case with the operator's labels"
@@ -120,6 +139,7 @@ def test_every_alert_fires_on_series_labelled_as_the_operator_labels_them() -> N
 
 def test_severities_are_the_standards() -> None:
     assert {r["alert"]: r["labels"]["severity"] for r in _rules()} == MANDATORY | OWN
+    assert {r["alert"]: r["labels"]["severity"] for r in _rules(CLUSTER_RULES)} == CLUSTER
 
 
 @pytest.mark.external
