@@ -7,6 +7,7 @@ import socket
 import urllib.request
 
 import httpx
+import pytest
 from fastapi import FastAPI
 
 from sagakit.auth import install_authentication
@@ -50,3 +51,24 @@ async def test_the_api_metrics_still_ask_for_an_operator() -> None:
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
                                  base_url="http://t") as client:
         assert (await client.get("/metrics")).status_code == 401
+
+
+def test_a_taken_metrics_port_ends_the_process_with_one_log_line(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """Not a traceback on stderr: the logs stay JSON lines (the process' log is its stderr)."""
+    from sagakit.runtime import app as runtime_app
+    from sagakit.runtime import http_server
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        monkeypatch.setenv("DATABASE_URL", "postgresql+asyncpg://x@h/d")
+        monkeypatch.setenv("METRICS_PORT", str(port))
+        monkeypatch.setattr("sagakit.observability.structured_logging.configure",
+                            lambda *args: None)
+        monkeypatch.setattr(http_server, "run", lambda *a, **k: pytest.fail("served"))
+        with pytest.raises(SystemExit) as ended:
+            runtime_app.serve(FastAPI, "metrics-test")
+    assert ended.value.code == 1
+    assert any("cannot serve the metrics" in r.getMessage() for r in caplog.records)

@@ -152,6 +152,12 @@ def serve(app_factory: Callable[[], FastAPI], service: str) -> None:
     configure(service, svc.log_level)
     started = time.monotonic()
     log.info("starting %s on %s:%s", service, svc.http_host, svc.http_port)
-    metrics_server.start(svc.metrics_host, svc.metrics_port)
+    try:
+        metrics_server.start(svc.metrics_host, svc.metrics_port)
+    except OSError as exc:
+        # As uvicorn does for its own port: one log line, and the process ends.
+        log.critical("cannot serve the metrics on %s:%s: %s", svc.metrics_host,
+                     svc.metrics_port, exc)
+        raise SystemExit(1) from None
     http_server.run(app_factory(), **http_server_options(svc))
     log.info("%s stopped after %.0fs", service, time.monotonic() - started)
