@@ -1,8 +1,8 @@
 """docker-compose.yml carries the local stack's trust boundary: Kafka authenticates every client
 with SASL/SCRAM (a principal per service, the controller on SASL/PLAIN) and authorizes it with
 the local stack's ACLs (local_stack.kafka_auth), the services believe the tokens of the
-identity provider container and no other, and Prometheus scrapes /metrics with an operator
-token. Checked statically: no container engine runs here."""
+identity provider container and no other, and Prometheus scrapes each part's metrics-only
+port, unpublished, with no token. Checked statically: no container engine runs here."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import yaml
 
 from compose_stack import compose_file, dotenv
 from local_stack import kafka_auth
-from local_stack.settings import DEFAULT_SERVICE_PORTS
+from local_stack.settings import DEFAULT_SERVICE_PORTS, METRICS_PORT_OFFSET
 
 ROOT = Path(__file__).resolve().parents[2]
 KAFKA_DIR = ROOT / "deploy/docker/kafka"
@@ -244,30 +244,31 @@ def test_the_signing_key_is_made_in_the_providers_volume_before_it_starts() -> N
     assert "install -d -o 10001 -g 10001" in (ROOT / "deploy/docker/service.Dockerfile").read_text()
 
 
-def test_prometheus_scrapes_every_target_with_the_operator_token_the_one_shot_writes() -> None:
+def test_prometheus_scrapes_every_part_on_its_metrics_port_with_no_token() -> None:
+    """Nothing to expire: no scrape carries a token, every target is a part's metrics-only
+    port (METRICS_PORT on all its interfaces of the project's network), and no host address
+    publishes that port."""
     all_services = services()
     config = yaml.safe_load(PROMETHEUS_CONFIG.read_text())
-    files = {job["job_name"]: (job.get("authorization") or {}) for job in config["scrape_configs"]}
-    assert files and all(a.get("type") == "Bearer" for a in files.values()), files
-    credentials = {a["credentials_file"] for a in files.values()}
-    assert len(credentials) == 1
-    token_file = Path(credentials.pop())
-    # Prometheus mounts the volume the token is in, where the configuration looks for it ...
-    prometheus = all_services["prometheus"]
-    mounts = dict(v.split(":", 1) for v in prometheus["volumes"])
-    assert mounts["prometheustoken"] == f"{token_file.parent}:ro"
-    assert prometheus["depends_on"]["prometheus-token"] == {
-        "condition": "service_completed_successfully"}
-    # ... and the one-shot writes it there: an operator token of the services' issuer.
-    maker = all_services["prometheus-token"]
-    volume, _, inside = maker["volumes"][0].partition(":")
-    assert volume == "prometheustoken"
-    command = maker["command"]
-    assert command[:3] == ["python", "-m", "identity_provider.request_token"]
-    assert command[3] == all_services["identity-provider"]["environment"]["IDENTITY_ISSUER"]
-    assert command[5] == "operator"
-    assert command[command.index("--out") + 1] == f"{inside}/{token_file.name}"
-    assert maker["depends_on"]["identity-provider"] == {"condition": "service_healthy"}
+    jobs = config["scrape_configs"]
+    assert not [job["job_name"] for job in jobs
+                if {"authorization", "bearer_token", "bearer_token_file"} & set(job)]
+    scraped = {target for job in jobs for group in job.get("static_configs", [])
+               for target in group["targets"]}
+    scraped |= {f"{name}:{sd['port']}" for job in jobs for sd in job.get("dns_sd_configs", [])
+                for name in sd["names"]}
+    expected = set()
+    for service in SERVICES:
+        for part in (service, f"{service}-worker"):
+            env = all_services[part]["environment"]
+            assert env["METRICS_HOST"] == "0.0.0.0"
+            port = env["METRICS_PORT"]
+            assert int(port) == DEFAULT_SERVICE_PORTS[service] + METRICS_PORT_OFFSET
+            expected.add(f"{part}:{port}")
+            published = [p.rsplit(":", 1)[-1] for p in all_services[part].get("ports", [])]
+            assert port not in published, f"{part} publishes its metrics port"
+    assert scraped == expected
+    assert "prometheus-token" not in all_services
 
 
 @pytest.mark.external

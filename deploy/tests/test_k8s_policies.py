@@ -197,7 +197,7 @@ def _worker_ingress_problems(obj: dict[str, Any]) -> Iterator[str]:
     for rule in obj["spec"].get("ingress", []):
         peers = rule.get("from", [])
         if not peers or any(p.get("podSelector", {}).get("matchLabels")
-                            != generate.PROMETHEUS_POD for p in peers):
+                            != generate.PROMETHEUS_POD_LABELS for p in peers):
             yield f"{_name(obj)}: a worker accepts connections from others than Prometheus"
 
 

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from local_stack import kafka_auth
-from local_stack.settings import DEFAULT_CONSOLA_PORT, DEFAULT_SERVICE_PORTS
+from local_stack.settings import DEFAULT_CONSOLA_PORT, DEFAULT_SERVICE_PORTS, metrics_port
 from saga_contracts.topics import ALL_TOPICS
 from saga_harness import scripts
 from sagakit.kafka_topics import DEFAULT_TOPIC_PARTITIONS
@@ -52,10 +52,15 @@ def test_services_listen_on_the_local_stacks_ports(default_overlay: list[dict[st
         config = next(o for o in _of(default_overlay, "ConfigMap")
                       if o["metadata"]["name"] == f"{service}-settings")
         setting = "CONSOLA_PORT" if service == "consola" else "HTTP_PORT"
-        assert ports == [ports_of[service]] == [int(config["data"][setting])]
+        assert ports[0] == ports_of[service] == int(config["data"][setting])
+        # A service's metrics-only port, the local stack's too (local_stack.settings).
+        if service != "consola":
+            assert ports[1:] == [metrics_port(service, ports=ports_of)] == [
+                int(config["data"]["METRICS_PORT"])]
     for svc in _of(default_overlay, "Service"):
         service = svc["metadata"]["labels"]["app.kubernetes.io/name"]
-        assert [p["port"] for p in svc["spec"]["ports"]] == [ports_of[service]]
+        assert [p["port"] for p in svc["spec"]["ports"]] == [ports_of[service]] + (
+            [] if service == "consola" else [metrics_port(service, ports=ports_of)])
 
 
 @pytest.mark.external
@@ -155,11 +160,15 @@ def promtool_problems(rule_spec: dict[str, Any], tmp: Path) -> str:
 
 
 @pytest.mark.external
-def test_the_prometheus_rule_is_the_alerts_file_and_promtool_takes_it(
+def test_the_prometheus_rule_is_the_alerts_files_and_promtool_takes_it(
         default_overlay: list[dict[str, Any]], tmp_path: Path) -> None:
+    """The services' alerts (alerts.yml) and those on what only a cluster scrapes
+    (alerts.cluster.yml), in that order."""
     rules = _of(default_overlay, "PrometheusRule")
     assert len(rules) == 1
-    assert rules[0]["spec"] == yaml.safe_load((ROOT / "deploy/prometheus/alerts.yml").read_text())
+    assert rules[0]["spec"] == {"groups": [
+        group for name in ("alerts.yml", "alerts.cluster.yml")
+        for group in yaml.safe_load((ROOT / "deploy/prometheus" / name).read_text())["groups"]]}
     assert promtool_problems(rules[0]["spec"], tmp_path) == ""
 
 

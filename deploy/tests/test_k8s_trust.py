@@ -1,8 +1,8 @@
 """The Kubernetes manifests carry the trust boundary: every service believes the tokens of one
 issuer, a setting (saga-auth-settings' AUTH_ISSUER) that every container requires and the base
 does not give (the installer's overlay does; only the kind overlay's is the local identity
-provider); pagos presents the gateway's secret key from a Secret; Prometheus scrapes /metrics with
-a token from a Secret; the smoke Job calls with tokens. Each check is shown to catch a manifest
+provider); pagos presents the gateway's secret key from a Secret; Prometheus scrapes a
+metrics-only port with no token; the smoke Job calls with tokens. Each check is shown to catch a manifest
 that breaks it."""
 
 from __future__ import annotations
@@ -118,7 +118,8 @@ def _secrets_of(workload: dict[str, Any]) -> set[str]:
 
 
 def secret_reference_problems(objects: list[dict[str, Any]]) -> list[str]:
-    """pagos' gateway key and Prometheus' scrape token come from Secrets; only pagos' worker,
+    """pagos' gateway key comes from a Secret, and Prometheus scrapes with no token (the
+    metrics-only port); only pagos' worker,
     which runs the gateway worker, can read the gateway's key and the payment token's opening
     keys: pagos' API, internet-facing, serves GET /payments and needs neither."""
     out: list[str] = []
@@ -143,13 +144,12 @@ def secret_reference_problems(objects: list[dict[str, Any]]) -> list[str]:
             "valueFrom", {}).get("secretKeyRef")
         if given != {"name": name, "key": key}:
             out.append(f"fake-gateway: GATEWAY_SECRET_KEY is {given}, not pagos' Secret")
-    token_name, token_key = generate.METRICS_TOKEN
     for monitor in _of(objects, "ServiceMonitor"):
         for endpoint in monitor["spec"]["endpoints"]:
-            if endpoint.get("authorization") != {"type": "Bearer", "credentials": {
-                    "name": token_name, "key": token_key}}:
-                out.append(f"ServiceMonitor {monitor['metadata']['name']}: scrapes without "
-                           "the metrics token")
+            if {"authorization", "bearerTokenSecret", "bearerTokenFile"} & set(endpoint) \
+                    or endpoint.get("port") != generate.METRICS_PORT_NAME:
+                out.append(f"ServiceMonitor {monitor['metadata']['name']}: does not scrape "
+                           "the metrics port without a token")
     return out
 
 
@@ -309,8 +309,8 @@ def test_each_auth_rule_catches_a_manifest_that_breaks_it(mutate: Any, expected:
     (lambda o: _containers(_deployment(o, "pagos-api"))[0]["env"].append(
         {"name": "PAGOS_PAYMENT_TOKEN_OPEN_KEYS_FILE", "value": "/x"}),
      "pagos-api: has the gateway's key or the opening keys"),
-    (lambda o: _one(o, "ServiceMonitor", "inventario")["spec"]["endpoints"][0].pop(
-        "authorization"), "ServiceMonitor inventario"),
+    (lambda o: _one(o, "ServiceMonitor", "inventario")["spec"]["endpoints"][0].update(
+        authorization={"type": "Bearer"}), "ServiceMonitor inventario"),
 ])
 def test_each_secret_rule_catches_a_manifest_that_breaks_it(mutate: Any, expected: str) -> None:
     objects = _generated()

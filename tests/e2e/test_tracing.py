@@ -37,12 +37,21 @@ async def test_one_trace_follows_the_saga_through_every_service(saga: Saga,
     async def collected() -> list[dict]:
         return _spans(traced)
 
-    expected = {("inventario", "OrdenSolicitada process"), ("pagos", "StockVerificado process"),
-                ("pagos", "gateway charge"), ("inventario", "PagoExitoso process"),
-                ("pedidos", "StockAsignado process"), ("pedidos", "order-events publish"),
-                ("inventario", "inventory-events publish"), ("pagos", "payment-events publish")}
-    spans = await wait_for(collected, lambda ss: expected <= {(s["service"], s["name"])
-                                                             for s in saga_spans(ss)},
+    # Kafka spans as OpenTelemetry's messaging conventions name them: "send {topic}",
+    # "process {topic}"; which event a CONSUMER span handled is its saga.event_type.
+    def named(s: dict) -> tuple[str, str]:
+        if s["kind"] == "CONSUMER":
+            return s["service"], f'{s["attributes"]["saga.event_type"]} {s["name"]}'
+        return s["service"], s["name"]
+
+    expected = {("inventario", "OrdenSolicitada process order-events"),
+                ("pagos", "StockVerificado process inventory-events"),
+                ("pagos", "gateway charge"),
+                ("inventario", "PagoExitoso process payment-events"),
+                ("pedidos", "StockAsignado process inventory-events"),
+                ("pedidos", "send order-events"), ("inventario", "send inventory-events"),
+                ("pagos", "send payment-events")}
+    spans = await wait_for(collected, lambda ss: expected <= {named(s) for s in saga_spans(ss)},
                            timeout=15, what="every step's span exported")
     request = next(s for s in spans if s["service"] == "pedidos" and s["kind"] == "SERVER"
                    and "POST /orders" in s["name"] and s["parent_span_id"] is None
@@ -56,8 +65,12 @@ async def test_one_trace_follows_the_saga_through_every_service(saga: Saga,
         while node["parent_span_id"] is not None:
             node = by_id[node["parent_span_id"]]
         assert node is request, s["name"]
-    consumer = next(s for s in ours if s["name"] == "PagoExitoso process")
-    assert by_id[consumer["parent_span_id"]]["name"] == "payment-events publish"
+    consumer = next(s for s in ours
+                    if named(s) == ("inventario", "PagoExitoso process payment-events"))
+    assert by_id[consumer["parent_span_id"]]["name"] == "send payment-events"
+    assert consumer["attributes"]["messaging.system"] == "kafka"
+    assert consumer["attributes"]["messaging.consumer.group.name"] == "inventario"
+    assert consumer["attributes"]["messaging.kafka.message.key"] == placed["saga_id"]
     # pedidos names the trace with the saga (the operator console shows it on the timeline).
     status = await saga.http.get(f"{saga.at.pedidos}/sagas/{placed['saga_id']}/status")
     assert status.json()["trace_id"] == request["trace_id"]

@@ -72,6 +72,8 @@ CRDS = [
      "example/prometheus-operator-crd/monitoring.coreos.com_prometheusrules.yaml"),
     ("prometheus_operator", PROMETHEUS_OPERATOR,
      "example/prometheus-operator-crd/monitoring.coreos.com_servicemonitors.yaml"),
+    ("prometheus_operator", PROMETHEUS_OPERATOR,
+     "example/prometheus-operator-crd/monitoring.coreos.com_podmonitors.yaml"),
 ]
 COMPOSE_SPEC = "schema/compose-spec.json"
 KEDA_CRDS = ["config/crd/bases/keda.sh_scaledobjects.yaml",

@@ -8,6 +8,8 @@ EVENT_TYPE = "X-Event-Type"
 SCHEMA_VERSION = "X-Schema-Version"
 SOURCE_SERVICE = "X-Source-Service"
 TRACEPARENT = "traceparent"
+# W3C Trace Context's vendor state, carried with traceparent when the trace has one.
+TRACESTATE = "tracestate"
 
 # Dead-letter messages carry these on top of the original headers.
 DLQ_ORIGINAL_TOPIC = "X-DLQ-Original-Topic"

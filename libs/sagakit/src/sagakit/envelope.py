@@ -80,7 +80,8 @@ class Envelope:
             "metadata": self.metadata,
         }
 
-    def kafka_headers(self, traceparent: str | None = None) -> dict[str, str]:
+    def kafka_headers(self, traceparent: str | None = None,
+                      tracestate: str | None = None) -> dict[str, str]:
         out = {
             h.SAGA_ID: self.saga_id,
             h.SPAN_ID: self.span_id,
@@ -92,6 +93,8 @@ class Envelope:
         }
         if traceparent:
             out[h.TRACEPARENT] = traceparent
+            if tracestate:
+                out[h.TRACESTATE] = tracestate
         return out
 
     @classmethod

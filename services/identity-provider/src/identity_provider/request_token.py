@@ -1,6 +1,6 @@
 """Asks a running identity provider for a token, with the standard library only, for a
-container or a shell that needs one (docker-compose.yml's ``prometheus-token``, which writes
-Prometheus' scrape token into a volume; an operator making a Kubernetes Secret):
+container or a shell that needs one (an operator making a Kubernetes Secret, such as the smoke
+Job's tokens):
 
     python -m identity_provider.request_token URL SUB ROLE[,ROLE] [--expires-in S] [--out FILE]
 

@@ -44,8 +44,7 @@ class IdentityProviderSettings(BaseSettings):
     token_lifetime_s: int = Field(900, ge=1, le=86_400, description=(
         "Lifetime of a token when the request does not ask for another."))
     max_token_lifetime_s: int = Field(7 * 86_400, ge=1, description=(
-        "Longest lifetime a request may ask for (`expires_in`); the local stack asks Prometheus' "
-        "scrape token for this long."))
+        "Longest lifetime a request may ask for (`expires_in`)."))
 
     @field_validator("published_key_files", mode="before")
     @classmethod

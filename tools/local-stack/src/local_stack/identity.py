@@ -5,17 +5,12 @@ The key stays in ``.local/secrets/identity-signing.key`` across restarts, so tok
 before a restart still verify. To rotate it: rename it to ``identity-signing.previous.key`` and
 ``python deploy/local/stack.py restart identity``; a new key is made and signs, the previous one
 stays published until it is deleted (and the identity provider restarted once more).
-
-The scrape token Prometheus authenticates with is an operator token, asked of the running
-identity provider whenever Prometheus starts (it expires; a new start gets a new one).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import urllib.request
-from pathlib import Path
 
 from identity_provider.keys import new_private_key_pem
 from local_stack import secrets
@@ -25,9 +20,7 @@ SIGNING = "identity-signing.key"
 PREVIOUS = "identity-signing.previous.key"
 ISSUER = f"http://127.0.0.1:{IDENTITY_PORT}"
 AUDIENCE = "saga"
-# Prometheus' scrape token lives this long (the identity provider's longest): a stack up for
-# longer needs Prometheus restarted.
-SCRAPE_TOKEN_LIFETIME_S = 7 * 86_400
+
 
 
 def provider_env() -> dict[str, str]:
@@ -59,16 +52,3 @@ def new_token(sub: str, roles: list[str], expires_in: int | None = None) -> str:
     with urllib.request.urlopen(request, timeout=5) as response:
         return str(json.loads(response.read())["access_token"])
 
-
-def write_scrape_token(path: Path) -> Path:
-    """An operator token for Prometheus, written to ``path`` (0600), replacing the last one."""
-    token = new_token("prometheus", ["operator"], SCRAPE_TOKEN_LIFETIME_S)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_suffix(".partial")
-    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        os.write(fd, token.encode())
-    finally:
-        os.close(fd)
-    os.replace(partial, path)
-    return path

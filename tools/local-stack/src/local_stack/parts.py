@@ -41,6 +41,7 @@ from local_stack.settings import (
     STATE,
     dsn,
     instance_port,
+    metrics_port,
 )
 from netproxy import layout as proxy_ports  # the TCP proxy's ports, shared with the chaos suite
 
@@ -69,6 +70,9 @@ def service_env(service: str, k: int = 1) -> dict[str, str]:
         "SERVICE_NAME": service,
         "HTTP_HOST": "127.0.0.1",
         "HTTP_PORT": str(instance_port(SERVICE_PORTS[service], k)),
+        # Prometheus scrapes this one, with no token (local_stack.prometheus).
+        "METRICS_HOST": "127.0.0.1",
+        "METRICS_PORT": str(metrics_port(service, k)),
         # Names its relay's connection (<service>-relay@<k>): who leads shows in pg_stat_activity.
         "SAGA_INSTANCE": str(k),
         "DATABASE_URL": with_stack_tls(dsn(f"{service}_app", role_password(service, "app"))),
@@ -140,6 +144,8 @@ def start_py(part: PyPart, wait: bool = True) -> None:
         return
     stop_group(part.name)
     refuse_taken_port(part.port, part.name)
+    if part.service:
+        refuse_taken_port(metrics_port(part.service, part.instance), f"{part.name} (metrics)")
     if wait and part.service:
         # Serialised with any instance migrating at the same moment (sagakit.store.alembic_env).
         migrate(part.service)

@@ -40,6 +40,11 @@ SERVICE_PORTS = {
     "pagos": int(os.environ.get("PAGOS_PORT", str(DEFAULT_SERVICE_PORTS["pagos"]))),
 }
 PROMETHEUS_PORT = int(os.environ.get("PROMETHEUS_PORT", "9090"))
+# Each instance also serves its metrics, with no token, on a port of their own (loopback only:
+# Prometheus scrapes them), its HTTP port + METRICS_PORT_OFFSET: pedidos 9001, inventario 9002,
+# pagos 9003, then + 100 per instance like the HTTP ports. docker-compose.yml and the
+# Kubernetes manifests use the same ports.
+METRICS_PORT_OFFSET = 1000
 # SAGA_REPLICAS=N: N instances of each service; instance k (1-based) listens on its base port
 # + 100·(k−1) (shared/CONTRACT.md). SAGA_KAFKA_BROKERS=N: N KRaft brokers, each also a voter
 # of the controller quorum; broker k on KAFKA_PORT + 100·(k−1), its controller listener on
@@ -56,6 +61,11 @@ def instance_port(base: int, k: int) -> int:
     """The port of instance (or broker) ``k``, 1-based, of a part whose first listens on
     ``base``."""
     return base + INSTANCE_PORT_STEP * (k - 1)
+
+
+def metrics_port(service: str, k: int = 1, ports: dict[str, int] = SERVICE_PORTS) -> int:
+    """The metrics-only port of instance ``k`` of ``service``."""
+    return instance_port(ports[service] + METRICS_PORT_OFFSET, k)
 
 
 # Every broker: a client that bootstraps from them all still finds the cluster with one down.

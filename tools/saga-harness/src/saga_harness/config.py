@@ -15,6 +15,7 @@ from local_stack.passwords import (
     known_role_password,
     reader_role,
 )
+from local_stack.settings import SERVICE_PORTS, metrics_port
 from sagakit.kafka import client_security
 from sagakit.settings import KafkaClientSettings
 
@@ -23,6 +24,8 @@ ROOT = Path(__file__).resolve().parents[4]
 PEDIDOS = f"http://127.0.0.1:{os.environ.get('PEDIDOS_PORT', '8001')}"
 INVENTARIO = f"http://127.0.0.1:{os.environ.get('INVENTARIO_PORT', '8002')}"
 PAGOS = f"http://127.0.0.1:{os.environ.get('PAGOS_PORT', '8003')}"
+# Each service's metrics-only port (its first instance's), which answers with no token.
+METRICS = {service: f"http://127.0.0.1:{metrics_port(service)}" for service in SERVICE_PORTS}
 GATEWAY = f"http://127.0.0.1:{os.environ.get('GATEWAY_PORT', '8010')}"
 IDENTITY = f"http://127.0.0.1:{os.environ.get('IDENTITY_PORT', '8020')}"
 CONSOLA = f"http://127.0.0.1:{os.environ.get('CONSOLA_PORT', '8030')}"

@@ -1,10 +1,12 @@
-"""A Prometheus of the test's own: fresh storage, the project's alert rules, scraping and
-evaluating every second, so an alert reflects only what the test did."""
+"""A Prometheus of the test's own: fresh storage, the project's alert rules (their `for:` in
+seconds instead of minutes), scraping and evaluating every second, so an alert reflects only
+what the test did."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import shutil
 import tempfile
 from collections.abc import AsyncIterator
@@ -14,7 +16,6 @@ from typing import Any
 import httpx
 
 from saga_harness import config
-from saga_harness.identity import operator_token
 from saga_harness.waiting import wait_for
 
 PORT = 9091
@@ -41,18 +42,22 @@ async def running() -> AsyncIterator[Prometheus]:
     binary = shutil.which("prometheus")
     if binary is None:  # fail, never skip: make bootstrap installs Debian's prometheus
         raise RuntimeError("prometheus is not installed (make bootstrap installs it)")
-    ports = [config.PEDIDOS, config.INVENTARIO, config.PAGOS]
+    ports = list(config.METRICS.values())
     with tempfile.TemporaryDirectory(prefix="saga-prom-") as tmp:
-        shutil.copy(config.ROOT / "deploy/prometheus/alerts.yml", Path(tmp) / "alerts.yml")
-        targets = ", ".join(f'"{p.removeprefix("http://")}"' for p in ports)
-        # /metrics is for operators: Prometheus scrapes with an operator's token.
-        (Path(tmp) / "scrape-token").write_text(operator_token())
+        # The project's rules, each `for:` of N minutes made N seconds: a test sees an alert
+        # fire within its deadlines (promtool's cases check the real durations).
+        rules = (config.ROOT / "deploy/prometheus/alerts.yml").read_text()
+        (Path(tmp) / "alerts.yml").write_text(
+            re.sub(r"^(\s+for: \d+)m$", r"\1s", rules, flags=re.M))
+        # The services' metrics-only ports, as every deployment scrapes them: no token, and
+        # each target labelled with its service (the rules' `up{service=...}` need it).
+        groups = ", ".join(f'{{targets: ["{url.removeprefix("http://")}"], '
+                           f"labels: {{service: {service}}}}}"
+                           for service, url in config.METRICS.items())
         (Path(tmp) / "prometheus.yml").write_text(
             "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
             "rule_files: [alerts.yml]\n"
-            "scrape_configs: [{job_name: saga, "
-            f"authorization: {{type: Bearer, credentials_file: {tmp}/scrape-token}}, "
-            f"static_configs: [{{targets: [{targets}]}}]}}]\n")
+            f"scrape_configs: [{{job_name: saga, static_configs: [{groups}]}}]\n")
         proc = await asyncio.create_subprocess_exec(
             binary, f"--config.file={tmp}/prometheus.yml", f"--storage.tsdb.path={tmp}/data",
             f"--web.listen-address=127.0.0.1:{PORT}",

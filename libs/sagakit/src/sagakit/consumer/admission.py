@@ -80,4 +80,5 @@ class Admission:
             return Rejected(envelope, "schema_invalid", exc, str(exc))
         if subscription is None:
             return Outcome("skipped", event_type=event_type)
-        return Admitted(message, subscription, headers.get(h.TRACEPARENT))
+        return Admitted(message, subscription, headers.get(h.TRACEPARENT),
+                        headers.get(h.TRACESTATE))

@@ -16,7 +16,6 @@ from opentelemetry.trace import SpanKind
 
 from sagakit.consumer.records import Admitted
 from sagakit.context import current_message
-from sagakit.envelope import Envelope
 from sagakit.errors import HandlerTimedOut, StaleRead, is_connection_failure, sqlstate
 from sagakit.observability import tracing
 from sagakit.settings import MessagingSettings
@@ -46,19 +45,27 @@ class Handling:
                 raise HandlerTimedOut(f"{envelope.event_type} handler ran past {limit}s") from exc
             raise
 
-    def span(self, envelope: Envelope, traceparent: str | None) -> Any:
+    def span(self, admitted: Admitted) -> Any:
+        """The CONSUMER span ``process {topic}`` (OpenTelemetry's messaging conventions; the
+        consumer group is the service's name), continuing the trace of the record's headers."""
+        envelope = admitted.envelope
+        topic, partition, offset = admitted.message.address or (None, None, None)
+        messaging = ({} if topic is None else tracing.messaging_attributes(
+            "process", topic, envelope.saga_id, partition=partition, offset=offset,
+            group=self.service))
         return tracing.span(
-            f"{envelope.event_type} process", traceparent=traceparent, kind=SpanKind.CONSUMER,
-            attributes=tracing.attributes(id=envelope.saga_id, event_type=envelope.event_type,
-                                          message_id=envelope.message_id,
-                                          service=self.service))
+            f"process {topic or envelope.event_type}", traceparent=admitted.traceparent,
+            tracestate=admitted.tracestate, kind=SpanKind.CONSUMER,
+            attributes={**messaging, **tracing.attributes(
+                id=envelope.saga_id, event_type=envelope.event_type,
+                message_id=envelope.message_id, service=self.service)})
 
     async def _once(self, admitted: Admitted) -> str:
         envelope, subscription = admitted.envelope, admitted.subscription
         # A handler may ask for a stronger isolation level, or to read outside a transaction
         # and write with its commit statement alone (its Subscription says which).
         uow = self.uow_factory(**subscription.unit_of_work_options)
-        with self.span(envelope, admitted.traceparent) as span:
+        with self.span(admitted) as span:
             try:
                 async with uow:
                     uow.claim(envelope.message_id, envelope.event_type, envelope.saga_id)
@@ -97,7 +104,7 @@ class Handling:
         envelope = admitted.envelope
         token = current_message.set(envelope)
         try:
-            with self.span(envelope, admitted.traceparent):
+            with self.span(admitted):
                 async with shared.unit() as uow:
                     uow.claim(envelope.message_id, envelope.event_type, envelope.saga_id)
                     await admitted.subscription.handler(uow, admitted.message)

@@ -41,6 +41,7 @@ class Admitted:
     message: Message[Any]
     subscription: Subscription[Any]
     traceparent: str | None
+    tracestate: str | None = None
 
     @property
     def envelope(self) -> Envelope:

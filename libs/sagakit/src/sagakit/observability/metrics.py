@@ -35,6 +35,13 @@ DLQ_MESSAGES = Gauge(
 )
 
 # ---- operations
+DEAD_LETTERS_OPEN = Gauge(
+    "saga_dead_letters_open",
+    "Dead letters of this service no operator has acted on yet (neither replayed, archived nor "
+    "found forged): the state 'open' of <service>_read.dead_letters_v1. It goes down as they "
+    "are handled, unlike dlq_messages_total",
+    ["service"],
+)
 OUTBOX_OLDEST_AGE = Gauge(
     "outbox_oldest_pending_age_seconds", "Age of the oldest unpublished outbox row", ["service"],
 )
@@ -135,6 +142,18 @@ SAGA_DEADLINE_USED = Gauge(
 )
 SAGAS_ACTIVE = Gauge("sagas_active", "Sagas not yet in a terminal state", ["saga_type"])
 
+HTTP_REQUESTS = Counter(
+    "http_requests_total",
+    "HTTP requests a service's app answered, by the route's template (never the raw path) and "
+    "status; /health, /ready and /metrics aside",
+    ["service", "method", "route", "status"],
+)
+HTTP_REQUEST_DURATION = Histogram(
+    "http_request_duration_seconds", "Time to answer an HTTP request, by the route's template",
+    ["service", "method", "route"],
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+)
+
 SAGA_TYPES = ("OrderCheckThenPay",)
 OTHER_EVENT_TYPE = "other"
 """The ``event_type`` label of every event type the contracts do not define."""
@@ -177,6 +196,7 @@ def initialise(service: str, handled_event_types: list[str],
     # sagakit.operations.dead_letter_actions.FORGED_REASON (it imports this module).
     FORGED_REPLAYS.labels(service, "dead_letter_mismatch")
     OUTBOX_PENDING.labels(service)
+    DEAD_LETTERS_OPEN.labels(service)
     for reason in RELAY_LEAD_LOST_REASONS:
         RELAY_LEAD_LOST.labels(service, reason)
     for outcome in ("committed", "rolled_back"):

@@ -1,9 +1,11 @@
 """OpenTelemetry: one trace per saga, carried across the broker.
 
 The trace context travels like the saga's own ids: the unit of work stores the current
-``traceparent`` with each outbox row, the relay publishes under a PRODUCER span that continues
-it and puts its own context in the Kafka headers, and the consumer opens a CONSUMER span from
-those headers, inside which the handler runs and emits. Work that starts later from stored
+``traceparent`` with each outbox row (and its ``tracestate``, when the trace has one, in the
+row's headers), the relay publishes under a PRODUCER span (``send {topic}``) that continues it
+and puts its own context in the Kafka headers, and the consumer opens a CONSUMER span
+(``process {topic}``) from those headers, inside which the handler runs and emits. Both follow
+OpenTelemetry's messaging semantic conventions (``messaging_attributes``). Work that starts later from stored
 state (a payment retry, a deadline) continues from the traceparent stored with that state.
 
 Nothing is exported unless ``OTEL_EXPORTER_OTLP_ENDPOINT`` (OTLP over HTTP) or
@@ -107,27 +109,63 @@ def _carrying_a_trace() -> bool:
     return trace.get_current_span().get_span_context().is_valid
 
 
-def span(name: str, *, traceparent: str | None = None, kind: SpanKind = SpanKind.INTERNAL,
+def span(name: str, *, traceparent: str | None = None, tracestate: str | None = None,
+         kind: SpanKind = SpanKind.INTERNAL,
          attributes: dict[str, Any] | None = None) -> contextlib.AbstractContextManager[Any]:
-    """A span named ``name``, continuing ``traceparent`` if given, else the current trace;
-    nothing at all when no exporter is configured and there is no trace to pass on."""
+    """A span named ``name``, continuing ``traceparent`` (with its ``tracestate``) if given,
+    else the current trace; nothing at all when no exporter is configured and there is no trace
+    to pass on."""
     if not _enabled and traceparent is None and not _carrying_a_trace():
         return _NO_SPAN
-    return tracer().start_as_current_span(name, context=context_from(traceparent), kind=kind,
-                                          attributes=attributes)
+    return tracer().start_as_current_span(name, context=context_from(traceparent, tracestate),
+                                          kind=kind, attributes=attributes)
+
+
+TRACE_HEADERS = ("traceparent", "tracestate")
+
+
+def current_trace_headers() -> dict[str, str]:
+    """The current context as W3C Trace Context headers: ``traceparent`` and, when the trace
+    carries vendor state, ``tracestate``; nothing when there is no trace."""
+    if not _enabled and not _carrying_a_trace():
+        return {}
+    carrier: dict[str, str] = {}
+    inject(carrier)
+    return {k: v for k, v in carrier.items() if k in TRACE_HEADERS and v}
 
 
 def current_traceparent() -> str | None:
-    if not _enabled and not _carrying_a_trace():
+    return current_trace_headers().get("traceparent")
+
+
+def current_tracestate() -> str | None:
+    return current_trace_headers().get("tracestate")
+
+
+def context_from(traceparent: str | None,
+                 tracestate: str | None = None) -> otel_context.Context | None:
+    """The context a stored or received ``traceparent`` (and ``tracestate``) names (None:
+    start a new trace)."""
+    if not traceparent:
         return None
-    carrier: dict[str, str] = {}
-    inject(carrier)
-    return carrier.get("traceparent")
+    return extract({"traceparent": traceparent, **({"tracestate": tracestate}
+                                                   if tracestate else {})})
 
 
-def context_from(traceparent: str | None) -> otel_context.Context | None:
-    """The context a stored or received ``traceparent`` names (None: start a new trace)."""
-    return extract({"traceparent": traceparent}) if traceparent else None
+def messaging_attributes(operation: str, topic: str, key: str | None, *,
+                         partition: int | None = None, offset: int | None = None,
+                         group: str | None = None) -> dict[str, Any]:
+    """OpenTelemetry's messaging semantic conventions for a Kafka ``send`` or ``process``
+    span (its name is ``f"{operation} {topic}"``)."""
+    out: dict[str, Any] = {"messaging.system": "kafka", "messaging.operation.type": operation,
+                           "messaging.operation.name": operation,
+                           "messaging.destination.name": topic}
+    optional = {"messaging.kafka.message.key": key,
+                "messaging.destination.partition.id": None if partition is None
+                else str(partition),
+                "messaging.kafka.offset": offset, "messaging.consumer.group.name": group}
+    out.update({k: v for k, v in optional.items() if v is not None})
+    return out
 
 
 def attributes(**values: Any) -> dict[str, Any]:

@@ -175,6 +175,16 @@ async def claim_replay(conn: AsyncConnection, schema: str, dead_letter_id: str, 
     return message_id
 
 
+async def count_open(engine: AsyncEngine, schema: str) -> int:
+    """Letters in the state ``open``: no action recorded on them (any action leaves it)."""
+    async with engine.connect() as conn:
+        return int((await conn.execute(text(
+            f"SELECT count(*) FROM {schema}.outbox o WHERE o.topic = :dlq AND NOT EXISTS ("
+            f"  SELECT FROM {schema}.dead_letter_actions a"
+            f"  WHERE a.dead_letter_id = o.message_id)"),
+            {"dlq": dead_letter_topic(schema)})).scalar_one())
+
+
 async def delete_archived(engine: AsyncEngine, schema: str, retention_days: float,
                           batch_size: int = 1000) -> int:
     """Deletes the letters archived longer ago than ``retention_days`` (their actions stay: the

@@ -34,6 +34,7 @@ from opentelemetry.trace import SpanKind
 from sqlalchemy import exists, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from saga_contracts import headers as h
 from sagakit import jsonio
 from sagakit.kafka import durable_producer
 from sagakit.observability import metrics, tracing
@@ -235,10 +236,12 @@ class Publisher:
         row_headers = dict(row.headers)
         # The trace goes on from the transaction that wrote the row, through this publish.
         with tracing.span(
-                f"{row.topic} publish", traceparent=row.traceparent, kind=SpanKind.PRODUCER,
-                attributes=tracing.attributes(id=row.saga_id, event_type=row.event_type)):
+                f"send {row.topic}", traceparent=row.traceparent,
+                tracestate=row_headers.get(h.TRACESTATE), kind=SpanKind.PRODUCER,
+                attributes={**tracing.messaging_attributes("send", row.topic, row.saga_id),
+                            **tracing.attributes(id=row.saga_id, event_type=row.event_type)}):
             if tracing.enabled():
-                row_headers["traceparent"] = tracing.current_traceparent() or ""
+                row_headers.update(tracing.current_trace_headers())
             headers = [(k, str(v).encode()) for k, v in row_headers.items() if v != ""]
             future: asyncio.Future[Any] = await producer.send(
                 row.topic, value=value, key=row.saga_id.encode(), headers=headers)

@@ -28,6 +28,7 @@ from sagakit.runtime.http_errors import (
     install_database_error_handlers,
     install_request_validation_handler,
 )
+from sagakit.runtime.http_metrics import HttpMetricsMiddleware
 from sagakit.runtime.jobs import messaging_jobs, run_periodic
 from sagakit.runtime.operations import operational_router
 from sagakit.runtime.service import Runtime, ServiceDefinition
@@ -118,6 +119,8 @@ def create_app(definition: ServiceDefinition) -> FastAPI:
         from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
 
         FastAPIInstrumentor.instrument_app(app, excluded_urls="health,ready,metrics")
+    # Inside the server-error handler: a request that raises counts as the 500 it gets.
+    app.add_middleware(HttpMetricsMiddleware, service=definition.name)
     install_database_error_handlers(app)
     install_request_validation_handler(app)
     app.include_router(operational_router(limits.ready_cache_s))
@@ -141,6 +144,7 @@ def http_server_options(svc: ServiceSettings) -> dict[str, Any]:
 
 def serve(app_factory: Callable[[], FastAPI], service: str) -> None:
     """Entry point of ``python -m <service>``."""
+    from sagakit.observability import metrics_server
     from sagakit.observability.structured_logging import configure
     from sagakit.runtime import http_server
 
@@ -148,5 +152,12 @@ def serve(app_factory: Callable[[], FastAPI], service: str) -> None:
     configure(service, svc.log_level)
     started = time.monotonic()
     log.info("starting %s on %s:%s", service, svc.http_host, svc.http_port)
+    try:
+        metrics_server.start(svc.metrics_host, svc.metrics_port)
+    except OSError as exc:
+        # As uvicorn does for its own port: one log line, and the process ends.
+        log.critical("cannot serve the metrics on %s:%s: %s", svc.metrics_host,
+                     svc.metrics_port, exc)
+        raise SystemExit(1) from None
     http_server.run(app_factory(), **http_server_options(svc))
     log.info("%s stopped after %.0fs", service, time.monotonic() - started)

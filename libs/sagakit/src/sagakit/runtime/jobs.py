@@ -10,7 +10,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from sagakit.operations.dead_letter_actions import delete_archived
+from sagakit.observability import metrics
+from sagakit.operations.dead_letter_actions import count_open, delete_archived
 from sagakit.outbox.housekeeping import cleanup_published, refresh_outbox_gauges
 from sagakit.settings import MessagingSettings
 from sagakit.store import inbox
@@ -42,6 +43,8 @@ def messaging_jobs(settings: MessagingSettings) -> list[PeriodicJob]:
     async def gauges(rt: Runtime) -> None:
         await refresh_outbox_gauges(rt.engine, rt.tables, rt.name)
         await inbox.refresh_dead_letter_gauge(rt.engine, rt.tables, rt.name)
+        metrics.DEAD_LETTERS_OPEN.labels(rt.name).set(
+            await count_open(rt.engine, rt.tables.schema))
         if rt.consumer:
             # Asking Kafka can hang while it is down; the other gauges must go on meanwhile.
             with contextlib.suppress(asyncio.TimeoutError):

@@ -20,6 +20,14 @@ class ServiceSettings(BaseSettings):
         "Address the service's HTTP server listens on."))
     http_port: int = Field(8000, validation_alias="HTTP_PORT", description=(
         "Port of the service's HTTP server: its API, /health, /ready and /metrics."))
+    metrics_host: str = Field("127.0.0.1", validation_alias="METRICS_HOST", description=(
+        "Address the metrics-only HTTP server listens on (`METRICS_PORT`): an address only "
+        "Prometheus reaches (loopback, the project's private network, or a pod address "
+        "guarded by a NetworkPolicy)."))
+    metrics_port: int = Field(0, ge=0, le=65535, validation_alias="METRICS_PORT", description=(
+        "Port of a second HTTP server that serves only the Prometheus metrics, with no token, "
+        "for Prometheus to scrape; 0: none (`/metrics` on `HTTP_PORT` answers operators "
+        "either way)."))
     database_url: str = Field(..., validation_alias="DATABASE_URL", description=(
         "SQLAlchemy URL of the service's PostgreSQL database "
         "(postgresql+asyncpg://user:password@host:port/database), as the service's application "

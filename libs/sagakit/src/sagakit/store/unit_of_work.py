@@ -156,10 +156,12 @@ class UnitOfWork:
                                metadata=metadata, parent_span_id=parent_span_id)
         schema_topic = registry.latest(envelope.event_type).topic
         tp = self._traceparent()
+        # The trace's vendor state goes with it, in the row's headers (the relay reads it).
+        ts = tracing.current_tracestate() if tp else None
         self._outgoing.append(OutgoingRow(envelope, schema_topic, envelope.saga_id,
                                            envelope.event_type,
                                            envelope.schema_version, envelope.to_dict(),
-                                           envelope.kafka_headers(tp), tp))
+                                           envelope.kafka_headers(tp, ts), tp))
         return envelope
 
     def emit_raw(self, *, topic: str, key: str, event_type: str, value: dict[str, Any],
