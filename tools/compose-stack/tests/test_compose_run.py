@@ -12,7 +12,6 @@ stack is down, as it takes the machine's two cores for itself.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import re
 import socket
@@ -33,6 +32,7 @@ from compose_stack import dotenv, engine
 from compose_stack.settings import PROJECT, ROOT
 from saga_harness.clients import Endpoints, Saga
 from saga_harness.identity import StackAuth
+from saga_harness.readme import try_it_bodies
 from saga_harness.scenarios import forty_orders_for_ten_units
 from saga_harness.waiting import wait_for
 
@@ -85,19 +85,9 @@ def compose(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Compose]:
         stack.run("down", "-v")
 
 
-def readme_try_it_bodies() -> list[dict[str, Any]]:
-    """The JSON bodies of the README's "Try it", in order: the two token requests, the
-    product's stock and price, the order."""
-    readme = (ROOT / "README.md").read_text()
-    block = readme.split("## Try it", 1)[1].split("```bash", 1)[1].split("```", 1)[0]
-    bodies = [json.loads(text) for text in re.findall(r"-d '(\{.*?\})'", block, re.S)]
-    assert len(bodies) == 4, bodies
-    return bodies
-
-
 async def try_it(http: httpx.AsyncClient, gateway_key: str) -> dict[str, Any]:
     """The README's "Try it", against the compose stack's ports."""
-    ops_request, c42_request, product, order = readme_try_it_bodies()
+    ops_request, c42_request, product, order = try_it_bodies()
     ops = (await http.post(f"{IDENTITY}/token", json=ops_request)).json()["access_token"]
     c42 = (await http.post(f"{IDENTITY}/token", json=c42_request)).json()["access_token"]
     as_ops, as_c42 = {"Authorization": f"Bearer {ops}"}, {"Authorization": f"Bearer {c42}"}
