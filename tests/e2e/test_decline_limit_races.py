@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator
+from typing import IO
 
 import httpx
 import pytest
@@ -29,22 +31,29 @@ TIGHT = {"PEDIDOS_DECLINES_PER_CUSTOMER": str(PER_CUSTOMER),
          "PEDIDOS_DECLINES_PER_CARD": str(PER_CARD), "PEDIDOS_DECLINE_WINDOW_S": str(WINDOW_S)}
 
 
+def _tail(log: IO[bytes]) -> str:
+    """The end of a process' output, for the message of a test that saw it stop."""
+    log.seek(0)
+    return log.read().decode(errors="replace")[-2000:]
+
+
 @pytest.fixture(scope="module")
 def tight_instance() -> Iterator[str]:
     """A pedidos instance with tight decline limits, API only: the limits are counted in the
     database the stack's pedidos writes its orders to."""
     port = free_port()
     env = {**parts.inherited_env(), **parts.service_env("pedidos"), **TIGHT,
-           "HTTP_PORT": str(port), "SAGA_INSTANCE": f"decline-races-{port}",
+           "HTTP_PORT": str(port), "METRICS_PORT": "0", "SAGA_INSTANCE": f"decline-races-{port}",
            "RUN_CONSUMER": "false", "RUN_RELAY": "false", "RUN_JOBS": "false",
            "PYTHONUNBUFFERED": "1"}
+    log = tempfile.TemporaryFile()
     process = subprocess.Popen([sys.executable, "-m", "pedidos"], env=env,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                               stdout=log, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 60
         while True:
-            assert process.poll() is None, "the tight pedidos instance stopped"
+            assert process.poll() is None, f"the tight pedidos instance stopped: {_tail(log)}"
             try:
                 if httpx.get(f"{base}/ready", timeout=2).status_code == 200:
                     break
@@ -60,6 +69,7 @@ def tight_instance() -> Iterator[str]:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait(5)
+        log.close()
 
 
 async def test_declines_cancelled_by_the_customer_still_count_against_the_limit(

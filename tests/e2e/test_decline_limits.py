@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from typing import IO
 
 import httpx
 import pytest
@@ -34,6 +36,12 @@ TIGHT = {"PEDIDOS_DECLINES_PER_CUSTOMER": str(PER_CUSTOMER),
          "PEDIDOS_DECLINES_PER_CARD": str(PER_CARD), "PEDIDOS_DECLINE_WINDOW_S": str(WINDOW_S)}
 
 
+def _tail(log: IO[bytes]) -> str:
+    """The end of a process' output, for the message of a test that saw it stop."""
+    log.seek(0)
+    return log.read().decode(errors="replace")[-2000:]
+
+
 @pytest.fixture(scope="module")
 def tight_pedidos() -> Iterator[None]:
     try:
@@ -49,15 +57,17 @@ def other_instance(tight_pedidos: None) -> Iterator[str]:
     from the database."""
     port = free_port()
     env = {**parts.inherited_env(), **parts.service_env("pedidos"), **TIGHT,
-           "HTTP_PORT": str(port), "SAGA_INSTANCE": f"declines-{port}", "RUN_CONSUMER": "false",
-           "RUN_RELAY": "false", "RUN_JOBS": "false", "PYTHONUNBUFFERED": "1"}
+           # No metrics server: the stack's pedidos holds its port.
+           "HTTP_PORT": str(port), "METRICS_PORT": "0", "SAGA_INSTANCE": f"declines-{port}",
+           "RUN_CONSUMER": "false", "RUN_RELAY": "false", "RUN_JOBS": "false", "PYTHONUNBUFFERED": "1"}
+    log = tempfile.TemporaryFile()
     process = subprocess.Popen([sys.executable, "-m", "pedidos"], env=env,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                               stdout=log, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 60
         while True:
-            assert process.poll() is None, "the second pedidos instance stopped"
+            assert process.poll() is None, f"the second pedidos instance stopped: {_tail(log)}"
             try:
                 if httpx.get(f"{base}/ready", timeout=2).status_code == 200:
                     break
@@ -73,6 +83,7 @@ def other_instance(tight_pedidos: None) -> Iterator[str]:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait(5)
+        log.close()
 
 
 @pytest.fixture

@@ -29,7 +29,9 @@ KEY_VARIABLES = ("PAGOS_PAYMENT_TOKEN_OPEN_KEYS", "PAGOS_PAYMENT_TOKEN_OPEN_KEYS
 
 
 def _pagos_env(port: int, *, run_jobs: bool, keys: dict[str, str]) -> dict[str, str]:
+    # No metrics server: the stack's pagos holds its port.
     env = {**parts.inherited_env(), **parts.service_env("pagos"), "HTTP_PORT": str(port),
+           "METRICS_PORT": "0",
            "SAGA_INSTANCE": f"credentials-test-{port}", "RUN_CONSUMER": "false",
            "RUN_RELAY": "false", "RUN_JOBS": "true" if run_jobs else "false",
            "PYTHONUNBUFFERED": "1"}
