@@ -77,7 +77,8 @@ async def test_a_cancelled_charge_is_resolved_when_the_gateway_is_back_within_it
     row = await _step(engine, tables, gateway, saga_id)
     assert row.status == "CANCELLED" and not row.manual_refund_required, row
     assert (row.charge_attempts, row.resolve_attempts) == (3, 2), row
-    assert await pay.emitted(engine, SCHEMA, saga_id) == [], "no FalloReembolso"
+    # No FalloReembolso: nothing to refund; the decline told, for pedidos' decline limits.
+    assert await pay.emitted(engine, SCHEMA, saga_id) == ["PagoRechazado"]
     assert gateway.net_charged(saga_id) == 0
 
 
