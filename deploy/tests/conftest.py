@@ -17,9 +17,13 @@ KUSTOMIZE = ROOT / ".local" / "bin" / "kustomize"
 
 
 def render(overlay: str) -> list[dict[str, Any]]:
+    return render_directory(OVERLAYS / overlay)
+
+
+def render_directory(kustomization: Path) -> list[dict[str, Any]]:
     assert KUSTOMIZE.exists(), ("kustomize is missing: `make bootstrap` builds it into "
                                 ".local/bin (deploy/k8s/kustomize.sh)")
-    done = subprocess.run([str(KUSTOMIZE), "build", str(OVERLAYS / overlay)],
+    done = subprocess.run([str(KUSTOMIZE), "build", str(kustomization)],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     return [doc for doc in yaml.safe_load_all(done.stdout) if doc]
@@ -28,6 +32,17 @@ def render(overlay: str) -> list[dict[str, Any]]:
 @pytest.fixture(scope="session")
 def default_overlay() -> list[dict[str, Any]]:
     return render("default")
+
+
+@pytest.fixture(scope="session")
+def base_alone() -> list[dict[str, Any]]:
+    """The base with no overlay or component: what every installation has."""
+    return render_directory(OVERLAYS.parent / "base")
+
+
+@pytest.fixture(scope="session")
+def managed_overlay() -> list[dict[str, Any]]:
+    return render("managed")
 
 
 @pytest.fixture(scope="session")
