@@ -104,6 +104,11 @@ def test_the_in_cluster_overlays_bring_both_operators(
 def test_the_managed_overlay_runs_no_operator(managed_overlay: Objects) -> None:
     assert _operator_objects(managed_overlay) == []
     assert [n for n in OPERATOR_NAMES if n in json.dumps(managed_overlay)] == []
+    # Nor alerts on the operators' pods, which would fire for ever (absent()).
+    rules = [r for o in _of(managed_overlay, "PrometheusRule") for g in o["spec"]["groups"]
+             for r in g["rules"]]
+    assert rules and not [r["alert"] for r in rules
+                          if 'service="kafka"' in r["expr"] or 'service="postgres"' in r["expr"]]
 
 
 @pytest.mark.external
