@@ -33,6 +33,7 @@ import sys
 from functools import cache
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import yaml
 
@@ -945,6 +946,77 @@ made by whoever installs (docs/deploy.md). The egress to it is the overlay's
 (overlays/managed/egress.yaml)."""
 
 
+# What the internet reaches (components/gateway-api, optional): an HTTPRoute per public API and
+# one for the operator console, each on a host name of its own, attached to a Gateway the
+# installer runs (its name and namespace, and the host names, are placeholders an overlay sets:
+# docs/deploy.md). Only the HTTP port is routed: the metrics port stays Prometheus' alone.
+GATEWAY = {"name": "saga-gateway", "namespace": "gateway", "sectionName": "https"}
+
+
+def public_host(name: str) -> str:
+    return (urlsplit(CONSOLE_PUBLIC_URL).hostname or "") if name == CONSOLE \
+        else f"{name}.example.com"
+
+
+def http_route(name: str, port: int, component: str) -> dict[str, Any]:
+    return {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+            "metadata": {"name": name, "labels": {**labels(name, component), **MANAGED_BY}},
+            "spec": {"parentRefs": [{"group": "gateway.networking.k8s.io", "kind": "Gateway",
+                                     **GATEWAY}],
+                     "hostnames": [public_host(name)],
+                     "rules": [{"matches": [{"path": {"type": "PathPrefix", "value": "/"}}],
+                                "backendRefs": [{"name": name, "port": port}]}]}}
+
+
+def http_routes() -> list[dict[str, Any]]:
+    return [*(http_route(service, port, "api") for service, port in DEFAULT_SERVICE_PORTS.items()),
+            http_route(CONSOLE, DEFAULT_CONSOLA_PORT, "web")]
+
+
+# The Secrets docs/deploy.md has whoever installs make by hand, made instead by the External
+# Secrets Operator from a secret manager (components/external-secrets, optional): one
+# ExternalSecret each, read through a ClusterSecretStore the installer configures, from a remote
+# key of the same name under a prefix (both placeholders an overlay sets: docs/deploy.md). The
+# roles' Secrets keep their basic-auth type and user name; only the password is remote.
+SECRET_STORE = "saga-secrets"
+REMOTE_PREFIX = "saga/"
+REFRESH = "1h"
+
+
+def installer_secrets() -> list[tuple[str, str | None, list[str]]]:
+    """(Secret, user name of a basic-auth one, the keys of another)."""
+    roles = [(f"{DB_CLUSTER}-admin", "saga_admin"),
+             *((db_secret(service, kind), f"{service}_{kind}")
+               for service in DEFAULT_SERVICE_PORTS for kind in ("owner", "app")),
+             *((reader_secret(consumer), reader_role(consumer)) for consumer in READERS)]
+    keyed = [GATEWAY_SECRET, (TOKEN_KEYS["pagos"][1], TOKEN_KEYS["pagos"][2]),
+             (TOKEN_KEYS["pedidos"][1], TOKEN_KEYS["pedidos"][2]), CONSOLE_SESSION_SECRET,
+             FINGERPRINT_KEY, CONSOLE_SIGNING_KEY]
+    # The backups' object storage credentials (components/backups).
+    backups = ("saga-db-backup-credentials", None, ["ACCESS_KEY_ID", "ACCESS_SECRET_KEY"])
+    return [*((name, user, ["password"]) for name, user in roles),
+            *((name, None, [key]) for name, key in keyed), backups]
+
+
+def external_secret(name: str, user: str | None, keys: list[str]) -> dict[str, Any]:
+    target: dict[str, Any] = {"name": name, "creationPolicy": "Owner"}
+    if user is not None:
+        target["template"] = {"type": "kubernetes.io/basic-auth", "engineVersion": "v2",
+                              "data": {"username": user, "password": "{{ .password }}"}}
+    return {"apiVersion": "external-secrets.io/v1", "kind": "ExternalSecret",
+            "metadata": {"name": name, "labels": {"app.kubernetes.io/part-of": PART_OF,
+                                                  **MANAGED_BY}},
+            "spec": {"refreshInterval": REFRESH,
+                     "secretStoreRef": {"kind": "ClusterSecretStore", "name": SECRET_STORE},
+                     "target": target,
+                     "data": [{"secretKey": key, "remoteRef": {
+                         "key": f"{REMOTE_PREFIX}{name}", "property": key}} for key in keys]}}
+
+
+def external_secrets() -> list[dict[str, Any]]:
+    return [external_secret(*secret) for secret in installer_secrets()]
+
+
 def component_files() -> dict[Path, str]:
     strimzi = COMPONENTS_DIR / "strimzi-kafka"
     cnpg = COMPONENTS_DIR / "cloudnative-pg"
@@ -964,6 +1036,10 @@ def component_files() -> dict[Path, str]:
             MANAGED_KAFKA_HEADER, [], kafka_patches(managed=True)),
         COMPONENTS_DIR / "managed-postgres" / "kustomization.yaml": component(
             MANAGED_DB_HEADER, [], database_patches(managed=True)),
+        COMPONENTS_DIR / "gateway-api" / "routes.yaml": dump(
+            http_routes(), "deploy/k8s/generate.py, local_stack.settings (ports)"),
+        COMPONENTS_DIR / "external-secrets" / "external-secrets.yaml": dump(
+            external_secrets(), "deploy/k8s/generate.py (the Secrets docs/deploy.md lists)"),
     }
 
 

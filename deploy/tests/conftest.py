@@ -4,6 +4,7 @@ tests fail, as every test of a program make bootstrap installs does."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -43,6 +44,33 @@ def base_alone() -> list[dict[str, Any]]:
 @pytest.fixture(scope="session")
 def managed_overlay() -> list[dict[str, Any]]:
     return render("managed")
+
+
+def render_with(overlay: str, components: list[str], workdir: Path) -> list[dict[str, Any]]:
+    """An overlay with optional components added, as a kustomization of the user's would."""
+    root = OVERLAYS.parent
+
+    def relative(path: Path) -> str:
+        # kustomize takes no absolute path.
+        return os.path.relpath(path, workdir)
+    (workdir / "kustomization.yaml").write_text(yaml.safe_dump({
+        "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
+        "resources": [relative(OVERLAYS / overlay)],
+        "components": [relative(root / "components" / c) for c in components]}))
+    return render_directory(workdir)
+
+
+# The optional components no overlay of the repository includes, each rendered on the overlays it
+# is meant for.
+OPTIONAL_COMPONENTS = ["gateway-api", "external-secrets"]
+
+
+@pytest.fixture(scope="session")
+def with_optional_components(tmp_path_factory: pytest.TempPathFactory,
+                             ) -> dict[str, list[dict[str, Any]]]:
+    return {overlay: render_with(overlay, OPTIONAL_COMPONENTS,
+                                 tmp_path_factory.mktemp(f"{overlay}-with-components"))
+            for overlay in ("default", "managed")}
 
 
 @pytest.fixture(scope="session")
