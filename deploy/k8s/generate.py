@@ -1,4 +1,4 @@
-"""Writes the parts of the Kubernetes base (deploy/k8s/base) that follow from the code and the
+"""Writes the parts of the Kubernetes manifests (deploy/k8s) that follow from the code and the
 local stack, so that the three deployments cannot drift apart:
 
     uv run python deploy/k8s/generate.py            # rewrites the generated files
@@ -15,11 +15,16 @@ local stack, so that the three deployments cannot drift apart:
 - the operator console (services/consola.yaml): its settings, Deployment, Service,
   PodDisruptionBudget and NetworkPolicy, on the local stack's port;
 - the Kafka topics (saga_contracts.topics) and users, whose ACLs are the local stack's
-  (local_stack.kafka_auth.acls);
-- the PostgreSQL cluster's roles, the local stack's (an owner and an app role per service);
+  (local_stack.kafka_auth.acls), in components/strimzi-kafka;
+- the PostgreSQL cluster's roles, the local stack's (an owner and an app role per service), in
+  components/cloudnative-pg;
 - the PrometheusRule, whose groups are deploy/prometheus/alerts.yml's and alerts.cluster.yml's;
 - the optional component components/keda-workers' objects (scaled-objects.yaml): a KEDA
-  ScaledObject a worker on its consumer group's lag, and the Kafka user KEDA reads it as.
+  ScaledObject a worker on its consumer group's lag, and the Kafka user KEDA reads it as;
+- what Kafka and PostgreSQL bring, outside the base: components/strimzi-kafka's and
+  components/cloudnative-pg's objects and patches, and components/managed-kafka's and
+  components/managed-postgres' patches (each kustomization.yaml);
+- components/gateway-api's HTTPRoutes and components/external-secrets' ExternalSecrets.
 
 What is written once and read by people (the Kafka cluster, kustomizations, overlays, the
 other components) is not generated. deploy/tests/test_k8s_generated.py fails when a generated file
@@ -1001,8 +1006,9 @@ def installer_secrets() -> list[tuple[str, str | None, list[str]]]:
 def external_secret(name: str, user: str | None, keys: list[str]) -> dict[str, Any]:
     target: dict[str, Any] = {"name": name, "creationPolicy": "Owner"}
     if user is not None:
+        # The user name from the template, the password as it is fetched (Merge).
         target["template"] = {"type": "kubernetes.io/basic-auth", "engineVersion": "v2",
-                              "data": {"username": user, "password": "{{ .password }}"}}
+                              "mergePolicy": "Merge", "data": {"username": user}}
     return {"apiVersion": "external-secrets.io/v1", "kind": "ExternalSecret",
             "metadata": {"name": name, "labels": {"app.kubernetes.io/part-of": PART_OF,
                                                   **MANAGED_BY}},

@@ -83,8 +83,11 @@ def test_every_secret_whoever_installs_makes_has_an_external_secret(
     made: set[tuple[str, str]] = set()
     for external in _of(objects, "ExternalSecret"):
         target = external["spec"]["target"]
-        keys = set(target.get("template", {}).get("data", {})) or \
-            {d["secretKey"] for d in external["spec"]["data"]}
+        keys = {d["secretKey"] for d in external["spec"]["data"]}
+        template = target.get("template", {})
+        if template:
+            assert template["mergePolicy"] == "Merge"  # the fetched keys are kept
+            keys |= set(template["data"])
         made |= {(target["name"], key) for key in keys}
         assert external["spec"]["secretStoreRef"]["kind"] == "ClusterSecretStore"
     assert needed - made == set()
