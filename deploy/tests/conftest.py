@@ -4,6 +4,7 @@ tests fail, as every test of a program make bootstrap installs does."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -17,9 +18,13 @@ KUSTOMIZE = ROOT / ".local" / "bin" / "kustomize"
 
 
 def render(overlay: str) -> list[dict[str, Any]]:
+    return render_directory(OVERLAYS / overlay)
+
+
+def render_directory(kustomization: Path) -> list[dict[str, Any]]:
     assert KUSTOMIZE.exists(), ("kustomize is missing: `make bootstrap` builds it into "
                                 ".local/bin (deploy/k8s/kustomize.sh)")
-    done = subprocess.run([str(KUSTOMIZE), "build", str(OVERLAYS / overlay)],
+    done = subprocess.run([str(KUSTOMIZE), "build", str(kustomization)],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     return [doc for doc in yaml.safe_load_all(done.stdout) if doc]
@@ -28,6 +33,44 @@ def render(overlay: str) -> list[dict[str, Any]]:
 @pytest.fixture(scope="session")
 def default_overlay() -> list[dict[str, Any]]:
     return render("default")
+
+
+@pytest.fixture(scope="session")
+def base_alone() -> list[dict[str, Any]]:
+    """The base with no overlay or component: what every installation has."""
+    return render_directory(OVERLAYS.parent / "base")
+
+
+@pytest.fixture(scope="session")
+def managed_overlay() -> list[dict[str, Any]]:
+    return render("managed")
+
+
+def render_with(overlay: str, components: list[str], workdir: Path) -> list[dict[str, Any]]:
+    """An overlay with optional components added, as a kustomization of the user's would."""
+    root = OVERLAYS.parent
+
+    def relative(path: Path) -> str:
+        # kustomize takes no absolute path.
+        return os.path.relpath(path, workdir)
+    (workdir / "kustomization.yaml").write_text(yaml.safe_dump({
+        "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
+        "resources": [relative(OVERLAYS / overlay)],
+        "components": [relative(root / "components" / c) for c in components]}))
+    return render_directory(workdir)
+
+
+# The optional components no overlay of the repository includes, each rendered on the overlays it
+# is meant for.
+OPTIONAL_COMPONENTS = ["gateway-api", "external-secrets"]
+
+
+@pytest.fixture(scope="session")
+def with_optional_components(tmp_path_factory: pytest.TempPathFactory,
+                             ) -> dict[str, list[dict[str, Any]]]:
+    return {overlay: render_with(overlay, OPTIONAL_COMPONENTS,
+                                 tmp_path_factory.mktemp(f"{overlay}-with-components"))
+            for overlay in ("default", "managed")}
 
 
 @pytest.fixture(scope="session")

@@ -37,6 +37,14 @@ def test_every_overlay_passes_the_policies(every_overlay: dict[str, Objects]) ->
         assert done.returncode == 0, f"overlay {overlay}:\n{done.stdout}{done.stderr}"
 
 
+@pytest.mark.external
+def test_the_optional_components_pass_the_policies(
+        with_optional_components: dict[str, Objects]) -> None:
+    for overlay, objects in with_optional_components.items():
+        done = conftest(objects)
+        assert done.returncode == 0, f"overlay {overlay}:\n{done.stdout}{done.stderr}"
+
+
 def _one(objects: Objects, kind: str, name: str) -> dict[str, Any]:
     return next(o for o in objects if o["kind"] == kind and o["metadata"]["name"] == name)
 

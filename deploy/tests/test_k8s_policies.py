@@ -386,7 +386,7 @@ def test_the_namespace_rule_catches_an_object_left_out() -> None:
 
 
 def test_the_kafka_rules_catch_a_cluster_that_loses_or_opens_data() -> None:
-    kafka = next(o for o in yaml.safe_load_all((ROOT / "deploy/k8s/base/kafka/kafka.yaml")
+    kafka = next(o for o in yaml.safe_load_all((ROOT / "deploy/k8s/components/strimzi-kafka/kafka.yaml")
                                                .read_text()) if o["kind"] == "Kafka")
     assert list(_kafka_problems(kafka)) == []
     kafka["spec"]["kafka"]["config"]["min.insync.replicas"] = 1

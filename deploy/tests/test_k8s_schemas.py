@@ -67,6 +67,31 @@ def test_every_rendered_object_is_valid_against_its_schema(
         assert not errors, f"overlay {overlay}:\n" + "\n".join(errors)
 
 
+@pytest.mark.external
+def test_the_optional_components_are_valid_against_their_schemas(
+        with_optional_components: dict[str, list[dict[str, Any]]]) -> None:
+    """components/gateway-api and components/external-secrets, which no overlay here includes,
+    on the default and the managed overlay (conftest.OPTIONAL_COMPONENTS)."""
+    for overlay, objects in with_optional_components.items():
+        assert {"HTTPRoute", "ExternalSecret"} <= {o["kind"] for o in objects}, overlay
+        errors = [e for obj in objects for e in schema_errors(obj)]
+        assert not errors, f"overlay {overlay} with the optional components:\n" + "\n".join(errors)
+
+
+def test_a_wrong_http_route_is_an_error() -> None:
+    route = copy.deepcopy(generate.http_routes()[0])
+    assert schema_errors(route) == []
+    route["spec"]["rules"][0]["backendRefs"][0]["port"] = "http"
+    assert schema_errors(route)
+
+
+def test_a_wrong_external_secret_is_an_error() -> None:
+    secret = copy.deepcopy(generate.external_secrets()[0])
+    assert schema_errors(secret) == []
+    secret["spec"]["secretStoreRef"]["kind"] = "Vault"
+    assert schema_errors(secret)
+
+
 def _generated(kind: str, name: str | None = None) -> dict[str, Any]:
     objects = [*generate.service_objects("pedidos", 8001), *generate.kafka_topics(),
                *generate.kafka_users(), generate.database_cluster(), generate.prometheus_rule()]

@@ -24,8 +24,9 @@ ROOT = Path(__file__).resolve().parents[2]
 generate = scripts.load("deploy/k8s/generate.py", "k8s_generate")
 SERVICES = tuple(DEFAULT_SERVICE_PORTS)
 # Not settings of the services: the parts of DATABASE_URL and CONSOLA_DATABASE_URL Kubernetes
-# fills in from a Secret.
-K8S_ONLY = {"DATABASE_PASSWORD", "CONSOLA_DATABASE_PASSWORD"}
+# fills in from a Secret (the password) or, for a managed PostgreSQL, a ConfigMap (where it is).
+K8S_ONLY = {f"{prefix}_{part}" for prefix in ("DATABASE", "CONSOLA_DATABASE")
+            for part in ("PASSWORD", "HOST", "PORT")}
 
 
 def _of(objects: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:

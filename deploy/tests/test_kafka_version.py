@@ -26,7 +26,7 @@ def _strimzi_release() -> str:
 
 
 def _kubernetes_version() -> str:
-    docs = yaml.safe_load_all((ROOT / "deploy/k8s/base/kafka/kafka.yaml").read_text())
+    docs = yaml.safe_load_all((ROOT / "deploy/k8s/components/strimzi-kafka/kafka.yaml").read_text())
     kafka = next(d for d in docs if d and d["kind"] == "Kafka")
     return str(kafka["spec"]["kafka"]["version"])
 

@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _postgres_objects() -> list[dict[str, Any]]:
-    return [d for d in yaml.safe_load_all((ROOT / "deploy/k8s/base/postgres/cluster.yaml")
+    return [d for d in yaml.safe_load_all((ROOT / "deploy/k8s/components/cloudnative-pg/cluster.yaml")
                                           .read_text()) if d]
 
 
@@ -77,7 +77,7 @@ def test_no_other_place_pins_a_version_of_its_own() -> None:
     pattern = re.compile(r"postgres(ql)?:1\d|postgresql-1\d(?!-)|/usr/lib/postgresql/\d")
     # The generator names CloudNativePG's image with its build and digest, which cannot be
     # derived from the pin: the catalog test above holds it to the pinned version.
-    allowed = {"deploy/k8s/base/postgres/cluster.yaml", "docker-compose.yml", ".env.example",
+    allowed = {"deploy/k8s/components/cloudnative-pg/cluster.yaml", "docker-compose.yml", ".env.example",
                "deploy/tests/test_postgres_version.py", "deploy/k8s/generate.py"}
     found = []
     for place in ("deploy", "tools", "docs", "README.md", "Makefile", "docker-compose.yml",

@@ -10,11 +10,17 @@ SOURCES.json (deploy/k8s/schemas/README.md says why they are vendored, and how t
         --compose-go <compose-go/v2 module at v2.16.2> \\
         --barman-cloud <plugin-barman-cloud checkout at v0.14.0>
     uv run python deploy/k8s/schemas/vendor.py keda --keda <kedacore/keda checkout at v2.20.2>
+    uv run python deploy/k8s/schemas/vendor.py gateway-api \\
+        --gateway-api <kubernetes-sigs/gateway-api checkout at v1.6.1>
+    uv run python deploy/k8s/schemas/vendor.py external-secrets \\
+        --external-secrets <external-secrets/external-secrets checkout at v2.9.0>
 
 Any of the sources of the first command may be left out: what was vendored from it is then kept
 as it is (to move one version without fetching the others). KEDA's definitions
 (components/keda-workers, an optional component) go to a file of their own, crds-keda.json,
-written by the second command alone.
+written by the second command alone; the Gateway API's HTTPRoute (components/gateway-api) to
+crds-gateway-api.json, written by the third; External Secrets' ExternalSecret
+(components/external-secrets) to crds-external-secrets.json, written by the fourth.
 
 Only what the manifests use is kept (the kinds below and what they reference), without the
 descriptions: the whole of them would weigh some 30 MB.
@@ -40,6 +46,8 @@ CLOUDNATIVE_PG = "v1.30.0"
 PROMETHEUS_OPERATOR = "v0.93.0"
 COMPOSE_GO = "v2.16.2"
 KEDA = "v2.20.2"
+GATEWAY_API = "v1.6.1"
+EXTERNAL_SECRETS = "v2.9.0"
 BARMAN_CLOUD = "v0.14.0"
 
 # apiVersion/kind -> the definition in Kubernetes' OpenAPI document.
@@ -154,25 +162,39 @@ def crd_schemas(path: Path) -> dict[str, dict[str, Any]]:
     return out
 
 
-def keda_main(argv: list[str]) -> None:
-    parser = argparse.ArgumentParser(description="KEDA's ScaledObject and TriggerAuthentication")
-    parser.add_argument("--keda", type=Path, required=True)
+# The standard channel's HTTPRoute (components/gateway-api).
+GATEWAY_API_CRDS = ["config/crd/standard/gateway.networking.k8s.io_httproutes.yaml"]
+# The ExternalSecret (components/external-secrets).
+EXTERNAL_SECRETS_CRDS = ["config/crds/bases/external-secrets.io_externalsecrets.yaml"]
+
+
+def optional_main(name: str, version: str, files: list[str], argv: list[str]) -> None:
+    """The definitions of an optional component's kinds, in crds-<name>.json."""
+    parser = argparse.ArgumentParser(description=f"{name}'s custom resource definitions")
+    parser.add_argument(f"--{name}", type=Path, required=True)
     args = parser.parse_args(argv)
+    checkout: Path = getattr(args, name.replace("-", "_"))
     sources_file = HERE / "SOURCES.json"
     sources: dict[str, dict[str, str]] = json.loads(sources_file.read_text())
     crds: dict[str, Any] = {}
-    for file in KEDA_CRDS:
-        path = args.keda / file
+    for file in files:
+        path = checkout / file
         crds |= crd_schemas(path)
-        sources[f"crds-keda.json: {path.name}"] = {"from": f"keda {KEDA}: {file}",
-                                                   "sha256": sha256(path.read_bytes())}
-    (HERE / "crds-keda.json").write_text(json.dumps(crds, sort_keys=True))
+        sources[f"crds-{name}.json: {path.name}"] = {"from": f"{name} {version}: {file}",
+                                                     "sha256": sha256(path.read_bytes())}
+    (HERE / f"crds-{name}.json").write_text(json.dumps(crds, sort_keys=True))
     sources_file.write_text(json.dumps(sources, indent=2, sort_keys=True) + "\n")
 
 
 def main() -> None:
     if sys.argv[1:2] == ["keda"]:
-        keda_main(sys.argv[2:])
+        optional_main("keda", KEDA, KEDA_CRDS, sys.argv[2:])
+        return
+    if sys.argv[1:2] == ["gateway-api"]:
+        optional_main("gateway-api", GATEWAY_API, GATEWAY_API_CRDS, sys.argv[2:])
+        return
+    if sys.argv[1:2] == ["external-secrets"]:
+        optional_main("external-secrets", EXTERNAL_SECRETS, EXTERNAL_SECRETS_CRDS, sys.argv[2:])
         return
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--kubernetes-validate", type=Path)
