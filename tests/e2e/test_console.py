@@ -390,7 +390,11 @@ async def test_a_dead_letter_is_dry_run_then_replayed_from_its_page_and_the_saga
     assert (await saga.order(placed["order_id"]))["status"] == "PENDIENTE_ASIGNACION"
     assert (await _inventario_letter_of(placed["saga_id"]) or {})["state"] == "open"
 
-    browser.find_element(By.ID, "confirm").click()
+    confirm = browser.find_element(By.ID, "confirm")
+    confirm.click()
+    # The page the answer comes on replaces this one: wait for it, not for the
+    # same selector still found on the page being left.
+    wait(browser).until(seen.staleness_of(confirm))
     done = wait(browser).until(seen.presence_of_element_located(
         (By.CSS_SELECTOR, f'section.replay[data-letter="{letter["id"]}"]')))
     assert done.get_attribute("data-outcome") == "replayed"
@@ -431,7 +435,11 @@ async def test_a_group_dry_run_lists_the_letters_of_the_group_and_replays_them(
     for p in placed:  # nothing was sent
         assert (await saga.order(p["order_id"]))["status"] == "PENDIENTE_ASIGNACION"
 
-    browser.find_element(By.ID, "confirm").click()
+    confirm = browser.find_element(By.ID, "confirm")
+    confirm.click()
+    # The page the answer comes on replaces this one: wait for it, not for the
+    # same selector still found on the page being left.
+    wait(browser).until(seen.staleness_of(confirm))
     wait(browser).until(seen.text_to_be_present_in_element((By.ID, "replay-heading"),
                                                            "Group replay"))
     done = {s.get_attribute("data-letter"): s.get_attribute("data-outcome")
@@ -468,7 +476,11 @@ async def test_a_forged_letter_is_refused_from_the_console_as_from_sagactl(
         assert await db.fetchval("SELECT state FROM pedidos_read.dead_letters_v1 "
                                  "WHERE id = $1::uuid", letter_id) == "open"
 
-        browser.find_element(By.ID, "confirm").click()
+        confirm = browser.find_element(By.ID, "confirm")
+        confirm.click()
+        # The page the answer comes on replaces this one: wait for it, not for the
+        # same selector still found on the page being left.
+        wait(browser).until(seen.staleness_of(confirm))
         wait(browser).until(seen.text_to_be_present_in_element(
             (By.ID, "outcome-title"), "Forged: refused and reported"))
         screenshot(browser, "replay-forged")
