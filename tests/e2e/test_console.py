@@ -30,6 +30,7 @@ from saga_harness.clients import Saga, new_sku, order_body
 from saga_harness.faults import paused, reconfigured, row_locked
 from saga_harness.forgeries import forged_count, forged_letter, write_as_pedidos_app
 from saga_harness.kafka import envelope
+from saga_harness.scenarios import refund_left_for_manual_action
 from saga_harness.waiting import wait_for
 
 pytestmark = pytest.mark.external
@@ -229,26 +230,10 @@ async def test_the_overviews_counts_are_the_views_read_as_the_console_reader(
     assert readers == {"console_reader"}
 
 
-async def _refund_failed(saga: Saga) -> dict[str, Any]:
-    """A saga whose refund keeps failing: its payment is left for a manual refund (charged,
-    then its allocation finds no stock, and the gateway refuses the refund)."""
-    sku = new_sku()
-    await saga.set_stock(sku, 1)
-    async with row_locked("SELECT 1 FROM inventario.products WHERE sku = $1 FOR UPDATE",
-                          sku) as conn:
-        placed = await saga.place(order_body([(sku, 1)], token="tok_refundFails"))
-        await wait_for(lambda: saga.payments(placed["saga_id"]),
-                       lambda ps: bool(ps) and ps[0]["status"] == "CAPTURED", timeout=10,
-                       what="charged")
-        await conn.execute("UPDATE inventario.products SET quantity = 0 WHERE sku = $1", sku)
-    order = await saga.wait_terminal(placed["order_id"], timeout=30)
-    assert order["status"] == "REEMBOLSO_FALLIDO"
-    return placed
-
 
 async def test_a_payment_left_for_a_manual_refund_is_resolved_from_its_page(
         saga: Saga, browser: WebDriver) -> None:
-    placed = await _refund_failed(saga)
+    placed = await refund_left_for_manual_action(saga)
     [payment] = await saga.payments(placed["saga_id"])
     who = f"ops-{uuid.uuid4().hex[:6]}"
     sign_in(browser, who, "operator", page="/payments")

@@ -5,7 +5,6 @@ retention, their audit kept; the published view for the reader role only."""
 
 from __future__ import annotations
 
-import json
 import uuid
 
 import asyncpg
@@ -13,6 +12,7 @@ import httpx
 import pytest
 
 from saga_harness import config, db
+from saga_harness.dead_letters import dead_letter
 from saga_harness.identity import bearer, customer_token, token
 from sagakit.operations.dead_letter_actions import delete_archived
 from sagakit.store.postgres_url import create_engine_for
@@ -22,19 +22,6 @@ pytestmark = pytest.mark.usefixtures("running_stack")
 SERVICES = {"pedidos": config.PEDIDOS, "inventario": config.INVENTARIO, "pagos": config.PAGOS}
 
 
-async def _letter(service: str) -> str:
-    """A dead letter in ``service``'s outbox, as its consumer writes one (the shape matters not
-    here: no replay is made of it)."""
-    letter_id = str(uuid.uuid4())
-    await db.execute(
-        f"INSERT INTO {service}.outbox (message_id, saga_id, topic, event_type, schema_version, "
-        "payload, headers, status) VALUES ($1::uuid, $2, $3, 'PagoExitoso', '1.0.0', $4::jsonb, "
-        "'{}'::jsonb, 'published')", letter_id, str(uuid.uuid4()), f"{service}-dlq",
-        json.dumps({"reason": "retries_exhausted", "error_class": "X",
-                    "attempts": [{"attempt": 1, "at": "t", "error": "TimeoutError: slow"}],
-                    "original": {"topic": "payment-events", "partition": 1, "offset": 2}}))
-    return letter_id
-
 
 def _client(sub: str = "ops-alice") -> httpx.AsyncClient:
     return httpx.AsyncClient(timeout=15, headers=bearer(token(sub, ("operator",))))
@@ -42,7 +29,7 @@ def _client(sub: str = "ops-alice") -> httpx.AsyncClient:
 
 @pytest.mark.parametrize("service", list(SERVICES))
 async def test_archive_records_who_when_and_why_in_the_view(service: str) -> None:
-    letter_id = await _letter(service)
+    letter_id = await dead_letter(service)
     async with _client() as http:
         got = await http.get(f"{SERVICES[service]}/operator/dead-letters/{letter_id}")
         assert got.status_code == 200 and got.json()["state"] == "open", got.text
@@ -61,7 +48,7 @@ async def test_archive_records_who_when_and_why_in_the_view(service: str) -> Non
 
 
 async def test_refusals_are_clear_4xx() -> None:
-    letter_id = await _letter("pedidos")
+    letter_id = await dead_letter("pedidos")
     base = f"{config.PEDIDOS}/operator/dead-letters"
     async with _client() as http:
         missing = await http.post(f"{base}/{letter_id}/archive", json={})
@@ -89,7 +76,7 @@ async def test_refusals_are_clear_4xx() -> None:
 
 
 async def test_the_app_role_can_add_actions_but_never_change_or_delete_one() -> None:
-    letter_id = await _letter("inventario")
+    letter_id = await dead_letter("inventario")
     async with _client() as http:
         await http.post(f"{config.INVENTARIO}/operator/dead-letters/{letter_id}/archive",
                         json={"reason": "kept for the audit"})
@@ -104,7 +91,7 @@ async def test_the_app_role_can_add_actions_but_never_change_or_delete_one() -> 
 
 
 async def test_archived_letters_past_retention_are_deleted_their_audit_kept() -> None:
-    old_archived, old_open, recent_archived = [await _letter("pagos") for _ in range(3)]
+    old_archived, old_open, recent_archived = [await dead_letter("pagos") for _ in range(3)]
     async with _client() as http:
         for letter_id in (old_archived, recent_archived):
             r = await http.post(f"{config.PAGOS}/operator/dead-letters/{letter_id}/archive",

@@ -5,14 +5,14 @@ a letter and down when an operator archives it."""
 
 from __future__ import annotations
 
-import json
 import re
 import uuid
 
 import httpx
 import pytest
 
-from saga_harness import config, db, prometheus
+from saga_harness import config
+from saga_harness.dead_letters import dead_letter, prometheus
 from saga_harness.identity import bearer, customer_token, operator_headers, token
 from saga_harness.waiting import wait_for
 
@@ -72,17 +72,6 @@ async def test_http_requests_are_counted_by_route_template_and_status() -> None:
         assert order_id not in text
 
 
-async def _letter(service: str) -> str:
-    letter_id = str(uuid.uuid4())
-    await db.execute(
-        f"INSERT INTO {service}.outbox (message_id, saga_id, topic, event_type, schema_version, "
-        "payload, headers, status) VALUES ($1::uuid, $2, $3, 'PagoExitoso', '1.0.0', $4::jsonb, "
-        "'{}'::jsonb, 'published')", letter_id, str(uuid.uuid4()), f"{service}-dlq",
-        json.dumps({"reason": "retries_exhausted", "error_class": "X",
-                    "attempts": [{"attempt": 1, "at": "t", "error": "TimeoutError: slow"}],
-                    "original": {"topic": "payment-events", "partition": 1, "offset": 2}}))
-    return letter_id
-
 
 async def test_open_dead_letters_go_up_with_a_letter_and_down_when_it_is_handled() -> None:
     service = "inventario"
@@ -90,7 +79,7 @@ async def test_open_dead_letters_go_up_with_a_letter_and_down_when_it_is_handled
         async def open_letters() -> float:
             return await _metric(http, service, "saga_dead_letters_open", service=service)
         before = await open_letters()
-        letter_id = await _letter(service)
+        letter_id = await dead_letter(service)
         # The gauges are refreshed every 5 s by the service's periodic job.
         await wait_for(open_letters, lambda n: n == before + 1, timeout=30, interval=0.5,
                        what="the new letter counted as open")

@@ -20,8 +20,9 @@ import pytest
 
 from saga_harness import config
 from saga_harness.clients import Saga, new_sku, order_body
-from saga_harness.faults import paused, row_locked
+from saga_harness.faults import paused
 from saga_harness.identity import bearer, customer_token, token
+from saga_harness.scenarios import refund_left_for_manual_action
 from saga_harness.waiting import wait_for
 
 
@@ -132,21 +133,6 @@ async def test_retrying_validation_sends_the_order_again_and_it_is_charged_once(
     assert (late["http_status"], late["status"]) == (409, "COMPLETADA"), late
 
 
-async def _refund_failed(saga: Saga) -> dict[str, Any]:
-    """A saga whose refund keeps failing: its payment is left for a manual refund."""
-    sku = new_sku()
-    await saga.set_stock(sku, 1)
-    async with row_locked("SELECT 1 FROM inventario.products WHERE sku = $1 FOR UPDATE",
-                          sku) as conn:
-        placed = await saga.place(order_body([(sku, 1)], token="tok_refundFails"))
-        await wait_for(lambda: saga.payments(placed["saga_id"]),
-                       lambda ps: bool(ps) and ps[0]["status"] == "CAPTURED", timeout=10,
-                       what="charged")
-        await conn.execute("UPDATE inventario.products SET quantity = 0 WHERE sku = $1", sku)
-    order = await saga.wait_terminal(placed["order_id"], timeout=30)
-    assert order["status"] == "REEMBOLSO_FALLIDO"
-    return placed
-
 
 async def _gauge_needing_action(saga: Saga) -> float:
     text = (await saga.http.get(f"{config.PAGOS}/metrics")).text
@@ -166,7 +152,7 @@ async def _gauge_agrees_with_the_view(saga: Saga, who: str) -> float:
 async def test_an_operator_resolves_a_payment_left_for_a_manual_refund(
         saga: Saga, http: httpx.AsyncClient) -> None:
     who = _operator()
-    placed = await _refund_failed(saga)
+    placed = await refund_left_for_manual_action(saga)
     before = await _gauge_agrees_with_the_view(saga, who)
     assert before >= 1
     [needing] = sagactl("payments", "--needing-action", "--saga", placed["saga_id"],

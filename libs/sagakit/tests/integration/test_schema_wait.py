@@ -9,27 +9,12 @@ from __future__ import annotations
 import asyncio
 import sys
 import textwrap
-import uuid
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import asyncpg
-import pytest
 
 from saga_harness import config
 from saga_harness.waiting import wait_for
-
-
-@pytest.fixture
-async def fresh_schema(running_stack: None) -> AsyncIterator[str]:
-    schema = f"wait_{uuid.uuid4().hex[:8]}"
-    conn = await asyncpg.connect(config.admin_dsn())
-    try:
-        await conn.execute(f"CREATE SCHEMA {schema}")
-        yield schema
-    finally:
-        await conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
-        await conn.close()
 
 
 def _migrations(folder: Path, schema: str) -> Path:

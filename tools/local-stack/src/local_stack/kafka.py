@@ -11,8 +11,10 @@ import os
 import shutil
 import subprocess
 import time
+from collections.abc import Awaitable, Callable
 from functools import partial
 from pathlib import Path
+from typing import TypeVar
 
 from local_stack import kafka_auth
 from local_stack.console import log
@@ -22,6 +24,8 @@ from local_stack.probes import port_open
 from local_stack.processes import alive, read_pid, spawn, stop_group, wait_for
 from local_stack.settings import KAFKA_DIR, REPLICAS, ROOT, topic_settings
 from netproxy import layout as proxy_ports  # the TCP proxy's ports, shared with the chaos suite
+
+T = TypeVar("T")
 
 # The one pin of Kafka's version: the local stack's jars, the compose stack's image, the
 # Kubernetes cluster (a version Strimzi supports: deploy/tests/test_kafka_version.py).
@@ -146,6 +150,24 @@ def _format(libs: Path, conf: Path, data: Path) -> None:
     kafka_auth.check_formatted_with_users(data)
 
 
+async def until_kafka_answers(attempt: Callable[[], Awaitable[T]], failure: str,
+                              seconds: float = 60) -> T:
+    """``attempt()`` again every half second while Kafka refuses it, for at most ``seconds``:
+    a cluster that has just started (or a group a stopped member still holds) answers with a
+    KafkaError for a while. Past the deadline the stack stops, with ``failure`` and Kafka's last
+    answer."""
+    from aiokafka.errors import KafkaError
+
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            return await attempt()
+        except KafkaError as exc:
+            if time.monotonic() > deadline:
+                raise SystemExit(f"[stack] {failure}: {exc!r}") from exc
+            await asyncio.sleep(0.5)
+
+
 async def create_topics(broker_count: int = 1) -> None:
     """The saga's topics, as ``sagactl topics`` makes them; retried until every broker has
     joined (a replication factor of 3 cannot be placed on fewer)."""
@@ -154,8 +176,7 @@ async def create_topics(broker_count: int = 1) -> None:
     from saga_contracts.topics import ALL_TOPICS
     from sagakit.kafka_topics import admin_client, provision_topics
 
-    deadline = time.monotonic() + 60
-    while True:
+    async def attempt() -> None:
         admin = admin_client(kafka_auth.admin_client_settings())
         try:
             await admin.start()
@@ -163,16 +184,13 @@ async def create_topics(broker_count: int = 1) -> None:
             if joined < broker_count:
                 raise KafkaError(f"{joined} of {broker_count} brokers have joined")
             states = await provision_topics(admin, topic_settings(), ALL_TOPICS)
-            created = [s.name for s in states if s.state == "created"]
-            if created:
-                log(f"created topics {', '.join(created)}")
-            for s in states:
-                if s.state == "differs":
-                    log(f"topic {s.name} differs from the topic settings: {s.detail}")
-            return
-        except KafkaError as exc:
-            if time.monotonic() > deadline:
-                raise SystemExit(f"[stack] could not create Kafka topics: {exc!r}") from exc
-            await asyncio.sleep(0.5)
         finally:
             await admin.close()
+        created = [s.name for s in states if s.state == "created"]
+        if created:
+            log(f"created topics {', '.join(created)}")
+        for s in states:
+            if s.state == "differs":
+                log(f"topic {s.name} differs from the topic settings: {s.detail}")
+
+    await until_kafka_answers(attempt, "could not create Kafka topics")

@@ -31,10 +31,10 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
-from aiokafka.errors import KafkaError
 
 from local_stack import kafka_auth
 from local_stack.console import log
+from local_stack.kafka import until_kafka_answers
 from local_stack.parts import service_parts, start_py
 from local_stack.postgres import backup
 from local_stack.postgres.cluster import start_postgres
@@ -161,15 +161,8 @@ async def skip_to_end(group: str, topics: list[str], deadline_s: float = 60) -> 
     try:
         consumer.assign(partitions)
         ends = await consumer.end_offsets(partitions)
-        deadline = time.monotonic() + deadline_s
-        while True:
-            try:
-                await consumer.commit(dict(ends))
-                break
-            except KafkaError as exc:
-                if time.monotonic() > deadline:
-                    raise SystemExit(f"[stack] could not move {group}'s offsets: {exc!r}") from exc
-                await asyncio.sleep(0.5)
+        await until_kafka_answers(lambda: consumer.commit(dict(ends)),
+                                  f"could not move {group}'s offsets", deadline_s)
     finally:
         await consumer.stop()
     log(f"{group}: consumer group moved to the end of {', '.join(topics)}: Kafka's records "

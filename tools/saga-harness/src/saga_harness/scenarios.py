@@ -6,8 +6,11 @@ from __future__ import annotations
 import asyncio
 import random
 from decimal import Decimal
+from typing import Any
 
 from saga_harness.clients import Saga, new_sku, order_body
+from saga_harness.faults import row_locked
+from saga_harness.waiting import wait_for
 
 
 async def forty_orders_for_ten_units(saga: Saga) -> None:
@@ -38,3 +41,21 @@ async def forty_orders_for_ten_units(saga: Saga) -> None:
         assert charges <= 1, f"{order['order_id']} charged {charges} times"
         expected = Decimal("3.25") * qty if order["status"] == "COMPLETADA" else Decimal(0)
         assert net == expected, (order["status"], net, expected)
+
+
+async def refund_left_for_manual_action(saga: Saga) -> dict[str, Any]:
+    """A saga whose refund keeps failing, so its payment is left for a manual refund: charged,
+    then its allocation finds no stock (the product's row held while the charge is made, its
+    stock then taken away), and the gateway refuses the refund (``tok_refundFails``)."""
+    sku = new_sku()
+    await saga.set_stock(sku, 1)
+    async with row_locked("SELECT 1 FROM inventario.products WHERE sku = $1 FOR UPDATE",
+                          sku) as conn:
+        placed = await saga.place(order_body([(sku, 1)], token="tok_refundFails"))
+        await wait_for(lambda: saga.payments(placed["saga_id"]),
+                       lambda ps: bool(ps) and ps[0]["status"] == "CAPTURED", timeout=10,
+                       what="charged")
+        await conn.execute("UPDATE inventario.products SET quantity = 0 WHERE sku = $1", sku)
+    order = await saga.wait_terminal(placed["order_id"], timeout=30)
+    assert order["status"] == "REEMBOLSO_FALLIDO"
+    return placed

@@ -1,0 +1,23 @@
+"""Dead letters made for tests of what operators do with them (archive, count, retention): a
+row in a service's outbox as its consumer writes one. Its content matters not to those tests:
+no replay is made of it (forged letters for replays are in ``saga_harness.forgeries``)."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+from saga_harness import db
+
+
+async def dead_letter(service: str) -> str:
+    """A published dead letter in ``service``'s outbox; its id."""
+    letter_id = str(uuid.uuid4())
+    await db.execute(
+        f"INSERT INTO {service}.outbox (message_id, saga_id, topic, event_type, schema_version, "
+        "payload, headers, status) VALUES ($1::uuid, $2, $3, 'PagoExitoso', '1.0.0', $4::jsonb, "
+        "'{}'::jsonb, 'published')", letter_id, str(uuid.uuid4()), f"{service}-dlq",
+        json.dumps({"reason": "retries_exhausted", "error_class": "X",
+                    "attempts": [{"attempt": 1, "at": "t", "error": "TimeoutError: slow"}],
+                    "original": {"topic": "payment-events", "partition": 1, "offset": 2}}))
+    return letter_id
