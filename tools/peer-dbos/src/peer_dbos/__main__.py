@@ -52,6 +52,18 @@ def _worker() -> None:
     DBOS.destroy()
 
 
+def pools_of_each(settings: PeerSettings, processes: int) -> dict[str, str]:
+    """The connection pools of each of a shape's ``processes``: the settings' sizes shared
+    among them (rounded up), since the clients are too. Each process keeping the whole size
+    would hold more connections than PostgreSQL's ``max_connections`` once the closed loop
+    fills the pools, and a shape of N processes would not be measured with the pools of one."""
+    def share(size: int) -> str:
+        return str(-(-size // processes))
+
+    return {"PEER_DBOS_SYSTEM_POOL_SIZE": share(settings.system_pool_size),
+            "PEER_DBOS_DATASOURCE_POOL_SIZE": share(settings.datasource_pool_size)}
+
+
 def _supervise(shape: str) -> None:
     from peer_dbos.runtime import create_tables
 
@@ -70,7 +82,8 @@ def _supervise(shape: str) -> None:
     else:
         count = 1 if shape == "single" else (settings.processes or os.cpu_count() or 1)
         commands = [[*me, "http", "--fd", str(fd)] for _ in range(count)]
-    children = [subprocess.Popen(c, pass_fds=(fd,)) for c in commands]
+    env = {**os.environ, **pools_of_each(settings, len(commands))}
+    children = [subprocess.Popen(c, pass_fds=(fd,), env=env) for c in commands]
     listener.close()
 
     def stop(*_: Any) -> None:
