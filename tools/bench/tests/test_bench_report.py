@@ -192,6 +192,56 @@ def test_a_socket_write_and_the_collector_are_told_apart_from_the_line_they_ran_
     assert "other" not in dict(p.inclusive_by_package), "native frames count for their caller"
 
 
+def test_waiting_threads_are_left_out_of_the_shares() -> None:
+    # As py-spy --native records them: an idle thread-pool worker and a server's poll loop.
+    bootstrap = ("thread_run (libpython3.11.so.1.0);Thread._bootstrap (threading.py:1002);"
+                 "Thread.run (threading.py:982)")
+    raw = "\n".join([
+        "<module> (app.py:10);spin (app.py:8) 6",
+        f"{bootstrap};_worker (concurrent/futures/thread.py:81);"
+        "_queue_SimpleQueue_get (_queuemodule.c.h:177);"
+        "PyThread_acquire_lock_timed (libpython3.11.so.1.0);0x7f306f6a (libc.so.6) 7",
+        f"{bootstrap};BaseServer.serve_forever (socketserver.py:233);"
+        "_PollLikeSelector.select (selectors.py:415);select_poll_poll (selectmodule.c.h:223);"
+        "poll (libc.so.6) 11",
+        "<module> (app.py:10);run (asyncio/runners.py:118);UVLoop_run (loop.c:1);"
+        "epoll_wait (libc.so.6) 3",
+        "<module> (app.py:10);send (app.py:9);write (libc.so.6) 4",
+    ])
+    p = profile.summarise(raw)
+    assert (p.samples, p.waiting_samples) == (10, 21)
+    assert dict(p.leaf_by_package) == {"app": 0.6, profile.SOCKET_WRITE: 0.4}
+    assert "concurrent" not in dict(p.inclusive_by_package)
+
+
+IDLE_THREADS = """
+import concurrent.futures, http.server, socketserver, sys, threading
+pool = concurrent.futures.ThreadPoolExecutor(1)
+pool.submit(lambda: None).result()
+server = socketserver.TCPServer(("127.0.0.1", 0), http.server.BaseHTTPRequestHandler)
+threading.Thread(target=server.serve_forever, daemon=True).start()
+def spin_in_a_known_place():
+    while True:
+        sum(i * i for i in range(1000))
+sys.stdout.write("ready\\n"); sys.stdout.flush()
+spin_in_a_known_place()
+"""
+
+
+def test_py_spy_s_idle_threads_of_a_real_process_count_as_waiting() -> None:
+    child = subprocess.Popen([sys.executable, "-c", IDLE_THREADS], stdout=subprocess.PIPE,
+                             text=True)
+    try:
+        assert child.stdout is not None and child.stdout.readline() == "ready\n"
+        p = asyncio.run(profile.record(child.pid, 2, rate_hz=200, native=True))
+    finally:
+        child.kill()
+        child.wait()
+    packages = dict(p.leaf_by_package)
+    assert p.waiting_samples > 0
+    assert "concurrent" not in packages and "selectors" not in packages, packages
+
+
 BUSY = """
 import sys
 def spin_in_a_known_place():

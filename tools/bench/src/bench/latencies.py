@@ -39,15 +39,17 @@ HOPS = [  # (event, emitted by, consumed by on the critical path)
 
 # The commit of the transaction that wrote each hop's event, from rows no later transaction
 # rewrites (an outbox row is rewritten by the relay's mark): pedidos' first audit row, the
-# inbox row of the event the producer was handling, pagos' payment row after its charge.
+# inbox row of the event the producer was handling. pagos commits a charge's outcome in a
+# transaction of its own with no such row (its payment row is rewritten again when the
+# allocation's outcome arrives), so PagoExitoso's stands as the outbox row's creation: that
+# transaction's start, less than a statement before its commit.
 _PRODUCER_COMMIT = {
     "OrdenSolicitada": "(SELECT pg_xact_commit_timestamp(a.xmin) FROM pedidos.saga_audit a "
                        "WHERE a.saga_id = o.saga_id::uuid AND a.from_status IS NULL)",
     "StockVerificado": "(SELECT pg_xact_commit_timestamp(i.xmin) FROM pedidos.outbox x "
                        "JOIN inventario.processed_messages i ON i.message_id = x.message_id::text"
                        " WHERE x.saga_id = o.saga_id AND x.event_type = 'OrdenSolicitada')",
-    "PagoExitoso": "(SELECT pg_xact_commit_timestamp(p.xmin) FROM pagos.payments p "
-                   "WHERE p.saga_id = o.saga_id)",
+    "PagoExitoso": "o.created_at",
     "StockAsignado": "(SELECT pg_xact_commit_timestamp(i.xmin) FROM pagos.outbox x "
                      "JOIN inventario.processed_messages i ON i.message_id = x.message_id::text "
                      "WHERE x.saga_id = o.saga_id AND x.event_type = 'PagoExitoso')",

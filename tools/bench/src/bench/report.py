@@ -154,8 +154,9 @@ def report_profile(p: dict[str, Any]) -> None:
     print(f"  CPU per completed saga (ms): {by_part}; the load generator itself "
           f"{p.get('load_generator_cpu_ms_per_saga')} (same cores)")
     prof = p["profile"]
-    print(f"  {p['component']} (the hottest Python service), py-spy, {prof['samples']} samples;"
-          " innermost frame by package:")
+    waiting = prof.get("waiting_samples", 0)
+    print(f"  {p['component']} (the hottest Python service), py-spy, {prof['samples']} samples"
+          f" of running threads ({waiting} of waiting ones left out); innermost frame by package:")
     print("    " + ", ".join(f"{k} {v:.0%}" for k, v in prof["leaf_by_package"][:10]))
     if profile.SOCKET_WRITE in dict(prof["leaf_by_package"]):
         print(f"    ({profile.SOCKET_WRITE}: in write(2), mostly waiting for a core while the "
