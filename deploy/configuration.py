@@ -342,16 +342,19 @@ COMPONENTS = (
          Table("Tracing", environment=TRACING,
                read_in=("libs/sagakit/src/sagakit/observability/tracing.py",)))),
     Component("pedidos",
-              "The saga's deadlines, judged by the database clock (Part II §5.4), and the limits "
+              "The saga's deadlines, judged by the database clock "
+              "([standard](standard.md#timeouts-of-each-service)), and the limits "
               "of `POST /orders` (per customer, and against card testing per card). A timeout below "
               "its minimum stops pedidos unless `SAGA_ALLOW_UNSAFE_LIMITS` is set; why the "
               "allocation step may take 15 s: [ADR 0001](adr/0001-allocation-step-timeout.md).",
               (Table("Saga deadlines", PedidosSettings),
                Table("Payment token sealing", PaymentTokenSealing),
                Table("Fingerprint key", FingerprintKey))),
-    Component("inventario", "Limits of inventario's database work (Part II §5.4).",
+    Component("inventario", "Limits of inventario's database work "
+              "([standard](standard.md#timeouts-of-each-service)).",
               (Table("Database limits", InventarioSettings),)),
-    Component("pagos", "How pagos calls the payment gateway (Part II §5.4), the secret key it "
+    Component("pagos", "How pagos calls the payment gateway "
+              "([standard](standard.md#timeouts-of-each-service)), the secret key it "
               "calls it with, and the keys it opens the payment tokens pedidos sealed with.",
               (Table("Payment gateway", PagosSettings),
                Table("Gateway secret key", GatewaySecretKey),

@@ -1,4 +1,4 @@
-"""The alert rules: the standard's five (Part I §8.3) and the project's, checked and unit-tested
+"""The alert rules: the standard's five (docs/standard.md#alerts) and the project's, checked and unit-tested
 with promtool; each with a `for:`, a description and a runbook in docs/operations.md; tested on
 series labelled as the Prometheus Operator labels them."""
 

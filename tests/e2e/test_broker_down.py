@@ -1,6 +1,6 @@
-"""Part IV §3.3 scenario 2: Kafka stops while orders keep coming. The outbox holds them, the
-gauge shows the backlog, and when Kafka is back every saga completes, its events in order (the
-first copy of each; a later copy has the same message id)."""
+"""The second of docs/standard.md#failure-scenarios: Kafka stops while orders keep coming. The
+outbox holds them, the gauge shows the backlog, and when Kafka is back every saga completes, its
+events in order (the first copy of each; a later copy has the same message id)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Part IV §3.2: inventario's compensation, driven by events injected on Kafka.
+"""docs/standard.md#tests-the-standard-asks-for: inventario's compensation, driven by events
+injected on Kafka.
 
 It reads inventario's allocations, inbox and outbox, where the effect of an injected event shows
 (there is no HTTP view of them), and deletes a product to compensate one that no longer exists."""

@@ -1,5 +1,5 @@
-"""Part IV §3.3 scenario 1 and the relay's crash window: SIGKILL between a durable commit and its
-acknowledgement, then restart. The saga goes on and nothing happens twice.
+"""The first of docs/standard.md#failure-scenarios and the relay's crash window: SIGKILL between a
+durable commit and its acknowledgement, then restart. The saga goes on and nothing happens twice.
 
 It reads inventario's and pedidos' tables to see what was committed before the kill and that the
 inbox absorbed the redelivery: neither shows through HTTP or Kafka."""

@@ -1,5 +1,6 @@
-"""Events that break their contract (Part I: each event type has one producer and one topic) are
-dead-lettered by every service that handles them, and change nothing.
+"""Events that break their contract (docs/standard.md#a-broker-between-the-steps: each event type
+has one producer and one topic) are dead-lettered by every service that handles them, and change
+nothing.
 
 In a choreographed saga the events are the authority: without this, any process that reaches the
 broker could write a ``PagoExitoso`` and get goods allocated unpaid. Here such forgeries are

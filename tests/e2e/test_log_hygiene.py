@@ -1,5 +1,5 @@
 """After the suite, every log line of the services is JSON with the mandatory saga fields, and
-no payment token or address appears in clear (Part I §7.2; observability-logging.md)."""
+no payment token or address appears in clear (docs/standard.md#structured-logs)."""
 
 from __future__ import annotations
 

@@ -43,7 +43,8 @@ async def _effects(saga_id: str, message_id: str) -> tuple[int, int, int]:
 
 
 async def test_same_message_three_times_has_one_effect(saga: Saga) -> None:
-    """Part IV §3.1 against the real consumer: one inbox row, one effect, one outgoing event."""
+    """docs/standard.md#idempotent-consumers against the real consumer: one inbox row, one effect,
+    one outgoing event."""
     sku = new_sku()
     await saga.set_stock(sku, 10, price="1.00")
     event = _orden_solicitada(sku, 2)

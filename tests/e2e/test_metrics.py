@@ -1,4 +1,4 @@
-"""After one saga, every service's /metrics exposes the standard's five metrics (Part I §7.3)."""
+"""After one saga, every service's /metrics exposes the standard's five metrics (docs/standard.md#metrics)."""
 
 from __future__ import annotations
 

@@ -128,9 +128,9 @@ async def test_an_order_while_the_database_is_down_is_refused_with_503(saga: Sag
 
 async def test_the_saga_id_is_random_and_the_keys_a_service_makes_are_time_ordered(
         saga: Saga) -> None:
-    """The standard asks for a version-4 saga id (Part I §7.1); the order's and the payment's
-    ids are only keys of their tables' indexes, and time-ordered keys keep each insert on the
-    last pages of those indexes (``sagakit.ids``)."""
+    """The standard asks for a version-4 saga id (docs/standard.md#saga-and-span-ids); the order's
+    and the payment's ids are only keys of their tables' indexes, and time-ordered keys keep each
+    insert on the last pages of those indexes (``sagakit.ids``)."""
     placed = await saga.settled_order(5, "COMPLETADA")
     assert uuid.UUID(placed["saga_id"]).version == 4
     assert uuid.UUID(placed["order_id"]).version == 7

@@ -1,8 +1,8 @@
 """The standard's three tracing headers on the messages that do not follow another message
-(Part I §7.1), read from the real order-events topic: OrdenSolicitada's parent span is the span
-of the HTTP request that placed the order, the one the saga's row and pedidos' log line for
-that request name, and the next step hangs from OrdenSolicitada in turn; an OrdenCancelada
-sent for a cancel request hangs from that request.
+(docs/standard.md#saga-and-span-ids), read from the real order-events topic: OrdenSolicitada's
+parent span is the span of the HTTP request that placed the order, the one the saga's row and
+pedidos' log line for that request name, and the next step hangs from OrdenSolicitada in turn; an
+OrdenCancelada sent for a cancel request hangs from that request.
 
 It reads the request's span id from pedidos' saga row, the one place that keeps it."""
 

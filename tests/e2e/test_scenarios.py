@@ -1,4 +1,4 @@
-"""The standard's scenarios end to end (Part II §4, Part IV §3.4), through HTTP only.
+"""The standard's scenarios end to end (docs/standard.md#the-scenarios), through HTTP only.
 
 Only the notifications are read from pedidos' table: they have no interface of their own."""
 
@@ -158,8 +158,8 @@ async def test_every_service_publishes_its_operational_endpoints(running_stack: 
 
 
 async def test_the_customer_is_told_once_how_the_order_ended(saga: Saga) -> None:
-    """Part II, happy path step 28 and its cancellations: one notification per terminal state,
-    written in the same statement as the transition."""
+    """The happy path's last step (docs/standard.md#the-scenarios) and its cancellations: one
+    notification per terminal state, written in the same statement as the transition."""
     sku = new_sku()
     await saga.set_stock(sku, 1)
     done = await saga.place(order_body([(sku, 1)]))

@@ -1,4 +1,4 @@
-"""Part IV §3.3 scenario 3: every query of a service answers in seconds.
+"""The third of docs/standard.md#failure-scenarios: every query of a service answers in seconds.
 
 inventario reaches PostgreSQL through the chaos suite's TCP proxy, which holds every request
 for QUERY_LATENCY_S. Expected: the handler timeout abandons each attempt (rolled back), the

@@ -41,7 +41,8 @@ def render() -> str:
     out = ["# Event catalog", "",
            "Generated from `libs/saga-contracts/src/saga_contracts/schemas` by "
            "`python -m saga_contracts.catalog`; do not edit by hand.", "",
-           "Every event travels in the envelope of the standard (Part IV §2.1): `message_id`, "
+           "Every event travels in the envelope of the standard "
+           "([the event envelope](standard.md#the-event-envelope)): `message_id`, "
            "`saga_id`, `span_id`, `parent_span_id`, `schema_version`, `timestamp`, "
            "`source_service`, `event_type`, `payload`, `metadata`. The tables below describe "
            "`payload`.", "",

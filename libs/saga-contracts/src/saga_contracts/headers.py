@@ -1,4 +1,4 @@
-"""Kafka header names. The three X- headers are the standard's (Part I §7.1)."""
+"""Kafka header names. The three X- headers are the standard's (docs/standard.md#saga-and-span-ids)."""
 
 SAGA_ID = "X-Saga-ID"
 SPAN_ID = "X-Span-ID"

@@ -138,7 +138,8 @@ def _type_of(prop: dict[str, Any]) -> Any:
 
 
 def breaking_changes(old: dict[str, Any], new: dict[str, Any], path: str = "") -> list[str]:
-    """What in ``new`` would break a consumer written against ``old`` (Part I §6.2)."""
+    """What in ``new`` would break a consumer written against ``old``
+    (docs/standard.md#schemas-and-their-versions)."""
     problems: list[str] = []
     old_props = old.get("properties", {})
     new_props = new.get("properties", {})

@@ -2,7 +2,7 @@
 
 Each event type has one producer and one topic (its schema's ``x-producer`` and ``x-topic``);
 ``CONSUMES`` names the event types each service's consumer handles. The services subscribe to
-exactly these (``deploy/tests/test_topology.py`` compares them with each service's
+exactly these (``deploy/tests/test_kafka_acls.py`` compares them with each service's
 subscriptions), Kafka's ACLs let each service read exactly their topics, and a dead letter can
 be replayed to a service only as one of these events on its own topic: what a letter says
 about itself is not believed (``sagakit.operations.replay``).

@@ -1,10 +1,10 @@
 """Dead letters: the one format in which a service parks a message for an operator.
 
-The consumer loop writes one for a record it gives up on, and a service writes one for work it
-gives up on that a message asked for (pagos, a charge the gateway never answered). Both go
-through the outbox to the service's dead-letter topic, and ``sagactl`` lists and replays both
-from it. The letter's value (Part I §5.4: the complete original, every attempt with its time and
-error, the last error's trace):
+The consumer loop writes one for a record it gives up on, and a service writes one for work it gives
+up on that a message asked for (pagos, a charge the gateway never answered). Both go through the
+outbox to the service's dead-letter topic, and ``sagactl`` lists and replays both from it. The
+letter's value (docs/standard.md#failures-retries-and-dead-letters: the complete original, every
+attempt with its time and error, the last error's trace):
 
     {"dead_lettered_at", "consumer_service", "reason", "error_class", "attempt_count",
      "attempts": [{"attempt", "at", "error"}, ...], "last_traceback",

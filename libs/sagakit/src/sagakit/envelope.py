@@ -1,7 +1,7 @@
-"""The event envelope (Part IV §2.1) and its mapping to a Kafka record.
+"""The event envelope (docs/standard.md#the-event-envelope) and its mapping to a Kafka record.
 
 A record's value is the whole envelope as JSON; its key is the saga id, so every event of one
-saga lands in one partition; its headers repeat the tracing metadata (Part I §7.1).
+saga lands in one partition; its headers repeat the tracing metadata (docs/standard.md#saga-and-span-ids).
 """
 
 from __future__ import annotations
@@ -27,8 +27,9 @@ def new_message_id() -> str:
 
 
 def new_span_id() -> str:
-    """A span id of the standard's hierarchy (Part I §7.1): one per step, a message's or the
-    HTTP request's that started a saga. Its own id space, whether or not OpenTelemetry traces."""
+    """A span id of the standard's hierarchy (docs/standard.md#saga-and-span-ids): one per step, a
+    message's or the HTTP request's that started a saga. Its own id space, whether or not
+    OpenTelemetry traces."""
     return str(uuid.uuid4())
 
 

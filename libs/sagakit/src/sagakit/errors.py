@@ -1,4 +1,5 @@
-"""How a handler tells the consumer loop what kind of failure it hit (Part I §5.4)."""
+"""How a handler tells the consumer loop what kind of failure it hit
+(docs/standard.md#failures-retries-and-dead-letters)."""
 
 
 class TransientError(Exception):

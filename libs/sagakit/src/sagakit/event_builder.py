@@ -20,10 +20,10 @@ def build_event(service: str, event: Event, *,
                 saga_id: str | None = None, metadata: dict[str, Any] | None = None,
                 parent_span_id: str | None = None) -> Envelope:
     """The envelope of ``event`` as ``service`` emits it, its payload (``to_payload``) checked
-    against the latest schema of its event type: the contract check, which the model mirrors
-    but does not replace. Saga id, parent span and the correlation metadata come from the
-    message being handled (Part I §7.1); work that runs outside a handler (a timer, a retry)
-    names the saga and its parent span itself."""
+    against the latest schema of its event type: the contract check, which the model mirrors but
+    does not replace. Saga id, parent span and the correlation metadata come from the message being
+    handled (docs/standard.md#saga-and-span-ids); work that runs outside a handler (a timer, a
+    retry) names the saga and its parent span itself."""
     cause = current_message.get()
     if saga_id is None:
         if cause is None:

@@ -124,8 +124,9 @@ async def _dead_letters(engine: AsyncEngine) -> list[dict]:
 
 
 async def test_a_handler_past_its_timeout_is_abandoned_retried_and_dead_lettered(scratch) -> None:  # type: ignore[no-untyped-def]
-    """Part IV §3.3 scenario 3 at the unit of the consumer: a transaction stuck on a slow
-    database is given up at the handler timeout, rolled back, retried, then dead-lettered."""
+    """The third of docs/standard.md#failure-scenarios at the unit of the consumer: a transaction
+    stuck on a slow database is given up at the handler timeout, rolled back, retried, then
+    dead-lettered."""
     engine, _ = scratch
     stuck = str(uuid.uuid4())
     attempts: list[float] = []

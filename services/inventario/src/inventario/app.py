@@ -45,8 +45,8 @@ def subscriptions(_: Runtime) -> list[Subscription[Any]]:
 
 
 def database_settings() -> dict[str, str]:
-    """Part II §5.4: a query of inventario may take this long (each statement of a saga step
-    is its whole transaction, or nearly)."""
+    """docs/standard.md#timeouts-of-each-service: a query of inventario may take this long (each
+    statement of a saga step is its whole transaction, or nearly)."""
     settings = load(InventarioSettings)
     return {"statement_timeout": f"{int(settings.statement_timeout_s * 1000)}ms"}
 

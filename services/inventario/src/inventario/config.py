@@ -1,4 +1,5 @@
-"""inventario settings (Part II §5.4): a query may take 5 s, a row lock may be waited for 10 s.
+"""inventario settings (docs/standard.md#timeouts-of-each-service): a query may take 5 s, a row lock
+may be waited for 10 s.
 
 Both bounds hold for the stock allocation, whose one statement waits for the products' row
 locks: a statement's timeout covers its lock waits, so the allocation's is the two together

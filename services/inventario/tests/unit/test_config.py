@@ -1,7 +1,8 @@
-"""inventario's timeouts (Part II §5.4): a statement may take INVENTARIO_STATEMENT_TIMEOUT_S, a
-row lock may be waited for INVENTARIO_LOCK_TIMEOUT_S. The allocation's statement waits for its
-products' locks, and a statement's timeout covers its lock waits: it is given both, so that
-the lock timeout is what ends a wait (ADR 0001), whichever of the two is set longer."""
+"""inventario's timeouts (docs/standard.md#timeouts-of-each-service): a statement may take
+INVENTARIO_STATEMENT_TIMEOUT_S, a row lock may be waited for INVENTARIO_LOCK_TIMEOUT_S. The
+allocation's statement waits for its products' locks, and a statement's timeout covers its lock
+waits: it is given both, so that the lock timeout is what ends a wait (ADR 0001), whichever of the
+two is set longer."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""pagos settings (Part II §5.4): gateway timeout 30 s, 3 retries at 2-8-18 s, 5 refund attempts."""
+"""pagos settings (docs/standard.md#timeouts-of-each-service): gateway timeout 30 s, 3 retries at
+2-8-18 s, 5 refund attempts."""
 
 from __future__ import annotations
 

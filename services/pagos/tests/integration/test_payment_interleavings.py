@@ -181,8 +181,8 @@ async def test_a_charge_whose_worker_died_after_its_lease_ran_out_is_still_resol
 async def test_a_cancelled_charge_that_cannot_be_resolved_is_marked_for_manual_refund(
         scratch: Scratch) -> None:
     """The gateway cannot be reached while a cancelled charge is being resolved: after every
-    attempt, the payment is marked for a manual refund (Part II §3.3), FalloReembolso goes out,
-    and the token is not kept."""
+    attempt, the payment is marked for a manual refund (docs/standard.md#pagos-charge-and-refund),
+    FalloReembolso goes out, and the token is not kept."""
     engine, tables = scratch
     saga_id, order_id = _ids()
     gateway = pay.LedgerGateway(lose_replies={saga_id})

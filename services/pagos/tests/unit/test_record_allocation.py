@@ -14,7 +14,7 @@ from pagos.usecases.compensate_payment import (
     compensate_allocation_failure,
     compensate_order_cancellation,
 )
-from pagos.usecases.record_allocation import record_stock_allocated
+from pagos.usecases.record_allocation import record_allocation
 from saga_contracts.events.inventory import StockAsignado
 from saga_harness.events import fallo_asignacion, orden_cancelada, stock_asignado
 from sagakit.message import Message
@@ -41,7 +41,7 @@ def _contradicted() -> float:
 async def _allocated(table: PaymentTable, event: Message[StockAsignado]) -> FakeUnit:
     """As the consumer runs the handler: reading outside a transaction."""
     uow = FakeUnit(table, reads_outside_transaction=True)
-    await record_stock_allocated(uow, FakePayments(table, uow), event)
+    await record_allocation(uow, FakePayments(table, uow), event)
     return uow
 
 

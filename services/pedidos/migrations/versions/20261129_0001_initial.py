@@ -105,8 +105,9 @@ def upgrade() -> None:
         sa.Column("created_at", sa.DateTime(timezone=True), nullable=False, server_default=now),
         schema=SCHEMA,
     )
-    # Audit data is never deleted or rewritten (Part I §7.4, §8.2): the runtime role may only
-    # append to it. ALTER DEFAULT PRIVILEGES granted the runtime role every table privilege.
+    # Audit data is never deleted or rewritten (docs/standard.md#audit-trail, #timeouts): the
+    # runtime role may only append to it. ALTER DEFAULT PRIVILEGES granted the runtime role every
+    # table privilege.
     op.execute(f"DO $$ BEGIN IF EXISTS (SELECT FROM pg_roles WHERE rolname = '{SCHEMA}_app') "
                f"THEN REVOKE UPDATE, DELETE, TRUNCATE ON {SCHEMA}.saga_audit FROM {SCHEMA}_app; "
                "END IF; END $$")

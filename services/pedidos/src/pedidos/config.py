@@ -1,6 +1,7 @@
-"""pedidos settings: the saga's deadlines (Part II §5.4), validated against Part I §8.1.
+"""pedidos settings: the saga's deadlines (docs/standard.md#timeouts-of-each-service), validated
+against the standard's minimums (docs/standard.md#configurable-limits).
 
-Part I §8.1 sets 30 s as the minimum for a step and 1 h for a saga. Part II §5.4 sets 15 s for
+The minimums are 30 s for a step and 1 h for a saga. The saga's own timeouts set 15 s for
 the allocation step, which is one local transaction in inventario (lock timeout 10 s): we keep
 15 s for it and allow it as the one exception (docs/adr/0001-allocation-step-timeout.md).
 """

@@ -1,9 +1,9 @@
 """place_order on in-memory storage: the order, its saga, its first history entry and
-OrdenSolicitada in one commit; the same Idempotency-Key with the same body returns the first
-order and writes nothing, with another body it is refused, and another customer's key is no
-concern of this customer's; the saga's first event names the
-request's span as its parent (Part I §7.1), and the saga's row keeps that span; the payment
-token is sealed for pagos before anything is written, and only the sealed token is."""
+OrdenSolicitada in one commit; the same Idempotency-Key with the same body returns the first order
+and writes nothing, with another body it is refused, and another customer's key is no concern of
+this customer's; the saga's first event names the request's span as its parent
+(docs/standard.md#saga-and-span-ids), and the saga's row keeps that span; the payment token is
+sealed for pagos before anything is written, and only the sealed token is."""
 
 from __future__ import annotations
 

@@ -84,9 +84,9 @@ async def main() -> None:
     results["relay"] = await relay_bench.relay_vs_raw(n=2000 if quick else 5000)
     load.authenticate()
     async with httpx.AsyncClient(auth=StackAuth()) as http:
-        # A catalogue, not one product: allocation locks a product's row until its commit
-        # (REPEATABLE READ + FOR UPDATE, Part II), so orders that all want one product queue
-        # on that row. The contention scenario below is the one-product case.
+        # A catalogue, not one product: allocation locks a product's row until its commit (FOR
+        # UPDATE, docs/standard.md#inventario-validation-and-allocation), so orders that all want
+        # one product queue on that row. The contention scenario below is the one-product case.
         run_id = uuid.uuid4().hex[:8]
         skus = [f"BENCH-{run_id}-{i:03d}" for i in range(products)]
         for sku in skus:

@@ -155,7 +155,7 @@ def scripted(t: Timings | None = None) -> dict[str, Scripted]:
     """Every scripted scenario of ``make chaos``, by name."""
     t = t or Timings.of_environment()
     plain = {
-        # Part IV §3.3 scenario 2: the broker goes away during sagas and comes back.
+        # The second of docs/standard.md#failure-scenarios: the broker goes away during sagas and comes back.
         "broker-outage": [Fault(3.0, "kill", "kafka", 8.0)],
         # A service killed mid-flight (commit done, acknowledgement not) and a database crash.
         "kill-services-and-db": [Fault(2.0, "kill", "inventario", 2.0),
@@ -164,9 +164,9 @@ def scripted(t: Timings | None = None) -> dict[str, Scripted]:
         "pause-everything-once": [Fault(2.0, "pause", p, 1.5) for p in
                                   ("pedidos", "inventario", "pagos", "gateway", "kafka",
                                    "postgres")],
-        # Part IV §3.3 scenario 3 under load: every query of every service slowed by 10 s for
-        # a while (handler timeouts, retries, step deadlines), then the database frozen by
-        # SIGSTOP.
+        # The third of docs/standard.md#failure-scenarios, under load: every query of every service
+        # slowed by 10 s for a while (handler timeouts, retries, step deadlines), then the database
+        # frozen by SIGSTOP.
         "slow-database": [*(Fault(2.0, "latency", f"{s}-postgres", 8.0, latency_s=10.0)
                             for s in scenario.SERVICES),
                           Fault(12.0, "pause", "postgres", 3.0)],

@@ -1,5 +1,5 @@
 """What the consumer says about each record it handled or skipped: the handler's duration and
-the outcome in Prometheus, one log line per record handled (Part I §7.2, §7.3)."""
+the outcome in Prometheus, one log line per record handled (docs/standard.md#structured-logs, #metrics)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
-"""What a handler's failure means for its record (Part I §5.4): tried again at once (a lost
-race), later (a transient failure with attempts left), never (a permanent failure, or the
-attempts used up: a dead letter), or waited out (the database is away: never the record's
-fault, never a dead letter)."""
+"""What a handler's failure means for its record
+(docs/standard.md#failures-retries-and-dead-letters): tried again at once (a lost race), later (a
+transient failure with attempts left), never (a permanent failure, or the attempts used up: a dead
+letter), or waited out (the database is away: never the record's fault, never a dead letter)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Prometheus metrics: the five of Part I §7.3 plus what operating the plumbing needs.
+"""Prometheus metrics: the standard's five (docs/standard.md#metrics) plus what operating the plumbing needs.
 
 Label names are the standard's, in English: saga_type (tipo_de_saga), final_status
 (estado_final), service (nombre_servicio), event_type (tipo_evento), error_type (tipo_error),
@@ -12,7 +12,7 @@ from prometheus_client import Counter, Gauge, Histogram
 from saga_contracts import registry
 from saga_contracts.replay_signature import Forgery
 
-# ---- mandated (Part I §7.3)
+# ---- mandated (docs/standard.md#metrics)
 SAGA_DURATION = Histogram(
     "saga_duration_seconds", "Time from the start of a saga to its conclusion",
     ["saga_type", "final_status"],
@@ -176,7 +176,7 @@ def initialise(service: str, handled_event_types: list[str],
                payment_mismatch_reasons: list[str] | None = None,
                opens_sealed_tokens: bool = False) -> None:
     """Creates every known series at zero, so that each service exposes the standard's metrics
-    from its start and ``rate()`` sees the first increment (Part I §7.3)."""
+    from its start and ``rate()`` sees the first increment (docs/standard.md#metrics)."""
     for saga_type in SAGA_TYPES:
         for status in FINAL_STATUSES:
             SAGA_DURATION.labels(saga_type, status)

@@ -1,4 +1,5 @@
-"""Structured JSON logs (Part I §7.2): one JSON object a line, from the standard library's loggers.
+"""Structured JSON logs (docs/standard.md#structured-logs): one JSON object a line, from the
+standard library's loggers.
 
 Every line carries service, ISO-8601 UTC timestamp, level and logger; saga fields (saga_id,
 event_type, schema_version, span_id, parent_span_id, status, duration_ms, attempt) come from the

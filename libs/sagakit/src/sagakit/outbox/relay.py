@@ -1,4 +1,4 @@
-"""Polling outbox relay (Part I §4.3 option A), woken when rows are committed.
+"""Polling outbox relay (docs/standard.md#relay), woken when rows are committed.
 
 How it learns of rows: the unit of work that commits outbox rows tells the relay of its
 process through its ``OutboxSignal``, after the commit. A leading relay then selects. A

@@ -1,4 +1,4 @@
-"""Housekeeping of the idempotent inbox (``processed_messages``, Part I §5.2).
+"""Housekeeping of the idempotent inbox (``processed_messages``, docs/standard.md#idempotent-consumers).
 
 The claim itself is ``UnitOfWork.claim``: it belongs to the handler's transaction.
 """

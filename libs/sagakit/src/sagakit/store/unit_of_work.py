@@ -149,8 +149,9 @@ class UnitOfWork:
         """Queues ``event`` (its type is its model's) for the outbox; it is written when the
         unit of work commits.
 
-        Saga id and parent span default to those of the message being handled (Part I §7.1);
-        work that runs outside a handler (a timer, a retry) names its parent span itself.
+        Saga id and parent span default to those of the message being handled
+        (docs/standard.md#saga-and-span-ids); work that runs outside a handler (a timer, a retry)
+        names its parent span itself.
         """
         envelope = build_event(self.service, event, saga_id=saga_id,
                                metadata=metadata, parent_span_id=parent_span_id)

@@ -306,8 +306,8 @@ def after_charge(status: PaymentStatus, outcome: Outcome, charges_made: int,
 
 
 def manual_refund_required(status: PaymentStatus | None) -> bool:
-    """A payment left for finance to refund by hand (Part II §3.3, "marcar para reembolso
-    manual"): the refund kept failing, or whether the charge happened could not be found out."""
+    """A payment left for finance to refund by hand (docs/standard.md#pagos-charge-and-refund): the
+    refund kept failing, or whether the charge happened could not be found out."""
     return status is PaymentStatus.REFUND_FAILED
 
 

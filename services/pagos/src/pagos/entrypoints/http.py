@@ -97,7 +97,7 @@ def _record(row: dict[str, Any], *, detailed: bool) -> PaymentRecord:
 async def list_payments(request: Request, saga_id: Annotated[uuid.UUID, Query()],
                         caller: Annotated[Principal, Security(require(CUSTOMER, OPERATOR))]
                         ) -> list[PaymentRecord]:
-    # A saga id is a UUID (Part I §7.1), stored in its canonical text form.
+    # A saga id is a UUID (docs/standard.md#saga-and-span-ids), stored in its canonical text form.
     async with runtime_of(request).engine.connect() as conn:
         rows = await payment_records(conn, str(saga_id), caller.owner_filter())
     if not rows and not caller.is_operator:

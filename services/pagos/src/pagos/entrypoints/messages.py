@@ -11,7 +11,7 @@ from pagos.usecases.compensate_payment import (
     compensate_order_cancellation,
 )
 from pagos.usecases.ports import ChargeCalls
-from pagos.usecases.record_allocation import record_stock_allocated
+from pagos.usecases.record_allocation import record_allocation
 from pagos.usecases.start_charge import start_charge
 from saga_contracts.events.inventory import FalloAsignacion, StockAsignado, StockVerificado
 from saga_contracts.events.orders import OrdenCancelada
@@ -28,7 +28,7 @@ def make_on_stock_verificado(calls: ChargeCalls) -> Handler[StockVerificado]:
 
 
 async def on_stock_asignado(uow: UnitOfWork, event: Message[StockAsignado]) -> None:
-    await record_stock_allocated(uow, PaymentRepository(uow), event)
+    await record_allocation(uow, PaymentRepository(uow), event)
 
 
 def make_compensation_handlers(kick: Callable[[], None]

@@ -1,11 +1,11 @@
 """Whose payment it is: the customer a saga's events name, so that a customer reads only its
 own payments (pagos' HTTP API).
 
-No event pagos consumes carries the customer in its payload; its envelope does:
-``metadata.user_id`` is the authenticated user who placed the order (Part I §7.1: pedidos sets
-it to the customer the token names), and every participant carries it on to the events it
-emits (``sagakit.event_builder``). An event without it leaves the payment without a customer:
-operators alone see it.
+No event pagos consumes carries the customer in its payload; its envelope does: ``metadata.user_id``
+is the authenticated user who placed the order (docs/standard.md#saga-and-span-ids: pedidos sets it
+to the customer the token names), and every participant carries it on to the events it emits
+(``sagakit.event_builder``). An event without it leaves the payment without a customer: operators
+alone see it.
 
 The envelope is the word of whoever wrote the event (inventario, for StockVerificado), so the
 customer is not taken on that word alone: pedidos sealed the payment token for the customer

@@ -30,8 +30,8 @@ log = logging.getLogger("pagos.record_allocation")
 SERVICE = "pagos"
 
 
-async def record_stock_allocated(uow: UnitOfWorkPort, payments: PaymentStore,
-                                 event: Message[StockAsignado]) -> None:
+async def record_allocation(uow: UnitOfWorkPort, payments: PaymentStore,
+                            event: Message[StockAsignado]) -> None:
     payment = await payments.read(event.saga_id)
     allocation = domain.on_stock_allocated(payment, event.payload.order_id)
     if allocation.recorded:

@@ -49,7 +49,7 @@ orders = Table(
     UniqueConstraint("customer_id", "idempotency_key"),
 )
 
-# Part III §1.2: one row per saga with its step, deadlines and business context.
+# docs/standard.md#the-saga-table: one row per saga with its step, deadlines and business context.
 sagas = Table(
     "sagas", metadata,
     Column("saga_id", Uuid, primary_key=True),
@@ -70,7 +70,7 @@ sagas = Table(
     Column("stock_allocated_at", DateTime(timezone=True)),
 )
 
-# Part I §7.4: every transition and every event, never deleted.
+# docs/standard.md#audit-trail: every transition and every event, never deleted.
 saga_audit = Table(
     "saga_audit", metadata,
     Column("id", BigInteger, primary_key=True, autoincrement=True),

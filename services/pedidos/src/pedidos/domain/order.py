@@ -1,4 +1,4 @@
-"""The order's state machine (Part II §3.1), free of infrastructure.
+"""The order's state machine (docs/standard.md#pedidos-the-state-coordinator), free of infrastructure.
 
 Events of one saga arrive on different topics, so they are not ordered relative to each other:
 a PagoExitoso can arrive before the StockVerificado it depends on. The machine therefore moves
@@ -22,7 +22,7 @@ from decimal import Decimal
 from enum import StrEnum
 from typing import Any
 
-# The saga's type, as its row and its metrics name it (Part III §1.2).
+# The saga's type, as its row and its metrics name it (docs/standard.md#the-saga-table).
 SAGA_TYPE = "OrderCheckThenPay"
 
 

@@ -110,10 +110,10 @@ def routes(settings: PedidosSettings, known: KnownSagas, sealer: PaymentTokenSea
             raise HTTPException(429, detail="too many declined payments lately: try again "
                                 "after Retry-After seconds",
                                 headers={"Retry-After": str(declined_wait)})
-        # This request is the saga's first span (Part I §7.1): the parent of OrdenSolicitada.
-        # It is one of the standard's span ids, like every message's, not OpenTelemetry's,
-        # which exists only when tracing exports; the request's log line below names it, and
-        # so does its OpenTelemetry span when there is one.
+        # This request is the saga's first span (docs/standard.md#saga-and-span-ids): the parent of
+        # OrdenSolicitada. It is one of the standard's span ids, like every message's, not
+        # OpenTelemetry's, which exists only when tracing exports; the request's log line below
+        # names it, and so does its OpenTelemetry span when there is one.
         span_id = new_span_id()
         tracing.annotate_current_span(span_id=span_id)
 

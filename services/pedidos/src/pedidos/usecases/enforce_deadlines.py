@@ -48,7 +48,7 @@ async def enforce_deadline(deadlines: Deadlines, units: OrderUnits, settings: Pe
     """1 if the saga was timed out, 0 if it was not (no longer due, or another holds it)."""
     # The timer's work belongs to the saga's trace, continued from where the saga started.
     traceparent = await deadlines.traceparent_of(saga_id)
-    # The deadline check is the span the timer's messages hang from (Part I §7.1).
+    # The deadline check is the span the timer's messages hang from (docs/standard.md#saga-and-span-ids).
     span_id = new_span_id()
     with tracing.span("deadline check", traceparent=traceparent,
                       attributes=tracing.attributes(id=saga_id)):

@@ -65,9 +65,9 @@ async def place_order(uow: UnitOfWorkPort, orders: OrderStore, body: dict[str, A
     payment token in the clear; ``sealer`` seals it for pagos. The saga it starts is remembered
     in ``known``, for its first event.
 
-    ``request_span_id`` is the span of the request that places the order, OrdenSolicitada's
-    parent (Part I §7.1); without one the order is placed under a span of its own. The saga's
-    row keeps it, with the trace context."""
+    ``request_span_id`` is the span of the request that places the order, OrdenSolicitada's parent
+    (docs/standard.md#saga-and-span-ids); without one the order is placed under a span of its own.
+    The saga's row keeps it, with the trace context."""
     request_span_id = request_span_id or new_span_id()
     # Of the request as it came: the same request sent again has the same hash, while each
     # sealing of its token gives another ciphertext. Keyed, and of the token's fingerprint
@@ -75,7 +75,8 @@ async def place_order(uow: UnitOfWorkPort, orders: OrderStore, body: dict[str, A
     clear = body
     fingerprint = fingerprints.request(clear)
     card = fingerprints.card(body["payment_method"]["token"])
-    # The saga id is random, as the standard asks (Part I §7.1); the order id is a key only.
+    # The saga id is random, as the standard asks (docs/standard.md#saga-and-span-ids); the order id
+    # is a key only.
     order_id, saga_id = time_ordered_id(), uuid.uuid4()
     body = sealed(body, sealer, Binding.of(
         saga_id=str(saga_id), order_id=str(order_id), customer_id=body["customer_id"],

@@ -27,7 +27,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from datetime import datetime
-from typing import Any, TypeAlias
+from typing import Any, TypeAlias, get_args
 
 from pedidos.config import PedidosSettings
 from pedidos.domain.order import (
@@ -62,12 +62,12 @@ from sagakit.ports import UnitOfWorkPort
 
 log = logging.getLogger("pedidos.track_saga")
 
+# Every participant event pedidos tracks, listed once: the handler's type, and the models the
+# consumer subscribes to (pedidos.app).
 Tracked: TypeAlias = (StockVerificado | StockNoDisponible | PrecioRechazado | PagoExitoso
                       | PagoRechazado | StockAsignado | FalloAsignacion | ReembolsoEjecutado
                       | FalloReembolso)
-TRACKED_EVENTS: tuple[type[Tracked], ...] = (
-    StockVerificado, StockNoDisponible, PrecioRechazado, PagoExitoso, PagoRechazado,
-    StockAsignado, FalloAsignacion, ReembolsoEjecutado, FalloReembolso)
+TRACKED_EVENTS: tuple[type[Tracked], ...] = get_args(Tracked)
 
 
 async def track_saga(uow: UnitOfWorkPort, orders: OrderStore, event: Message[Tracked],

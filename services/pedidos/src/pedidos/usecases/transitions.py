@@ -37,7 +37,7 @@ def stage_transition(uow: UnitOfWorkPort, orders: OrderStore, saga: SagaState,
                      parent_span_id: str | None = None,
                      operator_action: OperatorAction | None = None) -> None:
     """``parent_span_id``: the span the transition happens in when it is not a message's (a
-    request's, a timer's): the parent of the events it emits (Part I §7.1).
+    request's, a timer's): the parent of the events it emits (docs/standard.md#saga-and-span-ids).
     ``operator_action``: the operator's action that asked for it, audited with it."""
     values = dict(order_values or {})
     if transition.cancel_reason:
@@ -50,9 +50,9 @@ def stage_transition(uow: UnitOfWorkPort, orders: OrderStore, saga: SagaState,
                 audit=AuditEntry(cause, actor, message_id, detail),
                 notification=NOTIFICATIONS.get(transition.to),
                 operator_action=operator_action, **values)
-    # The saga's customer, as OrdenSolicitada named it (Part I §7.1's user_id), also when no
-    # message caused the transition (a cancellation requested, a deadline): pagos reads it to
-    # know whose payment it records.
+    # The saga's customer, as OrdenSolicitada named it (its user_id,
+    # docs/standard.md#saga-and-span-ids), also when no message caused the transition (a
+    # cancellation requested, a deadline): pagos reads it to know whose payment it records.
     customer = {"user_id": saga.customer_id}
     if transition.completes:
         uow.emit(order_events.orden_completada(saga), saga_id=saga.saga_id,
