@@ -11,8 +11,8 @@ import uuid
 import httpx
 import pytest
 
-from saga_harness import config
-from saga_harness.dead_letters import dead_letter, prometheus
+from saga_harness import config, prometheus
+from saga_harness.dead_letters import dead_letter
 from saga_harness.identity import bearer, customer_token, operator_headers, token
 from saga_harness.waiting import wait_for
 

@@ -65,11 +65,12 @@ def pools_of_each(settings: PeerSettings, processes: int) -> dict[str, str]:
 
 
 def _supervise(shape: str) -> None:
-    from peer_dbos.runtime import create_tables
+    from peer_dbos.runtime import create_tables, migrate_system_tables
 
     os.environ.setdefault("PEER_DBOS_SYSTEM_SCHEMA", system_schema(shape))
     settings = load(PeerSettings)
     create_tables(settings)
+    migrate_system_tables(settings)
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     listener.bind(("127.0.0.1", settings.port))

@@ -4,7 +4,10 @@ DBOS's defaults named and explained in docs/benchmarks.md."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
@@ -31,6 +34,23 @@ def create_tables(settings: PeerSettings) -> None:
             conn.exec_driver_sql(DDL)
     finally:
         engine.dispose()
+
+
+def migrate_system_tables(settings: PeerSettings) -> None:
+    """DBOS's system tables, made and migrated once by ``dbos migrate`` before any process of
+    the shape starts, the way DBOS's docs deploy an application. Left to the processes, the
+    queue shape's API process (a ``DBOSClient``, which never migrates) could enqueue while its
+    worker was still migrating, into a table without its newest columns."""
+    dbos = Path(sys.executable).with_name("dbos")
+    done = subprocess.run([str(dbos), "migrate", "--sys-db-url", system_url(settings),
+                           "--schema", settings.system_schema],
+                          capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        output = f"{done.stdout[-2000:]}{done.stderr[-2000:]}"
+        password = sa.make_url(settings.database_url).password
+        if password:  # the URL may be echoed: never its password
+            output = output.replace(password, "***")
+        raise SystemExit(f"dbos migrate failed:\n{output}")
 
 
 def config(settings: PeerSettings) -> DBOSConfig:
