@@ -25,8 +25,7 @@ from saga_contracts.events.inventory import FalloAsignacion, StockAsignado, Stoc
 from saga_contracts.events.orders import OrdenCancelada
 from saga_contracts.sealing import Binding, SealingError
 from sagakit.consumer import Subscription
-from sagakit.runtime import PeriodicJob, Runtime, ServiceDefinition, create_app
-from sagakit.runtime.settings import ServiceSettings
+from sagakit.runtime import PeriodicJob, Runtime, ServiceDefinition, ServiceSettings, create_app
 from sagakit.settings import load
 
 SERVICE = "pagos"

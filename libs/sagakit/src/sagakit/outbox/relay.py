@@ -64,7 +64,6 @@ from sagakit.observability import metrics
 from sagakit.outbox import leadership
 from sagakit.outbox.leadership import LeadLost, Lease
 from sagakit.outbox.publisher import BROKER_UNAVAILABLE, Publisher
-from sagakit.outbox.signal import OutboxSignal
 from sagakit.outbox.statements import (
     MARK,
     MARK_AND_SELECT,
@@ -73,6 +72,7 @@ from sagakit.outbox.statements import (
     OutboxRow,
 )
 from sagakit.settings import MessagingSettings
+from sagakit.store.outbox_signal import OutboxSignal
 from sagakit.store.postgres_url import postgres_target
 from sagakit.store.tables import OUTBOX_FAILED, OUTBOX_PENDING, OUTBOX_PUBLISHED, MessagingTables
 

@@ -1,5 +1,6 @@
-"""What a service is made of (``ServiceDefinition``, written by each service's composition root)
-and what it has once running (``Runtime``, built in the app's lifespan)."""
+"""What a service is made of (``ServiceDefinition``, written by each service's composition root,
+with its ``PeriodicJob``s) and what it has once running (``Runtime``, built in the app's
+lifespan)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,6 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from sagakit.consumer import EventConsumer, Subscription
 from sagakit.outbox.relay import OutboxRelay
-from sagakit.runtime.jobs import PeriodicJob
 from sagakit.runtime.settings import ServiceSettings
 from sagakit.settings import MessagingSettings
 from sagakit.store.shared_transaction import SharedTransaction
@@ -40,6 +40,23 @@ class Runtime:
         return SharedTransaction(self.engine, self.tables, self.name,
                                  self.settings.consumer_batch_lock_timeout_ms,
                                  signal=self.relay.signal)
+
+
+@dataclass(frozen=True)
+class RunAgainIn:
+    """What a periodic job may return: when its next work falls due, if sooner than its
+    interval (a job that reads deadlines from a table knows the earliest one)."""
+
+    seconds: float
+
+
+@dataclass(frozen=True)
+class PeriodicJob:
+    """Runs ``run`` every ``interval_s``, or sooner when it returns ``RunAgainIn``."""
+
+    name: str
+    interval_s: float
+    run: Callable[[Runtime], Awaitable[Any]]
 
 
 @dataclass
