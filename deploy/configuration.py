@@ -37,6 +37,7 @@ from inventario.config import InventarioSettings
 from pagos.config import GatewaySecretKey, PagosSettings, PaymentTokenKeys
 from pedidos.config import FingerprintKey, PaymentTokenSealing, PedidosSettings
 from peer_dbos.settings import PeerSettings
+from saga_harness.fault_plugin import FaultSettings
 from sagakit.auth import AuthSettings
 from sagakit.kafka_topics import TopicSettings
 from sagakit.runtime import ServiceSettings
@@ -435,6 +436,11 @@ COMPONENTS = (
               (Table("Chaos", environment=CHAOS,
                      read_in=("tools/chaos/src/chaos/__main__.py",
                               "tools/netproxy/src/netproxy/layout.py")),)),
+    Component("Fault plugin",
+              "Read by a service whose `SAGA_PLUGINS` names `saga_harness.fault_plugin`, as the "
+              "crash and chaos tests restart one (`fault_plugin.env`); never in production, "
+              "whose images do not contain it.",
+              (Table("Injected faults", FaultSettings),)),
 )
 
 

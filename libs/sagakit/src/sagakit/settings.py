@@ -213,32 +213,10 @@ class MessagingSettings(KafkaClientSettings):
         "Lets the retry settings go below the standard's minimums, with a warning in the log; "
         "for tests and the benchmark only (pedidos' deadlines read it too)."))
 
-    # Fault injection for the crash tests (Part IV §3.3 scenario 1); never set in production.
-    # The process kills itself with SIGKILL right after the local commit of a message of this
-    # event type and before its offset is committed (consumer), or right after Kafka
-    # acknowledged a row of this event type and before the row is marked published (relay).
-    crash_after_commit: str | None = Field(
-        None, validation_alias="SAGA_FAULT_CRASH_AFTER_COMMIT", description=(
-        "Crash tests only: the consumer kills itself (SIGKILL) right after committing a "
-        "message of this event type, before its offset is committed."))
-    crash_after_publish: str | None = Field(
-        None, validation_alias="SAGA_FAULT_CRASH_AFTER_PUBLISH", description=(
-        "Crash tests only: the relay kills itself (SIGKILL) right after Kafka acknowledged a "
-        "row of this event type, before the row is marked published."))
-
-    # Delivery faults for the chaos suite (probabilities, 0 = off): a record handled twice in a
-    # row, handled again after newer records, neighbouring records handled swapped.
-    fault_duplicate_delivery: float = Field(
-        0.0, ge=0, le=1, validation_alias="SAGA_FAULT_DUPLICATE_DELIVERY", description=(
-        "Chaos suite only: probability that a record is handled twice in a row (0: off)."))
-    fault_late_redelivery: float = Field(
-        0.0, ge=0, le=1, validation_alias="SAGA_FAULT_LATE_REDELIVERY", description=(
-        "Chaos suite only: probability that a record is handled again after newer records "
-        "(0: off)."))
-    fault_reorder_delivery: float = Field(
-        0.0, ge=0, le=1, validation_alias="SAGA_FAULT_REORDER_DELIVERY", description=(
-        "Chaos suite only: probability that two neighbouring records are handled swapped "
-        "(0: off)."))
+    plugins: str | None = Field(None, description=(
+        "Test suites only: comma-separated modules that wrap the consumer's delivery and the "
+        "relay's acknowledgements (`sagakit.plugins`), as the fault plugin of the crash and "
+        "chaos tests does; unset in production, whose images hold no plugin."))
 
     @field_validator("operator_public_keys")
     @classmethod

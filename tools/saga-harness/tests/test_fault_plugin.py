@@ -1,6 +1,6 @@
-"""Fault injection wraps the production steps only when a fault setting asks for it: with the
+"""The fault plugin wraps the production steps only when a fault setting asks for it: with the
 defaults, the consumer's delivery and the relay's acknowledgement step are the production ones
-themselves."""
+themselves; ``env`` names the plugin beside the faults a test restarts a part with."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 from aiokafka import TopicPartition
 
-from sagakit import faults
+from saga_harness import fault_plugin
+from saga_harness.fault_plugin import FaultSettings
 from sagakit.consumer import Outcome, RawRecord
 from sagakit.consumer.delivery import InOrder
-from sagakit.settings import MessagingSettings
 
 TP = TopicPartition("t", 0)
 
@@ -23,27 +23,40 @@ async def _redeliver(raw: RawRecord) -> Outcome:
 
 
 def test_without_fault_settings_nothing_is_wrapped() -> None:
-    settings = MessagingSettings()
+    settings = FaultSettings()
     delivery = InOrder()
-    assert faults.with_delivery_faults(delivery, settings, _redeliver) is delivery
+    assert fault_plugin.wrap_delivery(delivery, _redeliver, settings) is delivery
 
     def acked(rows: list[Any]) -> None:
         return None
-    assert faults.with_publish_faults(acked, settings) is acked
+    assert fault_plugin.wrap_acked(acked, settings) is acked
+
+
+def test_the_settings_are_read_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    environment = fault_plugin.env(crash_after_commit="PagoExitoso", reorder_delivery=0.3)
+    assert environment == {"SAGA_PLUGINS": "saga_harness.fault_plugin",
+                           "SAGA_FAULT_CRASH_AFTER_COMMIT": "PagoExitoso",
+                           "SAGA_FAULT_REORDER_DELIVERY": "0.3"}
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+    settings = FaultSettings()
+    assert (settings.crash_after_commit, settings.reorder_delivery) == ("PagoExitoso", 0.3)
+    with pytest.raises(ValueError, match="no such fault: crash_after_lunch"):
+        fault_plugin.env(crash_after_lunch="OrdenSolicitada")
 
 
 @pytest.fixture
 def crashes(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """``crash_now`` records where it was called instead of killing the test run."""
     points: list[str] = []
-    monkeypatch.setattr(faults, "crash_now", lambda point, event_type: points.append(point))
+    monkeypatch.setattr(fault_plugin, "crash_now", lambda point, event_type: points.append(point))
     return points
 
 
 async def test_crash_after_commit_kills_after_a_commit_of_its_event_type_only(
         crashes: list[str]) -> None:
-    settings = MessagingSettings(SAGA_FAULT_CRASH_AFTER_COMMIT="OrdenCompletada")
-    delivery = faults.with_delivery_faults(InOrder(), settings, _redeliver)
+    settings = FaultSettings(crash_after_commit="OrdenCompletada")
+    delivery = fault_plugin.wrap_delivery(InOrder(), _redeliver, settings)
     raw = RawRecord("t", 0, 0, None, None, [])
     await delivery.handled(TP, raw, Outcome("duplicate", [], "OrdenCompletada"))
     await delivery.handled(TP, raw, Outcome("processed", [], "OrdenSolicitada"))
@@ -60,8 +73,8 @@ class _Row:
 def test_crash_after_publish_kills_before_the_acknowledged_rows_are_noted(
         crashes: list[str]) -> None:
     noted: list[list[_Row]] = []
-    acked = faults.with_publish_faults(
-        noted.append, MessagingSettings(SAGA_FAULT_CRASH_AFTER_PUBLISH="StockVerificado"))
+    acked = fault_plugin.wrap_acked(noted.append,
+                                    FaultSettings(crash_after_publish="StockVerificado"))
     acked([_Row("PagoExitoso")])
     assert crashes == []
     acked([_Row("PagoExitoso"), _Row("StockVerificado")])
