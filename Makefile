@@ -73,8 +73,11 @@ test-fresh-root:
 test-unit:
 	@uv run --frozen pytest -m "not stack and not after_down and not external and not compose" -q
 
+# ruff, then import-linter: the layers, no import cycle in sagakit, and the services on
+# sagakit's public surface ([tool.importlinter] in pyproject.toml).
 lint:
 	@uv run --frozen --no-sync ruff check .
+	@uv run --frozen --no-sync lint-imports --no-logo
 
 typecheck:
 	@uv run --frozen --no-sync mypy libs/sagakit/src libs/saga-contracts/src services/*/src tools/*/src
