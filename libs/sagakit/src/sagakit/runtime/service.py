@@ -71,13 +71,13 @@ class ServiceDefinition:
     on_start: Callable[[Runtime], Awaitable[None]] | None = None
     on_stop: Callable[[Runtime], Awaitable[None]] | None = None
     description: str = ""
-    compensation_reasons: list[str] = field(default_factory=list)
-    payment_mismatch_reasons: list[str] = field(default_factory=list)
-    """The reasons the service counts ignored payment events under
-    (``saga_payment_mismatch_total``), exposed at zero from its start."""
-    opens_sealed_tokens: bool = False
-    """The service opens sealed payment tokens: ``saga_sealed_token_mismatch_total`` is exposed
-    at zero from its start."""
+    saga_types: Sequence[str] = ()
+    """The sagas the service takes part in (the standard's ``tipo_de_saga``): the
+    ``saga_type`` label of ``saga_duration_seconds``, exposed at zero from its start."""
+    metrics_at_zero: Callable[[str], None] | None = None
+    """Creates the service's own series at zero, called with its name as the app starts: its
+    own metrics, and the standard's that carry its own reasons (``saga_compensations_total``).
+    An alert on ``increase()`` misses a series whose first sample is 1."""
     database_settings: Callable[[], dict[str, str]] = dict
     """PostgreSQL settings for every connection of the service (``statement_timeout``...),
     read when the service starts."""
