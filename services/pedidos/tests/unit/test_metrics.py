@@ -7,7 +7,8 @@ from __future__ import annotations
 from prometheus_client import REGISTRY
 
 from pedidos import metrics
-from pedidos.domain.order import CancelReason, PaymentMismatch
+from pedidos.domain.order import SAGA_TYPE, CancelReason, PaymentMismatch
+from saga_contracts import topology
 
 
 def test_every_reason_is_exposed_at_zero_from_the_start() -> None:
@@ -18,3 +19,9 @@ def test_every_reason_is_exposed_at_zero_from_the_start() -> None:
     for mismatch in PaymentMismatch:
         assert REGISTRY.get_sample_value("saga_payment_mismatch_total", {
             "service": "pedidos-zero", "reason": mismatch.value}) == 0
+
+
+def test_the_saga_type_is_the_contracts() -> None:
+    """pedidos writes its sagas' type in their rows; every service labels its metrics with
+    the contract's (saga_contracts.topology): the two are one name."""
+    assert SAGA_TYPE == topology.SAGA_TYPE
