@@ -6,7 +6,7 @@ export PATH := $(CURDIR)/.local/uv/bin:$(PATH)
 # uv never downloads a Python of its own: the machine's python3 (3.11) is the one.
 export UV_PYTHON_DOWNLOADS := never
 PY := uv run --frozen --no-sync python
-STACK := $(PY) deploy/local/stack.py
+STACK := $(PY) -m local_stack
 
 .PHONY: backup restore test-fresh-root bootstrap bootstrap-local bootstrap-compose run up down restart status logs credentials manifests test test-unit lint typecheck docs bench chaos
 

@@ -374,7 +374,7 @@ COMPONENTS = (
               (Table("Operator console", ConsolaSettings),)),
     Component(
         "Local stack",
-        "Read by `python deploy/local/stack.py` (`make up`, `make run`, `make test`). It gives "
+        "Read by `python -m local_stack` (`make up`, `make run`, `make test`). It gives "
         "each service `SERVICE_NAME`, `HTTP_HOST`, `HTTP_PORT`, `DATABASE_URL`, "
         "`KAFKA_BOOTSTRAP_SERVERS`, `GATEWAY_URL`, `AUTH_ISSUER`, `AUTH_AUDIENCE` (its identity "
         "provider's) and `SAGA_OPERATOR_PUBLIC_KEYS` (the public halves of the operator keys it "
