@@ -1,10 +1,13 @@
 """The fault plugin wraps the production steps only when a fault setting asks for it: with the
 defaults, the consumer's delivery and the relay's acknowledgement step are the production ones
-themselves; ``env`` names the plugin beside the faults a test restarts a part with."""
+themselves; ``env`` names the plugin beside the faults a test restarts a part with; and no
+service's image contains it."""
 
 from __future__ import annotations
 
+import tomllib
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -80,3 +83,31 @@ def test_crash_after_publish_kills_before_the_acknowledged_rows_are_noted(
     acked([_Row("PagoExitoso"), _Row("StockVerificado")])
     assert crashes == ["relay: after broker ack, before marking published"]
     assert len(noted) == 2  # (here crash_now returns; the real one never does)
+
+
+def _installed_with(packages: list[str]) -> set[str]:
+    """The packages ``uv sync --no-dev --package ...`` installs for ``packages``, read from
+    uv.lock: their dependencies, and theirs, without development groups."""
+    lock = tomllib.loads((Path(__file__).resolve().parents[3] / "uv.lock").read_text())
+    depends = {p["name"]: [d["name"] for d in p.get("dependencies", [])]
+               for p in lock["package"]}
+    found: set[str] = set()
+    todo = list(packages)
+    while todo:
+        name = todo.pop()
+        if name not in found:
+            found.add(name)
+            todo.extend(depends.get(name, []))
+    return found
+
+
+def test_no_service_image_contains_the_plugin() -> None:
+    """deploy/docker/service.Dockerfile installs one service and sagactl: no setting can load
+    the fault plugin there, for the package that holds it is not installed."""
+    # The reading of the lock finds what it must: the workspace's environment has both.
+    assert {"sagakit", "saga-harness"} <= _installed_with(["saga-choreography"])
+    for service in ("pedidos", "inventario", "pagos", "consola", "identity-provider",
+                    "fake-gateway"):
+        installed = _installed_with([service, "sagactl"])
+        assert "sagakit" in installed
+        assert "saga-harness" not in installed, service
