@@ -60,8 +60,10 @@ credentials:
 manifests:
 	@bash deploy/k8s/kustomize.sh build deploy/k8s/overlays/default
 
-# The whole suite: starts the stack it needs, runs every test, stops the stack.
+# The whole suite: make lint first (seconds: a broken import contract fails before the stack
+# starts), then starts the stack it needs, runs every test, stops the stack.
 test: bootstrap
+	@$(MAKE) --no-print-directory lint
 	@bash deploy/local/run-tests.sh
 
 # make test on a new machine: a Debian 12 root made with debootstrap for this run, with only the
