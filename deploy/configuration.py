@@ -37,6 +37,7 @@ from inventario.config import InventarioSettings
 from pagos.config import GatewaySecretKey, PagosSettings, PaymentTokenKeys
 from pedidos.config import FingerprintKey, PaymentTokenSealing, PedidosSettings
 from peer_dbos.settings import PeerSettings
+from saga_harness.fault_plugin import FaultSettings
 from sagakit.auth import AuthSettings
 from sagakit.kafka_topics import TopicSettings
 from sagakit.runtime import ServiceSettings
@@ -376,7 +377,7 @@ COMPONENTS = (
               (Table("Operator console", ConsolaSettings),)),
     Component(
         "Local stack",
-        "Read by `python deploy/local/stack.py` (`make up`, `make run`, `make test`). It gives "
+        "Read by `python -m local_stack` (`make up`, `make run`, `make test`). It gives "
         "each service `SERVICE_NAME`, `HTTP_HOST`, `HTTP_PORT`, `DATABASE_URL`, "
         "`KAFKA_BOOTSTRAP_SERVERS`, `GATEWAY_URL`, `AUTH_ISSUER`, `AUTH_AUDIENCE` (its identity "
         "provider's) and `SAGA_OPERATOR_PUBLIC_KEYS` (the public halves of the operator keys it "
@@ -438,6 +439,11 @@ COMPONENTS = (
               (Table("Chaos", environment=CHAOS,
                      read_in=("tools/chaos/src/chaos/__main__.py",
                               "tools/netproxy/src/netproxy/layout.py")),)),
+    Component("Fault plugin",
+              "Read by a service whose `SAGA_PLUGINS` names `saga_harness.fault_plugin`, as the "
+              "crash and chaos tests restart one (`fault_plugin.env`); never in production, "
+              "whose images do not contain it.",
+              (Table("Injected faults", FaultSettings),)),
 )
 
 

@@ -1,4 +1,4 @@
-"""The code base stays typed and linted: ruff and mypy run as part of the suite."""
+"""The code base stays typed and linted: ruff, import-linter and mypy run as part of the suite."""
 
 from __future__ import annotations
 
@@ -11,6 +11,15 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_ruff() -> None:
     res = subprocess.run([sys.executable, "-m", "ruff", "check", "."], cwd=ROOT,
+                         capture_output=True, text=True)
+    assert res.returncode == 0, res.stdout + res.stderr
+
+
+def test_import_contracts() -> None:
+    # The layers, no import cycle in sagakit, the services on sagakit's public surface
+    # ([tool.importlinter] in pyproject.toml); lint-imports is installed beside this Python.
+    lint_imports = Path(sys.executable).parent / "lint-imports"
+    res = subprocess.run([str(lint_imports), "--no-logo", "--no-cache"], cwd=ROOT,
                          capture_output=True, text=True)
     assert res.returncode == 0, res.stdout + res.stderr
 

@@ -20,11 +20,11 @@ export PYTHONUNBUFFERED=1
 PY="uv run --frozen --no-sync python"
 PYTEST="uv run --frozen --no-sync pytest"
 
-$PY deploy/local/stack.py down >/dev/null 2>&1 || true
-if ! $PY deploy/local/stack.py up; then
+$PY -m local_stack down >/dev/null 2>&1 || true
+if ! $PY -m local_stack up; then
   echo "[test] the stack did not start; its logs:" >&2
   tail -n 50 .local/logs/*.log >&2 || true
-  $PY deploy/local/stack.py down || true
+  $PY -m local_stack down || true
   exit 1
 fi
 
@@ -42,7 +42,7 @@ if [ $rc -ne 0 ]; then
   for f in .local/logs/*.log; do echo "== $f" >&2; tail -n 25 "$f" >&2; done
 fi
 
-$PY deploy/local/stack.py down
+$PY -m local_stack down
 
 # Second phase: SAGA_REPLICAS=2, SAGA_KAFKA_BROKERS=3 and SAGA_PG_TLS=1 (every service, relay
 # and migration reaches PostgreSQL over TLS, sslmode=verify-full). Kafka's data is formatted for a number
@@ -60,10 +60,10 @@ if [ "${SAGA_TEST_REPLICA_PHASE:-1}" != 0 ]; then
     export REPLICA_TEST_ORDERS="${REPLICA_TEST_ORDERS:-150}"
     export BROKER_TEST_SECONDS="${BROKER_TEST_SECONDS:-12}"
     export HUNG_LEADER_TEST_SECONDS="${HUNG_LEADER_TEST_SECONDS:-20}"
-    if ! $PY deploy/local/stack.py up; then
+    if ! $PY -m local_stack up; then
       echo "[test] the stack of two replicas, three brokers and TLS did not start; its logs:" >&2
       tail -n 50 .local/logs/*.log >&2 || true
-      $PY deploy/local/stack.py down || true
+      $PY -m local_stack down || true
       exit 1
     fi
     phase_markers="replicas or brokers3 or pg_tls"
@@ -76,7 +76,7 @@ if [ "${SAGA_TEST_REPLICA_PHASE:-1}" != 0 ]; then
       echo "[test] failures with two replicas and three brokers: last lines of each log" >&2
       for f in .local/logs/*.log; do echo "== $f" >&2; tail -n 25 "$f" >&2; done
     fi
-    $PY deploy/local/stack.py down
+    $PY -m local_stack down
     exit $rc_phase
   )
   rc_replicas=$?

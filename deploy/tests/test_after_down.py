@@ -37,7 +37,7 @@ def test_no_port_of_the_stack_is_listening() -> None:
 
 def test_no_process_of_the_stack_is_left() -> None:
     state = str(Path(os.environ.get("SAGA_STATE_DIR", ROOT / ".local")))
-    pg_data = subprocess.run([sys.executable, str(ROOT / "deploy/local/stack.py"), "pg-data-dir"],
+    pg_data = subprocess.run([sys.executable, "-m", "local_stack", "pg-data-dir"],
                              capture_output=True, text=True, check=True).stdout.strip()
     leftovers = []
     for proc in Path("/proc").iterdir():

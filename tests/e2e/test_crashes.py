@@ -6,7 +6,7 @@ inbox absorbed the redelivery: neither shows through HTTP or Kafka."""
 
 from __future__ import annotations
 
-from saga_harness import db, stack
+from saga_harness import db, fault_plugin, stack
 from saga_harness.clients import Saga, new_sku, order_body
 from saga_harness.kafka import TopicReader, headers_of
 from saga_harness.waiting import wait_for
@@ -23,7 +23,7 @@ async def test_consumer_killed_after_commit_before_offset_commit(saga: Saga) -> 
     await saga.set_stock(sku, 10)
     # Nothing older may reach the fault: it must hit this test's own PagoExitoso.
     await saga.wait_caught_up("inventario")
-    stack.restart("inventario", {"SAGA_FAULT_CRASH_AFTER_COMMIT": "PagoExitoso"})
+    stack.restart("inventario", fault_plugin.env(crash_after_commit="PagoExitoso"))
     try:
         placed = await saga.place(order_body([(sku, 3)]))
         await _wait_dead("inventario")
@@ -48,7 +48,7 @@ async def test_relay_killed_after_publish_before_marking(saga: Saga) -> None:
     await saga.set_stock(sku, 10)
     await saga.wait_caught_up("inventario")
     async with TopicReader("inventory-events") as topic:
-        stack.restart("inventario", {"SAGA_FAULT_CRASH_AFTER_PUBLISH": "StockAsignado"})
+        stack.restart("inventario", fault_plugin.env(crash_after_publish="StockAsignado"))
         try:
             placed = await saga.place(order_body([(sku, 2)]))
             await _wait_dead("inventario")

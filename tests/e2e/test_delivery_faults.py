@@ -11,10 +11,10 @@ import httpx
 import pytest
 
 from chaos import scenario
-from saga_harness import config, identity, stack
+from saga_harness import config, fault_plugin, identity, stack
 
-DELIVERY_FAULTS = {"SAGA_FAULT_DUPLICATE_DELIVERY": "0.3", "SAGA_FAULT_LATE_REDELIVERY": "0.3",
-                   "SAGA_FAULT_REORDER_DELIVERY": "0.3"}
+DELIVERY_FAULTS = fault_plugin.env(duplicate_delivery=0.3, late_redelivery=0.3,
+                                   reorder_delivery=0.3)
 SERVICES = {"pedidos": config.PEDIDOS, "inventario": config.INVENTARIO, "pagos": config.PAGOS}
 
 

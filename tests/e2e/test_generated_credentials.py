@@ -22,7 +22,7 @@ ROLES = [config.PG_ADMIN_USER, *(f"{s}_{k}" for s in SERVICES for k in ("owner",
 
 
 def _credentials() -> dict:
-    res = subprocess.run([sys.executable, str(config.ROOT / "deploy/local/stack.py"),
+    res = subprocess.run([sys.executable, "-m", "local_stack",
                           "credentials"], capture_output=True, text=True, check=True, timeout=60)
     return json.loads(res.stdout)
 

@@ -34,6 +34,40 @@ async def test_each_service_exposes_the_five_mandated_metrics(saga: Saga) -> Non
            'saga_type="OrderCheckThenPay"}' in pedidos
 
 
+def _series(text: str, name: str) -> list[dict[str, str]]:
+    """The label sets of ``name``'s samples in a /metrics page."""
+    found = []
+    for line in text.splitlines():
+        if line.startswith(name + "{"):
+            labels = line[len(name) + 1:line.rindex("}")]
+            found.append(dict((pair.split("=", 1)[0], pair.split("=", 1)[1].strip('"'))
+                              for pair in labels.split(",")))
+    return found
+
+
+async def test_each_service_exposes_its_own_series_from_its_start(saga: Saga) -> None:
+    """The series a service names itself (its ServiceDefinition's metrics_at_zero), under the
+    names and labels the alerts and dashboards read, before anything was counted in them."""
+    expected = {
+        config.PEDIDOS: [("saga_payment_mismatch_total", {"service": "pedidos",
+                                                          "reason": "amount_mismatch"}),
+                         ("saga_compensations_total", {"service": "pedidos",
+                                                       "reason": "pago_rechazado"})],
+        config.INVENTARIO: [("saga_payment_mismatch_total", {"service": "inventario",
+                                                             "reason": "no_payment_requested"}),
+                            ("saga_compensations_total", {"service": "inventario",
+                                                          "reason": "saga_expirada"})],
+        config.PAGOS: [("saga_sealed_token_mismatch_total", {"service": "pagos"}),
+                       ("saga_compensations_total", {"service": "pagos", "reason": "refund"})],
+    }
+    for base, series in expected.items():
+        text = (await saga.http.get(f"{base}/metrics")).text
+        for name, labels in series:
+            assert labels in _series(text, name), (base, name, labels)
+    pagos = (await saga.http.get(f"{config.PAGOS}/metrics")).text
+    assert "# TYPE payment_gateway_request_duration_seconds histogram" in pagos
+
+
 def test_the_label_names_are_the_standards() -> None:
     from prometheus_client import REGISTRY
 

@@ -1,7 +1,7 @@
 """The recovery drill of docs/operations.md ("Backups and point-in-time recovery"), on the local
-stack: orders completed; ``stack.py backup``; more orders, some still in flight when a target
+stack: orders completed; ``python -m local_stack backup``; more orders, some still in flight when a target
 time T is noted; more orders after T, some completed and some in flight; PostgreSQL's
-postmaster SIGKILLed; ``stack.py restore --target-time T``.
+postmaster SIGKILLed; ``python -m local_stack restore --target-time T``.
 
 Then, on what was restored: the chaos suite's invariant checker passes (stock, money, payments
 against the gateway's ledger, outboxes drained, inboxes with their effects), every saga that

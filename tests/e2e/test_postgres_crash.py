@@ -129,7 +129,7 @@ async def _up_releasing_the_orphan(release: Path) -> tuple[int, str, bool]:
     lets the orphaned backend finish its statement. Answers the exit code, the output and
     whether ``up`` waited."""
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, str(config.ROOT / "deploy/local/stack.py"), "up", cwd=config.ROOT,
+        sys.executable, "-m", "local_stack", "up", cwd=config.ROOT,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
     assert proc.stdout is not None
     said, waited = [], False

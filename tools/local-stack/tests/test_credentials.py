@@ -98,7 +98,7 @@ def test_the_command_prints_one_json_object(tmp_path: Path) -> None:
     (state / "secrets").mkdir(parents=True, mode=0o700)
     (state / "secrets" / "postgres-admin").write_text("generated-for-this-test")
     env = {k: v for k, v in os.environ.items() if k != "PG_ADMIN_PASSWORD"}
-    res = subprocess.run([sys.executable, str(ROOT / "deploy/local/stack.py"), "credentials"],
+    res = subprocess.run([sys.executable, "-m", "local_stack", "credentials"],
                          env={**env, "SAGA_STATE_DIR": str(state)}, capture_output=True,
                          text=True, timeout=60, check=True)
     made = json.loads(res.stdout)

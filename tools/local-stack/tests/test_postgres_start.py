@@ -93,7 +93,7 @@ def test_a_port_another_program_listens_on_fails_at_once_naming_it(tmp_path: Pat
         state = tmp_path / "state"
         state.mkdir()
         (state / "pg.location").write_text(str(tmp_path / "pg"))
-        res = subprocess.run([sys.executable, str(ROOT / "deploy/local/stack.py"), "start",
+        res = subprocess.run([sys.executable, "-m", "local_stack", "start",
                               "postgres"], capture_output=True, text=True, timeout=60,
                              env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin",
                                   "SAGA_STATE_DIR": str(state),

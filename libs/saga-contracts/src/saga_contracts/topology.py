@@ -14,6 +14,10 @@ from collections.abc import Mapping
 
 from saga_contracts import registry
 
+SAGA_TYPE = "OrderCheckThenPay"
+"""The saga these services take part in (the standard's ``tipo_de_saga``): the ``saga_type``
+label of each one's metrics."""
+
 CONSUMES: Mapping[str, frozenset[str]] = {
     "pedidos": frozenset({
         "StockVerificado", "StockNoDisponible", "PrecioRechazado", "PagoExitoso",

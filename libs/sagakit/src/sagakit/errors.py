@@ -1,6 +1,10 @@
 """How a handler tells the consumer loop what kind of failure it hit
 (docs/standard.md#failures-retries-and-dead-letters)."""
 
+import asyncio
+
+import asyncpg
+
 
 class TransientError(Exception):
     """Might succeed if tried again later: retried with backoff, then dead-lettered."""
@@ -26,6 +30,14 @@ class CommitOutcomeUnknown(Exception):
 # timeout (the server ended the session). asyncpg reports some of these as a plain error, not
 # as a connection error.
 SERVER_GONE_SQLSTATES = {"57P01", "57P02", "57P03", "57P04", "57P05", "25P03"}
+
+# What a dead connection raises: the socket is gone, or the server said it is shutting it down
+# (class 57, e.g. pg_terminate_backend) before it went. When that farewell arrived while the
+# connection sat idle, asyncpg's protocol is left mid-error and refuses the next statement with
+# InternalClientError ("another operation is in progress"): the connection is as good as dead.
+CONNECTION_LOST = (OSError, asyncio.TimeoutError, asyncpg.InterfaceError,
+                   asyncpg.PostgresConnectionError, asyncpg.OperatorInterventionError,
+                   asyncpg.InternalClientError)
 
 
 class StaleRead(TransientError):
@@ -60,8 +72,6 @@ def violated_unique_key_of(exc: BaseException) -> str | None:
 def is_connection_failure(exc: BaseException) -> bool:
     """The database connection is gone (as opposed to the statement being wrong)."""
     from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
-
-    from sagakit.store.database import CONNECTION_LOST
 
     code = sqlstate(exc)
     if code is not None:

@@ -1,5 +1,4 @@
-"""Messaging limits from the environment, validated against the standard's minimums
-(docs/standard.md#configurable-limits).
+"""Messaging limits from the environment, validated against the standard's minimums (Part I §8.1).
 
 A value below a minimum stops the service with a message naming the variable. Tests and the
 benchmark may go below the minimums only with SAGA_ALLOW_UNSAFE_LIMITS=1, which is logged.
@@ -20,7 +19,7 @@ log = logging.getLogger("sagakit.settings")
 
 S = TypeVar("S", bound=BaseSettings)
 
-# (field, minimum, env var) from docs/standard.md#configurable-limits and #relay.
+# (field, minimum, env var) from Part I §8.1 and §4.3.
 STANDARD_MINIMUMS: list[tuple[str, float, str]] = [
     ("retry_max_attempts", 3, "SAGA_RETRY_MAX_ATTEMPTS"),
     ("retry_initial_backoff_s", 0.1, "SAGA_RETRY_INITIAL_BACKOFF_S"),
@@ -89,7 +88,7 @@ class MessagingSettings(KafkaClientSettings):
 
     model_config = SettingsConfigDict(env_prefix="SAGA_", extra="ignore")
 
-    # Relay (docs/standard.md#relay: 100-500 ms, never above 1 s)
+    # Relay (Part I §4.3: 100-500 ms, never above 1 s)
     relay_poll_interval_s: float = Field(0.5, gt=0, le=1.0, description=(
         "Longest the outbox relay goes without selecting from its table when no commit "
         "signals it; also how often a standby relay tries to take the lead."))
@@ -139,7 +138,7 @@ class MessagingSettings(KafkaClientSettings):
         "Rows the cleanup job deletes per transaction; it goes on until a batch comes out "
         "short."))
 
-    # Consumer retries (docs/standard.md#failures-retries-and-dead-letters)
+    # Consumer retries (Part I §5.4)
     retry_max_attempts: int = Field(5, description=(
         "Attempts at a message whose handler keeps failing transiently before it is "
         "dead-lettered. At least 3 unless SAGA_ALLOW_UNSAFE_LIMITS is set."))
@@ -154,9 +153,9 @@ class MessagingSettings(KafkaClientSettings):
     retry_jitter: float = Field(0.2, ge=0.1, le=0.25, description=(
         "Random spread of every retry wait, as a fraction of it (0.2: ±20 %)."))
 
-    # One attempt at a handler (its whole transaction) may take this long; past it the attempt is
-    # abandoned and counted as a transient failure (docs/standard.md#failure-scenarios, the third).
-    # Above the database lock and statement timeouts, below the shortest step timeout (30 s).
+    # One attempt at a handler (its whole transaction) may take this long; past it the attempt
+    # is abandoned and counted as a transient failure (Part IV §3.3 scenario 3). Above the
+    # database lock and statement timeouts, below the shortest step timeout (30 s).
     handler_timeout_s: float = Field(20.0, gt=0, le=300, description=(
         "Longest one attempt at a handler (its whole transaction) may take; past it the "
         "attempt is abandoned and retried as a transient failure."))
@@ -214,32 +213,10 @@ class MessagingSettings(KafkaClientSettings):
         "Lets the retry settings go below the standard's minimums, with a warning in the log; "
         "for tests and the benchmark only (pedidos' deadlines read it too)."))
 
-    # Fault injection for the crash tests (docs/standard.md#failure-scenarios, the first); never set
-    # in production. The process kills itself with SIGKILL right after the local commit of a message
-    # of this event type and before its offset is committed (consumer), or right after Kafka
-    # acknowledged a row of this event type and before the row is marked published (relay).
-    crash_after_commit: str | None = Field(
-        None, validation_alias="SAGA_FAULT_CRASH_AFTER_COMMIT", description=(
-        "Crash tests only: the consumer kills itself (SIGKILL) right after committing a "
-        "message of this event type, before its offset is committed."))
-    crash_after_publish: str | None = Field(
-        None, validation_alias="SAGA_FAULT_CRASH_AFTER_PUBLISH", description=(
-        "Crash tests only: the relay kills itself (SIGKILL) right after Kafka acknowledged a "
-        "row of this event type, before the row is marked published."))
-
-    # Delivery faults for the chaos suite (probabilities, 0 = off): a record handled twice in a
-    # row, handled again after newer records, neighbouring records handled swapped.
-    fault_duplicate_delivery: float = Field(
-        0.0, ge=0, le=1, validation_alias="SAGA_FAULT_DUPLICATE_DELIVERY", description=(
-        "Chaos suite only: probability that a record is handled twice in a row (0: off)."))
-    fault_late_redelivery: float = Field(
-        0.0, ge=0, le=1, validation_alias="SAGA_FAULT_LATE_REDELIVERY", description=(
-        "Chaos suite only: probability that a record is handled again after newer records "
-        "(0: off)."))
-    fault_reorder_delivery: float = Field(
-        0.0, ge=0, le=1, validation_alias="SAGA_FAULT_REORDER_DELIVERY", description=(
-        "Chaos suite only: probability that two neighbouring records are handled swapped "
-        "(0: off)."))
+    plugins: str | None = Field(None, description=(
+        "Test suites only: comma-separated modules that wrap the consumer's delivery and the "
+        "relay's acknowledgements (`sagakit.plugins`), as the fault plugin of the crash and "
+        "chaos tests does; unset in production, whose images hold no plugin."))
 
     @field_validator("operator_public_keys")
     @classmethod

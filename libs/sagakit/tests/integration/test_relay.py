@@ -27,8 +27,8 @@ from saga_harness.scratch import scratch_outbox
 from saga_harness.waiting import current, wait_for
 from sagakit.outbox.housekeeping import cleanup_published
 from sagakit.outbox.relay import OutboxRelay
-from sagakit.outbox.signal import OutboxSignal
 from sagakit.settings import MessagingSettings
+from sagakit.store.outbox_signal import OutboxSignal
 from sagakit.store.tables import MessagingTables
 from sagakit.store.unit_of_work import UnitOfWork
 

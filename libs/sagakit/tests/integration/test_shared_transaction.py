@@ -25,7 +25,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from saga_contracts.events.orders import OrdenCompletada
-from saga_harness import config
+from saga_harness import config, fault_plugin
 from saga_harness.kafka import envelope
 from saga_harness.scratch import scratch_outbox
 from saga_harness.waiting import wait_for
@@ -301,7 +301,8 @@ async def test_two_lanes_with_the_same_sagas_in_opposite_orders_never_wait_for_e
 
 def _child_main() -> None:
     """In a process of its own: handles the records in ``SHARED_TX_RECORDS`` (JSON) as the
-    consumer does, with ``SAGA_FAULT_CRASH_AFTER_COMMIT`` set: SIGKILL after the commit."""
+    consumer does, with the fault plugin's ``SAGA_FAULT_CRASH_AFTER_COMMIT`` set: SIGKILL after
+    the commit."""
     async def main() -> None:
         engine = create_async_engine(
             config.admin_dsn().replace("postgresql://", "postgresql+asyncpg://"))
@@ -319,7 +320,7 @@ async def test_killed_between_the_shared_commit_and_the_offset_the_records_come_
     engine, _ = scratch
     names = [str(uuid.uuid4()) for _ in range(4)]
     records = await _records(engine, names)
-    env = {**os.environ, "SAGA_FAULT_CRASH_AFTER_COMMIT": "OrdenCompletada",
+    env = {**os.environ, **fault_plugin.env(crash_after_commit="OrdenCompletada"),
            "SHARED_TX_RECORDS": json.dumps([{"offset": r.offset, "key": (r.key or b"").decode(),
                                              "value": (r.value or b"").decode()}
                                             for r in records])}

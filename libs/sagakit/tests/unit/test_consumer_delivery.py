@@ -12,6 +12,7 @@ from typing import Any
 from aiokafka import TopicPartition
 from aiokafka.errors import IllegalStateError
 
+from saga_harness.fault_plugin import FaultSettings, wrap_delivery
 from sagakit.consumer import Outcome, RawRecord
 from sagakit.consumer.admission import Admission
 from sagakit.consumer.delivery import InOrder
@@ -23,7 +24,6 @@ from sagakit.consumer.records import RetryLater, Verdict
 from sagakit.consumer.reporting import Report
 from sagakit.consumer.shared_runs import SharedRuns
 from sagakit.dead_letters import Attempt
-from sagakit.faults import with_delivery_faults
 from sagakit.settings import MessagingSettings
 
 TP = TopicPartition("t", 0)
@@ -106,13 +106,14 @@ class Consumer:
 
 
 def _consumer(retry_at: set[int] | None = None, **faults: float) -> Consumer:
-    settings = MessagingSettings(**{f"SAGA_FAULT_{k.upper()}": v for k, v in faults.items()})
+    settings = MessagingSettings()
     recorder = Recorder(retry_at)
     offsets = Offsets("s", settings)
     report = Report("s")
     shared_runs = SharedRuns("s", settings, Handling("s", lambda: None, settings), report, None)
     partitions = Partitions(recorder, shared_runs, offsets,
-                            with_delivery_faults(InOrder(), settings, recorder.until_decided),
+                            wrap_delivery(InOrder(), recorder.until_decided,
+                                          FaultSettings(**faults)),
                             settings)
     return Consumer(partitions, Lanes(partitions, settings), offsets, settings, recorder)
 

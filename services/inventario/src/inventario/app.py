@@ -6,9 +6,9 @@ from typing import Any
 
 from fastapi import FastAPI
 
+from inventario import metrics
 from inventario.adapters.tables import messaging
 from inventario.config import InventarioSettings
-from inventario.domain.payment_match import PaymentMismatch
 from inventario.entrypoints.http import router
 from inventario.entrypoints.messages import (
     make_on_pago_exitoso,
@@ -17,7 +17,7 @@ from inventario.entrypoints.messages import (
 )
 from saga_contracts.events.orders import OrdenCancelada, OrdenSolicitada
 from saga_contracts.events.payments import PagoExitoso
-from saga_contracts.registry import latest
+from saga_contracts.topology import SAGA_TYPE
 from sagakit.consumer import Subscription
 from sagakit.runtime import Runtime, ServiceDefinition, create_app
 from sagakit.settings import load
@@ -57,9 +57,8 @@ def create() -> FastAPI:
         tables=messaging,
         subscriptions=subscriptions,
         routers=[router],
-        # inventario releases stock for whatever reason the order was cancelled.
-        compensation_reasons=latest("OrdenCancelada").document["properties"]["reason"]["enum"],
-        payment_mismatch_reasons=[reason.value for reason in PaymentMismatch],
+        saga_types=[SAGA_TYPE],
+        metrics_at_zero=metrics.initialise,
         description="Stock validation (no locks), allocation (row locks) and release.",
         database_settings=database_settings,
     ))

@@ -11,11 +11,11 @@ from decimal import Decimal
 
 import pytest
 
+from inventario import metrics as inventario_metrics
 from inventario.domain.payment_match import Money
 from inventario.domain.stock import AllocationStatus, Line
 from inventario.usecases.allocate_stock import allocate_stock
 from saga_harness.events import PAYMENT_METHOD, handling, pago_exitoso
-from sagakit.observability import metrics
 
 from .fakes import Allocation, FakeStockRepository, Inventory, StagingUnitOfWork, StockCheck
 
@@ -33,7 +33,7 @@ def _checked(inventory: Inventory, saga_id: str, *lines: Line) -> None:
 
 
 def _mismatches(reason: str) -> float:
-    return metrics.PAYMENT_MISMATCHES.labels("inventario", reason)._value.get()
+    return inventario_metrics.PAYMENT_MISMATCHES.labels("inventario", reason)._value.get()
 
 
 async def _allocate(inventory: Inventory, saga_id: str, *,

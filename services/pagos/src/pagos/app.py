@@ -24,9 +24,9 @@ from pagos.usecases.ports import PaymentTokenOpener
 from saga_contracts.events.inventory import FalloAsignacion, StockAsignado, StockVerificado
 from saga_contracts.events.orders import OrdenCancelada
 from saga_contracts.sealing import Binding, SealingError
+from saga_contracts.topology import SAGA_TYPE
 from sagakit.consumer import Subscription
-from sagakit.runtime import PeriodicJob, Runtime, ServiceDefinition, create_app
-from sagakit.runtime.settings import ServiceSettings
+from sagakit.runtime import PeriodicJob, Runtime, ServiceDefinition, ServiceSettings, create_app
 from sagakit.settings import load
 
 SERVICE = "pagos"
@@ -115,14 +115,13 @@ def gateway_credentials() -> tuple[PaymentTokenOpener, str] | None:
 
 def create() -> FastAPI:
     gateway_worker = GatewayWorkerRun(gateway_credentials())
-    metrics.initialise(SERVICE)
     return create_app(ServiceDefinition(
         name=SERVICE,
         tables=messaging,
         subscriptions=lambda rt: subscriptions(gateway_worker.worker(rt)),
         routers=[router],
-        compensation_reasons=["refund"],
-        opens_sealed_tokens=True,
+        saga_types=[SAGA_TYPE],
+        metrics_at_zero=metrics.initialise,
         on_start=gateway_worker.start,
         on_stop=gateway_worker.stop,
         jobs=[PeriodicJob("payment-gauges", 5.0, payment_gauges)],

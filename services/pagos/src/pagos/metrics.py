@@ -1,12 +1,30 @@
-"""pagos' own Prometheus series, beside the plumbing's (``sagakit.observability.metrics``)."""
+"""pagos' own Prometheus series, beside the plumbing's (``sagakit.observability.metrics``),
+created at zero by ``initialise`` (its ``ServiceDefinition.metrics_at_zero``)."""
 
 from __future__ import annotations
 
 from enum import StrEnum
 
-from prometheus_client import Counter, Gauge
+from prometheus_client import Counter, Gauge, Histogram
 
 from pagos.domain.payment import Refusal
+from sagakit.observability import metrics
+
+GATEWAY_LATENCY = Histogram(
+    "payment_gateway_request_duration_seconds", "Calls to the payment gateway",
+    ["operation", "outcome"],
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+)
+
+SEALED_TOKEN_MISMATCHES = Counter(
+    "saga_sealed_token_mismatch_total",
+    "Sealed payment tokens that were not sealed for the charge that carried them (a copy in a "
+    "forged or changed event, or a key reused under its id): nothing was charged",
+    ["service"],
+)
+
+COMPENSATION_REASON = "refund"
+"""The one reason pagos counts its compensations under (``saga_compensations_total``)."""
 
 REFUNDS_REFUSED = Counter(
     "saga_refund_refused_total",
@@ -57,6 +75,8 @@ PAYMENTS_NEEDING_A_PERSON = Gauge(
 def initialise(service: str) -> None:
     """Every label at zero from the start: an alert on increase() misses a series whose first
     sample is 1."""
+    metrics.COMPENSATIONS.labels(service, COMPENSATION_REASON)
+    SEALED_TOKEN_MISMATCHES.labels(service)
     for reason in Refusal:
         REFUNDS_REFUSED.labels(service, reason.value)
     for call in GatewayCall:

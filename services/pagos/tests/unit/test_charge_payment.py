@@ -405,7 +405,7 @@ UNOPENABLE: dict[str, Sealer] = {
 
 
 def _mismatches() -> float:
-    return metrics.SEALED_TOKEN_MISMATCHES.labels("pagos")._value.get()
+    return pagos_metrics.SEALED_TOKEN_MISMATCHES.labels("pagos")._value.get()
 
 
 @pytest.mark.parametrize("kind", sorted(UNOPENABLE))

@@ -207,3 +207,8 @@ def test_every_refusal_is_exposed_at_zero_from_the_start() -> None:
     for reason in ("stock_allocated", "order_mismatch"):
         assert REGISTRY.get_sample_value("saga_refund_refused_total",
                                          {"service": "pagos", "reason": reason}) == 0
+    # And the series of the plumbing's metrics that carry pagos' own concepts.
+    assert REGISTRY.get_sample_value("saga_compensations_total",
+                                     {"service": "pagos", "reason": "refund"}) is not None
+    assert REGISTRY.get_sample_value("saga_sealed_token_mismatch_total",
+                                     {"service": "pagos"}) is not None

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from pagos import metrics as pagos_metrics
 from pagos.config import PagosSettings
 from pagos.domain.payment import PaymentStatus
 from pagos.usecases.charge_payment import charge_payment
@@ -21,7 +22,6 @@ from saga_contracts.events.inventory import StockVerificado
 from saga_harness import sealing
 from saga_harness.events import event, stock_verificado
 from sagakit.message import Message
-from sagakit.observability import metrics
 
 from .fakes import FakeCalls, FakeGateway, FakePayments, FakeUnit, FakeUnits, PaymentTable, Row
 
@@ -63,7 +63,7 @@ async def _handled(table: PaymentTable, gateway: FakeGateway,
 
 
 def _mismatches() -> float:
-    return metrics.SEALED_TOKEN_MISMATCHES.labels("pagos")._value.get()
+    return pagos_metrics.SEALED_TOKEN_MISMATCHES.labels("pagos")._value.get()
 
 
 def _failed_without_a_call(row: Row, gateway: FakeGateway) -> None:

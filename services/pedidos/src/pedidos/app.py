@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from fastapi import FastAPI
 
+from pedidos import metrics as pedidos_metrics
 from pedidos.adapters.order_queries import OrderQueries
 from pedidos.adapters.tables import messaging
 from pedidos.config import FingerprintKey, PaymentTokenSealing, PedidosSettings
-from pedidos.domain.order import SAGA_TYPE, CancelReason, PaymentMismatch
+from pedidos.domain.order import SAGA_TYPE
 from pedidos.entrypoints.http import routes
 from pedidos.entrypoints.jobs import deadline_job
 from pedidos.entrypoints.messages import make_track_saga
@@ -53,8 +54,8 @@ def create() -> FastAPI:
         tables=messaging,
         subscriptions=lambda rt: subscriptions(settings, known),
         routers=[routes(settings, known, sealer, fingerprints)],
-        compensation_reasons=[r.value for r in CancelReason],
-        payment_mismatch_reasons=[r.value for r in PaymentMismatch],
+        saga_types=[SAGA_TYPE],
+        metrics_at_zero=pedidos_metrics.initialise,
         jobs=[PeriodicJob("deadlines", settings.deadline_scan_interval_s,
                           deadline_job(settings, known)),
               PeriodicJob("saga-gauges", 5.0, saga_gauges)],

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from pedidos import metrics as pedidos_metrics
 from pedidos.config import PedidosSettings
 from pedidos.domain.order import TERMINAL, OrderStatus
 from pedidos.usecases.known_sagas import KnownSagas
@@ -21,7 +22,6 @@ from pedidos.usecases.track_saga import track_saga
 from sagakit.context import current_message
 from sagakit.errors import PermanentError
 from sagakit.message import Message
-from sagakit.observability import metrics
 
 from .fakes import FakeUnitOfWork, OrderTables, event, unit
 
@@ -261,7 +261,7 @@ async def test_a_commit_that_fails_forgets_the_saga_and_raises() -> None:
 
 
 def _mismatches(reason: str) -> float:
-    return metrics.PAYMENT_MISMATCHES.labels("pedidos", reason)._value.get()
+    return pedidos_metrics.PAYMENT_MISMATCHES.labels("pedidos", reason)._value.get()
 
 
 @pytest.mark.parametrize("status", [S.PENDIENTE_VALIDACION, S.PENDIENTE_PAGO,

@@ -15,8 +15,8 @@ from sqlalchemy.ext.asyncio import create_async_engine
 from bench.baselines import ensure_topic
 from bench.common import admin_dsn, config, summary_ms
 from sagakit.outbox.relay import OutboxRelay
-from sagakit.outbox.signal import OutboxSignal
 from sagakit.settings import MessagingSettings
+from sagakit.store.outbox_signal import OutboxSignal
 from sagakit.store.tables import messaging_tables, service_metadata
 from sagakit.store.unit_of_work import UnitOfWork
 

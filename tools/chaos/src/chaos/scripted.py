@@ -28,7 +28,7 @@ from chaos import scenario
 from chaos.scenario import Fault, Report
 from saga_harness.config import STATE
 
-# The stacks the scenarios run on: the variables that say how ``stack.py up`` starts it.
+# The stacks the scenarios run on: the variables that say how ``python -m local_stack up`` starts it.
 PROXIED: MappingProxyType[str, str] = MappingProxyType({"SAGA_NETPROXY": "1"})
 """Every service behind the TCP proxy (network faults)."""
 PROXIED_REPLICAS: MappingProxyType[str, str] = MappingProxyType(

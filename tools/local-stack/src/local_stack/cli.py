@@ -1,6 +1,6 @@
 """The local stack without Docker: PostgreSQL, Kafka (KRaft), the fake gateway and the services.
 
-    python deploy/local/stack.py up|down|status|logs|run|restart PART|kill PART|credentials
+    python -m local_stack up|down|status|logs|run|restart PART|kill PART|credentials
 
 Every part runs as a process of its own, in its own process group, with its log under
 ``$SAGA_STATE_DIR/logs`` and its pid under ``$SAGA_STATE_DIR/run``. ``up`` is idempotent:
@@ -25,7 +25,8 @@ from local_stack.system_programs import LOCAL_STACK, require
 def main() -> None:
     # Marks every process the stack starts, so that ``down`` finds the ones without a pid file.
     os.environ["SAGA_STACK_ROOT"] = str(ROOT)
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m local_stack",
+                                     description=(__doc__ or "").splitlines()[0])
     parser.add_argument("command", choices=["up", "down", "status", "logs", "run", "restart",
                                             "start", "stop", "kill", "pg-data-dir",
                                             "credentials", "backup", "restore"])

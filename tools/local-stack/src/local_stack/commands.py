@@ -1,4 +1,4 @@
-"""What ``deploy/local/stack.py`` does: the whole stack up, down, its status and logs, and one
+"""What ``python -m local_stack`` does: the whole stack up, down, its status and logs, and one
 part at a time (start, stop, restart, kill) for the tests and the chaos suite."""
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ stack's first start like the stack's other secrets, and what the services are to
 
 The key stays in ``.local/secrets/identity-signing.key`` across restarts, so tokens handed out
 before a restart still verify. To rotate it: rename it to ``identity-signing.previous.key`` and
-``python deploy/local/stack.py restart identity``; a new key is made and signs, the previous one
+``make restart PART=identity``; a new key is made and signs, the previous one
 stays published until it is deleted (and the identity provider restarted once more).
 """
 

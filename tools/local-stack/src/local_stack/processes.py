@@ -95,7 +95,7 @@ def stop_group(part: str, sig: int = signal.SIGTERM, grace_s: float = 15.0) -> N
                 os.killpg(pid, signal.SIGKILL)
             while alive(pid):
                 time.sleep(0.05)
-        # Reap it if we are its parent (restart within one stack.py process).
+        # Reap it if we are its parent (restart within one local_stack process).
         with contextlib.suppress(ChildProcessError, OSError):
             os.waitpid(pid, os.WNOHANG)
     pid_file(part).unlink(missing_ok=True)

@@ -1,5 +1,6 @@
-"""``stack.py restore``: the stack's PostgreSQL recovered to a point in time, and the saga made
-consistent again around it (docs/operations.md, "Backups and point-in-time recovery").
+"""``python -m local_stack restore``: the stack's PostgreSQL recovered to a point in time, and
+the saga made consistent again around it (docs/operations.md, "Backups and point-in-time
+recovery").
 
 After a restore to T the database is the one of T (every service's schema: one database), but
 Kafka is not: its topics hold records written after T, and each consumer group's offsets are

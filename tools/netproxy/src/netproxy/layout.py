@@ -1,5 +1,5 @@
 """The proxy's ports as the local stack runs it: one route per instance of a service and per
-dependency, and Kafka listeners the routes forward to. ``deploy/local/stack.py`` points the
+dependency, and Kafka listeners the routes forward to. the local stack (``local_stack``) points the
 services at these ports and the chaos suite names the routes; both read them from here.
 
 A route is named ``<instance>-<dependency>``: the instance as the stack names its part

@@ -19,7 +19,7 @@ Every route listens on one port and forwards to one target. Faults, per route:
   calls were answered so.
 
 Used in process by tests (``ProxySet``) and as a stack part with an HTTP control API
-(``netproxy.control``: ``python -m netproxy``, started by ``deploy/local/stack.py`` when
+(``netproxy.control``: ``python -m netproxy``, started by the local stack (``local_stack``) when
 ``SAGA_NETPROXY=1``).
 """
 

@@ -1,6 +1,6 @@
-"""Where the stack under test listens (the same variables as deploy/local/stack.py), and the
-credentials it generated for itself (local_stack.passwords: a password set in the environment,
-or else the one under ``.local/secrets/``)."""
+"""Where the stack under test listens (the same variables as the local stack,
+``local_stack.settings``), and the credentials it generated for itself (local_stack.passwords:
+a password set in the environment, or else the one under ``.local/secrets/``)."""
 
 from __future__ import annotations
 

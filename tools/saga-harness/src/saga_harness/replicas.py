@@ -37,7 +37,7 @@ class Instance:
 
     @property
     def part(self) -> str:
-        """Its name for ``deploy/local/stack.py`` and ``saga_harness.stack``."""
+        """Its name for ``python -m local_stack`` and ``saga_harness.stack``."""
         return instance_part_name(self.service, self.k)
 
     @property

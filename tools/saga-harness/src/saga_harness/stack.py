@@ -13,7 +13,7 @@ from saga_harness.config import ROOT, STATE
 
 def stack(*args: str, env: dict[str, str] | None = None, check: bool = True
           ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, str(ROOT / "deploy/local/stack.py"), *args],
+    return subprocess.run([sys.executable, "-m", "local_stack", *args],
                           cwd=ROOT, env={**os.environ, **(env or {})}, text=True,
                           capture_output=True, check=check, timeout=300)
 

@@ -1,9 +1,9 @@
 """How a partition's fetched records are handed to its handling, and what follows each one
 handled: in production, every record once, in partition order (``InOrder``).
 
-The seam exists for fault injection: the crash and chaos suites wrap it
-(``sagakit.faults.with_delivery_faults``) to repeat, hold back, swap records or kill the process
-after a commit, and only when a fault setting asks for it.
+A seam plugins may wrap (``sagakit.plugins``): the crash and chaos suites' fault plugin repeats,
+holds back or swaps records, or kills the process after a commit. Production names no plugin,
+and hands records over as they came.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from aiokafka import TopicPartition
 from sagakit.consumer.records import Outcome, RawRecord
 
 Redeliver = Callable[[RawRecord], Awaitable[Outcome]]
-"""Handles a record again, alone, until decided (the faults' duplicates)."""
+"""Handles a record again, alone, until decided (a plugin's duplicates)."""
 
 
 class Delivery(Protocol):

@@ -17,7 +17,7 @@ from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.errors import KafkaError
 
 from saga_contracts.replay_signature import OperatorKeys
-from sagakit import faults
+from sagakit import plugins
 from sagakit.consumer.admission import Admission
 from sagakit.consumer.contract import Origin
 from sagakit.consumer.dead_lettering import DeadLetters, DeadLetterWriter
@@ -103,7 +103,8 @@ class EventConsumer:
         self.shared_runs = SharedRuns(service, settings, handling, report, shared_transaction)
         self.partitions = Partitions(
             self.processor, self.shared_runs, self.offsets,
-            faults.with_delivery_faults(InOrder(), settings, self.processor.until_decided),
+            plugins.wrapped(InOrder(), "wrap_delivery", plugins.load(settings.plugins),
+                            self.processor.until_decided),
             settings)
         self.reachability = reachability
         self.kafka: AIOKafkaConsumer | None = None

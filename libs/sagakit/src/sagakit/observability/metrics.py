@@ -1,4 +1,9 @@
-"""Prometheus metrics: the standard's five (docs/standard.md#metrics) plus what operating the plumbing needs.
+"""Prometheus metrics: the standard's five (docs/standard.md#metrics) plus what operating the
+plumbing needs.
+
+A service's own metrics (a payment gateway's latency, the events it ignored and why) are its
+own module's, created at zero by its ``ServiceDefinition.metrics_at_zero``; one that two
+services declare under one name is declared with ``shared_counter``.
 
 Label names are the standard's, in English: saga_type (tipo_de_saga), final_status
 (estado_final), service (nombre_servicio), event_type (tipo_evento), error_type (tipo_error),
@@ -6,6 +11,8 @@ reason (razón_compensación).
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from prometheus_client import Counter, Gauge, Histogram
 
@@ -108,25 +115,9 @@ STEP_TIMEOUTS = Counter(
 SAGAS_STARTED = Counter("sagas_started_total", "Sagas started", ["saga_type"])
 SAGAS_FINISHED = Counter("sagas_finished_total", "Sagas that reached a terminal state",
                          ["saga_type", "status"])
-GATEWAY_LATENCY = Histogram(
-    "payment_gateway_request_duration_seconds", "Calls to the payment gateway",
-    ["operation", "outcome"],
-    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
-)
 ALERTS = Counter(
     "saga_alerts_total", "Operational alerts raised by a service (critical refunds, expiries)",
     ["service", "alert", "severity"],
-)
-PAYMENT_MISMATCHES = Counter(
-    "saga_payment_mismatch_total",
-    "Payment events ignored because they are not the payment the saga expects",
-    ["service", "reason"],
-)
-SEALED_TOKEN_MISMATCHES = Counter(
-    "saga_sealed_token_mismatch_total",
-    "Sealed payment tokens that were not sealed for the charge that carried them (a copy in a "
-    "forged or changed event, or a key reused under its id): nothing was charged",
-    ["service"],
 )
 FORGED_REPLAYS = Counter(
     "saga_forged_replays_total",
@@ -154,7 +145,6 @@ HTTP_REQUEST_DURATION = Histogram(
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
 )
 
-SAGA_TYPES = ("OrderCheckThenPay",)
 OTHER_EVENT_TYPE = "other"
 """The ``event_type`` label of every event type the contracts do not define."""
 
@@ -170,27 +160,36 @@ def event_type_label(event_type: str | None) -> str:
 FINAL_STATUSES = ("success", "failed", "compensated")
 ERROR_TYPES = ("transient", "permanent")
 
+_SHARED: dict[str, Counter] = {}
 
-def initialise(service: str, handled_event_types: list[str],
-               compensation_reasons: list[str],
-               payment_mismatch_reasons: list[str] | None = None,
-               opens_sealed_tokens: bool = False) -> None:
-    """Creates every known series at zero, so that each service exposes the standard's metrics
-    from its start and ``rate()`` sees the first increment (docs/standard.md#metrics)."""
-    for saga_type in SAGA_TYPES:
+
+def shared_counter(name: str, documentation: str, labelnames: Sequence[str]) -> Counter:
+    """A counter several services declare under one name (each in its own metrics module):
+    the first declaration in the process registers it, the next ones get the same counter, as
+    a process that imports several services (the unit tests) needs; prometheus_client would
+    refuse a second registration of the name."""
+    counter = _SHARED.get(name)
+    if counter is None:
+        counter = _SHARED[name] = Counter(name, documentation, list(labelnames))
+    elif tuple(counter._labelnames) != tuple(labelnames):
+        raise ValueError(f"{name} is declared with the labels {counter._labelnames}, "
+                         f"not {tuple(labelnames)}")
+    return counter
+
+
+def initialise(service: str, handled_event_types: Sequence[str],
+               saga_types: Sequence[str]) -> None:
+    """Creates every series of the plumbing at zero, so that each service exposes the
+    standard's metrics from its start and ``rate()`` sees the first increment (docs/standard.md#metrics).
+    The service's own (its compensations' reasons among them) are created by its
+    ``ServiceDefinition.metrics_at_zero``."""
+    for saga_type in saga_types:
         for status in FINAL_STATUSES:
             SAGA_DURATION.labels(saga_type, status)
     for event_type in handled_event_types:
         for error_type in ERROR_TYPES:
             STEP_ERRORS.labels(service, event_type, error_type)
         DLQ_MESSAGES.labels(service, event_type)
-    for reason in compensation_reasons:
-        COMPENSATIONS.labels(service, reason)
-    # At zero from the start: an alert on increase() misses a series whose first sample is 1.
-    for reason in payment_mismatch_reasons or []:
-        PAYMENT_MISMATCHES.labels(service, reason)
-    if opens_sealed_tokens:
-        SEALED_TOKEN_MISMATCHES.labels(service)
     for forgery in Forgery:
         FORGED_REPLAYS.labels(service, forgery.value)
     # sagakit.operations.dead_letter_actions.FORGED_REASON (it imports this module).

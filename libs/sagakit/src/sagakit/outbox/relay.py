@@ -58,13 +58,12 @@ import asyncpg
 from aiokafka.errors import KafkaError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from sagakit import faults, jsonio
+from sagakit import jsonio, plugins
 from sagakit.backoff import Backoff
 from sagakit.observability import metrics
 from sagakit.outbox import leadership
 from sagakit.outbox.leadership import LeadLost, Lease
 from sagakit.outbox.publisher import BROKER_UNAVAILABLE, Publisher
-from sagakit.outbox.signal import OutboxSignal
 from sagakit.outbox.statements import (
     MARK,
     MARK_AND_SELECT,
@@ -73,6 +72,7 @@ from sagakit.outbox.statements import (
     OutboxRow,
 )
 from sagakit.settings import MessagingSettings
+from sagakit.store.outbox_signal import OutboxSignal
 from sagakit.store.postgres_url import postgres_target
 from sagakit.store.tables import OUTBOX_FAILED, OUTBOX_PENDING, OUTBOX_PUBLISHED, MessagingTables
 
@@ -126,7 +126,8 @@ class OutboxRelay:
         self._mark_and_select = self._statement(MARK_AND_SELECT, epoch_param=4)
         self._mark = self._statement(MARK, epoch_param=3)
         self.publisher = Publisher(engine, tables, service, settings,
-                                   faults.with_publish_faults(self._note_acked, settings),
+                                   plugins.wrapped(self._note_acked, "wrap_acked",
+                                                   plugins.load(settings.plugins)),
                                    may_send=self._may_send, epoch=lambda: self.lease.epoch)
 
     @property

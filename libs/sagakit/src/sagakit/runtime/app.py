@@ -68,9 +68,9 @@ def create_app(definition: ServiceDefinition) -> FastAPI:
                                         settings=msg, shared_transaction=rt.shared_transaction,
                                         reachability=reachability)
         metrics.initialise(definition.name, sorted({s.event_type for s in subscriptions}),
-                           definition.compensation_reasons,
-                           definition.payment_mismatch_reasons,
-                           definition.opens_sealed_tokens)
+                           definition.saga_types)
+        if definition.metrics_at_zero:
+            definition.metrics_at_zero(definition.name)
         app.state.runtime = rt
         verifier = TokenVerifier(load(AuthSettings))
         install_authentication(app, verifier)

@@ -1,42 +1,21 @@
-"""Periodic jobs: the messaging's own (gauges, cleanup of the outbox and the inbox) and a
-service's (a deadline scanner, a gateway worker's schedule), each run in a task of its own."""
+"""Periodic jobs run, each in a task of its own: the messaging's own (gauges, cleanup of the
+outbox and the inbox) and a service's (a deadline scanner, a gateway worker's schedule), which
+its ``ServiceDefinition`` declares as ``PeriodicJob``s (``sagakit.runtime.service``)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
 
 from sagakit.observability import metrics
 from sagakit.operations.dead_letter_actions import count_open, delete_archived
 from sagakit.outbox.housekeeping import cleanup_published, refresh_outbox_gauges
+from sagakit.runtime.service import PeriodicJob, RunAgainIn, Runtime
 from sagakit.settings import MessagingSettings
 from sagakit.store import inbox
 
-if TYPE_CHECKING:
-    from sagakit.runtime.service import Runtime
-
 log = logging.getLogger("sagakit.runtime")
-
-
-@dataclass(frozen=True)
-class RunAgainIn:
-    """What a periodic job may return: when its next work falls due, if sooner than its
-    interval (a job that reads deadlines from a table knows the earliest one)."""
-
-    seconds: float
-
-
-@dataclass(frozen=True)
-class PeriodicJob:
-    """Runs ``run`` every ``interval_s``, or sooner when it returns ``RunAgainIn``."""
-
-    name: str
-    interval_s: float
-    run: Callable[[Runtime], Awaitable[Any]]
 
 
 def messaging_jobs(settings: MessagingSettings) -> list[PeriodicJob]:

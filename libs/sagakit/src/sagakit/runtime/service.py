@@ -1,5 +1,6 @@
-"""What a service is made of (``ServiceDefinition``, written by each service's composition root)
-and what it has once running (``Runtime``, built in the app's lifespan)."""
+"""What a service is made of (``ServiceDefinition``, written by each service's composition root,
+with its ``PeriodicJob``s) and what it has once running (``Runtime``, built in the app's
+lifespan)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,6 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from sagakit.consumer import EventConsumer, Subscription
 from sagakit.outbox.relay import OutboxRelay
-from sagakit.runtime.jobs import PeriodicJob
 from sagakit.runtime.settings import ServiceSettings
 from sagakit.settings import MessagingSettings
 from sagakit.store.shared_transaction import SharedTransaction
@@ -42,6 +42,23 @@ class Runtime:
                                  signal=self.relay.signal)
 
 
+@dataclass(frozen=True)
+class RunAgainIn:
+    """What a periodic job may return: when its next work falls due, if sooner than its
+    interval (a job that reads deadlines from a table knows the earliest one)."""
+
+    seconds: float
+
+
+@dataclass(frozen=True)
+class PeriodicJob:
+    """Runs ``run`` every ``interval_s``, or sooner when it returns ``RunAgainIn``."""
+
+    name: str
+    interval_s: float
+    run: Callable[[Runtime], Awaitable[Any]]
+
+
 @dataclass
 class ServiceDefinition:
     name: str
@@ -54,13 +71,13 @@ class ServiceDefinition:
     on_start: Callable[[Runtime], Awaitable[None]] | None = None
     on_stop: Callable[[Runtime], Awaitable[None]] | None = None
     description: str = ""
-    compensation_reasons: list[str] = field(default_factory=list)
-    payment_mismatch_reasons: list[str] = field(default_factory=list)
-    """The reasons the service counts ignored payment events under
-    (``saga_payment_mismatch_total``), exposed at zero from its start."""
-    opens_sealed_tokens: bool = False
-    """The service opens sealed payment tokens: ``saga_sealed_token_mismatch_total`` is exposed
-    at zero from its start."""
+    saga_types: Sequence[str] = ()
+    """The sagas the service takes part in (the standard's ``tipo_de_saga``): the
+    ``saga_type`` label of ``saga_duration_seconds``, exposed at zero from its start."""
+    metrics_at_zero: Callable[[str], None] | None = None
+    """Creates the service's own series at zero, called with its name as the app starts: its
+    own metrics, and the standard's that carry its own reasons (``saga_compensations_total``).
+    An alert on ``increase()`` misses a series whose first sample is 1."""
     database_settings: Callable[[], dict[str, str]] = dict
     """PostgreSQL settings for every connection of the service (``statement_timeout``...),
     read when the service starts."""

@@ -75,8 +75,8 @@ _OUTBOX_LOCKS_CTE = """uow_locked AS MATERIALIZED (
     SELECT count(pg_advisory_xact_lock(hashtextextended(k, 0))) AS n
     FROM unnest(CAST(:uow_lock_keys AS text[])) AS k{guarded}
 )"""
-# Wakes a relay in another process (sagakit.outbox.signal): PostgreSQL delivers the NOTIFY
-# only if and when the transaction commits. Only with ``notify``: a notifying transaction
+# Wakes a relay in another process (sagakit.store.outbox_signal): PostgreSQL delivers the
+# NOTIFY only if and when the transaction commits. Only with ``notify``: a notifying transaction
 # commits under a database-wide lock (ADR 0007). A SELECT part runs only if something reads
 # it, hence the INSERT's FROM.
 _OUTBOX_NOTIFY_CTE = """uow_notified AS MATERIALIZED (

@@ -16,26 +16,17 @@ translated for asyncpg at each connect (``sagakit.store.postgres_url``).
 
 from __future__ import annotations
 
-import asyncio
 import time
 from typing import Any
 
-import asyncpg
 from sqlalchemy import event
 from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.util import await_only
 
 from sagakit import jsonio
+from sagakit.errors import CONNECTION_LOST
 from sagakit.store.postgres_url import create_engine_for
-
-# What a dead connection raises: the socket is gone, or the server said it is shutting it down
-# (class 57, e.g. pg_terminate_backend) before it went. When that farewell arrived while the
-# connection sat idle, asyncpg's protocol is left mid-error and refuses the next statement with
-# InternalClientError ("another operation is in progress"): the connection is as good as dead.
-CONNECTION_LOST = (OSError, asyncio.TimeoutError, asyncpg.InterfaceError,
-                   asyncpg.PostgresConnectionError, asyncpg.OperatorInterventionError,
-                   asyncpg.InternalClientError)
 
 # Long enough that a pool under load never tests; short enough that a connection which has
 # waited through a database restart is tested before it is used.

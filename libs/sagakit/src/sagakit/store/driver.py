@@ -27,7 +27,7 @@ from sqlalchemy.dialects.postgresql.asyncpg import dialect as asyncpg_dialect
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql import ClauseElement, Executable
 
-from sagakit.store.database import CONNECTION_LOST
+from sagakit.errors import CONNECTION_LOST
 
 _DIALECT = asyncpg_dialect()
 

@@ -24,8 +24,8 @@ from typing import Any
 
 import asyncpg
 
+from sagakit.errors import CONNECTION_LOST
 from sagakit.observability import metrics
-from sagakit.store.database import CONNECTION_LOST
 from sagakit.store.postgres_url import postgres_target
 
 log = logging.getLogger("sagakit.store")

@@ -9,8 +9,8 @@ import asyncpg
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from sagakit.errors import CommitOutcomeUnknown, is_connection_failure
-from sagakit.outbox.signal import OutboxSignal
 from sagakit.store.driver import driver_of
+from sagakit.store.outbox_signal import OutboxSignal
 from sagakit.store.tables import MessagingTables
 from sagakit.store.unit_of_work import UnitOfWork
 

@@ -18,14 +18,14 @@ delivered while the first is still in flight waits at that key for the first to 
 Nothing else commits and nothing publishes to Kafka: the relay does, from the outbox. It hears
 of the commit from the unit of work's ``OutboxSignal``: in the process when a relay is connected
 here (it selects, or wakes the leader elsewhere), else by a ``NOTIFY`` sent with the commit
-statement (``sagakit.outbox.signal``).
+statement (``sagakit.store.outbox_signal``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import asyncpg
 from sqlalchemy import TextClause, select
@@ -34,10 +34,14 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from saga_contracts import registry
 from saga_contracts.events.base import Event
 from sagakit.envelope import Envelope
-from sagakit.errors import CommitOutcomeUnknown, is_connection_failure, violated_unique_key_of
+from sagakit.errors import (
+    CONNECTION_LOST,
+    CommitOutcomeUnknown,
+    is_connection_failure,
+    violated_unique_key_of,
+)
 from sagakit.event_builder import build_event
 from sagakit.observability import tracing
-from sagakit.outbox.signal import OutboxSignal
 from sagakit.store.commit_statement import (
     Claim,
     OutgoingRow,
@@ -45,13 +49,20 @@ from sagakit.store.commit_statement import (
     commit_params,
     commit_statement,
 )
-from sagakit.store.database import CONNECTION_LOST
 from sagakit.store.driver import Row, driver_of
 from sagakit.store.driver import compiled as driver_form
+from sagakit.store.outbox_signal import OutboxSignal
 from sagakit.store.tables import INBOX_PROCESSED, MessagingTables
 
-if TYPE_CHECKING:
-    from sagakit.store.shared_transaction import SharedTransaction
+
+class EnclosingTransaction(Protocol):
+    """A transaction a unit of work runs in instead of its own (``SharedTransaction``): its
+    connection, and what to run once it commits."""
+
+    @property
+    def connection(self) -> AsyncConnection: ...
+
+    def after_commit(self, *callbacks: Callable[[], None]) -> None: ...
 
 
 class AlreadyProcessed(Exception):
@@ -63,7 +74,7 @@ class UnitOfWork:
                  traceparent: Callable[[], str | None] | None = None,
                  isolation_level: str | None = None,
                  reads_outside_transaction: bool = False,
-                 within: SharedTransaction | None = None,
+                 within: EnclosingTransaction | None = None,
                  signal: OutboxSignal | None = None) -> None:
         if within is not None and (isolation_level or not reads_outside_transaction):
             raise ValueError("only a handler that reads outside a transaction and writes with "

@@ -16,7 +16,7 @@ from typing import Any
 import asyncpg
 
 from consola.usecases.ports import ServiceUnavailable
-from sagakit.store.postgres_url import postgres_target
+from sagakit.store import postgres_target
 
 SERVICES = ("pedidos", "inventario", "pagos")
 WHAT = "the read views"

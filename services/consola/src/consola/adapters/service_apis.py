@@ -10,8 +10,7 @@ from urllib.parse import quote
 import httpx
 
 from consola.usecases.ports import Answer, NotFound, ServiceUnavailable, SignInAgain
-from sagakit.operations.replay import ReplayRefused
-from sagakit.operations.replayer import LetterUnavailable
+from sagakit.operations import LetterUnavailable, ReplayRefused
 
 # What an action's answer may be, for the use case to say: done, done before, no such object,
 # not in a state for it, refused field by field.

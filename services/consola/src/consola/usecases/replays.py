@@ -17,8 +17,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from consola.usecases.dead_letters import SERVICES, LetterGroup, group
 from consola.usecases.outcome import BadField, Outcome
 from consola.usecases.ports import DeadLetterReads
-from sagakit.operations.replay import Outcome as Replayed
-from sagakit.operations.replayer import DeadLetterApi, Replayer
+from sagakit.operations import DeadLetterApi, Replayer
+from sagakit.operations import Outcome as Replayed
 from sagakit.settings import KafkaClientSettings
 
 GROUP_LIMIT = 100

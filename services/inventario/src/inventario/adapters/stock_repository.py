@@ -34,9 +34,7 @@ from inventario.usecases.ports import AllocationState, ProductStock, RecordedChe
 from saga_contracts.events import parse
 from saga_contracts.events.base import Event
 from sagakit import jsonio
-from sagakit.store import driver
-from sagakit.store.commit_statement import StagedWrite
-from sagakit.store.unit_of_work import UnitOfWork
+from sagakit.store import StagedWrite, UnitOfWork, driver
 
 _SKUS = any_(bindparam("skus", type_=ARRAY(Text)))
 

@@ -13,7 +13,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects.postgresql import JSONB
 
-from sagakit.store.tables import messaging_tables, service_metadata
+from sagakit.store import messaging_tables, service_metadata
 
 SCHEMA = "inventario"
 metadata = service_metadata(SCHEMA)

@@ -15,7 +15,7 @@ from saga_contracts.events.orders import OrdenCancelada, OrdenSolicitada
 from saga_contracts.events.payments import PagoExitoso
 from sagakit.consumer import Handler
 from sagakit.message import Message
-from sagakit.store.unit_of_work import UnitOfWork
+from sagakit.store import UnitOfWork
 
 
 async def on_orden_solicitada(uow: UnitOfWork, event: Message[OrdenSolicitada]) -> None:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 
+from inventario import metrics as inventario_metrics
 from inventario.domain.payment_match import Money, PaymentMismatch, payment_mismatch
 from inventario.domain.stock import (
     AllocationDecision,
@@ -37,7 +38,6 @@ from saga_contracts.events.inventory import FalloAsignacion, StockAsignado
 from saga_contracts.events.payments import PagoExitoso
 from sagakit.errors import PermanentError
 from sagakit.message import Message
-from sagakit.observability import metrics
 from sagakit.ports import UnitOfWorkPort
 
 log = logging.getLogger("inventario.allocate_stock")
@@ -88,7 +88,7 @@ def _refuse(uow: UnitOfWorkPort, event: Message[PagoExitoso], mismatch: PaymentM
             requested: Money | None, paid: Money) -> None:
     """Counts and logs, once the inbox row is committed, a payment the saga did not ask for."""
     def counted() -> None:
-        metrics.PAYMENT_MISMATCHES.labels(SERVICE, mismatch.value).inc()
+        inventario_metrics.PAYMENT_MISMATCHES.labels(SERVICE, mismatch.value).inc()
         log.warning("payment event ignored: %s (paid %s %s, requested %s)", mismatch.value,
                     paid.amount, paid.currency,
                     f"{requested.amount} {requested.currency}" if requested else "nothing",

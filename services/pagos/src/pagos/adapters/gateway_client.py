@@ -37,7 +37,6 @@ import aiohttp
 from pagos import metrics as pagos_metrics
 from pagos.domain.payment import Outcome
 from pagos.usecases.ports import ChargeResult, RefundResult
-from sagakit.observability import metrics
 from sagakit.observability.privacy import MASK, scrub
 
 log = logging.getLogger("pagos.gateway_client")
@@ -143,7 +142,7 @@ class GatewayClient:
                      idempotency_key: str, saga_id: str) -> ChargeResult:
         started = time.perf_counter()
         result = await self._charge(amount_minor, currency, token, idempotency_key, saga_id)
-        metrics.GATEWAY_LATENCY.labels("charge", result.outcome.value).observe(
+        pagos_metrics.GATEWAY_LATENCY.labels("charge", result.outcome.value).observe(
             time.perf_counter() - started)
         return replace(result, detail=_kept(result.detail, token),
                        decline_code=result.decline_code and _kept(result.decline_code, token))
@@ -207,6 +206,6 @@ class GatewayClient:
                     pagos_metrics.GatewayCall.REFUND, resp, idempotency_key=idempotency_key))
             else:
                 result = RefundResult(False, detail=_kept(_refused(resp)))
-        metrics.GATEWAY_LATENCY.labels("refund", "ok" if result.succeeded else "error").observe(
+        pagos_metrics.GATEWAY_LATENCY.labels("refund", "ok" if result.succeeded else "error").observe(
             time.perf_counter() - started)
         return result

@@ -32,9 +32,7 @@ from pagos.usecases.ports import CallOutcome, PaymentUnits
 from sagakit import jsonio
 from sagakit.dead_letters import DeadLetter
 from sagakit.ids import time_ordered_id
-from sagakit.store import driver
-from sagakit.store.commit_statement import StagedWrite
-from sagakit.store.unit_of_work import UnitOfWork
+from sagakit.store import StagedWrite, UnitOfWork, driver
 
 # The statements of a saga step are built once (per shape) and their values bound at
 # execution: building a statement and its cache key costs more CPU than sending it.

@@ -20,8 +20,7 @@ from pagos.usecases.resolve_payment import (
     ResolutionStore,
 )
 from sagakit import jsonio
-from sagakit.store.commit_statement import StagedWrite
-from sagakit.store.unit_of_work import UnitOfWork
+from sagakit.store import StagedWrite, UnitOfWork
 
 _RECORD = (("resolved", f"""INSERT INTO {{schema}}.{operator_actions.name} (operator, action, saga_id, target,
                                      reason, detail)

@@ -13,7 +13,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects.postgresql import JSONB
 
-from sagakit.store.tables import messaging_tables, operator_actions_table, service_metadata
+from sagakit.store import messaging_tables, operator_actions_table, service_metadata
 
 SCHEMA = "pagos"
 metadata = service_metadata(SCHEMA)

@@ -32,7 +32,7 @@ from pagos.usecases.resolve_payment import (
 )
 from sagakit.auth import AUTH_RESPONSES, CUSTOMER, OPERATOR, Principal, require
 from sagakit.runtime import runtime_of
-from sagakit.store.conflicts import retry_on_conflict
+from sagakit.store import retry_on_conflict
 
 router = APIRouter(tags=["payments"])
 

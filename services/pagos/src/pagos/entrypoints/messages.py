@@ -17,7 +17,7 @@ from saga_contracts.events.inventory import FalloAsignacion, StockAsignado, Stoc
 from saga_contracts.events.orders import OrdenCancelada
 from sagakit.consumer import Handler
 from sagakit.message import Message
-from sagakit.store.unit_of_work import UnitOfWork
+from sagakit.store import UnitOfWork
 
 
 def make_on_stock_verificado(calls: ChargeCalls) -> Handler[StockVerificado]:

@@ -28,6 +28,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from pagos import metrics as pagos_metrics
 from pagos.config import PagosSettings
 from pagos.domain import payment as domain
 from pagos.domain.payment import Payment
@@ -37,7 +38,6 @@ from pagos.usecases.ports import PaymentGateway, PaymentTokenOpener, PaymentUnit
 from saga_contracts import minor_units
 from saga_contracts.sealing import Binding, CannotOpen, SealingError
 from sagakit.envelope import utc_now_iso
-from sagakit.observability import metrics
 from sagakit.ports import UnitOfWorkPort
 
 log = logging.getLogger("pagos.gateway_worker")
@@ -75,7 +75,7 @@ def _opened(tokens: PaymentTokenOpener, payment: Payment, amount_minor: int) -> 
         # No key and no retry opens it: a copy of another charge's token (a forged event), or
         # an event whose amount, currency or customer is not what the order was placed for.
         # Its text names the key id, never the token.
-        metrics.SEALED_TOKEN_MISMATCHES.labels(call_outcome.SERVICE).inc()
+        pagos_metrics.SEALED_TOKEN_MISMATCHES.labels(call_outcome.SERVICE).inc()
         log.error("payment token is not for this charge: %s", exc,
                   extra={"saga_id": payment.saga_id, "status": "FAILED"})
         return _Opened(None, f"payment token is not for this charge: {exc}",

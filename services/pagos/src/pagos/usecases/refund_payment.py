@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pagos.config import PagosSettings
 from pagos.domain import payment as domain
 from pagos.domain.payment import Payment
-from pagos.metrics import GatewayCall, Stage
+from pagos.metrics import COMPENSATION_REASON, GatewayCall, Stage
 from pagos.usecases import call_outcome, payment_events
 from pagos.usecases.ports import PaymentGateway, PaymentUnits, PaymentWork
 from saga_contracts import minor_units
@@ -75,7 +75,7 @@ def _decide(called_for: Payment, succeeded: bool, refund_id: str | None, detail:
         if change.emit is domain.Emit.REEMBOLSO_EJECUTADO:
             uow.emit(payment_events.reembolso_ejecutado(current, refund_id),
                      saga_id=current.saga_id)
-            uow.after_commit(lambda: metrics.COMPENSATIONS.labels(SERVICE, "refund").inc())
+            uow.after_commit(lambda: metrics.COMPENSATIONS.labels(SERVICE, COMPENSATION_REASON).inc())
         elif change.emit is domain.Emit.FALLO_REEMBOLSO:
             call_outcome.emit_refund_failed(uow, current, attempts_made, detail)
         call_outcome.after(uow, change, current, kick)

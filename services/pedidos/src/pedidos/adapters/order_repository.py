@@ -19,9 +19,7 @@ from pedidos.adapters.tables import notifications, operator_actions, orders, sag
 from pedidos.domain.order import ACTIVE, SAGA_TYPE, STEP_OF, OrderStatus, owner_of
 from pedidos.usecases.ports import AuditEntry, ExistingOrder, OperatorAction, SagaState
 from sagakit import jsonio
-from sagakit.store import driver
-from sagakit.store.commit_statement import StagedWrite
-from sagakit.store.unit_of_work import UnitOfWork
+from sagakit.store import StagedWrite, UnitOfWork, driver
 
 
 def _seconds_from_now(param: str) -> str:

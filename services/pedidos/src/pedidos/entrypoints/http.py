@@ -45,9 +45,8 @@ from saga_contracts import registry
 from sagakit.auth import AUTH_RESPONSES, CUSTOMER, OPERATOR, Principal, require
 from sagakit.envelope import new_span_id
 from sagakit.observability import tracing
-from sagakit.runtime import runtime_of
-from sagakit.runtime.rate_limit import RateLimiter
-from sagakit.store.conflicts import retry_on_conflict
+from sagakit.runtime import RateLimiter, runtime_of
+from sagakit.store import retry_on_conflict
 
 log = logging.getLogger("pedidos.http")
 

@@ -9,7 +9,7 @@ from pedidos.usecases.known_sagas import KnownSagas
 from pedidos.usecases.track_saga import Tracked, track_saga
 from sagakit.consumer import Handler
 from sagakit.message import Message
-from sagakit.store.unit_of_work import UnitOfWork
+from sagakit.store import UnitOfWork
 
 
 def make_track_saga(settings: PedidosSettings, known: KnownSagas) -> Handler[Tracked]:

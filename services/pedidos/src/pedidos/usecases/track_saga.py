@@ -29,6 +29,7 @@ import logging
 from datetime import datetime
 from typing import Any, TypeAlias, get_args
 
+from pedidos import metrics as pedidos_metrics
 from pedidos.config import PedidosSettings
 from pedidos.domain.order import (
     AllocationBeforePayment,
@@ -57,7 +58,6 @@ from saga_contracts.events.payments import (
 )
 from sagakit.errors import PermanentError
 from sagakit.message import Message
-from sagakit.observability import metrics
 from sagakit.ports import UnitOfWorkPort
 
 log = logging.getLogger("pedidos.track_saga")
@@ -147,7 +147,7 @@ def _count_mismatch(uow: UnitOfWorkPort, event: Message[Tracked],
                     mismatch: PaymentMismatch) -> None:
     """Once the history records it: counted and logged (the amounts are in the history)."""
     def counted() -> None:
-        metrics.PAYMENT_MISMATCHES.labels("pedidos", mismatch.value).inc()
+        pedidos_metrics.PAYMENT_MISMATCHES.labels("pedidos", mismatch.value).inc()
         log.warning("payment event ignored: %s", mismatch.value,
                     extra={"saga_id": event.saga_id, "event_type": event.event_type,
                            "reason": mismatch.value})

@@ -1,5 +1,5 @@
 """Base backups of the stack's PostgreSQL, continuous WAL archiving, and recovery to a point in
-time (``stack.py backup``, ``stack.py restore``; docs/operations.md, "Backups and point-in-time
+time (``make backup``, ``make restore``; docs/operations.md, "Backups and point-in-time
 recovery").
 
 Only the server's own programs are needed (``postgres``, ``pg_ctl``): a base backup is

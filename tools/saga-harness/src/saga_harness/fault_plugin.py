@@ -1,15 +1,20 @@
-"""Fault injection for the crash and chaos suites, installed only when a fault setting asks for it.
+"""Fault injection for the crash and chaos suites: a plugin of sagakit (``sagakit.plugins``)
+that a service loads only when ``SAGA_PLUGINS`` names it, as ``env`` does for a test's restart.
+Production never names it, and the services' images do not contain this package.
 
-Each fault wraps a step of the production path rather than being consulted inside it:
+Each fault wraps a seam of the production path rather than being consulted inside it, and only
+when its setting (``FaultSettings``) asks for it:
 
 - ``SAGA_FAULT_CRASH_AFTER_COMMIT``: the consumer's delivery (``sagakit.consumer.delivery``) is
   wrapped in ``CrashAfterCommit``: SIGKILL right after the local commit of a message of that
-  event type, before its offset is recorded.
+  event type, before its offset is recorded (the crash tests, the standard's first failure
+  scenario).
 - ``SAGA_FAULT_DUPLICATE_DELIVERY``, ``SAGA_FAULT_LATE_REDELIVERY``,
   ``SAGA_FAULT_REORDER_DELIVERY``: the delivery is wrapped in ``FaultyDelivery``, which hands
-  records over again at once, again later, or swapped, as a misbehaving broker could.
+  records over again at once, again later, or swapped, as a misbehaving broker could
+  (probabilities, 0 = off).
 - ``SAGA_FAULT_CRASH_AFTER_PUBLISH``: the relay's handling of Kafka's acknowledgements is
-  wrapped (``with_publish_faults``): SIGKILL before the rows are marked published.
+  wrapped (``wrap_acked``): SIGKILL before the rows are marked published.
 """
 
 from __future__ import annotations
@@ -22,16 +27,52 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
 if TYPE_CHECKING:
     from aiokafka import TopicPartition
 
+    from sagakit.consumer import Outcome, RawRecord
     from sagakit.consumer.delivery import Delivery, Redeliver
-    from sagakit.consumer.records import Outcome, RawRecord
-    from sagakit.settings import MessagingSettings
 
 T = TypeVar("T")
 
-log = logging.getLogger("sagakit.faults")
+log = logging.getLogger("saga_harness.fault_plugin")
+
+PLUGIN = __name__
+"""What ``SAGA_PLUGINS`` names to load this plugin."""
+
+
+class FaultSettings(BaseSettings):
+    """The faults a service with this plugin injects; none by default."""
+
+    model_config = SettingsConfigDict(env_prefix="SAGA_FAULT_", extra="ignore")
+
+    crash_after_commit: str | None = Field(None, description=(
+        "Crash tests only: the consumer kills itself (SIGKILL) right after committing a "
+        "message of this event type, before its offset is committed."))
+    crash_after_publish: str | None = Field(None, description=(
+        "Crash tests only: the relay kills itself (SIGKILL) right after Kafka acknowledged a "
+        "row of this event type, before the row is marked published."))
+    duplicate_delivery: float = Field(0.0, ge=0, le=1, description=(
+        "Chaos suite only: probability that a record is handled twice in a row (0: off)."))
+    late_redelivery: float = Field(0.0, ge=0, le=1, description=(
+        "Chaos suite only: probability that a record is handled again after newer records "
+        "(0: off)."))
+    reorder_delivery: float = Field(0.0, ge=0, le=1, description=(
+        "Chaos suite only: probability that two neighbouring records are handled swapped "
+        "(0: off)."))
+
+
+def env(**faults: str | float) -> dict[str, str]:
+    """The environment a part is (re)started with to inject ``faults`` (``FaultSettings``'
+    field names): this plugin named in ``SAGA_PLUGINS``, and each fault's variable."""
+    unknown = set(faults) - set(FaultSettings.model_fields)
+    if unknown:
+        raise ValueError(f"no such fault: {', '.join(sorted(unknown))}")
+    return {"SAGA_PLUGINS": PLUGIN,
+            **{f"SAGA_FAULT_{name.upper()}": str(value) for name, value in faults.items()}}
 
 
 def crash_now(point: str, event_type: str) -> None:
@@ -120,11 +161,13 @@ class CrashAfterCommit:
         await self._inner.handled(tp, raw, outcome)
 
 
-def with_delivery_faults(delivery: Delivery, settings: MessagingSettings,
-                         redeliver: Redeliver) -> Delivery:
-    """``delivery``, wrapped in the faults ``settings`` ask for (none in production)."""
-    faults = DeliveryFaults(settings.fault_duplicate_delivery, settings.fault_late_redelivery,
-                            settings.fault_reorder_delivery)
+def wrap_delivery(delivery: Delivery, redeliver: Redeliver,
+                  settings: FaultSettings | None = None) -> Delivery:
+    """The plugin's hook: ``delivery``, wrapped in the faults ``settings`` (by default the
+    process's environment) ask for."""
+    settings = settings or FaultSettings()
+    faults = DeliveryFaults(settings.duplicate_delivery, settings.late_redelivery,
+                            settings.reorder_delivery)
     if faults.active:
         delivery = FaultyDelivery(delivery, faults, redeliver)
     if settings.crash_after_commit:
@@ -140,12 +183,13 @@ class _Published(Protocol):
 P = TypeVar("P", bound=_Published)
 
 
-def with_publish_faults(acked: Callable[[list[P]], None],
-                        settings: MessagingSettings) -> Callable[[list[P]], None]:
-    """The relay's ``acked`` step, wrapped in the fault ``settings`` ask for (none in
-    production): a SIGKILL when Kafka acknowledged a row of the event type
-    ``crash_after_publish`` names, so that the row is published and never marked so."""
-    event_type = settings.crash_after_publish
+def wrap_acked(acked: Callable[[list[P]], None],
+               settings: FaultSettings | None = None) -> Callable[[list[P]], None]:
+    """The plugin's hook: the relay's ``acked`` step, wrapped in the fault ``settings`` (by
+    default the process's environment) ask for: a SIGKILL when Kafka acknowledged a row of the
+    event type ``crash_after_publish`` names, so that the row is published and never marked
+    so."""
+    event_type = (settings or FaultSettings()).crash_after_publish
     if not event_type:
         return acked
 
