@@ -1,4 +1,5 @@
-"""Messaging limits from the environment, validated against the standard's minimums (Part I §8.1).
+"""Messaging limits from the environment, validated against the standard's minimums
+(docs/standard.md#configurable-limits).
 
 A value below a minimum stops the service with a message naming the variable. Tests and the
 benchmark may go below the minimums only with SAGA_ALLOW_UNSAFE_LIMITS=1, which is logged.
@@ -19,7 +20,7 @@ log = logging.getLogger("sagakit.settings")
 
 S = TypeVar("S", bound=BaseSettings)
 
-# (field, minimum, env var) from Part I §8.1 and §4.3.
+# (field, minimum, env var) from docs/standard.md#configurable-limits and #relay.
 STANDARD_MINIMUMS: list[tuple[str, float, str]] = [
     ("retry_max_attempts", 3, "SAGA_RETRY_MAX_ATTEMPTS"),
     ("retry_initial_backoff_s", 0.1, "SAGA_RETRY_INITIAL_BACKOFF_S"),
@@ -88,7 +89,7 @@ class MessagingSettings(KafkaClientSettings):
 
     model_config = SettingsConfigDict(env_prefix="SAGA_", extra="ignore")
 
-    # Relay (Part I §4.3: 100-500 ms, never above 1 s)
+    # Relay (docs/standard.md#relay: 100-500 ms, never above 1 s)
     relay_poll_interval_s: float = Field(0.5, gt=0, le=1.0, description=(
         "Longest the outbox relay goes without selecting from its table when no commit "
         "signals it; also how often a standby relay tries to take the lead."))
@@ -138,7 +139,7 @@ class MessagingSettings(KafkaClientSettings):
         "Rows the cleanup job deletes per transaction; it goes on until a batch comes out "
         "short."))
 
-    # Consumer retries (Part I §5.4)
+    # Consumer retries (docs/standard.md#failures-retries-and-dead-letters)
     retry_max_attempts: int = Field(5, description=(
         "Attempts at a message whose handler keeps failing transiently before it is "
         "dead-lettered. At least 3 unless SAGA_ALLOW_UNSAFE_LIMITS is set."))
@@ -153,9 +154,9 @@ class MessagingSettings(KafkaClientSettings):
     retry_jitter: float = Field(0.2, ge=0.1, le=0.25, description=(
         "Random spread of every retry wait, as a fraction of it (0.2: ±20 %)."))
 
-    # One attempt at a handler (its whole transaction) may take this long; past it the attempt
-    # is abandoned and counted as a transient failure (Part IV §3.3 scenario 3). Above the
-    # database lock and statement timeouts, below the shortest step timeout (30 s).
+    # One attempt at a handler (its whole transaction) may take this long; past it the attempt is
+    # abandoned and counted as a transient failure (docs/standard.md#failure-scenarios, the third).
+    # Above the database lock and statement timeouts, below the shortest step timeout (30 s).
     handler_timeout_s: float = Field(20.0, gt=0, le=300, description=(
         "Longest one attempt at a handler (its whole transaction) may take; past it the "
         "attempt is abandoned and retried as a transient failure."))
