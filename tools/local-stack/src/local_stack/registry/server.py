@@ -66,6 +66,9 @@ def properties() -> dict[str, str]:
         "apicurio.datasource.jdbc.max-size": "10",
         # Where it looks for its tables before making them.
         "apicurio.sql.db-schema": SCHEMA,
+        # The Confluent-compatible API names a subject <group>:<artifact>
+        # (saga-events:OrdenSolicitada), so that it reaches the event schemas' group.
+        "apicurio.ccompat.group-concat.enabled": "true",
         "apicurio.storage.snapshot.location": str(REGISTRY_DIR / "tmp"),
         "apicurio.import.work-dir": str(REGISTRY_DIR / "tmp"),
         **principals.properties(),
