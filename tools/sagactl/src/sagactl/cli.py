@@ -311,7 +311,7 @@ def _schemas(args: argparse.Namespace) -> int:
         wanted = load_schemas(Path(args.schemas)) if args.schemas else all_schemas()
         steps = schemas.register(
             registry("deployer"), wanted, args.group,
-            told=None if args.output == "json" else lambda s: _say(
+            told=(lambda s: None) if args.output == "json" else lambda s: _say(
                 f"{s.artifact} {s.version}: {s.outcome}"))
     except schemas.Refused as refused:
         if args.output == "json":

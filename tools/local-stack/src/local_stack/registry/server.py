@@ -95,7 +95,7 @@ def write_config(folder: Path = REGISTRY_DIR) -> Path:
 def command(home: Path) -> list[str]:
     # C1 only, as for Kafka (local_stack.kafka.java_cmd): on two shared cores C2 spends a
     # core for minutes after the start for little gain on a registry read a few times a start.
-    return [str(java()), "-Xmx384m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+    return [str(java()), "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
             "-Djava.util.logging.manager=org.jboss.logmanager.LogManager",
             "-jar", str(home / RUNNER)]
 
