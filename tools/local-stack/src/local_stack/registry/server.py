@@ -66,6 +66,10 @@ def properties() -> dict[str, str]:
         "apicurio.datasource.jdbc.max-size": "10",
         # Where it looks for its tables before making them.
         "apicurio.sql.db-schema": SCHEMA,
+        # The contracts' schemas are JSON Schema 2020-12: the everit-based compatibility checker
+        # knows drafts 4 to 7 only (it answers "could not determine version"); Apicurio's
+        # Apitomy checker reads 2020-12.
+        "apicurio.compat.json-schema.use-apitomy": "true",
         # The Confluent-compatible API names a subject <group>:<artifact>
         # (saga-events:OrdenSolicitada), so that it reaches the event schemas' group.
         "apicurio.ccompat.group-concat.enabled": "true",
