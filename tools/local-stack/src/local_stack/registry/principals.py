@@ -54,6 +54,8 @@ def properties() -> dict[str, str]:
     """The registry's authentication and authorization settings, users and roles included."""
     found = {
         "quarkus.oidc.tenant-enabled": "false",
+        # Quarkus warns at the start that this is fixed at build time (unset there): its basic
+        # mechanism is built in all the same, and Apicurio reads it to enforce its roles.
         "quarkus.http.auth.basic": "true",
         "apicurio.auth.role-based-authorization": "true",
         "apicurio.auth.role-source": "token",
