@@ -70,7 +70,7 @@ class FakeRegistry:
         if art["versions"] and art["rules"].get("COMPATIBILITY") == "BACKWARD":
             causes = self.refuse(list(art["versions"].values())[-1], new)
             if causes:
-                raise RegistryError(409, {"name": "RuleViolationException", "title":
+                raise RegistryError(400, {"name": "RuleViolationException", "title":
                                           "Incompatible artifact", "causes": [
                                               {"description": c, "context": "/"} for c in causes]},
                                     "POST")
