@@ -202,6 +202,21 @@ LOCAL_STACK = (
     env("INVENTARIO_PORT", "int", "`8002`", "HTTP port of inventario."),
     env("PAGOS_PORT", "int", "`8003`", "HTTP port of pagos."),
     env("PROMETHEUS_PORT", "int", "`9090`", "Port of Prometheus, when the stack starts it."),
+    env("REGISTRY_PORT", "int", "`8081`",
+        "Port of the schema registry's REST APIs (Apicurio Registry: `/apis/registry/v3`, and "
+        "the Confluent-compatible `/apis/ccompat/v7`)."),
+    env("REGISTRY_MANAGEMENT_PORT", "int", "`9081`",
+        "Port of the schema registry's health checks (`/health/ready`) and metrics "
+        "(`/metrics`)."),
+    env("REGISTRY_START_TIMEOUT", "float", "`180`",
+        "Seconds `up` waits for the schema registry to answer its readiness check."),
+    env("REGISTRY_OWNER_PASSWORD", "str", GENERATED.format(secret="registry-owner"),
+        "Password of `registry_owner`, the role the schema registry runs as, owner of its "
+        "schema `registry` (it makes its tables itself)."),
+    env("REGISTRY_<PRINCIPAL>_PASSWORD", "str", GENERATED.format(secret="registry-<principal>"),
+        "Password of a schema registry principal (HTTP basic authentication): `DEPLOYER`, who "
+        "registers the schemas and their rules, or `READER`, who reads them (the services, "
+        "the operators); the registry's settings hold only its digest."),
     env("WITH_PROMETHEUS", "flag", UNSET,
         "`1`: `up` and `run` also start Prometheus scraping the services, as `--prometheus` "
         "does."),
@@ -266,6 +281,15 @@ SAGACTL = (
         "pedidos' API, as sagactl reaches it."),
     env("SAGACTL_INVENTARIO_URL", "URL", "`http://127.0.0.1:$INVENTARIO_PORT`",
         "inventario's API, as sagactl reaches it."),
+    env("SAGACTL_REGISTRY_URL", "URL",
+        "in a checkout, the local stack's (`http://127.0.0.1:$REGISTRY_PORT/apis/registry/v3`)",
+        "The schema registry's REST API (v3) `sagactl schemas` speaks to."),
+    env("SAGACTL_REGISTRY_USERNAME", "str",
+        "in a checkout, the local stack's `deployer` (`schemas register`) or `reader` "
+        "(`schemas catalog`)",
+        "Who `sagactl schemas` is to the registry (HTTP basic authentication)."),
+    env("SAGACTL_REGISTRY_PASSWORD", "str", "in a checkout, the local stack's",
+        "The password of `SAGACTL_REGISTRY_USERNAME`. Never printed."),
     env("SAGACTL_PAGOS_URL", "URL", "`http://127.0.0.1:$PAGOS_PORT`",
         "pagos' API, as sagactl reaches it."),
 )
@@ -398,7 +422,8 @@ COMPONENTS = (
         "and the passwords the stack generated, to find the stack.",
         (Table("Stack", environment=LOCAL_STACK,
                read_in=("tools/local-stack/src/local_stack/settings.py",
-                        "tools/local-stack/src/local_stack/passwords.py")),
+                        "tools/local-stack/src/local_stack/passwords.py",
+                        "tools/local-stack/src/local_stack/registry/principals.py")),
          Table("`make credentials`", environment=CREDENTIALS,
                read_in=("tools/local-stack/src/local_stack/credentials.py",)))),
     Component(
@@ -420,7 +445,8 @@ COMPONENTS = (
               (Table("sagactl", environment=SAGACTL,
                      read_in=("tools/sagactl/src/sagactl/cli.py",
                               "tools/sagactl/src/sagactl/connection.py",
-                              "tools/sagactl/src/sagactl/operator_access.py")),)),
+                              "tools/sagactl/src/sagactl/operator_access.py",
+                              "tools/sagactl/src/sagactl/schema_registry.py")),)),
     Component("Benchmark", "Read by `make bench` (`python -m bench.run`).",
               (Table("Benchmark", environment=BENCH, read_in=("tools/bench/src/bench/run.py",)),
                Table("The benchmark's DBOS peer", environment=BENCH_PEER,

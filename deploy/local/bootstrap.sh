@@ -112,6 +112,9 @@ for need in "${needs[@]}"; do
     # Debian 12 has only PostgreSQL 15: the pinned version's server comes from Maven Central.
     log "PostgreSQL $(cat deploy/postgres-version)'s server (local_stack.postgres.binaries)"
     "$UV" run --frozen --no-sync python -m local_stack.postgres.binaries >/dev/null
+    # The schema registry's application: Apicurio's own build of it, from Maven Central.
+    log "Apicurio Registry $(cat deploy/registry-version) (local_stack.registry.app)"
+    "$UV" run --frozen --no-sync python -m local_stack.registry.app >/dev/null
   fi
   if [ "$need" = test ]; then
     log "kustomize (deploy/k8s/kustomize.sh pins its version)"

@@ -22,6 +22,8 @@ PORTS = {
     "kafka": int(os.environ.get("KAFKA_PORT", "9092")),
     "kafka-controller": int(os.environ.get("KAFKA_CONTROLLER_PORT", "9093")),
     "postgres": int(os.environ.get("PG_PORT", "25432")),
+    "registry": int(os.environ.get("REGISTRY_PORT", "8081")),
+    "registry-management": int(os.environ.get("REGISTRY_MANAGEMENT_PORT", "9081")),
 }
 
 

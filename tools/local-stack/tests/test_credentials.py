@@ -22,14 +22,15 @@ PRINCIPALS = {"admin", "pedidos", "inventario", "pagos"}
 def _scratch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setattr(secrets, "SECRETS", tmp_path / "secrets")
     for name in ("PG_ADMIN_PASSWORD", "KAFKA_SECURITY_PROTOCOL", "KAFKA_SASL_MECHANISM",
-                 *(f"{r.upper()}_READER_PASSWORD" for r in passwords.READERS)):
+                 *(f"{r.upper()}_READER_PASSWORD" for r in passwords.READERS),
+                 "REGISTRY_DEPLOYER_PASSWORD", "REGISTRY_READER_PASSWORD"):
         monkeypatch.delenv(name, raising=False)
     return tmp_path / "secrets"
 
 
 def _assert_contract_shape(made: dict) -> None:
     """The shape /work/shared/CONTRACT.md gives, every leaf a string or null."""
-    assert set(made) == {"postgres", "kafka", "gateway", "identity"}
+    assert set(made) == {"postgres", "kafka", "gateway", "identity", "schema_registry"}
     # The contract's keys, and the read views' consumers beside them.
     assert set(made["postgres"]) == {"admin_dsn", "reader_dsns"}
     assert set(made["postgres"]["reader_dsns"]) == {"console", "sagactl", "grafana"}
@@ -43,6 +44,9 @@ def _assert_contract_shape(made: dict) -> None:
                                      and all(isinstance(v, str) for v in principal.values()))
     assert set(made["gateway"]) == {"secret_key"}
     assert set(made["identity"]) == {"token_url"}
+    # Beside the contract's: the schema registry's URLs and principals.
+    assert set(made["schema_registry"]) == {"url", "ccompat_url", "principals"}
+    assert set(made["schema_registry"]["principals"]) == {"deployer", "reader"}
 
 
 def test_a_stack_that_never_started_has_nothing_to_show(_scratch: Path) -> None:
@@ -53,6 +57,7 @@ def test_a_stack_that_never_started_has_nothing_to_show(_scratch: Path) -> None:
     assert made["kafka"]["principals"] == dict.fromkeys(PRINCIPALS)
     assert made["gateway"]["secret_key"] is None
     assert made["identity"]["token_url"] == identity.token_url()
+    assert made["schema_registry"]["principals"] == {"deployer": None, "reader": None}
     assert not _scratch.exists() or not any(_scratch.iterdir()), "asking made a secret"
 
 
@@ -63,6 +68,7 @@ def test_it_shows_what_the_stack_generated(_scratch: Path,
     kafka_pagos = secrets.password("kafka-pagos")
     gateway_key = secrets.password("gateway-secret-key")
     sagactl = passwords.reader_password("sagactl")
+    deployer = secrets.password("registry-deployer")
     made = credentials.credentials()
     _assert_contract_shape(made)
     reader = urlsplit(made["postgres"]["reader_dsns"]["sagactl"])
@@ -76,6 +82,8 @@ def test_it_shows_what_the_stack_generated(_scratch: Path,
     assert (made["kafka"]["security_protocol"], made["kafka"]["sasl_mechanism"]) == \
         ("SASL_PLAINTEXT", "SCRAM-SHA-512")
     assert made["gateway"]["secret_key"] == gateway_key
+    assert made["schema_registry"]["principals"] == {
+        "deployer": {"username": "deployer", "password": deployer}, "reader": None}
 
 
 def test_a_stack_without_kafka_authentication_names_plaintext(

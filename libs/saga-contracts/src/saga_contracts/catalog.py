@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from saga_contracts.events import EVENT_MODELS
-from saga_contracts.registry import all_schemas
+from saga_contracts.registry import EventSchema, all_schemas
 
 
 def _fields(schema: dict[str, Any], prefix: str = "") -> list[str]:
@@ -37,10 +38,15 @@ def _fields(schema: dict[str, Any], prefix: str = "") -> list[str]:
     return rows
 
 
-def render() -> str:
+def render(schemas: Mapping[str, list[EventSchema]] | None = None) -> str:
+    """The catalog of ``schemas`` (event type to its versions, oldest first): the repository's
+    by default; ``sagactl schemas catalog`` gives those a schema registry holds."""
+    schemas = all_schemas() if schemas is None else schemas
     out = ["# Event catalog", "",
-           "Generated from `libs/saga-contracts/src/saga_contracts/schemas` by "
-           "`python -m saga_contracts.catalog`; do not edit by hand.", "",
+           "Generated from the event schemas, `libs/saga-contracts/src/saga_contracts/schemas`, "
+           "by `python -m saga_contracts.catalog`; do not edit by hand. `sagactl schemas "
+           "catalog` renders the same page from the schema registry they are registered in "
+           "([operations](operations.md#the-schema-registry)).", "",
            "Every event travels in the envelope of the standard "
            "([the event envelope](standard.md#the-event-envelope)): `message_id`, "
            "`saga_id`, `span_id`, `parent_span_id`, `schema_version`, `timestamp`, "
@@ -51,7 +57,7 @@ def render() -> str:
            "its model (`Message[OrdenSolicitada]`, parsed once by the consumer) and emits "
            "models (`uow.emit(StockVerificado(...))`); `parse(event_type, payload)` builds one "
            "from a dict and `model.to_payload()` gives the JSON form back.", ""]
-    for event_type, versions in sorted(all_schemas().items()):
+    for event_type, versions in sorted(schemas.items()):
         latest = versions[-1]
         model = EVENT_MODELS.get(event_type)
         out += [f"## {event_type}", "",

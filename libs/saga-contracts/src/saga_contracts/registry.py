@@ -56,14 +56,27 @@ class EventSchema:
 @cache
 def all_schemas() -> dict[str, list[EventSchema]]:
     """Every event type with its versions, oldest first."""
+    return load_schemas(SCHEMA_DIR)
+
+
+def event_schema(event_type: str, version: str, document: dict[str, Any]) -> EventSchema:
+    return EventSchema(event_type, version, document["x-producer"], document["x-topic"], document)
+
+
+def by_event_type(schemas: list[EventSchema]) -> dict[str, list[EventSchema]]:
+    """``schemas`` grouped by event type, each type's versions oldest first."""
     found: dict[str, list[EventSchema]] = {}
-    for path in sorted(SCHEMA_DIR.glob("*/*.json")):
-        doc = json.loads(path.read_text())
-        schema = EventSchema(path.parent.name, path.stem, doc["x-producer"], doc["x-topic"], doc)
+    for schema in schemas:
         found.setdefault(schema.event_type, []).append(schema)
     for versions in found.values():
         versions.sort(key=lambda s: parse_version(s.version))
-    return found
+    return dict(sorted(found.items()))
+
+
+def load_schemas(directory: Path) -> dict[str, list[EventSchema]]:
+    """The schemas of a tree laid out as ``schemas/<EventType>/<version>.json``."""
+    return by_event_type([event_schema(path.parent.name, path.stem, json.loads(path.read_text()))
+                          for path in sorted(directory.glob("*/*.json"))])
 
 
 def latest(event_type: str) -> EventSchema:

@@ -7,6 +7,8 @@ import contextlib
 import os
 import re
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -21,12 +23,15 @@ from local_stack.postgres.programs import pg_ready
 from local_stack.probes import http_json, http_ok, port_open
 from local_stack.processes import alive, read_pid, stop_group
 from local_stack.prometheus import start_prometheus
+from local_stack.registry import server as registry
 from local_stack.settings import (
     KAFKA_DIR,
     LOGS,
     PG_DB,
     PG_PORT,
     PROMETHEUS_PORT,
+    REGISTRY_DIR,
+    REGISTRY_PORT,
     ROOT,
     RUN,
 )
@@ -37,7 +42,7 @@ EXTRA_INSTANCE = re.compile(r"(kafka|pedidos|inventario|pagos)-\d+")
 
 def part_order() -> list[str]:
     """Every part of this stack, as ``logs`` follows them."""
-    return ["postgres", *(b.part for b in brokers()), *(p.name for p in py_parts())]
+    return ["postgres", *(b.part for b in brokers()), registry.PART, *(p.name for p in py_parts())]
 
 
 def extra_instances_running() -> list[str]:
@@ -50,13 +55,31 @@ def up(with_prometheus: bool) -> None:
     started = time.monotonic()
     start_postgres()
     start_kafka()
+    # No service needs the schema registry to start: its JVM starts beside them, and is waited
+    # for once they are up.
+    registry.start_registry()
     for part in py_parts():
         log(f"starting {part.name} on http://127.0.0.1:{part.port}")
         start_py(part)
+    registry.wait_registry()
+    register_schemas()
     if with_prometheus:
         start_prometheus()
     log(f"stack is up in {time.monotonic() - started:.1f}s")
     status()
+
+
+def register_schemas() -> None:
+    """Every schema version of the contracts into the registry, as the deployment does it
+    (``sagactl schemas register``): a version the registry's rules refuse fails ``up`` with
+    the registry's verdict."""
+    done = subprocess.run([sys.executable, "-m", "sagactl.cli", "schemas", "register"],
+                          cwd=ROOT, capture_output=True, text=True)
+    said = (done.stdout + done.stderr).strip()
+    if done.returncode != 0:
+        raise SystemExit(f"[stack] the schema registry refused the contracts' schemas "
+                         f"(sagactl schemas register):\n{said}")
+    log(said.splitlines()[-1] if said else "schemas registered")
 
 
 def down() -> None:
@@ -68,6 +91,7 @@ def down() -> None:
             stop_group(name)
     stop_group(NETPROXY_PART.name)  # whether or not this shell asked for it
     stop_group("prometheus")
+    registry.stop_registry()
     for name in sorted({b.part for b in brokers()} | {n for n in extra if n.startswith("kafka")}):
         stop_group(name, grace_s=30)
     stop_postgres()
@@ -83,8 +107,8 @@ def down() -> None:
 def stack_processes() -> list[tuple[int, str]]:
     """Processes that belong to this stack, found by what they run, not by pid files."""
     data = pg_data_dir()
-    markers = [str(KAFKA_DIR), str(data)]
-    markers += [f"-m {p.module}" for p in [*py_parts(), NETPROXY_PART]]
+    paths = [str(KAFKA_DIR), str(data), str(REGISTRY_DIR)]
+    modules = [f"-m {p.module}" for p in [*py_parts(), NETPROXY_PART]]
     found = []
     me = os.getpid()
     for proc in Path("/proc").iterdir():
@@ -96,8 +120,8 @@ def stack_processes() -> list[tuple[int, str]]:
         except OSError:
             continue
         # Backends that outlived a crashed postmaster name neither the data dir nor the stack.
-        in_stack = any(m in cmd for m in markers[:2]) or is_cluster_process(int(proc.name), data) or (
-            any(cmd.rstrip().endswith(m) for m in markers[2:])
+        in_stack = any(m in cmd for m in paths) or is_cluster_process(int(proc.name), data) or (
+            any(cmd.rstrip().endswith(m) for m in modules)
             and f"SAGA_STACK_ROOT={ROOT}".encode() in environ
         )
         if in_stack and alive(int(proc.name)):
@@ -110,6 +134,7 @@ def status() -> None:
     that publishes the service's outbox (its /ready says: ``leader`` or ``standby``)."""
     rows = [("postgres", f"postgresql://127.0.0.1:{PG_PORT}/{PG_DB}", pg_ready(), "")]
     rows += [(b.part, f"127.0.0.1:{b.port}", port_open(b.port), "") for b in brokers()]
+    rows.append((registry.PART, f"http://127.0.0.1:{REGISTRY_PORT}", registry.ready(), ""))
     for p in py_parts():
         if p.service is None:
             rows.append((p.name, f"http://127.0.0.1:{p.port}", http_ok(p.health_url()), ""))
@@ -171,6 +196,8 @@ def run(with_prometheus: bool) -> None:
 def stop(part: str) -> None:
     if part == "postgres":
         stop_postgres()
+    elif part == registry.PART:
+        registry.stop_registry()
     else:
         stop_group(part, grace_s=30)
 
@@ -181,6 +208,10 @@ def start(part: str, wait: bool = True) -> None:
         start_postgres()
     elif broker_named(part) is not None:
         start_kafka()
+    elif part == registry.PART:
+        registry.start_registry()
+        if wait:
+            registry.wait_registry()
     else:
         start_py(python_part(part), wait)
 
@@ -192,6 +223,10 @@ def restart(part: str) -> None:
     elif broker_named(part) is not None:
         stop_group(part, grace_s=30)
         start_kafka()
+    elif part == registry.PART:
+        registry.stop_registry()
+        registry.start_registry()
+        registry.wait_registry()
     else:
         target = python_part(part)
         stop_group(part)

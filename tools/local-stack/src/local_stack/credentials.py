@@ -13,6 +13,8 @@ from typing import Any
 
 from local_stack import gateway_key, identity, kafka_auth, secrets
 from local_stack.passwords import READERS, known_admin_password, known_reader_password, reader_role
+from local_stack.registry import principals as registry_principals
+from local_stack.registry import server as registry
 from local_stack.settings import KAFKA_BOOTSTRAP, PG_ADMIN, PG_PORT, SERVICE_PORTS, dsn
 
 # Kafka's principals: the operator's and one per service, each with the password the stack
@@ -44,6 +46,16 @@ def _reader_dsn(consumer: str) -> str | None:
                                              driver="postgresql", port=PG_PORT)
 
 
+def _schema_registry() -> dict[str, Any]:
+    def principal(name: str) -> dict[str, str] | None:
+        password = registry_principals.known_password(name)
+        return None if password is None else {"username": name, "password": password}
+
+    return {"url": registry.API_URL, "ccompat_url": registry.CCOMPAT_URL,
+            # HTTP basic authentication: the deployer registers, the reader reads.
+            "principals": {name: principal(name) for name in registry_principals.PRINCIPALS}}
+
+
 def credentials() -> dict[str, Any]:
     admin = known_admin_password()
     return {
@@ -56,6 +68,7 @@ def credentials() -> dict[str, Any]:
         },
         "kafka": _kafka(),
         "gateway": {"secret_key": secrets.existing(gateway_key.SECRET)},
+        "schema_registry": _schema_registry(),
         # Not a secret: the local identity provider hands a token to whoever asks.
         "identity": {"token_url": identity.token_url()},
     }

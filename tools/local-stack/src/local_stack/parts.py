@@ -127,8 +127,9 @@ NETPROXY_PART = PyPart("netproxy", "netproxy", proxy_ports.CONTROL_PORT,
 
 # Passwords a person may have set for the stack's roles (docs/configuration.md): a service
 # gets its own app role's in its DATABASE_URL and no other, least of all the admin's or a
-# schema owner's (migrations run before, as a step of their own).
-_STACK_PASSWORDS = re.compile(r"PG_ADMIN_PASSWORD|[A-Z]+_(OWNER|APP|READER)_PASSWORD")
+# schema owner's (migrations run before, as a step of their own), nor the schema registry's.
+_STACK_PASSWORDS = re.compile(
+    r"PG_ADMIN_PASSWORD|[A-Z]+_(OWNER|APP|READER)_PASSWORD|REGISTRY_[A-Z]+_PASSWORD")
 
 
 def inherited_env() -> dict[str, str]:

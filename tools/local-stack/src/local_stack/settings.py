@@ -40,6 +40,15 @@ SERVICE_PORTS = {
     "pagos": int(os.environ.get("PAGOS_PORT", str(DEFAULT_SERVICE_PORTS["pagos"]))),
 }
 PROMETHEUS_PORT = int(os.environ.get("PROMETHEUS_PORT", "9090"))
+# The schema registry (Apicurio Registry, local_stack.registry): its REST APIs on REGISTRY_PORT,
+# its health checks and metrics on a management port of their own (Quarkus' management
+# interface), 1000 above it like the services' metrics ports.
+REGISTRY_PORT = int(os.environ.get("REGISTRY_PORT", "8081"))
+REGISTRY_MANAGEMENT_PORT = int(os.environ.get("REGISTRY_MANAGEMENT_PORT", "9081"))
+REGISTRY_DIR = STATE / "registry"
+# How long ``up`` waits for the registry to answer its readiness check: a JVM, which migrates
+# its tables on the first start.
+REGISTRY_START_S = float(os.environ.get("REGISTRY_START_TIMEOUT", "180"))
 # Each instance also serves its metrics, with no token, on a port of their own (loopback only:
 # Prometheus scrapes them), its HTTP port + METRICS_PORT_OFFSET: pedidos 9001, inventario 9002,
 # pagos 9003, then + 100 per instance like the HTTP ports. docker-compose.yml and the

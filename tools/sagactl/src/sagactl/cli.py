@@ -13,6 +13,8 @@ operator's actions on them, dead letters and their safe replay.
     sagactl archive DEAD_LETTER_ID --service S --reason R
     sagactl signing-key
     sagactl topics create|check
+    sagactl schemas register [--schemas DIR] [--group G]
+    sagactl schemas catalog [--group G] [FILE]
 
 Every command takes ``--output json`` (one JSON document on stdout) beside the default text.
 It reads through the services' published views as a reader role, and acts through their APIs
@@ -21,7 +23,11 @@ original from Kafka and are published as the ``operator`` principal, never ``adm
 with the operator's key in SAGACTL_SIGNING_KEY_FILE (default: the local stack's, in the checkout
 sagactl runs from): ``sagactl.operator_access``, ``sagactl.dead_letters``. ``signing-key``
 prints its public key as the services' SAGA_OPERATOR_PUBLIC_KEYS names it; ``topics`` speaks
-as the principal the KAFKA_* variables name.
+as the principal the KAFKA_* variables name. ``schemas`` speaks to the schema registry
+(``sagactl.schema_registry`` says where and as whom): ``register`` puts every schema version of
+the contracts there with their compatibility rules, or stops with the registry's verdict on the
+one it refuses (``sagactl.schema_registration``); ``catalog`` renders docs/events.md from what
+the registry holds.
 
 Nothing it prints shows a payment token, in the clear or sealed: the fields the schemas declare
 sensitive are masked (or left out) and token-shaped text is masked wherever it appears (an
@@ -41,9 +47,11 @@ from typing import Any
 import asyncpg
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from saga_contracts import replay_signature
+from saga_contracts import replay_signature, schema_artifacts
 from saga_contracts.redaction import scrub
 from sagactl import actions, connection, dead_letters, operator_access, reads
+from sagactl import schema_registration as schemas
+from sagactl.schema_registry import RegistryError, registry
 from sagakit import settings
 from sagakit.operations.replay import Outcome
 from sagakit.settings import KafkaClientSettings
@@ -286,7 +294,47 @@ async def _dead_letters(args: argparse.Namespace) -> int:
         await conn.close()
 
 
+def _schemas(args: argparse.Namespace) -> int:
+    """0 when done; 1 when the registry refused a version (its verdict on stderr); 2 when it
+    could not be asked."""
+    from saga_contracts.catalog import render
+    from saga_contracts.registry import all_schemas, load_schemas
+
+    try:
+        if args.action == "catalog":
+            text = render(schemas.registered_schemas(registry("reader"), args.group))
+            if args.file:
+                Path(args.file).write_text(text)
+            else:
+                print(text)
+            return 0
+        wanted = load_schemas(Path(args.schemas)) if args.schemas else all_schemas()
+        steps = schemas.register(
+            registry("deployer"), wanted, args.group,
+            told=(lambda s: None) if args.output == "json" else lambda s: _say(
+                f"{s.artifact} {s.version}: {s.outcome}"))
+    except schemas.Refused as refused:
+        if args.output == "json":
+            _json({"refused": {"event_type": refused.schema.event_type,
+                               "version": refused.schema.version,
+                               "artifact": refused.artifact, "verdict": refused.verdict}})
+        _say(f"refused: {refused}", error=True)
+        return 1
+    except RegistryError as exc:
+        _say(f"the schema registry could not be asked: {exc}", error=True)
+        return 2
+    new = sum(s.outcome == "registered" for s in steps)
+    if args.output == "json":
+        _json({"registered": [s.__dict__ for s in steps]})
+    else:
+        _say(f"{len(steps)} schema versions of {len(wanted)} event types in the registry "
+             f"({new} new), group {args.group}")
+    return 0
+
+
 async def run(args: argparse.Namespace) -> int:
+    if args.command == "schemas":
+        return _schemas(args)
     if args.command == "signing-key":
         return _print_signing_key(args.output == "json")
     if args.command == "topics":
@@ -362,6 +410,15 @@ def main(argv: list[str] | None = None) -> None:
                 "those missing (partitions, replication factor, min ISR from KAFKA_TOPIC_"
                 "PARTITIONS, KAFKA_REPLICATION_FACTOR, KAFKA_MIN_INSYNC_REPLICAS), or check")
     p.add_argument("action", choices=["create", "check"])
+    p = command("schemas", "the schema registry: register every schema version of the "
+                "contracts with their compatibility rules (a deployment step), or render the "
+                "event catalog from what it holds")
+    p.add_argument("action", choices=["register", "catalog"])
+    p.add_argument("file", nargs="?", help="catalog: the file to write (default: stdout)")
+    p.add_argument("--schemas", metavar="DIR", help="register: a tree laid out as the "
+                   "contracts' schemas/<EventType>/<version>.json (default: the contracts')")
+    p.add_argument("--group", default=schema_artifacts.GROUP,
+                   help=f"the registry's group of the event schemas (default {schema_artifacts.GROUP})")
     args = parser.parse_args(argv)
     if getattr(args, "payload", None):
         with open(args.payload) as f:

@@ -21,6 +21,9 @@ from local_stack.passwords import (
 from local_stack.postgres import scram
 from local_stack.postgres.programs import as_pg_user, pg_bin
 from local_stack.postgres.tls import with_stack_tls
+from local_stack.registry.server import ROLE as REGISTRY_ROLE
+from local_stack.registry.server import SCHEMA as REGISTRY_SCHEMA
+from local_stack.registry.server import database_password as registry_database_password
 from local_stack.settings import PG_ADMIN, PG_DB, PG_PORT, ROOT, SERVICE_PORTS, dsn
 
 
@@ -79,7 +82,8 @@ def _login_role(role: str, password: str) -> str:
 
 def bootstrap_database() -> None:
     """One database; per service a schema, an owner role (migrations), an app role (runtime), a
-    read schema and its group role; a login role per reader of the read views."""
+    read schema and its group role; a login role per reader of the read views; the schema
+    registry's schema and role."""
     exists = _psql(["-h", "127.0.0.1", "-d", "postgres", "-tA"],
                    f"SELECT 1 FROM pg_database WHERE datname = {_literal(PG_DB)}",
                    _over_tcp()).stdout.strip()
@@ -111,6 +115,14 @@ def bootstrap_database() -> None:
             f"CREATE SCHEMA IF NOT EXISTS {svc}_read AUTHORIZATION {owner}",
             f"GRANT USAGE ON SCHEMA {svc}_read TO {svc}_reader",
         ]
+    # The schema registry's schema, owned by the role it runs as: Apicurio makes and upgrades
+    # its tables itself as it starts (local_stack.registry.server).
+    statements += [
+        _login_role(REGISTRY_ROLE, registry_database_password()),
+        f"GRANT CONNECT ON DATABASE {PG_DB} TO {REGISTRY_ROLE}",
+        f"ALTER ROLE {REGISTRY_ROLE} SET search_path = {REGISTRY_SCHEMA}",
+        f"CREATE SCHEMA IF NOT EXISTS {REGISTRY_SCHEMA} AUTHORIZATION {REGISTRY_ROLE}",
+    ]
     for consumer in READERS:
         role = reader_role(consumer)
         statements += [_login_role(role, reader_password(consumer)),

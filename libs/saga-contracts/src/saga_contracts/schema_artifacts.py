@@ -1,0 +1,42 @@
+"""Where each event schema version lives in a schema registry (Part I §6.4), so that every
+producer, consumer and tool finds it under the same name.
+
+One artifact per event type and MAJOR version: Part I §6.3 makes a breaking change a new event
+type with a version suffix (``OrdenSolicitada_v2``), so MAJOR 1 is the artifact named as the
+event type and MAJOR n the artifact ``<EventType>_v<n>``. The MINOR and PATCH versions of a
+MAJOR are that artifact's versions, named by their full version (``1.1.0``), each checked by the
+registry against the one before it (``RULES``: backward compatible, and a valid JSON Schema).
+Every artifact is in one group, ``GROUP``, and labelled with its event type, producer and topic.
+"""
+
+from __future__ import annotations
+
+import re
+
+from saga_contracts.registry import EventSchema, parse_version
+
+GROUP = "saga-events"
+# Apicurio's rule names and settings: the registry refuses a version that a consumer of the
+# version before could not read, and content that is not a valid JSON Schema.
+RULES = {"VALIDITY": "FULL", "COMPATIBILITY": "BACKWARD"}
+EVENT_TYPE_LABEL = "event-type"
+
+_SUFFIXED = re.compile(r"(?P<event_type>.+)_v(?P<major>[2-9]|[1-9]\d+)")
+
+
+def artifact_id(event_type: str, version: str) -> str:
+    major = parse_version(version)[0]
+    return event_type if major == 1 else f"{event_type}_v{major}"
+
+
+def labels(schema: EventSchema) -> dict[str, str]:
+    return {EVENT_TYPE_LABEL: schema.event_type, "major": str(schema.major),
+            "producer": schema.producer, "topic": schema.topic}
+
+
+def event_type_of(artifact: str, artifact_labels: dict[str, str] | None) -> str:
+    """The event type an artifact holds: its label, else what its name says."""
+    if artifact_labels and artifact_labels.get(EVENT_TYPE_LABEL):
+        return artifact_labels[EVENT_TYPE_LABEL]
+    suffixed = _SUFFIXED.fullmatch(artifact)
+    return suffixed["event_type"] if suffixed else artifact
