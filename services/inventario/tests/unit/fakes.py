@@ -124,8 +124,13 @@ class Inventory:
     strategies: dict[str, AllocationStrategy] = field(default_factory=dict)
     reservations: dict[tuple[str, str], Reservation] = field(default_factory=dict)
     """(saga id, SKU) → the saga's reservation of the product's units."""
-    clock: datetime = field(default_factory=lambda: datetime.now(UTC))
-    """The database clock: what ``now()`` is (tests move it)."""
+    frozen_clock: datetime | None = None
+    """The database clock, when a test sets it; otherwise the real one."""
+
+    @property
+    def clock(self) -> datetime:
+        """What the database's ``now()`` says."""
+        return self.frozen_clock or datetime.now(UTC)
 
     def held_by_others(self, sku: str, saga_id: str) -> int:
         """Units of ``sku`` other sagas hold in live reservations."""
