@@ -15,7 +15,8 @@ from typing import Protocol
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from inventario.adapters.stock_repository import ReservationDeadlineStore, StockRepository
+from inventario.adapters.reservation_deadlines import ReservationDeadlineStore
+from inventario.adapters.stock_repository import StockRepository
 from inventario.usecases.ports import ProductStore, ReservationDeadlines, StockStore
 from saga_harness.waiting import wait_for
 from sagakit.envelope import Envelope

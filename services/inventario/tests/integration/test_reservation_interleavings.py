@@ -27,7 +27,7 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from inventario.adapters.stock_repository import ReservationDeadlineStore
+from inventario.adapters.reservation_deadlines import ReservationDeadlineStore
 from inventario.app import subscriptions
 from inventario.config import InventarioSettings
 from inventario.entrypoints.messages import (
