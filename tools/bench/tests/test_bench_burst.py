@@ -13,6 +13,7 @@ import httpx
 import pytest
 
 from bench import burst, burst_report, goals
+from saga_harness import strategies
 
 
 def test_a_refund_after_a_failed_allocation_is_told_apart_from_every_other_outcome() -> None:
@@ -112,7 +113,7 @@ def _inventario(knows_strategies: bool, shows: str | None = None) -> httpx.Async
 async def test_a_stack_without_strategies_is_check_then_pay_and_refuses_the_others() -> None:
     async with _inventario(knows_strategies=False) as http:
         await burst.stock(http, "X", 10, "check_then_pay")
-        with pytest.raises(burst.StrategyRefused, match="BENCH_STRATEGIES=check_then_pay"):
+        with pytest.raises(strategies.StrategyRefused, match="BENCH_STRATEGIES=check_then_pay"):
             await burst.stock(http, "X", 10, "reserve_then_pay")
 
 
@@ -120,7 +121,7 @@ async def test_a_stack_with_strategies_must_show_the_one_asked() -> None:
     async with _inventario(knows_strategies=True) as http:
         await burst.stock(http, "X", 10, "reserve_then_pay")
     async with _inventario(knows_strategies=True, shows="check_then_pay") as http:
-        with pytest.raises(burst.StrategyRefused, match="not 'auto'"):
+        with pytest.raises(strategies.StrategyRefused, match="not 'auto'"):
             await burst.stock(http, "X", 10, "auto")
 
 

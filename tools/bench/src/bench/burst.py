@@ -36,14 +36,12 @@ import asyncpg
 import httpx
 
 from bench import burst_report, load, systems
-from bench.common import ROOT, admin_dsn, config
+from bench.common import ROOT, admin_dsn
 from bench.http_client import TRANSPORT_ERRORS, HttpStatusError
 from saga_harness import identity
+from saga_harness import strategies as allocation
 from saga_harness.identity import StackAuth
 
-STRATEGIES = ("check_then_pay", "reserve_then_pay", "auto")
-# What a product is when it is stocked without a strategy (and on a stack that has none).
-DEFAULT_STRATEGY = "check_then_pay"
 RATIOS = (1.0, 0.5, 0.25, 0.1)
 PRICE = "9.99"
 # The sku inventario is asked about before anything is measured: does it take strategies?
@@ -55,10 +53,6 @@ NO_CONTENTION_SHARE = 0.9
 NO_CONTENTION_CLIENTS = 16
 
 
-class StrategyRefused(RuntimeError):
-    """inventario does not take the allocation strategy the benchmark asked for."""
-
-
 @dataclass(frozen=True)
 class Settings:
     orders: int
@@ -68,35 +62,20 @@ class Settings:
 
     @classmethod
     def from_env(cls, quick: bool) -> Settings:
-        strategies = tuple(s for s in os.environ.get(
-            "BENCH_STRATEGIES", ",".join(STRATEGIES)).split(",") if s)
-        unknown = [s for s in strategies if s not in STRATEGIES]
-        if unknown:
-            raise SystemExit(f"BENCH_STRATEGIES: unknown {', '.join(unknown)} (known: "
-                             f"{', '.join(STRATEGIES)})")
         return cls(orders=int(os.environ.get("BENCH_BURST_ORDERS", "20" if quick else "40")),
                    rounds=int(os.environ.get("BENCH_BURST_ROUNDS", "1" if quick else "2")),
-                   strategies=strategies)
+                   strategies=allocation.parse(os.environ.get(
+                       "BENCH_STRATEGIES", ",".join(allocation.STRATEGIES)), "BENCH_STRATEGIES"))
 
 
 async def stock(http: httpx.AsyncClient, sku: str, quantity: int, strategy: str) -> None:
-    """Creates or sets the product with ``quantity`` units at the price the orders pay, under
-    ``strategy``. A stack that refuses the field has no strategies: every product there is
-    Check-Then-Pay, so that one is stocked without it; any other fails the run, clearly."""
-    body: dict[str, Any] = {"quantity": quantity, "price": PRICE, "currency": "USD"}
-    answer = await http.put(f"{config.INVENTARIO}/products/{sku}",
-                            json={**body, "allocation_strategy": strategy})
-    if answer.status_code == 422 and "allocation_strategy" in answer.text:
-        if strategy != DEFAULT_STRATEGY:
-            raise StrategyRefused(
-                f"inventario refused allocation_strategy={strategy!r} for {sku} (PUT /products: "
-                f"{answer.text[:300]}): this stack has no allocation strategies; "
-                f"BENCH_STRATEGIES={DEFAULT_STRATEGY} measures Check-Then-Pay alone")
-        answer = await http.put(f"{config.INVENTARIO}/products/{sku}", json=body)
-    answer.raise_for_status()
-    shown = answer.json().get("allocation_strategy", DEFAULT_STRATEGY)
-    if shown != strategy:
-        raise StrategyRefused(f"inventario set {sku} to {shown!r}, not {strategy!r}")
+    """The product at the price the orders pay, under ``strategy``; a stack without
+    strategies fails the run here, naming the way to measure Check-Then-Pay alone."""
+    try:
+        await allocation.stock(http, sku, quantity, strategy, price=PRICE)
+    except allocation.StrategyRefused as exc:
+        raise allocation.StrategyRefused(
+            f"{exc}; BENCH_STRATEGIES={allocation.DEFAULT} measures it alone") from exc
 
 
 async def preflight(strategies: tuple[str, ...]) -> None:
@@ -146,12 +125,12 @@ def tally(rows: list[tuple[str, str | None]]) -> dict[str, int]:
     refunds, turned away at validation (no stock), payments declined, anything else."""
     out = dict.fromkeys(("completed", "refunds", "refunds_race_lost", "refunds_other",
                          "no_stock", "declined", "other"), 0)
-    for status, allocation in rows:
+    for status, allocated in rows:
         if status == "COMPLETADA":
             out["completed"] += 1
         elif status in REFUNDED:
             out["refunds"] += 1
-            out["refunds_race_lost" if allocation == "FAILED" else "refunds_other"] += 1
+            out["refunds_race_lost" if allocated == "FAILED" else "refunds_other"] += 1
         elif status == "CANCELADA_SIN_STOCK":
             out["no_stock"] += 1
         elif status == "CANCELADA_PAGO_RECHAZADO":
@@ -291,9 +270,9 @@ async def without_contention(settings: Settings, run_id: str, clients: int, seco
 def share_of_check_then_pay(by_strategy: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """Each other strategy's throughput as a share of Check-Then-Pay's, and whether
     reserve_then_pay's is within the goal."""
-    base = (by_strategy.get(DEFAULT_STRATEGY) or {}).get("sagas_per_s")
+    base = (by_strategy.get(allocation.DEFAULT) or {}).get("sagas_per_s")
     shares = {s: round(m["sagas_per_s"] / base, 3) for s, m in by_strategy.items()
-              if s != DEFAULT_STRATEGY and base}
+              if s != allocation.DEFAULT and base}
     reserve = shares.get("reserve_then_pay")
     return {"share_of_check_then_pay": shares, "goal_share": NO_CONTENTION_SHARE,
             "reserve_within_goal": None if reserve is None else reserve >= NO_CONTENTION_SHARE}
