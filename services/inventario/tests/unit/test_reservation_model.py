@@ -1,0 +1,213 @@
+"""A model of the reservation rules (reserve_then_pay beside Check-Then-Pay), driven by
+Hypothesis through every interleaving of several sagas on one product: validations, payments
+(duplicated, late, after their reservation expired), cancellations (duplicated, racing the
+payment), the expiry job and the clock.
+
+The rules, as the model states them:
+
+- available = units on hand − the units other sagas hold in live reservations (RESERVED and
+  ``expires_at`` after now), for every strategy;
+- validation under reserve_then_pay holds the units (RESERVED until now + TTL) when they are
+  available, and otherwise turns the order away; under Check-Then-Pay it only checks them;
+- a payment whose saga holds a live reservation confirms it: the units are taken and the
+  reservation is CONFIRMED; any other payment takes the Check-Then-Pay path (allocated when
+  available, else FAILED: the charge is refunded);
+- a cancellation releases a RESERVED reservation once, gives back allocated units once, and
+  blocks a saga not allocated yet;
+- the expiry job marks RESERVED reservations past their deadline EXPIRED (availability never
+  waits for it: it counts only live ones).
+
+The invariants are the chaos checker's (tools/chaos/src/chaos/checker.py) and the stock's:
+never an oversell, the live reservations within the units on hand, no race lost while a
+reservation held the units, every reservation ended once, a cancelled saga holds nothing. Two
+mutants of the rules (availability that ignores other sagas' reservations; a confirm that does
+not ask whether the reservation is still live) are run too: the invariants catch each, so the
+model is not vacuous.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pytest
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.errors import Flaky
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
+
+TTL_S = 120
+UNITS = 6
+MAX_SAGAS = 8
+
+
+@dataclass(frozen=True)
+class Rules:
+    """The rules as written, or a mutant of them."""
+
+    others_reservations_count: bool = True
+    confirm_only_while_live: bool = True
+
+
+@dataclass
+class Saga:
+    requested: int
+    reserves: bool
+    verified: bool
+    reservation: str | None = None       # RESERVED | CONFIRMED | RELEASED | EXPIRED
+    expires_at: int = 0
+    allocation: str | None = None        # ALLOCATED | FAILED | RELEASED | BLOCKED
+    cancelled: bool = False
+    releases: int = 0
+    paid_while_held: bool = False
+    """Its payment came while its reservation was RESERVED and live."""
+
+
+@dataclass
+class Product:
+    on_hand: int = UNITS
+    sagas: list[Saga] = field(default_factory=list)
+    now: int = 0
+
+    def live(self, s: Saga) -> bool:
+        return s.reservation == "RESERVED" and s.expires_at > self.now
+
+    def held_by_others(self, me: Saga | None) -> int:
+        return sum(s.requested for s in self.sagas if s is not me and self.live(s))
+
+    def available(self, me: Saga | None, rules: Rules) -> int:
+        return self.on_hand - (self.held_by_others(me) if rules.others_reservations_count else 0)
+
+
+class ReservationsUnderChaos(RuleBasedStateMachine):
+    rules_in_force = Rules()
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.p = Product()
+
+    # --- the events -------------------------------------------------------------------
+
+    @precondition(lambda self: len(self.p.sagas) < MAX_SAGAS)
+    @rule(requested=st.integers(1, 3), reserves=st.booleans())
+    def validate(self, requested: int, reserves: bool) -> None:
+        """OrdenSolicitada: reserve_then_pay holds the units, Check-Then-Pay checks them."""
+        ok = self.p.available(None, self.rules_in_force) >= requested
+        saga = Saga(requested, reserves, verified=ok)
+        if ok and reserves:
+            saga.reservation, saga.expires_at = "RESERVED", self.p.now + TTL_S
+        self.p.sagas.append(saga)
+
+    def _saga(self, data: st.DataObject, verified: bool = False) -> Saga | None:
+        chosen = [s for s in self.p.sagas if s.verified or not verified]
+        return data.draw(st.sampled_from(chosen)) if chosen else None
+
+    @rule(data=st.data())
+    def payment_succeeded(self, data: st.DataObject) -> None:
+        """PagoExitoso (pagos charges only a verified order), duplicated or late."""
+        saga = self._saga(data, verified=True)
+        if saga is not None:
+            self._pay(saga)
+
+    @rule(data=st.data(), after_s=st.integers(0, 30))
+    def payment_after_expiry(self, data: st.DataObject, after_s: int) -> None:
+        """The clock runs past a held reservation's deadline before its payment comes."""
+        held = [s for s in self.p.sagas if s.reservation == "RESERVED"]
+        if held:
+            saga = data.draw(st.sampled_from(held))
+            self.p.now = max(self.p.now, saga.expires_at + after_s)
+            self._pay(saga)
+
+    def _pay(self, saga: Saga) -> None:
+        if saga.allocation is not None:
+            return  # allocated, failed, released or blocked already: a duplicate changes nothing
+        live = self.p.live(saga)
+        if saga.reservation == "RESERVED" and (live or not self.rules_in_force
+                                               .confirm_only_while_live):
+            saga.paid_while_held = live
+            self.p.on_hand -= saga.requested
+            saga.reservation, saga.allocation = "CONFIRMED", "ALLOCATED"
+        elif self.p.available(saga, self.rules_in_force) >= saga.requested:
+            self.p.on_hand -= saga.requested
+            saga.allocation = "ALLOCATED"
+        else:
+            saga.allocation = "FAILED"  # FalloAsignacion: the charge is refunded
+
+    @rule(data=st.data())
+    def order_cancelled(self, data: st.DataObject) -> None:
+        """OrdenCancelada (decline, cancel, timeout), duplicated, racing the payment."""
+        saga = self._saga(data)
+        if saga is None:
+            return
+        saga.cancelled = True
+        if saga.reservation == "RESERVED":
+            saga.reservation, saga.releases = "RELEASED", saga.releases + 1
+        if saga.allocation == "ALLOCATED":
+            self.p.on_hand += saga.requested
+            saga.allocation = "RELEASED"
+        elif saga.allocation is None:
+            saga.allocation = "BLOCKED"
+
+    @rule(seconds=st.integers(1, 150))
+    def time_passes(self, seconds: int) -> None:
+        self.p.now += seconds
+
+    @rule()
+    def expiry_job(self) -> None:
+        for s in self.p.sagas:
+            if s.reservation == "RESERVED" and s.expires_at <= self.p.now:
+                s.reservation = "EXPIRED"
+
+    # --- the invariants ---------------------------------------------------------------
+
+    @invariant()
+    def never_an_oversell(self) -> None:
+        taken = sum(s.requested for s in self.p.sagas if s.allocation == "ALLOCATED")
+        assert self.p.on_hand >= 0, "units on hand went negative"
+        assert UNITS - self.p.on_hand == taken, "units taken and units allocated disagree"
+
+    @invariant()
+    def live_reservations_within_stock(self) -> None:
+        assert self.p.held_by_others(None) <= self.p.on_hand
+
+    @invariant()
+    def no_race_lost_while_held(self) -> None:
+        for s in self.p.sagas:
+            assert not (s.paid_while_held and s.allocation == "FAILED")
+            if s.reservation == "CONFIRMED":
+                assert s.allocation in ("ALLOCATED", "RELEASED")
+
+    @invariant()
+    def every_reservation_ends_once(self) -> None:
+        for s in self.p.sagas:
+            assert s.releases <= 1
+            assert s.reservation is None or s.reserves
+
+    @invariant()
+    def a_cancelled_saga_holds_nothing(self) -> None:
+        for s in self.p.sagas:
+            if s.cancelled:
+                assert s.reservation != "RESERVED" and s.allocation != "ALLOCATED"
+
+
+TestReservationsUnderChaos = ReservationsUnderChaos.TestCase
+TestReservationsUnderChaos.settings = settings(max_examples=150, stateful_step_count=25,
+                                               deadline=None)
+
+
+@pytest.mark.parametrize("mutant", [Rules(others_reservations_count=False),
+                                    Rules(confirm_only_while_live=False)],
+                         ids=["availability ignores reservations", "confirm after expiry"])
+def test_the_invariants_catch_rules_that_break_them(mutant: Rules) -> None:
+    class Mutant(ReservationsUnderChaos):
+        rules_in_force = mutant
+
+    with pytest.raises((AssertionError, Flaky)):
+        run_state_machine_as_test(Mutant, settings=settings(
+            max_examples=1000, stateful_step_count=25, deadline=None, database=None,
+            print_blob=False))
