@@ -1,7 +1,8 @@
 """Renders docs/configuration.md: every environment variable the project reads, per component.
 
     uv run python deploy/configuration.py              # rewrites docs/configuration.md
-    uv run python deploy/configuration.py --check      # exit 1 if it is out of date
+    uv run python deploy/configuration.py --check      # exit 1 if it is out of date, or if
+                                                       # settings of two components disagree
     make docs
 
 The services' settings come from their pydantic-settings classes (name, type, default, limits
@@ -551,8 +552,32 @@ def settings_classes() -> list[type[BaseSettings]]:
     return [t.settings for c in COMPONENTS for t in c.tables if t.settings is not None]
 
 
+# What a payment that succeeds just before pedidos' payment deadline may still take to reach
+# inventario (the relay, the broker, a consumer's retry), and the deadline's own start, which
+# comes after the reservation's (pedidos records the StockVerificado inventario committed).
+RESERVATION_MARGIN_S = 30.0
+
+
+def settings_conflicts(pedidos: PedidosSettings, inventario: InventarioSettings) -> list[str]:
+    """Settings of two components that must agree and do not (none: an empty list). A
+    reservation must outlive the payment step it waits for: otherwise a payment that succeeds
+    in time can find its units released to another saga, and be refunded."""
+    needed = pedidos.payment_timeout_s + RESERVATION_MARGIN_S
+    if inventario.reservation_ttl_s < needed:
+        return [f"INVENTARIO_RESERVATION_TTL_S ({inventario.reservation_ttl_s:g}) is shorter "
+                f"than PEDIDOS_PAYMENT_TIMEOUT_S ({pedidos.payment_timeout_s:g}) plus "
+                f"{RESERVATION_MARGIN_S:g} s: a payment that succeeds in time could find its "
+                "reservation expired"]
+    return []
+
+
 def main(argv: list[str]) -> int:
     text = render()
+    conflicts = settings_conflicts(PedidosSettings(), InventarioSettings())
+    for conflict in conflicts:
+        print(conflict, file=sys.stderr)
+    if conflicts:
+        return 1
     if argv[:1] == ["--check"]:
         if TARGET.read_text() != text:
             print(f"{TARGET.relative_to(ROOT)} is out of date: run {COMMAND}", file=sys.stderr)

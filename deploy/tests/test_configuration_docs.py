@@ -128,3 +128,18 @@ def test_every_documented_variable_is_read_where_the_docs_say() -> None:
                       if not any(_matches(read, variable.name) for read in reads)]
     assert not wrong, "deploy/configuration.py's tables name variables their files do not " \
         "read:\n" + "\n".join(wrong)
+
+
+def test_a_reservation_outlives_the_payment_step_it_waits_for() -> None:
+    """The defaults agree: a reservation (INVENTARIO_RESERVATION_TTL_S) lasts longer than
+    pedidos' payment deadline plus the margin; a TTL that does not is named, and the generator
+    refuses to run with it."""
+    pedidos, inventario = configuration.PedidosSettings(), configuration.InventarioSettings()
+    assert configuration.settings_conflicts(pedidos, inventario) == []
+    needed = pedidos.payment_timeout_s + configuration.RESERVATION_MARGIN_S
+    assert inventario.reservation_ttl_s >= needed
+    short = configuration.InventarioSettings(reservation_ttl_s=needed - 1)
+    [conflict] = configuration.settings_conflicts(pedidos, short)
+    assert "INVENTARIO_RESERVATION_TTL_S" in conflict and "PEDIDOS_PAYMENT_TIMEOUT_S" in conflict
+    slow = configuration.PedidosSettings(payment_timeout_s=300)
+    assert configuration.settings_conflicts(slow, inventario)

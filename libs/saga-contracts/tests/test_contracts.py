@@ -15,6 +15,7 @@ from jsonschema import Draft202012Validator, FormatChecker
 from saga_contracts import registry, sealing
 from saga_contracts.catalog import render
 from saga_contracts.events import EVENT_MODELS, parse
+from saga_contracts.events.fields import UTC_TIMESTAMP_PATTERN
 from saga_contracts.registry import EventSchema, check_evolution
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -66,12 +67,25 @@ def test_the_payment_token_is_sealed_from_version_2_and_bound_to_its_charge_sinc
     assert check_evolution(registry.all_schemas()[event_type]) == []
 
 
+def test_stock_verificado_4_1_says_which_strategy_ran_in_optional_fields() -> None:
+    """4.1.0 adds the allocation strategy and the reservation's deadline, both optional: a 4.0
+    consumer reads a 4.1 payload, and the compatibility check finds nothing that breaks it."""
+    four, four_one = (registry.schema_for("StockVerificado", v).document
+                      for v in ("4.0.0", "4.1.0"))
+    assert registry.latest("StockVerificado").version == "4.1.0"
+    assert registry.breaking_changes(four, four_one) == []
+    assert {"allocation_strategy", "reserved_until"} <= set(four_one["properties"])
+    assert four_one["required"] == four["required"]
+    assert four_one["properties"]["allocation_strategy"]["enum"] == ["check_then_pay",
+                                                                     "reserve_then_pay"]
+
+
 def test_stock_verificado_3_prices_every_line() -> None:
     """3.0.0 carries each line's catalog price, and its total is the catalog's (inventario's),
     no longer the order's: a line gained a required field where lines refuse unknown ones, so
     a 2.x consumer would refuse it, hence the MAJOR bump."""
     versions = registry.all_schemas()["StockVerificado"]
-    assert [v.version for v in versions] == ["1.0.0", "2.0.0", "3.0.0", "4.0.0"]
+    assert [v.version for v in versions] == ["1.0.0", "2.0.0", "3.0.0", "4.0.0", "4.1.0"]
     three = registry.schema_for("StockVerificado", "3.0.0").document
     line = three["properties"]["items"]["items"]
     assert "unit_price" in line["required"] and line["additionalProperties"] is False
@@ -141,6 +155,7 @@ PATTERN_SAMPLES = {
     sealing.PATTERN: sealing.parse_sealing_key(sealing.new_key_pair("k1")[1]).seal(
         "tok_visa", sealing.Binding(saga_id=A_UUID, order_id=A_UUID, customer_id="c-1",
                                     currency="USD", amount_minor=1250)),
+    UTC_TIMESTAMP_PATTERN: "2026-12-06T09:00:00.123456Z",
     # What the versions of before the binding took: their own pattern, no longer sealed so.
     SEALED_V1_PATTERN: "sealed:v1:k1:" + "A" * 66,
 }

@@ -10,36 +10,41 @@ from inventario.adapters.tables import messaging
 from inventario.config import InventarioSettings
 from inventario.domain.payment_match import PaymentMismatch
 from inventario.entrypoints.http import router
+from inventario.entrypoints.jobs import reservation_expiry_job
 from inventario.entrypoints.messages import (
+    make_on_orden_solicitada,
     make_on_pago_exitoso,
     on_orden_cancelada,
-    on_orden_solicitada,
 )
 from saga_contracts.events.orders import OrdenCancelada, OrdenSolicitada
 from saga_contracts.events.payments import PagoExitoso
 from saga_contracts.registry import latest
 from sagakit.consumer import Subscription
-from sagakit.runtime import Runtime, ServiceDefinition, create_app
+from sagakit.runtime import PeriodicJob, Runtime, ServiceDefinition, create_app
 from sagakit.settings import load
 
 SERVICE = "inventario"
 
 
 def subscriptions(_: Runtime) -> list[Subscription[Any]]:
+    settings = load(InventarioSettings)
     return [
         # The read runs outside any transaction (it takes no lock, and under READ COMMITTED a
         # read inside one would see no more than this) and the record of the check goes with
         # the commit statement: two round trips, where BEGIN, read, write, commit statement and
         # COMMIT took five. Nothing follows its commit: queued orders may be checked in one
         # transaction.
-        Subscription(OrdenSolicitada, on_orden_solicitada, reads_outside_transaction=True,
-                     shares_transaction=True),
+        # A reserving check's commit statement locks the lines' products: in a shared
+        # transaction they stay locked until its COMMIT, bounded by the shared transaction's
+        # lock timeout (sagakit.store.shared_transaction).
+        Subscription(OrdenSolicitada, make_on_orden_solicitada(settings),
+                     reads_outside_transaction=True, shares_transaction=True),
         # The read (without locks) and the guarded commit statement that takes the locks
         # (ADR 0005), in a transaction: its read gives the commit statement a statement
         # timeout above the lock timeout, which a statement that is its own transaction could
         # not be given without a round trip of its own before it (a statement's timeout is
         # fixed as it starts). BEGIN and COMMIT are the price of the lock timeout applying.
-        Subscription(PagoExitoso, make_on_pago_exitoso(load(InventarioSettings))),
+        Subscription(PagoExitoso, make_on_pago_exitoso(settings)),
         Subscription(OrdenCancelada, on_orden_cancelada),
     ]
 
@@ -52,6 +57,7 @@ def database_settings() -> dict[str, str]:
 
 
 def create() -> FastAPI:
+    settings = load(InventarioSettings)
     return create_app(ServiceDefinition(
         name=SERVICE,
         tables=messaging,
@@ -62,4 +68,7 @@ def create() -> FastAPI:
         payment_mismatch_reasons=[reason.value for reason in PaymentMismatch],
         description="Stock validation (no locks), allocation (row locks) and release.",
         database_settings=database_settings,
+        # The reservations' durable timer: their deadlines, in their rows.
+        jobs=[PeriodicJob("reservation-expiry", settings.reservation_expiry_interval_s,
+                          reservation_expiry_job(settings))],
     ))

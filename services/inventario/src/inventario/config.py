@@ -23,6 +23,19 @@ class InventarioSettings(BaseSettings):
         "allocation's transaction has this plus INVENTARIO_LOCK_TIMEOUT_S, so that its lock "
         "waits end at the lock timeout."))
 
+    reservation_ttl_s: float = Field(120.0, gt=0, le=86_400, description=(
+        "How long a reserve_then_pay validation holds the units for its saga (from the "
+        "database clock at the reservation). Longer than pedidos' PEDIDOS_PAYMENT_TIMEOUT_S "
+        "plus a margin, so that a payment that succeeds in time always finds its units held "
+        "(deploy/configuration.py checks it)."))
+    auto_reserve_ratio: float = Field(0.5, gt=0, le=10, description=(
+        "The auto strategy reserves when the units of orders in flight (verified within the "
+        "reservation TTL, not allocated yet) plus the order's reach this share of the "
+        "product's available units."))
+    reservation_expiry_interval_s: float = Field(5.0, gt=0, le=300, description=(
+        "Longest the reservation expiry job sleeps between two runs; it wakes sooner for the "
+        "earliest deadline."))
+
     @property
     def allocation_statement_timeout_s(self) -> float:
         """The allocation's statement timeout: its lock waits and its own work."""

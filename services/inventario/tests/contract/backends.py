@@ -25,7 +25,7 @@ from sagakit.store.unit_of_work import UnitOfWork
 
 from ..unit.fakes import FakeStockRepository, Inventory, StagingUnitOfWork
 
-TABLES = ("products", "stock_checks", "allocations")
+TABLES = ("products", "stock_checks", "allocations", "reservations")
 
 
 class Stores(StockStore, ProductStore, Protocol):

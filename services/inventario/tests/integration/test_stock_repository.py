@@ -28,7 +28,7 @@ from inventario.app import database_settings, subscriptions
 from inventario.config import InventarioSettings
 from inventario.domain.payment_match import Money
 from inventario.domain.stock import AllocationStatus, Line
-from inventario.entrypoints.messages import make_on_pago_exitoso, on_orden_solicitada
+from inventario.entrypoints.messages import make_on_orden_solicitada, make_on_pago_exitoso
 from inventario.usecases.ports import AllocationState, RecordedCheck, ValidationRead
 from saga_contracts.events.inventory import Shortage, StockNoDisponible
 from saga_contracts.events.orders import OrdenSolicitada
@@ -330,7 +330,8 @@ async def test_validation_and_allocation_find_products_by_key_in_a_large_catalog
 
 
 SCRATCH = "inventariotest"
-SCRATCH_TABLES = ("products", "stock_checks", "allocations", "outbox", "processed_messages")
+SCRATCH_TABLES = ("products", "stock_checks", "allocations", "reservations", "outbox",
+                  "processed_messages")
 
 
 async def _deliver(engine: AsyncEngine, tables: MessagingTables, handler: Handler[Any],
@@ -364,7 +365,8 @@ async def test_a_validation_and_an_allocation_run_whole_on_a_copy_of_the_tables(
                 f"INSERT INTO {SCRATCH}.products (sku, quantity, price, currency) "
                 "VALUES (:s, 5, 5.00, 'USD')"), {"s": sku})
         placed, paid = _checked_then_paid(saga_id, order_id, sku)
-        assert await _deliver(engine, tables, on_orden_solicitada, placed)
+        assert await _deliver(engine, tables, make_on_orden_solicitada(InventarioSettings()),
+                              placed)
         assert await _deliver(engine, tables, make_on_pago_exitoso(InventarioSettings()), paid)
 
         async with engine.connect() as conn:
@@ -395,7 +397,8 @@ async def test_a_payment_the_check_did_not_ask_for_records_only_its_message(
                 f"INSERT INTO {SCRATCH}.products (sku, quantity, price, currency) "
                 "VALUES (:s, 5, 5.00, 'USD')"), {"s": sku})
         placed, _ = _checked_then_paid(saga_id, order_id, sku)
-        assert await _deliver(engine, tables, on_orden_solicitada, placed)
+        assert await _deliver(engine, tables, make_on_orden_solicitada(InventarioSettings()),
+                              placed)
         foreign = pago_exitoso(saga_id, order_id, amount="9.99", currency="USD")
         assert await _deliver(engine, tables, make_on_pago_exitoso(InventarioSettings()),
                               foreign)
@@ -476,7 +479,8 @@ async def test_the_allocation_waits_for_a_lock_past_the_statement_timeout_to_the
     saga_id, order_id = f"probe-{uuid.uuid4()}", str(uuid.uuid4())
     async with _as_inventario(monkeypatch, 3.0, 0.5) as (engine, tables, sku, settings):
         placed, paid = _checked_then_paid(saga_id, order_id, sku)
-        assert await _deliver(engine, tables, on_orden_solicitada, placed)
+        assert await _deliver(engine, tables, make_on_orden_solicitada(InventarioSettings()),
+                              placed)
         async with row_locked(f"SELECT 1 FROM {SCRATCH}.products WHERE sku = $1 FOR UPDATE",
                               sku):
             allocation = asyncio.create_task(
@@ -500,7 +504,8 @@ async def test_a_lock_held_past_the_lock_timeout_ends_the_allocation_at_the_lock
     saga_id, order_id = f"probe-{uuid.uuid4()}", str(uuid.uuid4())
     async with _as_inventario(monkeypatch, 1.0, 0.5) as (engine, tables, sku, settings):
         placed, paid = _checked_then_paid(saga_id, order_id, sku)
-        assert await _deliver(engine, tables, on_orden_solicitada, placed)
+        assert await _deliver(engine, tables, make_on_orden_solicitada(InventarioSettings()),
+                              placed)
         async with row_locked(f"SELECT 1 FROM {SCRATCH}.products WHERE sku = $1 FOR UPDATE",
                               sku):
             started = time.monotonic()

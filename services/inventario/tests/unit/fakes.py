@@ -22,12 +22,19 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from inventario.domain.allocation_strategy import AllocationStrategy
 from inventario.domain.payment_match import Money
 from inventario.domain.stock import AllocationStatus, Line, merge_lines
-from inventario.usecases.ports import AllocationState, ProductStock, RecordedCheck, ValidationRead
+from inventario.usecases.ports import (
+    AllocationState,
+    ExpiredReservation,
+    ProductStock,
+    RecordedCheck,
+    ValidationRead,
+)
 from saga_contracts.events.base import Event
 from sagakit.fakes import FakeUnitOfWork
 
@@ -85,6 +92,14 @@ class StockCheck:
     payment_requested: Money | None
     answer: Event | None = field(default=None, compare=False)
     """The event the check answered with (what tests compare is the record's other parts)."""
+    checked_at: datetime | None = field(default=None, compare=False)
+
+
+@dataclass(frozen=True)
+class Reservation:
+    quantity: int
+    status: str
+    expires_at: datetime
 
 
 @dataclass(frozen=True)
@@ -106,6 +121,28 @@ class Inventory:
     allocations: dict[str, Allocation] = field(default_factory=dict)
     locked: dict[str, StagingUnitOfWork] = field(default_factory=dict)
     """Saga id → the unit of work that locked its allocation (``lock_allocation``)."""
+    strategies: dict[str, AllocationStrategy] = field(default_factory=dict)
+    reservations: dict[tuple[str, str], Reservation] = field(default_factory=dict)
+    """(saga id, SKU) → the saga's reservation of the product's units."""
+    frozen_clock: datetime | None = None
+    """The database clock, when a test sets it; otherwise the real one."""
+
+    @property
+    def clock(self) -> datetime:
+        """What the database's ``now()`` says."""
+        return self.frozen_clock or datetime.now(UTC)
+
+    def held_by_others(self, sku: str, saga_id: str) -> int:
+        """Units of ``sku`` other sagas hold in live reservations."""
+        return sum(r.quantity for (saga, held), r in self.reservations.items()
+                   if held == sku and saga != saga_id and self.live(r))
+
+    def live(self, reservation: Reservation) -> bool:
+        return reservation.status == "RESERVED" and reservation.expires_at > self.clock
+
+    def reservation_live(self, saga_id: str) -> bool:
+        return any(saga == saga_id and self.live(r)
+                   for (saga, _), r in self.reservations.items())
 
     def put(self, sku: str, quantity: int, price: Money | None = None) -> None:
         """Sets the product's units and, unless ``price`` is None, its price."""
@@ -139,15 +176,35 @@ class FakeStockRepository:
 
     # ---- StockStore
 
-    async def validation_read(self, saga_id: str, skus: list[str]) -> ValidationRead:
-        allocation = self.inventory.allocations.get(saga_id)
-        check = self.inventory.checks.get(saga_id)
-        result = ValidationRead(allocation.status if allocation else None, self._on_hand(skus),
-                                {sku: self.inventory.prices[sku] for sku in skus
-                                 if sku in self.inventory.prices},
-                                RecordedCheck(check.result, check.answer) if check else None)
+    async def validation_read(self, saga_id: str, skus: list[str], *,
+                              in_flight_window_s: float = 120.0) -> ValidationRead:
+        inv = self.inventory
+        allocation = inv.allocations.get(saga_id)
+        check = inv.checks.get(saga_id)
+        on_hand = self._on_hand(skus)
+        strategies = {sku: inv.strategies.get(sku, AllocationStrategy.CHECK_THEN_PAY)
+                      for sku in on_hand}
+        reserved = {sku: n for sku in on_hand if (n := inv.held_by_others(sku, saga_id))}
+        result = ValidationRead(
+            allocation.status if allocation else None, on_hand,
+            {sku: inv.prices[sku] for sku in skus if sku in inv.prices},
+            RecordedCheck(check.result, check.answer) if check else None,
+            reserved=reserved, strategies=strategies,
+            in_flight={sku: self._in_flight(sku, saga_id, in_flight_window_s)
+                       for sku, strategy in strategies.items()
+                       if strategy is AllocationStrategy.AUTO},
+            now=inv.clock)
         self._read()
         return result
+
+    def _in_flight(self, sku: str, saga_id: str, window_s: float) -> int:
+        inv = self.inventory
+        since = inv.clock - timedelta(seconds=window_s)
+        return sum(line.quantity for saga, check in inv.checks.items()
+                   if saga != saga_id and check.result == "verified"
+                   and check.checked_at is not None and check.checked_at > since
+                   and saga not in inv.allocations and not inv.reservation_live(saga)
+                   for line in check.lines if line.sku == sku)
 
     def record_check(self, saga_id: str, order_id: str, lines: list[Line], result: str,
                      payment_requested: Money | None, answer: Event) -> None:
@@ -155,7 +212,26 @@ class FakeStockRepository:
             if saga_id in self.inventory.checks:
                 return False  # guarded: a check recorded first is kept, nothing written
             self.inventory.checks[saga_id] = StockCheck(order_id, list(lines), result,
-                                                        payment_requested, answer)
+                                                        payment_requested, answer,
+                                                        self.inventory.clock)
+            return True
+        self.uow.stage(write)
+
+    def record_reserving_check(self, saga_id: str, order_id: str, lines: list[Line],
+                               payment_requested: Money, answer: Event,
+                               expires_at: datetime) -> None:
+        def write() -> bool:
+            inv = self.inventory
+            wanted = merge_lines(lines)
+            if saga_id in inv.checks or not all(
+                    inv.products.get(line.sku, 0) - inv.held_by_others(line.sku, saga_id)
+                    >= line.quantity for line in wanted):
+                return False  # guarded: nothing written
+            inv.checks[saga_id] = StockCheck(order_id, list(lines), "verified",
+                                             payment_requested, answer, inv.clock)
+            for line in wanted:
+                inv.reservations.setdefault((saga_id, line.sku),
+                                            Reservation(line.quantity, "RESERVED", expires_at))
             return True
         self.uow.stage(write)
 
@@ -169,7 +245,11 @@ class FakeStockRepository:
             payment_requested=check.payment_requested if check else None,
             allocation=allocation.status if allocation else None,
             on_hand=(self._on_hand([line.sku for line in check.lines])
-                     if check and allocation is None else {}))
+                     if check and allocation is None else {}),
+            reserved=({line.sku: n for line in check.lines
+                       if (n := self.inventory.held_by_others(line.sku, saga_id))}
+                      if check and allocation is None else {}),
+            reservation_live=self.inventory.reservation_live(saga_id))
         self._read()
         return state
 
@@ -178,16 +258,22 @@ class FakeStockRepository:
         self.lock_timeouts_ms.append(lock_timeout_ms)
 
         def write() -> bool:
-            products = self.inventory.products
+            inv = self.inventory
+            products = inv.products
             wanted = merge_lines(lines)
-            enough = all(products.get(line.sku, 0) >= line.quantity for line in wanted)
+            enough = all(products.get(line.sku, 0) - inv.held_by_others(line.sku, saga_id)
+                         >= line.quantity for line in wanted)
             agreed = enough == (status is AllocationStatus.ALLOCATED)
-            if not agreed or saga_id in self.inventory.allocations:
+            if not agreed or saga_id in inv.allocations:
                 return False
-            self.inventory.allocations[saga_id] = Allocation(order_id, status, list(lines))
+            inv.allocations[saga_id] = Allocation(order_id, status, list(lines))
             if status is AllocationStatus.ALLOCATED:
                 for line in wanted:
-                    self.inventory.put(line.sku, products[line.sku] - line.quantity)
+                    inv.put(line.sku, products[line.sku] - line.quantity)
+                for key, reservation in list(inv.reservations.items()):
+                    if key[0] == saga_id and inv.live(reservation):
+                        inv.reservations[key] = Reservation(reservation.quantity, "CONFIRMED",
+                                                            reservation.expires_at)
             return True
         self.uow.stage(write)
 
@@ -219,6 +305,16 @@ class FakeStockRepository:
             self.inventory.allocations[saga_id] = Allocation(
                 allocation.order_id, AllocationStatus.RELEASED, allocation.lines)
 
+    async def release_reservation(self, saga_id: str) -> int:
+        released = 0
+        for key, reservation in list(self.inventory.reservations.items()):
+            if key[0] == saga_id and reservation.status == "RESERVED":
+                self.uow.touch(self.inventory.reservations, key)
+                self.inventory.reservations[key] = Reservation(
+                    reservation.quantity, "RELEASED", reservation.expires_at)
+                released += 1
+        return released
+
     def _put(self, sku: str, quantity: int, price: Money | None = None) -> None:
         """``Inventory.put``, run at once in the unit of work."""
         for table in (self.inventory.products, self.inventory.prices,
@@ -228,11 +324,42 @@ class FakeStockRepository:
 
     # ---- ProductStore
 
-    async def set_product(self, sku: str, quantity: int, price: Money | None) -> None:
+    async def set_product(self, sku: str, quantity: int, price: Money | None,
+                          strategy: AllocationStrategy | None = None) -> None:
         self._put(sku, quantity, price)
+        if strategy is not None:
+            self.uow.touch(self.inventory.strategies, sku)
+            self.inventory.strategies[sku] = strategy
 
     async def product(self, sku: str) -> ProductStock | None:
-        if sku not in self.inventory.products:
+        inv = self.inventory
+        if sku not in inv.products:
             return None
-        return ProductStock(sku, self.inventory.products[sku], self.inventory.updated_at[sku],
-                            self.inventory.prices.get(sku))
+        return ProductStock(sku, inv.products[sku], inv.updated_at[sku], inv.prices.get(sku),
+                            reserved=inv.held_by_others(sku, ""),
+                            allocation_strategy=inv.strategies.get(
+                                sku, AllocationStrategy.CHECK_THEN_PAY))
+
+
+class FakeReservationDeadlines:
+    """``ReservationDeadlines`` on an ``Inventory``."""
+
+    def __init__(self, inventory: Inventory) -> None:
+        self.inventory = inventory
+
+    async def expire_due(self, limit: int) -> list[ExpiredReservation]:
+        inv = self.inventory
+        due = sorted(((r.expires_at, key) for key, r in inv.reservations.items()
+                      if r.status == "RESERVED" and r.expires_at <= inv.clock))[:limit]
+        expired = []
+        for _, (saga_id, sku) in due:
+            reservation = inv.reservations[(saga_id, sku)]
+            inv.reservations[(saga_id, sku)] = Reservation(reservation.quantity, "EXPIRED",
+                                                           reservation.expires_at)
+            expired.append(ExpiredReservation(saga_id, sku, reservation.quantity))
+        return expired
+
+    async def seconds_to_next(self) -> float | None:
+        inv = self.inventory
+        deadlines = [r.expires_at for r in inv.reservations.values() if r.status == "RESERVED"]
+        return (min(deadlines) - inv.clock).total_seconds() if deadlines else None

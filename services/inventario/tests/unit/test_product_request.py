@@ -41,3 +41,14 @@ def test_a_price_that_does_not_fit_is_refused_with_its_field(body: dict[str, Any
     with pytest.raises(ValidationError) as refused:
         StockUpdate.model_validate(body)
     assert [(e["loc"], e["type"]) for e in refused.value.errors()] == [((field,), error)]
+
+
+def test_the_allocation_strategy_is_optional_and_one_of_three() -> None:
+    assert StockUpdate.model_validate({"quantity": 1}).allocation_strategy is None
+    for strategy in ("check_then_pay", "reserve_then_pay", "auto"):
+        update = StockUpdate.model_validate({"quantity": 1, "allocation_strategy": strategy})
+        assert update.allocation_strategy == strategy
+    with pytest.raises(ValidationError) as refused:
+        StockUpdate.model_validate({"quantity": 1, "allocation_strategy": "reserve"})
+    [error] = refused.value.errors()
+    assert error["loc"] == ("allocation_strategy",) and error["type"] == "enum"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 
+from inventario.domain.allocation_strategy import AllocationStrategy
 from inventario.domain.payment_match import Money
 from inventario.usecases.set_stock import set_stock
 
@@ -45,3 +46,18 @@ async def test_a_price_given_is_set_and_a_price_left_out_is_kept() -> None:
     restocked = await set_stock(uow, FakeStockRepository(inventory, uow), "A", 3)
     assert (restocked.quantity, restocked.price) == (3, Money(Decimal("50.00"), "USD"))
     assert inventory.prices == {"A": Money(Decimal("50.00"), "USD")}
+
+
+async def test_a_strategy_given_is_set_and_one_left_out_is_kept() -> None:
+    inventory = Inventory()
+    uow = StagingUnitOfWork()
+    repo = FakeStockRepository(inventory, uow)
+    created = await set_stock(uow, repo, "A", 3)
+    assert created.allocation_strategy is AllocationStrategy.CHECK_THEN_PAY
+    uow = StagingUnitOfWork()
+    await set_stock(uow, FakeStockRepository(inventory, uow), "A", 3,
+                    strategy=AllocationStrategy.RESERVE_THEN_PAY)
+    uow = StagingUnitOfWork()
+    kept = await set_stock(uow, FakeStockRepository(inventory, uow), "A", 4)
+    assert kept.allocation_strategy is AllocationStrategy.RESERVE_THEN_PAY
+    assert (kept.quantity, kept.reserved, kept.available) == (4, 0, 4)

@@ -42,7 +42,8 @@ async def test_stock_on_hand_is_verified_with_the_lines_merged_and_nothing_taken
                              "items": [{"sku": "A", "quantity": 5, "unit_price": "2.50"},
                                        {"sku": "B", "quantity": 1, "unit_price": "7.50"}],
                              "total_amount": "20.00", "currency": "EUR",
-                             "payment_method": PAYMENT_METHOD}
+                             "payment_method": PAYMENT_METHOD,
+                             "allocation_strategy": "check_then_pay"}
     assert inventory.checks == {saga_id: StockCheck(order_id, [Line("A", 5), Line("B", 1)],
                                                     "verified", Money(Decimal("20.00"), "EUR"))}
     assert inventory.products == {"A": 5, "B": 1}

@@ -101,6 +101,10 @@ class JsonInteger:
 Sku = Annotated[str, StringConstraints(min_length=1, max_length=64)]
 Quantity = Annotated[int, JsonInteger(minimum=1, maximum=1000)]
 Currency = Literal["USD", "EUR", "MXN", "COP", "ARS", "CLP", "PEN", "GBP"]
+# An instant in UTC as RFC 3339 writes it, to the microsecond at most ("2026-12-06T09:00:00Z"):
+# kept as the string it is, so that a payload comes back from a model exactly as it came.
+UTC_TIMESTAMP_PATTERN = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,6})?Z$"
+UtcTimestamp = Annotated[str, StringConstraints(pattern=UTC_TIMESTAMP_PATTERN)]
 
 # The payment token as pedidos sealed it for pagos (``saga_contracts.sealing``): on the wire it
 # is never in the clear, and a model refuses a token that is not sealed.

@@ -7,7 +7,15 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import Field, field_validator
 
 from saga_contracts.events.base import Event, EventPart
-from saga_contracts.events.fields import Amount, Currency, JsonInteger, Quantity, Sku, Uuid
+from saga_contracts.events.fields import (
+    Amount,
+    Currency,
+    JsonInteger,
+    Quantity,
+    Sku,
+    UtcTimestamp,
+    Uuid,
+)
 from saga_contracts.events.orders import PaymentMethod
 
 
@@ -32,11 +40,16 @@ class Shortage(EventPart):
     available: Annotated[int, JsonInteger(minimum=0)]
 
 
+AllocationStrategyRun = Literal["check_then_pay", "reserve_then_pay"]
+
+
 class StockVerificado(Event):
-    """Every item had enough stock when read, without locks; nothing was reserved. Every item
-    was priced by inventario's catalog at exactly the order's price and currency. Carries what
+    """Every item had enough stock, beside what other sagas hold reserved. Every item was
+    priced by inventario's catalog at exactly the order's price and currency. Carries what
     pagos charges (``total_amount``, computed by inventario from the catalog), and the payment
-    token as pedidos sealed it."""
+    token as pedidos sealed it. From 4.1.0, which allocation strategy ran: ``check_then_pay``
+    (read without locks, nothing held) or ``reserve_then_pay`` (the units held for the saga
+    until ``reserved_until``)."""
 
     event_type: ClassVar[str] = "StockVerificado"
 
@@ -45,6 +58,17 @@ class StockVerificado(Event):
     total_amount: Amount
     currency: Currency
     payment_method: PaymentMethod
+    allocation_strategy: AllocationStrategyRun | None = None
+    reserved_until: UtcTimestamp | None = None
+
+    @field_validator("allocation_strategy", "reserved_until", mode="before")
+    @classmethod
+    def _absent_rather_than_null(cls, value: Any) -> Any:
+        # The schema lets these be absent (a producer before 4.1.0, or nothing reserved),
+        # never null.
+        if value is None:
+            raise ValueError("left out when there is none, never null")
+        return value
 
 
 class StockNoDisponible(Event):

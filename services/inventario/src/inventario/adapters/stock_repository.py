@@ -18,19 +18,27 @@ schema (tests/harness/db.py's ``scratch_copy``) is read and written whole.
 from __future__ import annotations
 
 import uuid
+from datetime import datetime
 from decimal import Decimal
 from functools import cache
 from typing import Any
 
-from sqlalchemy import Integer, Text, TextClause, any_, bindparam, func, literal, select, text, update
+from sqlalchemy import Integer, Text, TextClause, any_, bindparam, func, select, text, update
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from inventario.adapters.tables import allocations, products, stock_checks
+from inventario.adapters.tables import allocations, products, reservations, stock_checks
+from inventario.domain.allocation_strategy import AllocationStrategy
 from inventario.domain.payment_match import Money
 from inventario.domain.stock import AllocationStatus, Line
-from inventario.usecases.ports import AllocationState, ProductStock, RecordedCheck, ValidationRead
+from inventario.usecases.ports import (
+    AllocationState,
+    ExpiredReservation,
+    ProductStock,
+    RecordedCheck,
+    ValidationRead,
+)
 from saga_contracts.events import parse
 from saga_contracts.events.base import Event
 from sagakit import jsonio
@@ -41,20 +49,40 @@ from sagakit.store.unit_of_work import UnitOfWork
 _SKUS = any_(bindparam("skus", type_=ARRAY(Text)))
 
 # Validation's questions in one round trip: has the saga an allocation row already (it was
-# cancelled before it was validated), and what is on hand at which catalog price. The one-row
-# side of the outer join keeps an answer when none of the products exists.
-_ONE = select(literal(1).label("one")).subquery("one")
-_SAGA_ID = bindparam("k_saga_id", type_=Text)
-_VALIDATION_READ = (
-    select(select(allocations.c.status)
-           .where(allocations.c.saga_id == _SAGA_ID)
-           .scalar_subquery().label("allocation"),
-           select(stock_checks.c.result).where(stock_checks.c.saga_id == _SAGA_ID)
-           .scalar_subquery().label("check_result"),
-           select(stock_checks.c.answer).where(stock_checks.c.saga_id == _SAGA_ID)
-           .scalar_subquery().label("check_answer"),
-           products.c.sku, products.c.quantity, products.c.price, products.c.currency)
-    .select_from(_ONE.outerjoin(products, products.c.sku == _SKUS)))
+# cancelled before it was validated), its recorded check, the database clock, and, per product
+# asked about, what is on hand at which catalog price, the units other sagas hold in live
+# reservations, its strategy and, for an ``auto`` product only, the units of other orders in
+# flight (verified within the TTL, neither allocated nor reserved). The one-row side of the
+# outer join keeps an answer when none of the products exists.
+_LIVE = "status = 'RESERVED' AND expires_at > now()"
+_VALIDATION_READ = f"""SELECT
+    (SELECT status FROM {{schema}}.{allocations.name} WHERE saga_id = :k_saga_id) AS allocation,
+    c.result AS check_result, c.answer AS check_answer, now() AS db_now,
+    p.sku, p.quantity, p.price, p.currency, p.allocation_strategy,
+    (SELECT coalesce(sum(r.quantity), 0)::int FROM {{schema}}.{reservations.name} AS r
+     WHERE r.sku = p.sku AND r.{_LIVE} AND r.saga_id <> :k_saga_id) AS reserved,
+    CASE WHEN p.allocation_strategy = '{AllocationStrategy.AUTO.value}' THEN
+      (SELECT coalesce(sum((l->>'quantity')::int), 0)::int
+       FROM {{schema}}.{stock_checks.name} AS v
+       CROSS JOIN LATERAL jsonb_array_elements(v.items) AS l
+       WHERE v.result = 'verified'
+         AND v.checked_at > now() - make_interval(secs => CAST(:k_ttl_s AS double precision))
+         AND v.saga_id <> :k_saga_id AND l->>'sku' = p.sku
+         AND NOT EXISTS (SELECT 1 FROM {{schema}}.{allocations.name} AS a
+                         WHERE a.saga_id = v.saga_id)
+         AND NOT EXISTS (SELECT 1 FROM {{schema}}.{reservations.name} AS r
+                         WHERE r.saga_id = v.saga_id AND r.{_LIVE}))
+    END AS in_flight
+FROM (SELECT 1) AS one
+LEFT JOIN {{schema}}.{stock_checks.name} AS c ON c.saga_id = :k_saga_id
+LEFT JOIN {{schema}}.{products.name} AS p ON p.sku = ANY (CAST(:skus AS text[]))"""
+
+
+@cache
+def _validation_read(schema: str) -> TextClause:
+    return text(_VALIDATION_READ.replace("{schema}", f'"{schema}"'))
+
+
 _PUT_BACK = (pg_insert(products)
              .values(sku=bindparam("v_sku", type_=Text),
                      quantity=bindparam("v_quantity", type_=Integer))
@@ -70,11 +98,18 @@ _PUT_BACK = (pg_insert(products)
 # products are found by their primary key (= ANY of an array: an IN over the lines' SKUs was
 # planned as a scan of every product).
 _ALLOCATION_READ = f"""SELECT c.items AS checked, c.payment_amount, c.payment_currency,
-       a.status AS allocation, p.sku, p.quantity
+       a.status AS allocation, p.sku, p.quantity, p.reserved,
+       EXISTS (SELECT 1 FROM {{schema}}.{reservations.name}
+               WHERE saga_id = :k_saga_id AND {_LIVE}) AS reservation_live
 FROM (SELECT set_config('statement_timeout', :k_statement_timeout, true) AS timeout) AS one
 LEFT JOIN {{schema}}.{stock_checks.name} AS c ON c.saga_id = :k_saga_id
 LEFT JOIN {{schema}}.{allocations.name} AS a ON a.saga_id = :k_saga_id
-LEFT JOIN LATERAL (SELECT sku, quantity FROM {{schema}}.{products.name}
+LEFT JOIN LATERAL (SELECT sku, quantity,
+                          (SELECT coalesce(sum(r.quantity), 0)::int
+                           FROM {{schema}}.{reservations.name} AS r
+                           WHERE r.sku = pr.sku AND r.{_LIVE} AND r.saga_id <> :k_saga_id
+                          ) AS reserved
+                   FROM {{schema}}.{products.name} AS pr
                    WHERE a.status IS NULL
                      AND sku = ANY (ARRAY(SELECT l->>'sku'
                                           FROM jsonb_array_elements(c.items) AS l))) AS p ON true
@@ -97,6 +132,44 @@ VALUES (:chk_saga_id, :chk_order_id, CAST(:chk_items AS jsonb), :chk_result,
         :chk_payment_amount, :chk_payment_currency, CAST(:chk_answer AS jsonb))
 ON CONFLICT (saga_id) DO NOTHING
 RETURNING saga_id"""),)
+# The units other sagas hold in live reservations on product ``l.sku``, by a function that reads
+# them with a snapshot of its own (migration 0009): called once the product is locked, it
+# counts a reservation that committed while the lock was waited for, which a subquery of the
+# same statement, on the snapshot the statement began with, would miss.
+_HELD_BY_OTHERS = "inventario.reserved_by_others(:held_schema, l.sku, :{saga})"
+# A verified check that reserves (reserve_then_pay), in one statement: the lines' products
+# locked in SKU order (as the allocation locks them: no deadlock between the two), what other
+# sagas hold read under the lock, then the check and the reservation written only if every
+# line still has its units and the saga has no check yet. Otherwise nothing is written and
+# the message is handled again, on what another saga reserved meanwhile.
+_RESERVING_CHECK = (
+    ("res_wanted", """SELECT l.sku, sum(l.quantity)::int AS quantity
+FROM jsonb_to_recordset(CAST(:chk_items AS jsonb)) AS l(sku text, quantity int)
+GROUP BY l.sku"""),
+    ("res_locked", f"""SELECT sku, quantity FROM {{schema}}.{products.name}
+WHERE sku = ANY (ARRAY(SELECT sku FROM res_wanted))
+ORDER BY sku
+FOR UPDATE"""),
+    ("res_held", f"""SELECT l.sku, l.quantity - {_HELD_BY_OTHERS.format(saga="chk_saga_id")} AS units
+FROM res_locked AS l"""),
+    ("res_agreed", """SELECT 1 AS agreed
+WHERE NOT EXISTS (SELECT 1 FROM res_wanted w LEFT JOIN res_held h ON h.sku = w.sku
+                  WHERE coalesce(h.units, 0) < w.quantity)"""),
+    ("checked", f"""INSERT INTO {{schema}}.{stock_checks.name}
+    (saga_id, order_id, items, result, payment_amount, payment_currency, answer)
+SELECT :chk_saga_id, CAST(:chk_order_id AS uuid), CAST(:chk_items AS jsonb), :chk_result,
+       CAST(:chk_payment_amount AS numeric), :chk_payment_currency,
+       CAST(:chk_answer AS jsonb)
+FROM res_agreed
+ON CONFLICT (saga_id) DO NOTHING
+RETURNING saga_id"""),
+    ("reserved", f"""INSERT INTO {{schema}}.{reservations.name}
+    (saga_id, sku, quantity, status, expires_at)
+SELECT :chk_saga_id, w.sku, w.quantity, 'RESERVED', CAST(:res_expires_at AS timestamptz)
+FROM res_wanted AS w, checked
+ON CONFLICT (saga_id, sku) DO NOTHING
+RETURNING sku"""),
+)
 # The allocation, decided on what ``_ALLOCATION_READ`` found, in one statement, the last of the
 # transaction that read began. It sets its lock timeout first (a subquery every later part
 # reads, LATERAL, so that it is evaluated before any lock is waited for), then locks the lines'
@@ -121,9 +194,13 @@ CROSS JOIN LATERAL (SELECT sku, quantity FROM {{schema}}.{products.name}
                     WHERE t.value IS NOT NULL AND sku = ANY (ARRAY(SELECT sku FROM wanted))
                     ORDER BY sku
                     FOR UPDATE) AS p"""),
+    # What other sagas hold, read once the product is locked, with a snapshot of its own
+    # (``_HELD_BY_OTHERS``): a reservation committed while this waited for the lock counts.
+    ("held", f"""SELECT l.sku, l.quantity - {_HELD_BY_OTHERS.format(saga="alloc_saga_id")} AS units
+FROM locked AS l"""),
     ("agreed", f"""SELECT 1 AS agreed
-WHERE (NOT EXISTS (SELECT 1 FROM wanted w LEFT JOIN locked l ON l.sku = w.sku
-                   WHERE coalesce(l.quantity, 0) < w.quantity))
+WHERE (NOT EXISTS (SELECT 1 FROM wanted w LEFT JOIN held h ON h.sku = w.sku
+                   WHERE coalesce(h.units, 0) < w.quantity))
       = (:alloc_status = '{AllocationStatus.ALLOCATED.value}')"""),
     ("recorded", f"""INSERT INTO {{schema}}.{allocations.name} (saga_id, order_id, status, items)
 SELECT :alloc_saga_id, CAST(:alloc_order_id AS uuid), :alloc_status, CAST(:alloc_items AS jsonb)
@@ -136,6 +213,15 @@ FROM wanted w, recorded r
 WHERE p.sku = ANY (ARRAY(SELECT sku FROM wanted)) AND p.sku = w.sku
   AND :alloc_status = '{AllocationStatus.ALLOCATED.value}'
 RETURNING p.sku"""),
+    # The saga's live reservation, if it holds one, is what was just taken: confirmed. After
+    # the allocation's row, in the order a cancellation takes them (no deadlock between the
+    # two).
+    ("confirmed", f"""UPDATE {{schema}}.{reservations.name} AS r
+SET status = 'CONFIRMED', updated_at = now()
+FROM recorded
+WHERE r.saga_id = :alloc_saga_id AND r.{_LIVE}
+  AND :alloc_status = '{AllocationStatus.ALLOCATED.value}'
+RETURNING r.sku"""),
 )
 _LOCK_ALLOCATION = (select(allocations.c.status, allocations.c["items"])
                     .where(allocations.c.saga_id == bindparam("k_saga_id", type_=Text))
@@ -155,6 +241,18 @@ _TRANSITION_ALLOCATION = (update(allocations)
                                   updated_at=func.now()))
 
 
+_RELEASE_RESERVATION = (update(reservations)
+                        .where(reservations.c.saga_id == bindparam("k_saga_id", type_=Text),
+                               reservations.c.status == "RESERVED")
+                        .values(status="RELEASED", updated_at=func.now()))
+# A product's units held by live reservations (the HTTP query's).
+_RESERVED_UNITS = (select(func.coalesce(func.sum(reservations.c.quantity), 0))
+                   .where(reservations.c.sku == products.c.sku,
+                          reservations.c.status == "RESERVED",
+                          reservations.c.expires_at > func.now())
+                   .scalar_subquery())
+
+
 def lines_to_json(lines: list[Line]) -> list[dict[str, Any]]:
     return [{"sku": line.sku, "quantity": line.quantity} for line in lines]
 
@@ -166,11 +264,13 @@ def lines_from_json(items: list[dict[str, Any]]) -> list[Line]:
 async def find_product(conn: AsyncConnection, sku: str) -> ProductStock | None:
     """The product's units on hand and price, on any connection (the HTTP query has no unit of
     work)."""
-    row = (await conn.execute(select(products).where(products.c.sku == sku))).first()
+    row = (await conn.execute(select(products, _RESERVED_UNITS.label("reserved"))
+                              .where(products.c.sku == sku))).first()
     if row is None:
         return None
     return ProductStock(sku=row.sku, quantity=row.quantity, updated_at=row.updated_at,
-                        price=_price(row.price, row.currency))
+                        price=_price(row.price, row.currency), reserved=int(row.reserved),
+                        allocation_strategy=AllocationStrategy(row.allocation_strategy))
 
 
 def _answer_from(recorded: Any) -> Event | None:
@@ -196,11 +296,15 @@ class StockRepository:
 
     # ---- stock checks
 
-    async def validation_read(self, saga_id: str, skus: list[str]) -> ValidationRead:
-        """The saga's allocation status (None: no row) and the units on hand and catalog
-        prices of ``skus`` (absent products left out), in one statement, without locks."""
-        rows = await driver.fetch(self.conn, _VALIDATION_READ,
-                                  {"k_saga_id": saga_id, "skus": list(skus)})
+    async def validation_read(self, saga_id: str, skus: list[str], *,
+                              in_flight_window_s: float = 120.0) -> ValidationRead:
+        """The saga's allocation status (None: no row), its check, the database clock and,
+        per product of ``skus`` (absent ones left out), its units on hand, catalog price,
+        strategy, units held by other sagas and, if ``auto``, units in flight: one statement,
+        without locks."""
+        rows = await driver.fetch(self.conn, _validation_read(self.uow.tables.schema),
+                                  {"k_saga_id": saga_id, "skus": list(skus),
+                                   "k_ttl_s": float(in_flight_window_s)})
         first = rows[0]
         status = first["allocation"]
         found = [r for r in rows if r["sku"] is not None]
@@ -210,7 +314,11 @@ class StockRepository:
             on_hand={r["sku"]: r["quantity"] for r in found},
             prices={sku: price for sku, price in prices.items() if price is not None},
             check=(None if first["check_result"] is None else
-                   RecordedCheck(first["check_result"], _answer_from(first["check_answer"]))))
+                   RecordedCheck(first["check_result"], _answer_from(first["check_answer"]))),
+            reserved={r["sku"]: r["reserved"] for r in found if r["reserved"]},
+            strategies={r["sku"]: AllocationStrategy(r["allocation_strategy"]) for r in found},
+            in_flight={r["sku"]: r["in_flight"] for r in found if r["in_flight"] is not None},
+            now=first["db_now"])
 
     def record_check(self, saga_id: str, order_id: str, lines: list[Line], result: str,
                      payment_requested: Money | None, answer: Event) -> None:
@@ -225,6 +333,23 @@ class StockRepository:
                                      else None),
             "chk_answer": jsonio.dumps({"event_type": answer.event_type,
                                         "payload": answer.to_payload()})},
+            guard="checked"))
+
+    def record_reserving_check(self, saga_id: str, order_id: str, lines: list[Line],
+                               payment_requested: Money, answer: Event,
+                               expires_at: datetime) -> None:
+        """The verified check's record and the saga's reservation until ``expires_at``,
+        staged: the commit statement locks the lines' products and writes both only if every
+        line still has its units beside other sagas' live reservations and the saga has no
+        check yet (the guard)."""
+        self.uow.stage(StagedWrite(_RESERVING_CHECK, {
+            "chk_saga_id": saga_id, "chk_order_id": uuid.UUID(order_id),
+            "chk_items": jsonio.dumps(lines_to_json(lines)), "chk_result": "verified",
+            "chk_payment_amount": payment_requested.amount,
+            "chk_payment_currency": payment_requested.currency,
+            "chk_answer": jsonio.dumps({"event_type": answer.event_type,
+                                        "payload": answer.to_payload()}),
+            "res_expires_at": expires_at, "held_schema": self.uow.tables.schema},
             guard="checked"))
 
     # ---- allocations
@@ -246,7 +371,10 @@ class StockRepository:
                                if first["payment_amount"] is not None else None),
             allocation=(AllocationStatus(first["allocation"])
                         if first["allocation"] is not None else None),
-            on_hand={r["sku"]: r["quantity"] for r in rows if r["sku"] is not None})
+            on_hand={r["sku"]: r["quantity"] for r in rows if r["sku"] is not None},
+            reserved={r["sku"]: r["reserved"] for r in rows
+                      if r["sku"] is not None and r["reserved"]},
+            reservation_live=bool(first["reservation_live"]))
 
     def record_allocation(self, saga_id: str, order_id: str, status: AllocationStatus,
                           lines: list[Line], *, lock_timeout_ms: int) -> None:
@@ -258,7 +386,8 @@ class StockRepository:
         self.uow.stage(StagedWrite(_ALLOCATION, {
             "alloc_lock_timeout": f"{int(lock_timeout_ms)}ms",
             "alloc_saga_id": saga_id, "alloc_order_id": order_id, "alloc_status": status.value,
-            "alloc_items": jsonio.dumps(lines_to_json(lines))}, guard="recorded"))
+            "alloc_items": jsonio.dumps(lines_to_json(lines)),
+            "held_schema": self.uow.tables.schema}, guard="recorded"))
 
     async def lock_allocation(self, saga_id: str) -> tuple[AllocationStatus, list[Line]] | None:
         rows = await driver.fetch(self.conn, _LOCK_ALLOCATION, {"k_saga_id": saga_id})
@@ -272,6 +401,10 @@ class StockRepository:
         await self.put_back(lines)
         await self.transition_allocation(saga_id, AllocationStatus.ALLOCATED,
                                          AllocationStatus.RELEASED)
+
+    async def release_reservation(self, saga_id: str) -> int:
+        res = await self.conn.execute(_RELEASE_RESERVATION, {"k_saga_id": saga_id})
+        return int(res.rowcount)
 
     async def insert_allocation(self, saga_id: str, order_id: str | None,
                                 status: AllocationStatus, lines: list[Line]) -> bool:
@@ -294,13 +427,51 @@ class StockRepository:
 
     # ---- products
 
-    async def set_product(self, sku: str, quantity: int, price: Money | None) -> None:
+    async def set_product(self, sku: str, quantity: int, price: Money | None,
+                          strategy: AllocationStrategy | None = None) -> None:
         values: dict[str, Any] = {"quantity": quantity}
         if price is not None:
             values.update(price=price.amount, currency=price.currency)
+        if strategy is not None:
+            values["allocation_strategy"] = strategy.value
         stmt = pg_insert(products).values(sku=sku, **values)
         await self.conn.execute(stmt.on_conflict_do_update(
             index_elements=[products.c.sku], set_={**values, "updated_at": func.now()}))
 
     async def product(self, sku: str) -> ProductStock | None:
         return await find_product(self.conn, sku)
+
+
+# The expiry job's: RESERVED rows past their deadline, oldest first, each marked EXPIRED once
+# (SKIP LOCKED: two instances at once take different rows, and the status re-checked on the row
+# as it is updated keeps a row a cancel or a confirm changed meanwhile as they left it).
+_EXPIRE_DUE = f"""UPDATE {{schema}}.{reservations.name} AS r
+SET status = 'EXPIRED', updated_at = now()
+FROM (SELECT saga_id, sku FROM {{schema}}.{reservations.name}
+      WHERE status = 'RESERVED' AND expires_at <= now()
+      ORDER BY expires_at
+      LIMIT :k_limit
+      FOR UPDATE SKIP LOCKED) AS due
+WHERE r.saga_id = due.saga_id AND r.sku = due.sku AND r.status = 'RESERVED'
+RETURNING r.saga_id, r.sku, r.quantity"""
+_NEXT_DEADLINE = f"""SELECT extract(epoch FROM min(expires_at) - now()) AS seconds
+FROM {{schema}}.{reservations.name} WHERE status = 'RESERVED'"""
+
+
+class ReservationDeadlineStore:
+    """``ReservationDeadlines`` on the engine: each call its own transaction."""
+
+    def __init__(self, engine: AsyncEngine, schema: str = "inventario") -> None:
+        self.engine = engine
+        self._expire = text(_EXPIRE_DUE.replace("{schema}", f'"{schema}"'))
+        self._next = text(_NEXT_DEADLINE.replace("{schema}", f'"{schema}"'))
+
+    async def expire_due(self, limit: int) -> list[ExpiredReservation]:
+        async with self.engine.begin() as conn:
+            rows = (await conn.execute(self._expire, {"k_limit": limit})).all()
+        return [ExpiredReservation(r.saga_id, r.sku, r.quantity) for r in rows]
+
+    async def seconds_to_next(self) -> float | None:
+        async with self.engine.connect() as conn:
+            seconds = (await conn.execute(self._next)).scalar()
+        return None if seconds is None else float(seconds)

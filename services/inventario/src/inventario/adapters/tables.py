@@ -28,6 +28,8 @@ products = Table(
     Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
     Column("price", Numeric(12, 2)),
     Column("currency", Text),
+    # How its orders take its units (inventario.domain.allocation_strategy).
+    Column("allocation_strategy", Text, nullable=False, server_default="check_then_pay"),
     CheckConstraint("quantity >= 0", name="quantity_not_negative"),
     CheckConstraint("(price IS NULL) = (currency IS NULL)", name="price_whole"),
     CheckConstraint("price > 0", name="price_positive"),
@@ -58,6 +60,20 @@ allocations = Table(
     Column("order_id", Uuid),
     Column("status", Text, nullable=False),
     Column("items", JSONB, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+)
+
+# Units a validation held for a saga until ``expires_at`` (the database clock at the reservation
+# plus the TTL): RESERVED until its allocation CONFIRMS it, its cancellation RELEASES it or the
+# expiry job marks it EXPIRED. Only a RESERVED row whose deadline is ahead holds units.
+reservations = Table(
+    "reservations", metadata,
+    Column("saga_id", Text, primary_key=True),
+    Column("sku", Text, primary_key=True),
+    Column("quantity", Integer, nullable=False),
+    Column("status", Text, nullable=False),
+    Column("expires_at", DateTime(timezone=True), nullable=False),
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
     Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
 )

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from inventario.adapters.stock_repository import StockRepository, find_product
+from inventario.domain.allocation_strategy import AllocationStrategy
 from inventario.domain.payment_match import Money
 from inventario.usecases.ports import ProductStock
 from inventario.usecases.set_stock import set_stock
@@ -40,6 +41,12 @@ class StockUpdate(BaseModel):
     quantity: int = Field(..., ge=0, le=10_000_000)
     price: CatalogPrice | None = None
     currency: Currency | None = None
+    allocation_strategy: AllocationStrategy | None = Field(None, description=(
+        "How orders take the product's units: check_then_pay (checked at validation, taken "
+        "after the payment), reserve_then_pay (held at validation until the payment or the "
+        "reservation's deadline) or auto (reserves while orders in flight approach the "
+        "available units). Left out: the product keeps its strategy (a new one: "
+        "check_then_pay)."))
 
     @model_validator(mode="after")
     def _price_whole(self) -> Self:
@@ -66,7 +73,12 @@ class StockUpdate(BaseModel):
 
 class Product(BaseModel):
     sku: str
-    quantity: int
+    quantity: int = Field(description="Units on hand")
+    reserved: int = Field(description="Units held by live reservations (reserve_then_pay "
+                          "orders awaiting their payment)")
+    available: int = Field(description="Units an order can still have: quantity less "
+                           "reserved, never below zero")
+    allocation_strategy: AllocationStrategy
     price: str | None = Field(None, description="Catalog price (two places); null: none, and "
                               "the product is not for sale")
     currency: str | None = None
@@ -74,7 +86,9 @@ class Product(BaseModel):
 
 
 def _view(product: ProductStock) -> Product:
-    return Product(sku=product.sku, quantity=product.quantity,
+    return Product(sku=product.sku, quantity=product.quantity, reserved=product.reserved,
+                   available=product.available,
+                   allocation_strategy=product.allocation_strategy,
                    price=None if product.price is None else f"{product.price.amount:.2f}",
                    currency=None if product.price is None else product.price.currency,
                    updated_at=product.updated_at)
@@ -86,7 +100,8 @@ async def put_product(sku: Sku, body: StockUpdate, request: Request) -> Product:
     price = (Money(body.price, body.currency)
              if body.price is not None and body.currency is not None else None)
     async with runtime_of(request).uow() as uow:
-        product = await set_stock(uow, StockRepository(uow), sku, body.quantity, price)
+        product = await set_stock(uow, StockRepository(uow), sku, body.quantity, price,
+                                  body.allocation_strategy)
     return _view(product)
 
 

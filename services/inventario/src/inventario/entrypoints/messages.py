@@ -10,7 +10,7 @@ from inventario.adapters.stock_repository import StockRepository
 from inventario.config import InventarioSettings
 from inventario.usecases.allocate_stock import allocate_stock
 from inventario.usecases.release_stock import release_stock
-from inventario.usecases.validate_stock import validate_stock
+from inventario.usecases.validate_stock import ReservationPolicy, validate_stock
 from saga_contracts.events.orders import OrdenCancelada, OrdenSolicitada
 from saga_contracts.events.payments import PagoExitoso
 from sagakit.consumer import Handler
@@ -18,8 +18,14 @@ from sagakit.message import Message
 from sagakit.store.unit_of_work import UnitOfWork
 
 
-async def on_orden_solicitada(uow: UnitOfWork, event: Message[OrdenSolicitada]) -> None:
-    await validate_stock(uow, StockRepository(uow), event)
+def make_on_orden_solicitada(settings: InventarioSettings) -> Handler[OrdenSolicitada]:
+    policy = ReservationPolicy(ttl_s=settings.reservation_ttl_s,
+                               auto_ratio=settings.auto_reserve_ratio)
+
+    async def on_orden_solicitada(uow: UnitOfWork, event: Message[OrdenSolicitada]) -> None:
+        await validate_stock(uow, StockRepository(uow), event, policy)
+
+    return on_orden_solicitada
 
 
 def make_on_pago_exitoso(settings: InventarioSettings) -> Handler[PagoExitoso]:

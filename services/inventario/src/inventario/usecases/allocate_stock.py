@@ -9,6 +9,12 @@ it reads then: a FalloAsignacion, and the saga's refund. How the read and the gu
 reach PostgreSQL, in a transaction whose statement timeout lets the write wait for its locks
 as long as the lock timeout says: inventario.adapters.stock_repository (ADR 0005).
 
+A saga that holds a live reservation (reserve_then_pay) finds its units there: the allocation
+takes them and confirms the reservation, under the same lock and guard. One whose reservation
+expired or was released, or that never had one, takes the Check-Then-Pay path: the units on
+hand less the live reservations of other sagas, allocated or FalloAsignacion and a refund;
+never an oversell.
+
 Only the payment the saga asked for takes stock: the amount and currency its stock check sent
 pagos in StockVerificado. A PagoExitoso of another amount or currency, or for a saga whose
 check asked for no payment (stock unavailable, or never checked), writes nothing for the saga:
@@ -24,6 +30,7 @@ from __future__ import annotations
 
 import logging
 
+from inventario import metrics as metrics_inventario
 from inventario.domain.payment_match import Money, PaymentMismatch, payment_mismatch
 from inventario.domain.stock import (
     AllocationDecision,
@@ -31,6 +38,7 @@ from inventario.domain.stock import (
     on_payment_succeeded,
     shortages,
 )
+from inventario.metrics import ReservationOutcome
 from inventario.usecases.event_parts import shortage_parts, stock_lines
 from inventario.usecases.ports import StockStore
 from saga_contracts.events.inventory import FalloAsignacion, StockAsignado
@@ -69,7 +77,7 @@ async def allocate_stock(uow: UnitOfWorkPort, stock: StockStore, event: Message[
     if lines is None:
         # A check that asked for the payment has its lines: the store broke its promise.
         raise PermanentError(f"no stock validation recorded for saga {event.saga_id}")
-    missing = shortages(lines, state.on_hand)
+    missing = shortages(lines, state.available())
     status = AllocationStatus.FAILED if missing else AllocationStatus.ALLOCATED
     stock.record_allocation(event.saga_id, order_id, status, lines,
                             lock_timeout_ms=lock_timeout_ms)
@@ -79,6 +87,9 @@ async def allocate_stock(uow: UnitOfWorkPort, stock: StockStore, event: Message[
                                  unavailable=shortage_parts(missing)))
     else:
         uow.emit(StockAsignado(order_id=order_id, items=stock_lines(lines)))
+        if state.reservation_live:
+            uow.after_commit(lambda: metrics_inventario.RESERVATIONS.labels(
+                SERVICE, ReservationOutcome.CONFIRMED).inc())
     # False (nothing written) when the locked units disagree with the decision: the consumer
     # handles the message again (sagakit.consumer, StaleRead).
     await uow.commit()

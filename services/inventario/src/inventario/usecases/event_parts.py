@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 from inventario.domain.payment_match import Money
@@ -36,3 +37,8 @@ def refused_parts(refused: Iterable[RefusedItem], currency: str) -> tuple[Refuse
         parts.append(RefusedLine(sku=item.sku, problem=item.problem.value, price=item.price,
                                  currency=currency, **listed))
     return tuple(parts)
+
+
+def utc_timestamp(at: datetime) -> str:
+    """``at`` as the events write an instant: UTC, RFC 3339, to the microsecond."""
+    return at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")

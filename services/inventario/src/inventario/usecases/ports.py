@@ -9,10 +9,11 @@ everything else it commits.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
 
+from inventario.domain.allocation_strategy import AllocationStrategy
 from inventario.domain.payment_match import Money
 from inventario.domain.stock import AllocationStatus, Line
 from saga_contracts.events.base import Event
@@ -39,6 +40,20 @@ class ValidationRead:
     """Catalog prices of those products (products without a price left out)."""
     check: RecordedCheck | None = None
     """The saga's stock check, if one was recorded: the saga was checked already."""
+    reserved: dict[str, int] = field(default_factory=dict)
+    """Units of those products other sagas hold in live reservations (none: left out)."""
+    strategies: dict[str, AllocationStrategy] = field(default_factory=dict)
+    """The allocation strategy of those products."""
+    in_flight: dict[str, int] = field(default_factory=dict)
+    """Of the ``auto`` products only: units of other orders verified within the reservation
+    TTL and not allocated yet."""
+    now: datetime | None = None
+    """The database clock at the read: a reservation's deadline counts from it."""
+
+    def available(self) -> dict[str, int]:
+        """Units on hand less other sagas' live reservations, never below zero."""
+        return {sku: max(0, units - self.reserved.get(sku, 0))
+                for sku, units in self.on_hand.items()}
 
 
 @dataclass(frozen=True)
@@ -57,6 +72,15 @@ class AllocationState:
     on_hand: dict[str, int]
     """Units on hand of the lines' products; empty if the saga has an allocation (absent
     products are left out)."""
+    reserved: dict[str, int] = field(default_factory=dict)
+    """Units of those products other sagas hold in live reservations (none: left out)."""
+    reservation_live: bool = False
+    """The saga holds a live reservation (its deadline is ahead): its units are there."""
+
+    def available(self) -> dict[str, int]:
+        """Units on hand less other sagas' live reservations, never below zero."""
+        return {sku: max(0, units - self.reserved.get(sku, 0))
+                for sku, units in self.on_hand.items()}
 
 
 @dataclass(frozen=True)
@@ -66,15 +90,26 @@ class ProductStock:
     updated_at: datetime
     price: Money | None = None
     """Its catalog price (None: it has none, and no order for it is charged)."""
+    reserved: int = 0
+    """Units held by live reservations."""
+    allocation_strategy: AllocationStrategy = AllocationStrategy.CHECK_THEN_PAY
+
+    @property
+    def available(self) -> int:
+        """Units an order can still validate against: on hand less live reservations."""
+        return max(0, self.quantity - self.reserved)
 
 
 class StockStore(Protocol):
     """Units on hand and each saga's stock check and allocation: what the saga steps read and
     write."""
 
-    async def validation_read(self, saga_id: str, skus: list[str]) -> ValidationRead:
-        """The saga's allocation, its recorded stock check, and the units on hand and catalog
-        prices of ``skus``, without locks."""
+    async def validation_read(self, saga_id: str, skus: list[str], *,
+                              in_flight_window_s: float = 120.0) -> ValidationRead:
+        """The saga's allocation, its recorded stock check, the database clock, and the units
+        on hand, catalog prices, strategies and units held by other sagas of ``skus``, and
+        of the ``auto`` ones the units of orders verified within ``in_flight_window_s`` and
+        neither allocated nor reserved, without locks."""
         ...
 
     def record_check(self, saga_id: str, order_id: str, lines: list[Line], result: str,
@@ -83,6 +118,16 @@ class StockStore(Protocol):
         and the event it answers with) with the commit. Guarded: when a check was recorded for
         the saga meanwhile, nothing of the unit of work is written and its ``commit`` returns
         False (the first check is kept, and its answer is the saga's)."""
+        ...
+
+    def record_reserving_check(self, saga_id: str, order_id: str, lines: list[Line],
+                               payment_requested: Money, answer: Event,
+                               expires_at: datetime) -> None:
+        """Records a verified stock check with the commit, as ``record_check`` does, and the
+        reservation of the lines' units for the saga until ``expires_at``. Guarded: the lines'
+        products are locked in SKU order and written only if each still has the line's units
+        beside the live reservations of other sagas, and the saga has no check; otherwise
+        nothing of the unit of work is written and its ``commit`` returns False."""
         ...
 
     async def allocation_state(self, saga_id: str, *, statement_timeout_ms: int
@@ -101,7 +146,9 @@ class StockStore(Protocol):
         units, locked, still agree with ``status`` (every line has its units for
         ``ALLOCATED``, some line has too few for ``FAILED``) and no allocation was recorded
         for the saga meanwhile; otherwise nothing of the unit of work is written and its
-        ``commit`` returns False. A product's lock waited for longer than
+        ``commit`` returns False. A line has its units when its product has them beside the
+        live reservations of other sagas. An ``ALLOCATED`` confirms the saga's live
+        reservation (``CONFIRMED``). A product's lock waited for longer than
         ``lock_timeout_ms`` fails the commit with a transient error."""
         ...
 
@@ -119,14 +166,41 @@ class StockStore(Protocol):
         marks the saga's allocation, locked by ``lock_allocation``, ``RELEASED``."""
         ...
 
+    async def release_reservation(self, saga_id: str) -> int:
+        """Marks the saga's ``RESERVED`` reservations ``RELEASED`` (live or past their
+        deadline); how many rows changed: 0 when none was left to release."""
+        ...
+
 
 class ProductStore(Protocol):
     """The catalogue's units on hand and prices, as the stock administration sets them."""
 
-    async def set_product(self, sku: str, quantity: int, price: Money | None) -> None:
-        """Sets the product's units on hand and, unless ``price`` is None, its catalog price,
-        creating the product if needed (without a price, if none is given)."""
+    async def set_product(self, sku: str, quantity: int, price: Money | None,
+                          strategy: AllocationStrategy | None = None) -> None:
+        """Sets the product's units on hand and, unless None, its catalog price and its
+        allocation strategy, creating the product if needed (without a price, and
+        ``check_then_pay``, if none is given)."""
         ...
 
     async def product(self, sku: str) -> ProductStock | None:
+        ...
+
+
+@dataclass(frozen=True)
+class ExpiredReservation:
+    saga_id: str
+    sku: str
+    quantity: int
+
+
+class ReservationDeadlines(Protocol):
+    """The reservations' deadlines, as the expiry job sees them."""
+
+    async def expire_due(self, limit: int) -> list[ExpiredReservation]:
+        """Marks up to ``limit`` ``RESERVED`` reservations past their deadline (database clock)
+        ``EXPIRED``, each once whoever else runs it at the same time; those it marked."""
+        ...
+
+    async def seconds_to_next(self) -> float | None:
+        """Seconds until the earliest live reservation's deadline (None: there is none)."""
         ...

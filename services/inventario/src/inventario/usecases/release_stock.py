@@ -3,13 +3,18 @@
 Idempotent: the allocation's transition ALLOCATED → RELEASED happens once. When nothing was
 allocated yet, the saga is marked BLOCKED so a late PagoExitoso never allocates for a cancelled
 order.
+
+A reservation the saga holds (reserve_then_pay) is released with it, RESERVED → RELEASED once:
+whatever the order's allocation, a cancelled saga holds no units.
 """
 
 from __future__ import annotations
 
 import logging
 
+from inventario import metrics as metrics_inventario
 from inventario.domain.stock import ReleaseDecision, on_order_cancelled
+from inventario.metrics import ReservationOutcome
 from inventario.usecases.event_parts import stock_lines
 from inventario.usecases.ports import StockStore
 from saga_contracts.events.inventory import StockLiberado
@@ -41,4 +46,14 @@ async def release_stock(uow: UnitOfWorkPort, stock: StockStore,
         log.info("stock released", extra={"saga_id": event.saga_id,
                                           "event_type": event.event_type,
                                           "status": "COMPENSATED"})
+    # After the allocation's row, as the allocation's commit statement takes them (its row,
+    # then the reservation's): a cancel racing a confirm waits, never deadlocks.
+    released = await stock.release_reservation(event.saga_id)
+    if released:
+        def counted() -> None:
+            metrics_inventario.RESERVATIONS.labels(
+                "inventario", ReservationOutcome.RELEASED).inc(released)
+            log.info("reservation released", extra={"saga_id": event.saga_id,
+                                                     "event_type": event.event_type})
+        uow.after_commit(counted)
     await uow.commit()

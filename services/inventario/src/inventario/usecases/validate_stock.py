@@ -1,5 +1,15 @@
 """OrdenSolicitada → StockVerificado | StockNoDisponible | PrecioRechazado. Reads without locks;
-changes no stock.
+changes no stock; reserves it for the saga when the order's strategy says so.
+
+Availability is the units on hand less the live reservations of other sagas, whatever the
+strategy: a Check-Then-Pay order does not validate against units another saga holds. A verified
+order reserves when any line's product is ``reserve_then_pay``, or ``auto`` and its in-flight
+demand approaches its stock (``inventario.domain.allocation_strategy``). The reservation is
+written with the check, guarded: the products locked at the commit must still have the units
+(else nothing is written and the message is handled again, on what another saga reserved
+meanwhile: StockNoDisponible), so units are held before pagos is asked to charge. Its deadline
+is the database clock at the read plus the TTL, and StockVerificado says which strategy ran and
+until when the units are held: the saga's history shows it.
 
 Stock first: an order short of units is StockNoDisponible whatever its prices. Then prices
 (``inventario.domain.pricing``): an item whose product has no catalog price, or one in
@@ -25,12 +35,22 @@ guard), is handled again and answers as the first did.
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 
+from inventario import metrics
+from inventario.domain.allocation_strategy import AllocationStrategy, Demand, order_reserves
 from inventario.domain.payment_match import Money
 from inventario.domain.pricing import OrderedItem, amount_to_charge, refused_items
 from inventario.domain.stock import Line, merge_lines, shortages
-from inventario.usecases.event_parts import priced_lines, refused_parts, shortage_parts
-from inventario.usecases.ports import RecordedCheck, StockStore
+from inventario.metrics import ReservationOutcome
+from inventario.usecases.event_parts import (
+    priced_lines,
+    refused_parts,
+    shortage_parts,
+    utc_timestamp,
+)
+from inventario.usecases.ports import RecordedCheck, StockStore, ValidationRead
 from saga_contracts.events.base import Event
 from saga_contracts.events.inventory import PrecioRechazado, StockNoDisponible, StockVerificado
 from saga_contracts.events.orders import OrdenSolicitada
@@ -40,11 +60,21 @@ from sagakit.ports import UnitOfWorkPort
 log = logging.getLogger("inventario.validate_stock")
 
 
+@dataclass(frozen=True)
+class ReservationPolicy:
+    """How long a reservation holds units, and the ``auto`` rule's ratio (InventarioSettings)."""
+
+    ttl_s: float = 120.0
+    auto_ratio: float = 0.5
+
+
 async def validate_stock(uow: UnitOfWorkPort, stock: StockStore,
-                         event: Message[OrdenSolicitada]) -> None:
+                         event: Message[OrdenSolicitada],
+                         policy: ReservationPolicy = ReservationPolicy()) -> None:
     order = event.payload
     lines = merge_lines(Line(i.sku, i.quantity) for i in order.items)
-    read = await stock.validation_read(event.saga_id, [line.sku for line in lines])
+    read = await stock.validation_read(event.saga_id, [line.sku for line in lines],
+                                       in_flight_window_s=policy.ttl_s)
     if read.allocation is not None:
         # Cancelled before we validated it: nothing to check any more.
         log.info("order already cancelled, validation skipped",
@@ -55,7 +85,8 @@ async def validate_stock(uow: UnitOfWorkPort, stock: StockStore,
         _answer_again(uow, event, read.check)
         await uow.commit()
         return
-    missing = shortages(lines, read.on_hand)
+    available = read.available()
+    missing = shortages(lines, available)
     refused = [] if missing else refused_items(
         (OrderedItem(i.sku, i.quantity, i.price) for i in order.items), order.currency,
         read.prices)
@@ -72,15 +103,42 @@ async def validate_stock(uow: UnitOfWorkPort, stock: StockStore,
                            payment_requested=None, answer=answer)
     else:
         charged = Money(amount_to_charge(lines, read.prices), order.currency)
+        reserving = _reserves(lines, read, available, policy)
+        reserved_until = (None if not reserving else
+                          (read.now or datetime.now(UTC)) + timedelta(seconds=policy.ttl_s))
+        strategy = (AllocationStrategy.RESERVE_THEN_PAY if reserving
+                    else AllocationStrategy.CHECK_THEN_PAY)
+        # The deadline is left out, never null, when nothing is held.
+        held = ({} if reserved_until is None
+                else {"reserved_until": utc_timestamp(reserved_until)})
         answer = StockVerificado(order_id=order.order_id, items=priced_lines(lines, read.prices),
                                  total_amount=charged.amount, currency=charged.currency,
-                                 payment_method=order.payment_method)
-        stock.record_check(event.saga_id, order.order_id, lines, "verified",
-                           payment_requested=charged, answer=answer)
+                                 payment_method=order.payment_method,
+                                 allocation_strategy=strategy.value, **held)
+        if reserved_until is None:
+            stock.record_check(event.saga_id, order.order_id, lines, "verified",
+                               payment_requested=charged, answer=answer)
+        else:
+            stock.record_reserving_check(event.saga_id, order.order_id, lines, charged, answer,
+                                         expires_at=reserved_until)
+            until = reserved_until.isoformat()
+            def reserved() -> None:
+                metrics.RESERVATIONS.labels("inventario", ReservationOutcome.RESERVED).inc(
+                    len(lines))
+                log.info("stock reserved until %s", until,
+                         extra={"saga_id": event.saga_id, "event_type": event.event_type})
+            uow.after_commit(reserved)
     uow.emit(answer)
     # False (nothing written, the answer included) when a check of the saga committed
     # meanwhile: the consumer handles the message again and answers as that check did.
     await uow.commit()
+
+
+def _reserves(lines: list[Line], read: ValidationRead, available: dict[str, int],
+              policy: ReservationPolicy) -> bool:
+    demands = [Demand(line.sku, line.quantity, available.get(line.sku, 0),
+                      read.in_flight.get(line.sku, 0)) for line in lines]
+    return order_reserves(read.strategies, demands, policy.auto_ratio)
 
 
 def _answer_again(uow: UnitOfWorkPort, event: Message[OrdenSolicitada],
