@@ -1,13 +1,17 @@
-"""A model of the reservation rules (reserve_then_pay beside Check-Then-Pay), driven by
-Hypothesis through every interleaving of several sagas on one product: validations, payments
-(duplicated, late, after their reservation expired), cancellations (duplicated, racing the
-payment), the expiry job and the clock.
+"""A model of the reservation rules (reserve_then_pay and ``auto`` beside Check-Then-Pay),
+driven by Hypothesis through every interleaving of several sagas on one product: validations,
+payments (duplicated, late, after their reservation expired), cancellations (duplicated, racing
+the payment), the expiry job and the clock. Its decisions are inventario's domain's wherever
+the domain has them (whether an order reserves: ``order_reserves``, the ``auto`` rule; what is
+short: ``shortages``; whether a payment allocates and what a cancellation does:
+``on_payment_succeeded``, ``on_order_cancelled``); the rest is the model's.
 
 The rules, as the model states them:
 
 - available = units on hand − the units other sagas hold in live reservations (RESERVED and
   ``expires_at`` after now), for every strategy;
-- validation under reserve_then_pay holds the units (RESERVED until now + TTL) when they are
+- validation of an order that reserves (reserve_then_pay, or ``auto`` while the units in flight
+  approach what is available) holds the units (RESERVED until now + TTL) when they are
   available, and otherwise turns the order away; under Check-Then-Pay it only checks them;
 - a payment whose saga holds a live reservation confirms it: the units are taken and the
   reservation is CONFIRMED; any other payment takes the Check-Then-Pay path (allocated when
@@ -41,9 +45,22 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
+from inventario.domain.allocation_strategy import AllocationStrategy, Demand, order_reserves
+from inventario.domain.stock import (
+    AllocationDecision,
+    AllocationStatus,
+    Line,
+    ReleaseDecision,
+    on_order_cancelled,
+    on_payment_succeeded,
+    shortages,
+)
+
 TTL_S = 120
 UNITS = 6
 MAX_SAGAS = 8
+SKU = "SKU-A"
+AUTO_RATIO = 0.5
 
 
 @dataclass(frozen=True)
@@ -59,9 +76,10 @@ class Saga:
     requested: int
     reserves: bool
     verified: bool
+    validated_at: int
     reservation: str | None = None       # RESERVED | CONFIRMED | RELEASED | EXPIRED
     expires_at: int = 0
-    allocation: str | None = None        # ALLOCATED | FAILED | RELEASED | BLOCKED
+    allocation: AllocationStatus | None = None
     cancelled: bool = False
     releases: int = 0
     paid_while_held: bool = False
@@ -83,6 +101,15 @@ class Product:
     def available(self, me: Saga | None, rules: Rules) -> int:
         return self.on_hand - (self.held_by_others(me) if rules.others_reservations_count else 0)
 
+    def in_flight(self) -> int:
+        """Units of orders verified within the TTL and not allocated yet (the ``auto`` rule's
+        demand)."""
+        return sum(s.requested for s in self.sagas if s.verified and s.allocation is None
+                   and s.validated_at > self.now - TTL_S)
+
+    def short(self, requested: int, available: int) -> bool:
+        return bool(shortages([Line(SKU, requested)], {SKU: available}))
+
 
 class ReservationsUnderChaos(RuleBasedStateMachine):
     rules_in_force = Rules()
@@ -94,11 +121,14 @@ class ReservationsUnderChaos(RuleBasedStateMachine):
     # --- the events -------------------------------------------------------------------
 
     @precondition(lambda self: len(self.p.sagas) < MAX_SAGAS)
-    @rule(requested=st.integers(1, 3), reserves=st.booleans())
-    def validate(self, requested: int, reserves: bool) -> None:
-        """OrdenSolicitada: reserve_then_pay holds the units, Check-Then-Pay checks them."""
-        ok = self.p.available(None, self.rules_in_force) >= requested
-        saga = Saga(requested, reserves, verified=ok)
+    @rule(requested=st.integers(1, 3), strategy=st.sampled_from(AllocationStrategy))
+    def validate(self, requested: int, strategy: AllocationStrategy) -> None:
+        """OrdenSolicitada: an order that reserves holds the units, any other checks them."""
+        available = self.p.available(None, self.rules_in_force)
+        reserves = order_reserves({SKU: strategy}, [Demand(SKU, requested, available,
+                                                           self.p.in_flight())], AUTO_RATIO)
+        ok = not self.p.short(requested, available)
+        saga = Saga(requested, reserves, verified=ok, validated_at=self.p.now)
         if ok and reserves:
             saga.reservation, saga.expires_at = "RESERVED", self.p.now + TTL_S
         self.p.sagas.append(saga)
@@ -124,19 +154,19 @@ class ReservationsUnderChaos(RuleBasedStateMachine):
             self._pay(saga)
 
     def _pay(self, saga: Saga) -> None:
-        if saga.allocation is not None:
+        if on_payment_succeeded(saga.allocation) is AllocationDecision.IGNORE:
             return  # allocated, failed, released or blocked already: a duplicate changes nothing
         live = self.p.live(saga)
         if saga.reservation == "RESERVED" and (live or not self.rules_in_force
                                                .confirm_only_while_live):
             saga.paid_while_held = live
             self.p.on_hand -= saga.requested
-            saga.reservation, saga.allocation = "CONFIRMED", "ALLOCATED"
-        elif self.p.available(saga, self.rules_in_force) >= saga.requested:
+            saga.reservation, saga.allocation = "CONFIRMED", AllocationStatus.ALLOCATED
+        elif not self.p.short(saga.requested, self.p.available(saga, self.rules_in_force)):
             self.p.on_hand -= saga.requested
-            saga.allocation = "ALLOCATED"
+            saga.allocation = AllocationStatus.ALLOCATED
         else:
-            saga.allocation = "FAILED"  # FalloAsignacion: the charge is refunded
+            saga.allocation = AllocationStatus.FAILED  # FalloAsignacion: the charge is refunded
 
     @rule(data=st.data())
     def order_cancelled(self, data: st.DataObject) -> None:
@@ -147,11 +177,12 @@ class ReservationsUnderChaos(RuleBasedStateMachine):
         saga.cancelled = True
         if saga.reservation == "RESERVED":
             saga.reservation, saga.releases = "RELEASED", saga.releases + 1
-        if saga.allocation == "ALLOCATED":
+        decision = on_order_cancelled(saga.allocation)
+        if decision is ReleaseDecision.RELEASE:
             self.p.on_hand += saga.requested
-            saga.allocation = "RELEASED"
-        elif saga.allocation is None:
-            saga.allocation = "BLOCKED"
+            saga.allocation = AllocationStatus.RELEASED
+        elif decision is ReleaseDecision.BLOCK:
+            saga.allocation = AllocationStatus.BLOCKED
 
     @rule(seconds=st.integers(1, 150))
     def time_passes(self, seconds: int) -> None:
@@ -167,7 +198,8 @@ class ReservationsUnderChaos(RuleBasedStateMachine):
 
     @invariant()
     def never_an_oversell(self) -> None:
-        taken = sum(s.requested for s in self.p.sagas if s.allocation == "ALLOCATED")
+        taken = sum(s.requested for s in self.p.sagas
+                    if s.allocation is AllocationStatus.ALLOCATED)
         assert self.p.on_hand >= 0, "units on hand went negative"
         assert UNITS - self.p.on_hand == taken, "units taken and units allocated disagree"
 
@@ -178,9 +210,9 @@ class ReservationsUnderChaos(RuleBasedStateMachine):
     @invariant()
     def no_race_lost_while_held(self) -> None:
         for s in self.p.sagas:
-            assert not (s.paid_while_held and s.allocation == "FAILED")
+            assert not (s.paid_while_held and s.allocation is AllocationStatus.FAILED)
             if s.reservation == "CONFIRMED":
-                assert s.allocation in ("ALLOCATED", "RELEASED")
+                assert s.allocation in (AllocationStatus.ALLOCATED, AllocationStatus.RELEASED)
 
     @invariant()
     def every_reservation_ends_once(self) -> None:
@@ -192,7 +224,8 @@ class ReservationsUnderChaos(RuleBasedStateMachine):
     def a_cancelled_saga_holds_nothing(self) -> None:
         for s in self.p.sagas:
             if s.cancelled:
-                assert s.reservation != "RESERVED" and s.allocation != "ALLOCATED"
+                assert (s.reservation != "RESERVED"
+                        and s.allocation is not AllocationStatus.ALLOCATED)
 
 
 TestReservationsUnderChaos = ReservationsUnderChaos.TestCase
