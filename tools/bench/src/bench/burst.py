@@ -168,11 +168,14 @@ async def observe(conn: asyncpg.Connection, saga_ids: list[str], sku: str) -> di
 
 
 async def one_burst(http: httpx.AsyncClient, strategy: str, ratio: float, asks: list[int],
-                    run_id: str, timeout_s: float = 180.0) -> dict[str, Any]:
+                    run_id: str, *, timeout_s: float = 180.0, from_quiet: bool = True
+                    ) -> dict[str, Any]:
+    """One burst for a new product: ``from_quiet``, once the stack is quiet (load.settle)."""
     units = units_for(ratio, len(asks))
     sku = f"BENCH-BURST-{run_id}-{strategy}-{ratio:g}-{uuid.uuid4().hex[:4]}"
     await stock(http, sku, units, strategy)
-    await load.settle()
+    if from_quiet:
+        await load.settle()
     saga_ids, refused = await send_burst(sku, asks)
     conn = await asyncpg.connect(admin_dsn())
     try:
