@@ -20,3 +20,6 @@ RESERVATIONS = Counter(
     "expired (one row per saga and product)",
     ["service", "outcome"],
 )
+# At zero from the start: a rate or an increase() misses a series whose first sample is 1.
+for _outcome in ReservationOutcome:
+    RESERVATIONS.labels("inventario", _outcome.value)

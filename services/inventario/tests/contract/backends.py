@@ -15,15 +15,21 @@ from typing import Protocol
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from inventario.adapters.reservation_deadlines import ReservationDeadlineStore
 from inventario.adapters.stock_repository import StockRepository
-from inventario.usecases.ports import ProductStore, StockStore
+from inventario.usecases.ports import ProductStore, ReservationDeadlines, StockStore
 from saga_harness.waiting import wait_for
 from sagakit.envelope import Envelope
 from sagakit.ports import UnitOfWorkPort
 from sagakit.store.tables import MessagingTables
 from sagakit.store.unit_of_work import UnitOfWork
 
-from ..unit.fakes import FakeStockRepository, Inventory, StagingUnitOfWork
+from ..unit.fakes import (
+    FakeReservationDeadlines,
+    FakeStockRepository,
+    Inventory,
+    StagingUnitOfWork,
+)
 
 TABLES = ("products", "stock_checks", "allocations", "reservations")
 
@@ -47,6 +53,10 @@ class StockBackend(Protocol):
 
     async def until_waiting_for_a_lock(self) -> None:
         """Returns once another task of the test waits for a lock held here."""
+        ...
+
+    def deadlines(self) -> ReservationDeadlines:
+        """The reservations' deadlines, as the expiry job sees them."""
         ...
 
 
@@ -74,6 +84,9 @@ class MemoryStock:
 
     async def until_waiting_for_a_lock(self) -> None:
         await asyncio.sleep(0)  # the other task runs until it awaits the lock's release
+
+    def deadlines(self) -> ReservationDeadlines:
+        return FakeReservationDeadlines(self.inventory)
 
 
 class PostgresStock:
@@ -105,3 +118,6 @@ class PostgresStock:
                     "AND wait_event_type = 'Lock' AND query LIKE :copy"),
                     {"copy": f"%{self.tables.schema}.%"})).scalar_one())
         await wait_for(waiting, lambda n: n > 0, timeout=10, what="a statement waits for a lock")
+
+    def deadlines(self) -> ReservationDeadlines:
+        return ReservationDeadlineStore(self.engine, self.tables.schema)

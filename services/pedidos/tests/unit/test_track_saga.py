@@ -70,6 +70,18 @@ async def test_stock_verified_moves_an_unknown_saga_on_to_payment_read_once() ->
     assert remembered.step_deadline_at == now.step_deadline_at
 
 
+async def test_the_history_shows_which_allocation_strategy_inventario_ran() -> None:
+    tables, known = OrderTables(), KnownSagas()
+    saga = tables.seed(S.PENDIENTE_VALIDACION)
+    until = "2026-12-06T09:02:00.000000Z"
+    await _track(tables, known, event("StockVerificado", saga, {
+        "allocation_strategy": "reserve_then_pay", "reserved_until": until}))
+
+    [entry] = tables.history_of(saga.saga_id)
+    assert entry.detail == {"source_service": "inventario",
+                            "allocation_strategy": "reserve_then_pay", "reserved_until": until}
+
+
 async def test_a_saga_this_process_wrote_last_is_decided_on_without_a_read() -> None:
     tables, known = OrderTables(), KnownSagas()
     saga = tables.seed(S.PENDIENTE_VALIDACION)

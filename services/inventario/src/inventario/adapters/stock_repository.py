@@ -13,6 +13,10 @@ statement and its cache key costs more CPU than sending it (it showed in pedidos
 Statements written as text name their tables ``{schema}.table``, rendered with the unit of
 work's schema as the unit of work renders its staged writes: a copy of the tables in another
 schema (tests/harness/db.py's ``scratch_copy``) is read and written whole.
+
+The statements that lock products and then decide on their units (a reserving check, an
+allocation) read what other sagas hold reserved through ``inventario.reserved_by_others``
+(migration 0009), which reads with a snapshot of its own, taken once the lock is held.
 """
 
 from __future__ import annotations
@@ -23,22 +27,16 @@ from decimal import Decimal
 from functools import cache
 from typing import Any
 
-from sqlalchemy import Integer, Text, TextClause, any_, bindparam, func, select, text, update
-from sqlalchemy.dialects.postgresql import ARRAY, JSONB
+from sqlalchemy import Integer, Text, TextClause, bindparam, func, select, text, update
+from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from inventario.adapters.tables import allocations, products, reservations, stock_checks
 from inventario.domain.allocation_strategy import AllocationStrategy
 from inventario.domain.payment_match import Money
 from inventario.domain.stock import AllocationStatus, Line
-from inventario.usecases.ports import (
-    AllocationState,
-    ExpiredReservation,
-    ProductStock,
-    RecordedCheck,
-    ValidationRead,
-)
+from inventario.usecases.ports import AllocationState, ProductStock, RecordedCheck, ValidationRead
 from saga_contracts.events import parse
 from saga_contracts.events.base import Event
 from sagakit import jsonio
@@ -46,7 +44,11 @@ from sagakit.store import driver
 from sagakit.store.commit_statement import StagedWrite
 from sagakit.store.unit_of_work import UnitOfWork
 
-_SKUS = any_(bindparam("skus", type_=ARRAY(Text)))
+
+def _live(alias: str) -> str:
+    """A reservation that holds units: RESERVED, its deadline ahead (the database clock)."""
+    return f"{alias}.status = 'RESERVED' AND {alias}.expires_at > now()"
+
 
 # Validation's questions in one round trip: has the saga an allocation row already (it was
 # cancelled before it was validated), its recorded check, the database clock, and, per product
@@ -54,13 +56,12 @@ _SKUS = any_(bindparam("skus", type_=ARRAY(Text)))
 # reservations, its strategy and, for an ``auto`` product only, the units of other orders in
 # flight (verified within the TTL, neither allocated nor reserved). The one-row side of the
 # outer join keeps an answer when none of the products exists.
-_LIVE = "status = 'RESERVED' AND expires_at > now()"
 _VALIDATION_READ = f"""SELECT
     (SELECT status FROM {{schema}}.{allocations.name} WHERE saga_id = :k_saga_id) AS allocation,
     c.result AS check_result, c.answer AS check_answer, now() AS db_now,
     p.sku, p.quantity, p.price, p.currency, p.allocation_strategy,
     (SELECT coalesce(sum(r.quantity), 0)::int FROM {{schema}}.{reservations.name} AS r
-     WHERE r.sku = p.sku AND r.{_LIVE} AND r.saga_id <> :k_saga_id) AS reserved,
+     WHERE r.sku = p.sku AND {_live('r')} AND r.saga_id <> :k_saga_id) AS reserved,
     CASE WHEN p.allocation_strategy = '{AllocationStrategy.AUTO.value}' THEN
       (SELECT coalesce(sum((l->>'quantity')::int), 0)::int
        FROM {{schema}}.{stock_checks.name} AS v
@@ -71,7 +72,7 @@ _VALIDATION_READ = f"""SELECT
          AND NOT EXISTS (SELECT 1 FROM {{schema}}.{allocations.name} AS a
                          WHERE a.saga_id = v.saga_id)
          AND NOT EXISTS (SELECT 1 FROM {{schema}}.{reservations.name} AS r
-                         WHERE r.saga_id = v.saga_id AND r.{_LIVE}))
+                         WHERE r.saga_id = v.saga_id AND {_live('r')}))
     END AS in_flight
 FROM (SELECT 1) AS one
 LEFT JOIN {{schema}}.{stock_checks.name} AS c ON c.saga_id = :k_saga_id
@@ -99,15 +100,15 @@ _PUT_BACK = (pg_insert(products)
 # planned as a scan of every product).
 _ALLOCATION_READ = f"""SELECT c.items AS checked, c.payment_amount, c.payment_currency,
        a.status AS allocation, p.sku, p.quantity, p.reserved,
-       EXISTS (SELECT 1 FROM {{schema}}.{reservations.name}
-               WHERE saga_id = :k_saga_id AND {_LIVE}) AS reservation_live
+       EXISTS (SELECT 1 FROM {{schema}}.{reservations.name} AS s
+               WHERE s.saga_id = :k_saga_id AND {_live('s')}) AS reservation_live
 FROM (SELECT set_config('statement_timeout', :k_statement_timeout, true) AS timeout) AS one
 LEFT JOIN {{schema}}.{stock_checks.name} AS c ON c.saga_id = :k_saga_id
 LEFT JOIN {{schema}}.{allocations.name} AS a ON a.saga_id = :k_saga_id
 LEFT JOIN LATERAL (SELECT sku, quantity,
                           (SELECT coalesce(sum(r.quantity), 0)::int
                            FROM {{schema}}.{reservations.name} AS r
-                           WHERE r.sku = pr.sku AND r.{_LIVE} AND r.saga_id <> :k_saga_id
+                           WHERE r.sku = pr.sku AND {_live('r')} AND r.saga_id <> :k_saga_id
                           ) AS reserved
                    FROM {{schema}}.{products.name} AS pr
                    WHERE a.status IS NULL
@@ -219,7 +220,7 @@ RETURNING p.sku"""),
     ("confirmed", f"""UPDATE {{schema}}.{reservations.name} AS r
 SET status = 'CONFIRMED', updated_at = now()
 FROM recorded
-WHERE r.saga_id = :alloc_saga_id AND r.{_LIVE}
+WHERE r.saga_id = :alloc_saga_id AND {_live('r')}
   AND :alloc_status = '{AllocationStatus.ALLOCATED.value}'
 RETURNING r.sku"""),
 )
@@ -441,37 +442,3 @@ class StockRepository:
     async def product(self, sku: str) -> ProductStock | None:
         return await find_product(self.conn, sku)
 
-
-# The expiry job's: RESERVED rows past their deadline, oldest first, each marked EXPIRED once
-# (SKIP LOCKED: two instances at once take different rows, and the status re-checked on the row
-# as it is updated keeps a row a cancel or a confirm changed meanwhile as they left it).
-_EXPIRE_DUE = f"""UPDATE {{schema}}.{reservations.name} AS r
-SET status = 'EXPIRED', updated_at = now()
-FROM (SELECT saga_id, sku FROM {{schema}}.{reservations.name}
-      WHERE status = 'RESERVED' AND expires_at <= now()
-      ORDER BY expires_at
-      LIMIT :k_limit
-      FOR UPDATE SKIP LOCKED) AS due
-WHERE r.saga_id = due.saga_id AND r.sku = due.sku AND r.status = 'RESERVED'
-RETURNING r.saga_id, r.sku, r.quantity"""
-_NEXT_DEADLINE = f"""SELECT extract(epoch FROM min(expires_at) - now()) AS seconds
-FROM {{schema}}.{reservations.name} WHERE status = 'RESERVED'"""
-
-
-class ReservationDeadlineStore:
-    """``ReservationDeadlines`` on the engine: each call its own transaction."""
-
-    def __init__(self, engine: AsyncEngine, schema: str = "inventario") -> None:
-        self.engine = engine
-        self._expire = text(_EXPIRE_DUE.replace("{schema}", f'"{schema}"'))
-        self._next = text(_NEXT_DEADLINE.replace("{schema}", f'"{schema}"'))
-
-    async def expire_due(self, limit: int) -> list[ExpiredReservation]:
-        async with self.engine.begin() as conn:
-            rows = (await conn.execute(self._expire, {"k_limit": limit})).all()
-        return [ExpiredReservation(r.saga_id, r.sku, r.quantity) for r in rows]
-
-    async def seconds_to_next(self) -> float | None:
-        async with self.engine.connect() as conn:
-            seconds = (await conn.execute(self._next)).scalar()
-        return None if seconds is None else float(seconds)

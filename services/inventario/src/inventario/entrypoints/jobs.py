@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-from inventario.adapters.stock_repository import ReservationDeadlineStore
+from inventario.adapters.reservation_deadlines import ReservationDeadlineStore
 from inventario.config import InventarioSettings
 from inventario.usecases.expire_reservations import expire_reservations
 from sagakit.runtime import RunAgainIn, Runtime

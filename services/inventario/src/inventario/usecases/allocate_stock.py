@@ -88,8 +88,10 @@ async def allocate_stock(uow: UnitOfWorkPort, stock: StockStore, event: Message[
     else:
         uow.emit(StockAsignado(order_id=order_id, items=stock_lines(lines)))
         if state.reservation_live:
+            # One reservation per product of the saga, confirmed with the allocation.
+            products = len({line.sku for line in lines})
             uow.after_commit(lambda: metrics_inventario.RESERVATIONS.labels(
-                SERVICE, ReservationOutcome.CONFIRMED).inc())
+                SERVICE, ReservationOutcome.CONFIRMED).inc(products))
     # False (nothing written) when the locked units disagree with the decision: the consumer
     # handles the message again (sagakit.consumer, StaleRead).
     await uow.commit()

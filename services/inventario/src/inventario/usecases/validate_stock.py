@@ -35,6 +35,7 @@ guard), is handled again and answers as the first did.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -103,35 +104,40 @@ async def validate_stock(uow: UnitOfWorkPort, stock: StockStore,
                            payment_requested=None, answer=answer)
     else:
         charged = Money(amount_to_charge(lines, read.prices), order.currency)
-        reserving = _reserves(lines, read, available, policy)
-        reserved_until = (None if not reserving else
-                          (read.now or datetime.now(UTC)) + timedelta(seconds=policy.ttl_s))
-        strategy = (AllocationStrategy.RESERVE_THEN_PAY if reserving
-                    else AllocationStrategy.CHECK_THEN_PAY)
-        # The deadline is left out, never null, when nothing is held.
-        held = ({} if reserved_until is None
-                else {"reserved_until": utc_timestamp(reserved_until)})
-        answer = StockVerificado(order_id=order.order_id, items=priced_lines(lines, read.prices),
-                                 total_amount=charged.amount, currency=charged.currency,
-                                 payment_method=order.payment_method,
-                                 allocation_strategy=strategy.value, **held)
-        if reserved_until is None:
+        verified = StockVerificado(order_id=order.order_id,
+                                   items=priced_lines(lines, read.prices),
+                                   total_amount=charged.amount, currency=charged.currency,
+                                   payment_method=order.payment_method,
+                                   allocation_strategy=AllocationStrategy.CHECK_THEN_PAY.value)
+        if not _reserves(lines, read, available, policy):
+            answer = verified
             stock.record_check(event.saga_id, order.order_id, lines, "verified",
                                payment_requested=charged, answer=answer)
         else:
+            until = (read.now or datetime.now(UTC)) + timedelta(seconds=policy.ttl_s)
+            # Built whole, validated: the deadline is left out, never null, when nothing is
+            # held.
+            answer = StockVerificado.model_validate({
+                **verified.model_dump(exclude_none=True),
+                "allocation_strategy": AllocationStrategy.RESERVE_THEN_PAY.value,
+                "reserved_until": utc_timestamp(until)})
             stock.record_reserving_check(event.saga_id, order.order_id, lines, charged, answer,
-                                         expires_at=reserved_until)
-            until = reserved_until.isoformat()
-            def reserved() -> None:
-                metrics.RESERVATIONS.labels("inventario", ReservationOutcome.RESERVED).inc(
-                    len(lines))
-                log.info("stock reserved until %s", until,
-                         extra={"saga_id": event.saga_id, "event_type": event.event_type})
-            uow.after_commit(reserved)
+                                         expires_at=until)
+            uow.after_commit(_reserved(event, len(lines), until))
     uow.emit(answer)
     # False (nothing written, the answer included) when a check of the saga committed
     # meanwhile: the consumer handles the message again and answers as that check did.
     await uow.commit()
+
+
+def _reserved(event: Message[OrdenSolicitada], products: int, until: datetime
+              ) -> Callable[[], None]:
+    """What follows a reservation's commit: counted (one per product) and logged."""
+    def counted() -> None:
+        metrics.RESERVATIONS.labels("inventario", ReservationOutcome.RESERVED).inc(products)
+        log.info("stock reserved until %s", until.isoformat(),
+                 extra={"saga_id": event.saga_id, "event_type": event.event_type})
+    return counted
 
 
 def _reserves(lines: list[Line], read: ValidationRead, available: dict[str, int],

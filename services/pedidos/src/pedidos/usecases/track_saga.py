@@ -70,6 +70,14 @@ TRACKED_EVENTS: tuple[type[Tracked], ...] = (
     StockAsignado, FalloAsignacion, ReembolsoEjecutado, FalloReembolso)
 
 
+def _strategy_ran(verified: StockVerificado) -> dict[str, str]:
+    """Which allocation strategy inventario ran, and until when it holds the units if it
+    reserved them: the saga's history shows them (absent from a StockVerificado before 4.1)."""
+    ran = {"allocation_strategy": verified.allocation_strategy,
+           "reserved_until": verified.reserved_until}
+    return {name: value for name, value in ran.items() if value is not None}
+
+
 async def track_saga(uow: UnitOfWorkPort, orders: OrderStore, event: Message[Tracked],
                      settings: PedidosSettings, known: KnownSagas) -> None:
     """Everything that follows the commit waits in ``after_commit``, so the unit of work may
@@ -82,6 +90,8 @@ async def track_saga(uow: UnitOfWorkPort, orders: OrderStore, event: Message[Tra
     detail: dict[str, Any] = {"source_service": event.source_service}
     order_values: dict[str, Any] = {}
     mismatch = None
+    if isinstance(event.payload, StockVerificado):
+        detail.update(_strategy_ran(event.payload))
     if isinstance(event.payload, PagoRechazado):
         # A decline counts against the decline limits whatever became of the order (its
         # customer may have cancelled it first): from when pagos told it.

@@ -1,0 +1,44 @@
+"""The reservations' deadlines on PostgreSQL (``ReservationDeadlines``), for the expiry job:
+each call its own transaction on the engine."""
+
+from __future__ import annotations
+
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from inventario.adapters.tables import reservations
+from inventario.usecases.ports import ExpiredReservation
+
+# The expiry job's: RESERVED rows past their deadline, oldest first, each marked EXPIRED once
+# (SKIP LOCKED: two instances at once take different rows, and the status re-checked on the row
+# as it is updated keeps a row a cancel or a confirm changed meanwhile as they left it).
+_EXPIRE_DUE = f"""UPDATE {{schema}}.{reservations.name} AS r
+SET status = 'EXPIRED', updated_at = now()
+FROM (SELECT saga_id, sku FROM {{schema}}.{reservations.name}
+      WHERE status = 'RESERVED' AND expires_at <= now()
+      ORDER BY expires_at
+      LIMIT :k_limit
+      FOR UPDATE SKIP LOCKED) AS due
+WHERE r.saga_id = due.saga_id AND r.sku = due.sku AND r.status = 'RESERVED'
+RETURNING r.saga_id, r.sku, r.quantity"""
+_NEXT_DEADLINE = f"""SELECT extract(epoch FROM min(expires_at) - now()) AS seconds
+FROM {{schema}}.{reservations.name} WHERE status = 'RESERVED'"""
+
+
+class ReservationDeadlineStore:
+    """``ReservationDeadlines`` on the engine: each call its own transaction."""
+
+    def __init__(self, engine: AsyncEngine, schema: str = "inventario") -> None:
+        self.engine = engine
+        self._expire = text(_EXPIRE_DUE.replace("{schema}", f'"{schema}"'))
+        self._next = text(_NEXT_DEADLINE.replace("{schema}", f'"{schema}"'))
+
+    async def expire_due(self, limit: int) -> list[ExpiredReservation]:
+        async with self.engine.begin() as conn:
+            rows = (await conn.execute(self._expire, {"k_limit": limit})).all()
+        return [ExpiredReservation(r.saga_id, r.sku, r.quantity) for r in rows]
+
+    async def seconds_to_next(self) -> float | None:
+        async with self.engine.connect() as conn:
+            seconds = (await conn.execute(self._next)).scalar()
+        return None if seconds is None else float(seconds)
