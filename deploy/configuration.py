@@ -313,6 +313,13 @@ BENCH = (
         "none, and the goals against a peer are not measured."),
     env("BENCH_ROUNDS", "int", "`2` (`1`)",
         "Rounds of the comparison: each runs every system in a block, in alternating order."),
+    env("BENCH_STRATEGIES", "list", "`check_then_pay,reserve_then_pay,auto`",
+        "The allocation strategies of the burst contention scenario and of its throughput "
+        "without contention; the run fails at once if inventario refuses one."),
+    env("BENCH_BURST_ORDERS", "int", "`40` (`20`)",
+        "Orders sent at once in each burst (units: 1.0, 0.5, 0.25 and 0.1 of this)."),
+    env("BENCH_BURST_ROUNDS", "int", "`2` (`1`)",
+        "Bursts of each strategy at each ratio, in alternating order."),
 )
 
 BENCH_PEER = (
@@ -346,6 +353,9 @@ CHAOS = (
     env("CHAOS_SEEDS", "int", "`20`",
         "Without `--seed` or `--scripted`, the random schedules of seeds 1 to this are run, "
         "and every scripted scenario."),
+    env("CHAOS_STRATEGIES", "list", "`check_then_pay,reserve_then_pay,auto`",
+        "The allocation strategies a scenario's products take in turn (the tests' scenarios "
+        "that use the chaos load too); a stack whose inventario refuses one fails the run."),
     env("NETPROXY_BASE_PORT", "int", "`15400`",
         "Control port of the TCP proxy; the ports it forwards follow it (pedidos' PostgreSQL "
         "route is this + 11, the second pedidos instance's this + 111)."),
@@ -449,7 +459,8 @@ COMPONENTS = (
                               "tools/sagactl/src/sagactl/operator_access.py",
                               "tools/sagactl/src/sagactl/schema_registry.py")),)),
     Component("Benchmark", "Read by `make bench` (`python -m bench.run`).",
-              (Table("Benchmark", environment=BENCH, read_in=("tools/bench/src/bench/run.py",)),
+              (Table("Benchmark", environment=BENCH, read_in=("tools/bench/src/bench/run.py",
+                                                               "tools/bench/src/bench/burst.py")),
                Table("The benchmark's DBOS peer", environment=BENCH_PEER,
                      read_in=("tools/bench/src/bench/systems.py",)),
                Table("The DBOS peer's processes (`python -m peer_dbos`)", PeerSettings))),
@@ -465,6 +476,7 @@ COMPONENTS = (
     Component("Chaos suite", "Read by `make chaos` (`python -m chaos`) and its TCP proxy.",
               (Table("Chaos", environment=CHAOS,
                      read_in=("tools/chaos/src/chaos/__main__.py",
+                              "tools/chaos/src/chaos/scenario.py",
                               "tools/netproxy/src/netproxy/layout.py")),)),
     Component("Fault plugin",
               "Read by a service whose `SAGA_PLUGINS` names `saga_harness.fault_plugin`, as the "

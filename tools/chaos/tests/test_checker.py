@@ -3,11 +3,20 @@
 from __future__ import annotations
 
 import copy
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 import pytest
 
-from chaos.checker import Order, Payment, Snapshot, check, no_manual_refund
+from chaos.checker import (
+    Order,
+    Payment,
+    Reservation,
+    Reservations,
+    Snapshot,
+    check,
+    no_manual_refund,
+)
 
 
 def healthy() -> Snapshot:
@@ -109,3 +118,71 @@ def test_a_manual_refund_is_a_violation_when_the_gateway_came_back() -> None:
     s.payments["s2"].manual_refund_required = True
     assert [v.sagas for v in no_manual_refund(s)] == [("s2",)]
     assert "payments" not in {v.invariant for v in check(s)}, "the operators own it"
+
+
+AT = datetime(2026, 12, 6, 8, 0, tzinfo=UTC)
+
+
+def reserved() -> Snapshot:
+    """The healthy run under reserve_then_pay: s1 reserved 2 units and confirmed them when its
+    payment came (allocated), s2's reservation expired before its payment came, which then
+    lost the race (refunded), s4 holds 3 units of an order still under way at the snapshot,
+    s3's reservation was released by its cancellation."""
+    s = healthy()
+    s.orders["o4"] = Order("o4", "s4", "PENDIENTE_PAGO", Decimal("9.00"),
+                           [{"sku": "SKU-A", "quantity": 3}])
+    s.reservations = Reservations(
+        checked=True, at=AT,
+        rows=[Reservation("s1", "SKU-A", 2, "CONFIRMED", AT - timedelta(seconds=60)),
+              Reservation("s2", "SKU-A", 1, "EXPIRED", AT - timedelta(seconds=30)),
+              Reservation("s3", "SKU-A", 1, "RELEASED", AT + timedelta(seconds=90)),
+              Reservation("s4", "SKU-A", 3, "RESERVED", AT + timedelta(seconds=100))],
+        payment_taken_at={"s1": AT - timedelta(seconds=150),
+                          "s2": AT - timedelta(seconds=10)})
+    return s
+
+
+def _reservation_broken(mutate) -> list[str]:  # type: ignore[no-untyped-def]
+    s = copy.deepcopy(reserved())
+    mutate(s)
+    return sorted({str(v) for v in check(s) if v.invariant == "reservations"})
+
+
+def test_a_healthy_run_with_reservations_keeps_the_reservation_invariants() -> None:
+    assert _reservation_broken(lambda s: None) == []
+
+
+def test_on_a_stack_without_reservations_they_hold_vacuously() -> None:
+    s = healthy()
+    assert not s.reservations.checked and check(s) == []
+
+
+def _rows(s: Snapshot, *rows: Reservation) -> None:
+    s.reservations.rows += list(rows)
+
+
+@pytest.mark.parametrize(("name", "mutate", "caught"), [
+    ("live reservations hold more than is on hand",
+     lambda s: _rows(s, Reservation("s5", "SKU-A", 6, "RESERVED", AT + timedelta(seconds=5))),
+     "SKU-A: 9 units held by live reservations, 8 on hand"),
+    ("confirmed without its allocation",
+     lambda s: s.allocations.pop("s1"), "reservation of SKU-A CONFIRMED, the allocation missing"),
+    ("confirmed for other units than allocated",
+     lambda s: _rows(s, Reservation("s1", "SKU-B", 1, "CONFIRMED", AT)),
+     "reservation of 1 SKU-B CONFIRMED, 0 allocated"),
+    ("a payment taken while reserved lost the race",
+     lambda s: s.reservations.payment_taken_at.update({"s2": AT - timedelta(seconds=40)}),
+     "allocation FAILED for a payment taken at"),
+    ("an ended saga still holds units",
+     lambda s: setattr(s.orders["o4"], "status", "CANCELADA_POR_USUARIO"),
+     "3 SKU-A still RESERVED by a saga that ended"),
+])
+def test_each_reservation_violation_is_caught(name: str, mutate, caught: str) -> None:  # type: ignore[no-untyped-def]
+    broken = _reservation_broken(mutate)
+    assert len(broken) == 1 and caught in broken[0], (name, broken)
+
+
+def test_an_expired_reservation_holds_nothing() -> None:
+    s = reserved()
+    _rows(s, Reservation("s6", "SKU-A", 8, "RESERVED", AT - timedelta(seconds=1)))
+    assert [v for v in check(s) if v.invariant == "reservations"] == []

@@ -131,9 +131,28 @@ def idle(results: dict[str, Any]) -> Goal:
                 f"{pct - IDLE_LIMIT_PCT:.1f} points ({_factor(pct / IDLE_LIMIT_PCT)})")
 
 
+def reserve_without_contention(results: dict[str, Any]) -> Goal:
+    """reserve_then_pay's throughput with stock to spare, against Check-Then-Pay's in the same
+    run (``bench/burst.py``): holding units must not cost the saga its speed."""
+    nc = (results.get("burst") or {}).get("no_contention") or {}
+    share = (nc.get("share_of_check_then_pay") or {}).get("reserve_then_pay")
+    goal = float(nc.get("goal_share", 0.9))
+    name = f"reserve_then_pay without contention: ≥ {goal:g}× check_then_pay's sagas/s"
+    if share is None:
+        return Goal(name, f"≥ {goal:g}×", "not measured (BENCH_STRATEGIES without both)",
+                    False, "not measured")
+    by = nc["by_strategy"]
+    measured = (f"reserve_then_pay {by['reserve_then_pay']['sagas_per_s']:g}, check_then_pay "
+                f"{by['check_then_pay']['sagas_per_s']:g}: {_factor(share)}")
+    if share >= goal:
+        return Goal(name, f"≥ {goal:g}×", measured, True)
+    return Goal(name, f"≥ {goal:g}×", measured, False,
+                _factor(goal / share) if share else "no saga completed")
+
+
 def evaluate(results: dict[str, Any]) -> list[Goal]:
     return [throughput_vs_peer(results), latency_vs_peer(results), latency_vs_floor(results),
-            cpu_vs_peer(results), idle(results)]
+            cpu_vs_peer(results), idle(results), reserve_without_contention(results)]
 
 
 def step_at(steps: list[dict[str, Any]], rate: float | None = None) -> dict[str, Any] | None:

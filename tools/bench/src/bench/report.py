@@ -1,12 +1,12 @@
 """What `make bench` prints and plots from its results: the floor, the open-loop table, the
-goals, the profile, and the latency plot."""
+bursts (``bench/burst_report.py``), the goals, the profile, and the latency plot."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-from bench import goals, profile
+from bench import burst_report, goals, profile
 
 
 def ms(x: Any) -> str:
@@ -66,6 +66,7 @@ def report(r: dict[str, Any]) -> None:
             print(f"  {name}: p50 {step['p50_ms']}")
     c = r["contention"]
     print(f"\n== contention: {c['outcomes']}, p99 {c['latency']['p99_ms']} ms")
+    burst_report.report(r)
     print("\n== closed loop (in order of clients; the search ran them as it chose)")
     for cl in sorted(r["closed_loop"], key=lambda cl: cl["concurrency"]):
         print(f"  {cl['concurrency']:3} clients: {cl['sagas_per_s']:7g} sagas/s, "

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
+from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
@@ -33,6 +34,31 @@ class Payment:
     attempts: list[dict[str, Any]]                # its attempt log: every gateway call recorded
 
 
+@dataclass(frozen=True)
+class Reservation:
+    """A unit hold of reserve_then_pay (inventario's reservations table): one saga, one sku."""
+
+    saga_id: str
+    sku: str
+    quantity: int
+    status: str                                   # RESERVED | CONFIRMED | RELEASED | EXPIRED
+    expires_at: datetime
+
+
+@dataclass
+class Reservations:
+    """What the reservation invariants read. ``checked`` is False on a stack without the
+    reservations table: every product is Check-Then-Pay there, and the invariants hold
+    vacuously."""
+
+    checked: bool = False
+    rows: list[Reservation] = field(default_factory=list)
+    at: datetime | None = None                    # the database's clock when they were read
+    payment_taken_at: dict[str, datetime] = field(default_factory=dict)
+    """Saga id → when inventario took its PagoExitoso (the database clock of the transaction
+    that recorded the allocation, the one that judged whether the reservation was live)."""
+
+
 @dataclass
 class Snapshot:
     orders: dict[str, Order]                      # by order id
@@ -48,6 +74,7 @@ class Snapshot:
     garbled: list[str] = field(default_factory=list)
     """Idempotency keys of the gateway calls the TCP proxy answered in the gateway's place (a
     key once per call: netproxy's reply faults)."""
+    reservations: Reservations = field(default_factory=Reservations)
 
 
 @dataclass(frozen=True)
@@ -64,7 +91,9 @@ class Violation:
 def check(s: Snapshot) -> list[Violation]:
     return [*no_oversell(s), *money_balances(s), *payments_match_ledger(s),
             *every_saga_terminal(s), *outbox_drained(s), *inbox_matches_effects(s),
-            *acknowledged_orders_exist(s), *gateway_calls_recorded(s)]
+            *acknowledged_orders_exist(s), *gateway_calls_recorded(s),
+            *reservations_within_stock(s), *confirmed_reservations_allocated(s),
+            *no_race_lost_while_reserved(s), *reservations_end_with_their_saga(s)]
 
 
 def no_oversell(s: Snapshot) -> list[Violation]:
@@ -211,3 +240,62 @@ def inbox_matches_effects(s: Snapshot) -> list[Violation]:
 def acknowledged_orders_exist(s: Snapshot) -> list[Violation]:
     return [Violation("acknowledged", f"order {oid} was answered 202 and does not exist")
             for oid in s.acknowledged if oid not in s.orders]
+
+
+def _live(s: Snapshot) -> list[Reservation]:
+    at = s.reservations.at
+    return [r for r in s.reservations.rows
+            if r.status == "RESERVED" and at is not None and r.expires_at > at]
+
+
+def reservations_within_stock(s: Snapshot) -> list[Violation]:
+    """For every product, the units live reservations hold are at most its units on hand:
+    what a reservation promised is there to confirm."""
+    held: dict[str, int] = defaultdict(int)
+    for r in _live(s):
+        held[r.sku] += r.quantity
+    return [Violation("reservations", f"{sku}: {units} units held by live reservations, "
+                      f"{s.final_stock.get(sku, 0)} on hand")
+            for sku, units in sorted(held.items()) if units > s.final_stock.get(sku, 0)]
+
+
+def confirmed_reservations_allocated(s: Snapshot) -> list[Violation]:
+    """A CONFIRMED reservation became its saga's allocation: the allocation exists (allocated,
+    or released since by the saga's cancellation) and took the units the reservation held."""
+    out = []
+    for r in s.reservations.rows:
+        if r.status != "CONFIRMED":
+            continue
+        status, items = s.allocations.get(r.saga_id, ("", []))
+        taken = sum(int(i["quantity"]) for i in items if i["sku"] == r.sku)
+        if status not in ("ALLOCATED", "RELEASED"):
+            out.append(Violation("reservations", f"reservation of {r.sku} CONFIRMED, the "
+                                 f"allocation {status or 'missing'}", (r.saga_id,)))
+        elif taken != r.quantity:
+            out.append(Violation("reservations", f"reservation of {r.quantity} {r.sku} "
+                                 f"CONFIRMED, {taken} allocated", (r.saga_id,)))
+    return out
+
+
+def no_race_lost_while_reserved(s: Snapshot) -> list[Violation]:
+    """A saga whose payment inventario took while its reservation was live never loses the
+    race: the units were held for it. Only a payment taken after the expiry (the
+    Check-Then-Pay path) may find the stock gone and be refunded."""
+    out = []
+    for r in s.reservations.rows:
+        taken = s.reservations.payment_taken_at.get(r.saga_id)
+        if (s.allocations.get(r.saga_id, ("", []))[0] == "FAILED" and taken is not None
+                and taken < r.expires_at):
+            out.append(Violation("reservations", f"allocation FAILED for a payment taken at "
+                                 f"{taken.isoformat()} while its reservation of {r.sku} was "
+                                 f"live (until {r.expires_at.isoformat()})", (r.saga_id,)))
+    return out
+
+
+def reservations_end_with_their_saga(s: Snapshot) -> list[Violation]:
+    """No saga that ended still holds units: its reservation was confirmed, released or
+    expired (a hold left behind would keep the units from every other order until its
+    expiry)."""
+    ended = {o.saga_id for o in s.orders.values() if o.status in TERMINAL}
+    return [Violation("reservations", f"{r.quantity} {r.sku} still RESERVED by a saga that "
+                      "ended", (r.saga_id,)) for r in _live(s) if r.saga_id in ended]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import os
 import random
 import signal
@@ -26,6 +27,7 @@ from chaos.checker import TERMINAL, Snapshot, Violation, check, no_manual_refund
 from chaos.recovery import Recovery, Window
 from netproxy.layout import CONTROL_PORT, stack_routes
 from saga_harness import config, replicas, stack
+from saga_harness import strategies as allocation
 from saga_harness.identity import StackAuth
 
 SERVICES = ["pedidos", "inventario", "pagos"]
@@ -96,6 +98,10 @@ class Report:
     """Gateway calls of the run the TCP proxy answered in the gateway's place."""
     survivors: bool = False
     """More than one instance of every service: the bound applies while a fault lasts."""
+    strategies: dict[str, str] = field(default_factory=dict)
+    """The run's products' allocation strategies, by sku."""
+    reservations: str = ""
+    """Whether the reservation invariants were checked, and on how many reservations."""
 
     def render(self) -> str:
         lines = [f"scenario {self.name} ({self.seconds:.0f}s)",
@@ -103,6 +109,8 @@ class Report:
                  f"  orders: {self.orders_sent} sent, {len(self.acknowledged)} acknowledged, "
                  f"{sum(self.outcomes.values())} in the database",
                  f"  outcomes: {self.outcomes}",
+                 *([f"  strategies: {_by_strategy(self.strategies)}; {self.reservations}"]
+                   if self.strategies else []),
                  *([f"  cancellations answered: {self.cancels}"] if self.cancels else []),
                  *([f"  gateway calls answered by the proxy: {self.garbled_calls}"]
                    if self.garbled_calls else []),
@@ -120,6 +128,20 @@ class Report:
         lines += [f"    - … and {n - SHOWN_PER_INVARIANT} more of {name}"
                   for name, n in shown.items() if n > SHOWN_PER_INVARIANT]
         return "\n".join(lines)
+
+
+def _by_strategy(strategies: dict[str, str]) -> str:
+    counts: dict[str, int] = {}
+    for strategy in strategies.values():
+        counts[strategy] = counts.get(strategy, 0) + 1
+    return ", ".join(f"{n} product(s) {strategy}" for strategy, n in counts.items())
+
+
+def reservations_checked(snap: Snapshot) -> str:
+    held = snap.reservations
+    if not held.checked:
+        return "reservation invariants hold vacuously (no inventario.reservations table)"
+    return f"reservation invariants checked on {len(held.rows)} reservation(s)"
 
 
 def _now() -> datetime:
@@ -213,6 +235,13 @@ def _body(sku: str, qty: int, token: str, customer: str) -> dict[str, Any]:
             "payment_method": {"type": "credit_card", "token": token}}
 
 
+def run_strategies() -> tuple[str, ...]:
+    """The allocation strategies the run's products take in turn: ``CHAOS_STRATEGIES``, by
+    default every one (Check-Then-Pay, reserve_then_pay and auto)."""
+    return allocation.parse(os.environ.get("CHAOS_STRATEGIES", ",".join(allocation.STRATEGIES)),
+                            "CHAOS_STRATEGIES")
+
+
 @dataclass
 class OrderLoad:
     """Orders with contention (a few products of limited stock, one or two units each; a tenth
@@ -228,6 +257,8 @@ class OrderLoad:
     rng: random.Random
     pedidos: list[str]
     cancel_share: float = 0.0
+    strategies: dict[str, str] = field(default_factory=dict)
+    """Each product's allocation strategy (``CHAOS_STRATEGIES``, in turn)."""
     acknowledged: list[str] = field(default_factory=list)
     """Order ids answered 202, in the order of the answers."""
     sent: int = 0
@@ -239,15 +270,16 @@ class OrderLoad:
     async def stocked(cls, http: httpx.AsyncClient, *, seed: int = 0, skus: int = 3,
                       units: int = 12, cancel_share: float = 0.0,
                       pedidos: list[str] | None = None) -> OrderLoad:
-        """New products with ``units`` each, priced as the orders are (``http`` authenticates
-        as the stack's users: ``saga_harness.identity.StackAuth``)."""
+        """New products with ``units`` each, priced as the orders are, each under the next
+        allocation strategy of ``CHAOS_STRATEGIES`` in turn (``http`` authenticates as the
+        stack's users: ``saga_harness.identity.StackAuth``)."""
         initial = {f"CHAOS-{uuid.uuid4().hex[:8]}": units for _ in range(skus)}
+        chosen = itertools.cycle(run_strategies())
+        strategies = {sku: next(chosen) for sku in initial}
         for sku, qty in initial.items():
-            (await http.put(f"{config.INVENTARIO}/products/{sku}",
-                            json={"quantity": qty, "price": "2.50", "currency": "USD"})
-             ).raise_for_status()
+            await allocation.stock(http, sku, qty, strategies[sku], price="2.50")
         return cls(http, initial, random.Random(seed),
-                   pedidos or replicas.instance_urls("pedidos"), cancel_share)
+                   pedidos or replicas.instance_urls("pedidos"), cancel_share, strategies)
 
     async def _post(self, i: int, body: dict[str, Any]) -> httpx.Response | None:
         """POST /orders from instance ``i mod n`` on, one try per instance; None when none
@@ -344,6 +376,7 @@ async def run(name: str, faults: list[Fault], *, seed: int = 0, rate: float = 5.
                                             expect_no_manual_refund=expect_no_manual_refund)
     for o in snap.orders.values():
         report.outcomes[o.status] = report.outcomes.get(o.status, 0) + 1
+    report.strategies, report.reservations = load.strategies, reservations_checked(snap)
     report.garbled_calls = len(snap.garbled)
     if measure_recovery:
         steps = await recovery.steps_of(load.acknowledged, load.skus())
@@ -376,9 +409,13 @@ async def busy(order_ids: list[str], skus: Sequence[str] = ()) -> int:
     """Orders of the run (acknowledged, or for its products) not terminal yet, plus payments
     of theirs that pagos still has gateway work for, or has yet to hear were cancelled: a
     charge that failed, or one captured, for an order that ended without completing (pedidos
-    ends an order that timed out at once and the undoing follows)."""
+    ends an order that timed out at once and the undoing follows); plus reservations of
+    theirs inventario still holds for an order that ended (its OrdenCancelada on its way)."""
     conn = await asyncpg.connect(config.admin_dsn())
     try:
+        held = ("(SELECT count(*) FROM inventario.reservations r JOIN run ON run.saga_id::text "
+                "= r.saga_id WHERE run.status = ANY($2::text[]) AND r.status = 'RESERVED' "
+                "AND r.expires_at > now())" if await snapshot.has_reservations(conn) else "0")
         return int(await conn.fetchval(
             "WITH run AS (SELECT order_id, saga_id, status FROM pedidos.orders o "
             "WHERE order_id = ANY($1::uuid[]) OR EXISTS (SELECT 1 FROM "
@@ -387,7 +424,7 @@ async def busy(order_ids: list[str], skus: Sequence[str] = ()) -> int:
             "(SELECT count(*) FROM pagos.payments p JOIN run ON run.saga_id::text = "
             "p.saga_id WHERE p.status IN ('CHARGING', 'CANCEL_REQUESTED', 'REFUNDING') "
             "OR (run.status = ANY($2::text[]) AND run.status <> 'COMPLETADA' "
-            "AND p.status IN ('CHARGE_FAILED', 'CAPTURED')))",
+            f"AND p.status IN ('CHARGE_FAILED', 'CAPTURED'))) + {held}",
             order_ids, list(TERMINAL), list(skus)))
     finally:
         await conn.close()
@@ -395,7 +432,7 @@ async def busy(order_ids: list[str], skus: Sequence[str] = ()) -> int:
 
 async def quiesce(order_ids: list[str], skus: list[str], timeout: float) -> None:
     """Until every order of the run (acknowledged, or for its products) is terminal and pagos
-    has no work left for them; returns at the deadline regardless (the checker then says
+    and inventario have no work left for them; returns at the deadline regardless (the checker then says
     what is stuck)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -9,7 +9,7 @@ from typing import Any
 import asyncpg
 import httpx
 
-from chaos.checker import Order, Payment, Snapshot
+from chaos.checker import Order, Payment, Reservation, Reservations, Snapshot
 from netproxy.layout import CONTROL_PORT
 from saga_harness import config
 
@@ -63,6 +63,7 @@ async def take(acknowledged: list[str], initial_stock: dict[str, int],
             "'processed' AND p.event_type = 'PagoExitoso' AND p.saga_id = ANY($1::text[]) "
             "AND NOT EXISTS (SELECT 1 FROM inventario.allocations a WHERE a.saga_id = p.saga_id)",
             sagas)]
+        held = await reservations(conn, sagas, list(initial_stock))
     finally:
         await conn.close()
     async with httpx.AsyncClient(timeout=30) as http:
@@ -76,7 +77,32 @@ async def take(acknowledged: list[str], initial_stock: dict[str, int],
     garbled = [k for k in await garbled_gateway_calls()
                if k.partition("-")[2] in set(sagas)]
     return Snapshot(orders, acknowledged, initial_stock, final_stock, allocations, charges,
-                    refunds, stale, orphans, payments, garbled)
+                    refunds, stale, orphans, payments, garbled, held)
+
+
+async def has_reservations(conn: asyncpg.Connection) -> bool:
+    """Whether inventario has reservations (reserve_then_pay): a stack without the table has
+    Check-Then-Pay alone, and the reservation invariants hold vacuously."""
+    return bool(await conn.fetchval(
+        "SELECT to_regclass('inventario.reservations') IS NOT NULL"))
+
+
+async def reservations(conn: asyncpg.Connection, sagas: list[str], skus: list[str]
+                       ) -> Reservations:
+    """Every reservation of the run's products (whichever saga holds it: the units on hand
+    are shared) and of its sagas, the database's clock, and when inventario took each saga's
+    PagoExitoso."""
+    if not await has_reservations(conn):
+        return Reservations()
+    rows = [Reservation(r["saga_id"], r["sku"], int(r["quantity"]), r["status"],
+                        r["expires_at"]) for r in await conn.fetch(
+        "SELECT saga_id, sku, quantity, status, expires_at FROM inventario.reservations "
+        "WHERE sku = ANY($1::text[]) OR saga_id = ANY($2::text[])", skus, sagas)]
+    taken = {r["saga_id"]: r["at"] for r in await conn.fetch(
+        "SELECT saga_id, min(processed_at) AS at FROM inventario.processed_messages "
+        "WHERE event_type = 'PagoExitoso' AND status = 'processed' "
+        "AND saga_id = ANY($1::text[]) GROUP BY saga_id", sagas)}
+    return Reservations(True, rows, await conn.fetchval("SELECT now()"), taken)
 
 
 async def garbled_gateway_calls() -> list[str]:
