@@ -311,6 +311,6 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    subprocess.run([sys.executable, str(ROOT / "deploy/local/stack.py"), "up"], check=True,
+    subprocess.run([sys.executable, "-m", "local_stack", "up"], check=True,
                    stdout=subprocess.DEVNULL)
     asyncio.run(main())
