@@ -3,9 +3,10 @@ a step of every deployment, and ``sagactl schemas catalog``: the schemas the reg
 the repository's are read (``saga_contracts.registry``).
 
 Each event type's MAJOR is an artifact of its own (``saga_contracts.schema_artifacts``), made
-with the rules of Part I §6.3 before its first version: the registry then refuses a version that
-breaks a consumer of the version before, and the refusal, the registry's own words, stops the
-registration. A breaking change passes only as a new MAJOR, a new artifact: a new event type.
+with the rules of docs/standard.md#schemas-and-their-versions before its first version: the
+registry then refuses a version that breaks a consumer of the version before, and the
+refusal, the registry's own words, stops the registration. A breaking change passes only as a new MAJOR, a new
+artifact: a new event type.
 
 A version already registered is left as it is when its content is the same, and refused when it
 differs: what a version says never changes once published; a change is a new version.
