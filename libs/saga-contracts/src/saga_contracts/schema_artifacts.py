@@ -3,12 +3,12 @@
 the same name.
 
 One artifact per event type and MAJOR version: the standard makes a breaking change a new event
-type with a version suffix (``OrdenSolicitada_v2``; docs/standard.md#schemas-and-their-versions),
-so MAJOR 1 is the artifact named as the event type and MAJOR n the artifact
-``<EventType>_v<n>``. The MINOR and PATCH versions of a MAJOR are that artifact's versions, named by their full version (``1.1.0``), each checked by the
-registry against the one before it (``RULES``: backward compatible, and a valid JSON Schema).
-Every artifact is in one group, ``GROUP``, and labelled with its event type, producer and topic.
-"""
+type with a version suffix (``OrdenSolicitada_v2``;
+docs/standard.md#schemas-and-their-versions), so MAJOR 1 is the artifact named as the event type
+and MAJOR n the artifact ``<EventType>_v<n>``. The MINOR and PATCH versions of a MAJOR are that
+artifact's versions, named by their full version (``1.1.0``), each checked by the registry
+against the one before it (``RULES``: backward compatible, and a valid JSON Schema). Every
+artifact is in one group, ``GROUP``, and labelled with its event type, producer and topic. """
 
 from __future__ import annotations
 
