@@ -1,10 +1,14 @@
-"""The decline limits of ``POST /orders`` against a card tester who cancels its orders: a
-decline counts whatever became of its order. The barrier: pedidos' consumer cannot commit, its
-inbox table locked against inserts, until the gateway declined the charge and the customer
-cancelled the order."""
+"""The decline limits of ``POST /orders`` against a card tester who does not wait its turn.
+
+One who cancels its orders: a decline counts whatever became of its order. The barrier:
+pedidos' consumer cannot commit, its inbox table locked against inserts, until the gateway
+declined the charge and the customer cancelled the order. One who sends its orders at once:
+none of their declines is known when they arrive, yet each order still waiting for its payment
+counts as a decline to come, so no more are taken, and their cards tried, than the limit."""
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 import tempfile
@@ -105,3 +109,30 @@ async def test_declines_cancelled_by_the_customer_still_count_against_the_limit(
         f"{PER_CUSTOMER} charges of this customer were declined at the gateway within the "
         f"window (the customer read each as DECLINED), yet its next order is taken: "
         f"{again.status_code} {again.text}")
+
+
+async def test_a_burst_of_orders_is_held_to_the_limit_like_orders_one_after_another(
+        saga: Saga, tight_instance: str) -> None:
+    """A card tester sends its orders at once instead of one after another: the limit counts
+    the declines pedidos has heard of, none of the burst's when it arrives, and the orders
+    still waiting for their payment."""
+    sku, customer = new_sku(), f"burst-{uuid.uuid4().hex[:8]}"
+    await saga.set_stock(sku, 100)
+    burst = PER_CUSTOMER * 4
+
+    async def place() -> httpx.Response:
+        return await saga.http.post(f"{tight_instance}/orders", json=order_body(
+            [(sku, 1)], token=f"tok_chargeDeclined_{uuid.uuid4().hex[:12]}", customer=customer))
+
+    answers = await asyncio.gather(*(place() for _ in range(burst)))
+    taken = [a.json() for a in answers if a.status_code == 202]
+    for order in taken:
+        await saga.wait_status(order["order_id"], "CANCELADA_PAGO_RECHAZADO", timeout=30)
+    assert len(taken) <= PER_CUSTOMER, (
+        f"a burst of {burst} orders had {len(taken)} taken and declined at the gateway; the "
+        f"customer's limit is {PER_CUSTOMER} declines "
+        f"(answers {sorted(a.status_code for a in answers)})")
+    refused = [a for a in answers if a.status_code != 202]
+    assert all(a.status_code == 429 and a.json()["detail"].startswith(
+        "too many orders waiting for their payment") and a.headers["Retry-After"] == "1"
+        for a in refused), [(a.status_code, a.text) for a in refused]
