@@ -9,23 +9,17 @@ counts as a decline to come, so no more are taken, and their cards tried, than t
 from __future__ import annotations
 
 import asyncio
-import subprocess
-import sys
-import tempfile
-import time
 import uuid
 from collections.abc import Iterator
-from typing import IO
 
 import httpx
 import pytest
 
-from local_stack import parts
 from saga_harness import config
+from saga_harness.api_instance import api_instance
 from saga_harness.clients import Saga, new_sku, order_body
 from saga_harness.faults import row_locked
 from saga_harness.identity import bearer, customer_token
-from saga_harness.ports import free_port
 from saga_harness.waiting import wait_for
 
 pytestmark = pytest.mark.usefixtures("running_stack")
@@ -35,45 +29,12 @@ TIGHT = {"PEDIDOS_DECLINES_PER_CUSTOMER": str(PER_CUSTOMER),
          "PEDIDOS_DECLINES_PER_CARD": str(PER_CARD), "PEDIDOS_DECLINE_WINDOW_S": str(WINDOW_S)}
 
 
-def _tail(log: IO[bytes]) -> str:
-    """The end of a process' output, for the message of a test that saw it stop."""
-    log.seek(0)
-    return log.read().decode(errors="replace")[-2000:]
-
-
 @pytest.fixture(scope="module")
 def tight_instance() -> Iterator[str]:
     """A pedidos instance with tight decline limits, API only: the limits are counted in the
     database the stack's pedidos writes its orders to."""
-    port = free_port()
-    env = {**parts.inherited_env(), **parts.service_env("pedidos"), **TIGHT,
-           "HTTP_PORT": str(port), "METRICS_PORT": "0", "SAGA_INSTANCE": f"decline-races-{port}",
-           "RUN_CONSUMER": "false", "RUN_RELAY": "false", "RUN_JOBS": "false",
-           "PYTHONUNBUFFERED": "1"}
-    log = tempfile.TemporaryFile()
-    process = subprocess.Popen([sys.executable, "-m", "pedidos"], env=env,
-                               stdout=log, stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            assert process.poll() is None, f"the tight pedidos instance stopped: {_tail(log)}"
-            try:
-                if httpx.get(f"{base}/ready", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, "the tight pedidos instance is not ready"
-            time.sleep(0.2)
+    with api_instance("pedidos", TIGHT, name="decline-races") as base:
         yield base
-    finally:
-        process.terminate()
-        try:
-            process.wait(15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(5)
-        log.close()
 
 
 async def test_declines_cancelled_by_the_customer_still_count_against_the_limit(
