@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import hashlib
 import uuid
 from collections.abc import Callable, Mapping
 from decimal import Decimal
@@ -318,16 +317,18 @@ async def lock_saga(conn: AsyncConnection, saga_id: str,
 # A transaction-scoped advisory lock per customer and per card: the unit of work that places an
 # order holds its customer's and its card's until it commits, so the next order of either is
 # counted once this one is in (READ COMMITTED: its count is a statement that starts after the
-# lock was granted, and sees what the holder committed). Both are taken in one statement, in
-# ascending order of key, so that two units of work never wait for each other in a cycle.
-_HOLD = text("SELECT pg_advisory_xact_lock(key) FROM unnest(CAST(:keys AS bigint[])) AS key")
+# locks were granted, and sees what their holder committed). Both are taken in one statement,
+# in the order of their keys, so that two units of work never wait for each other in a cycle;
+# keyed as the commit statement keys its per-saga locks (sagakit.store.commit_statement), under
+# names no saga id takes.
+_HOLD = text("SELECT count(pg_advisory_xact_lock(hashtextextended(k, 0))) "
+             "FROM unnest(CAST(:keys AS text[])) AS k")
 
 
-def holding_key(kind: str, value: str) -> int:
-    """The advisory lock key of a customer's (``kind`` "customer") or a card's ("card") orders:
-    64 bits of a hash of both, so that a customer and a card never share one by their names."""
-    digest = hashlib.blake2b(f"pedidos.orders:{kind}:{value}".encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "big", signed=True)
+def holding_keys(customer_id: str, card_fingerprint: str) -> list[str]:
+    """The advisory locks' keys of a customer's and a card's orders, in the order taken."""
+    return sorted((f"pedidos.orders.customer:{customer_id}",
+                   f"pedidos.orders.card:{card_fingerprint}"))
 
 
 # Written as literals, not bound: the partial indexes of migration 0011 hold these orders only,
@@ -424,10 +425,8 @@ class OrderRepository:
                 ).get("isolation_level") == "AUTOCOMMIT":
             raise RuntimeError("a lock held until the unit of work ends needs a transaction: "
                                "not on a unit of work that reads outside one")
-        keys = sorted((holding_key("customer", customer_id),
-                       holding_key("card", card_fingerprint)))
         # Through SQLAlchemy: the statement that begins the transaction the locks last for.
-        await conn.execute(_HOLD, {"keys": keys})
+        await conn.execute(_HOLD, {"keys": holding_keys(customer_id, card_fingerprint)})
 
     async def standing(self, *, customer_id: str, card_fingerprint: str, window_s: float,
                        customer_declines: int, card_declines: int, customer_waiting: int,
