@@ -345,7 +345,8 @@ def _counted(*where: ColumnElement[bool], up_to: str) -> ScalarSelect[int]:
 
 
 def _standing_columns(whose: ColumnElement[bool], prefix: str) -> list[ColumnElement[Any]]:
-    window = literal_column("interval '1 second'") * bindparam("window_s", type_=Float)
+    window: ColumnElement[Any] = (literal_column("interval '1 second'")
+                                  * bindparam("window_s", type_=Float))
     declined_at = orders.c.payment_declined_at
     # Read from the partial indexes of migration 0010 (declined orders only), backwards.
     recent = (declined_at.is_not(None), whose, declined_at > func.now() - window)
@@ -421,10 +422,14 @@ class OrderRepository:
 
     async def hold_orders_of(self, customer_id: str, card_fingerprint: str) -> None:
         conn = self.uow.connection
-        if conn.sync_connection is not None and conn.sync_connection.get_execution_options(
-                ).get("isolation_level") == "AUTOCOMMIT":
-            raise RuntimeError("a lock held until the unit of work ends needs a transaction: "
-                               "not on a unit of work that reads outside one")
+        level = (conn.sync_connection.get_execution_options().get("isolation_level")
+                 if conn.sync_connection is not None else None)
+        # In autocommit the locks would end with their statement; in a snapshot taken once per
+        # transaction (REPEATABLE READ and above: by the lock's own statement, before it was
+        # granted) the count would miss what the last holder committed.
+        if level not in (None, "READ COMMITTED"):
+            raise RuntimeError(f"the limits of POST /orders are counted under their locks in "
+                               f"READ COMMITTED, not {level}")
         # Through SQLAlchemy: the statement that begins the transaction the locks last for.
         await conn.execute(_HOLD, {"keys": holding_keys(customer_id, card_fingerprint)})
 
