@@ -99,3 +99,16 @@ async def test_orders_held_wait_for_the_holder_others_do_not(
         assert not done, "a unit of work went on while another held its customer or card"
     # The holder ended (rolled back, its locks with it): both go on.
     await asyncio.wait_for(asyncio.gather(same_customer, same_card), 10)
+
+
+@pytest.mark.parametrize("options", [{"reads_outside_transaction": True},
+                                     {"isolation_level": "REPEATABLE READ"}])
+async def test_a_unit_of_work_whose_count_would_not_see_the_last_holders_order_is_refused(
+        scratch: tuple[AsyncEngine, MessagingTables], options: dict[str, Any]) -> None:
+    """In autocommit the locks would end with their statement; with one snapshot per
+    transaction, taken before the locks were granted, the count would miss the order the last
+    holder committed."""
+    engine, tables = scratch
+    async with UnitOfWork(engine, tables, "pedidos", **options) as uow:
+        with pytest.raises(RuntimeError, match="READ COMMITTED"):
+            await OrderRepository(uow).hold_orders_of("someone", "some card")
