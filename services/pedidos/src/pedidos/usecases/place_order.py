@@ -78,6 +78,13 @@ async def place_order(uow: UnitOfWorkPort, orders: OrderStore, body: dict[str, A
     clear = body
     fingerprint = fingerprints.request(clear)
     card = fingerprints.card(body["payment_method"]["token"])
+    # The saga id is random, as the standard asks (Part I §7.1); the order id is a key only.
+    order_id, saga_id = time_ordered_id(), uuid.uuid4()
+    body = sealed(body, sealer, Binding.of(
+        saga_id=str(saga_id), order_id=str(order_id), customer_id=body["customer_id"],
+        amount=total, currency=body["currency"]))
+    # Sealed before the customer's and the card's orders are held: they are held as briefly as
+    # the count and the insert allow.
     try:
         await hold_within_limits(orders, body["customer_id"], card, settings)
     except OrderRefused:
@@ -88,11 +95,6 @@ async def place_order(uow: UnitOfWorkPort, orders: OrderStore, body: dict[str, A
         if replayed is None:
             raise
         return replayed
-    # The saga id is random, as the standard asks (Part I §7.1); the order id is a key only.
-    order_id, saga_id = time_ordered_id(), uuid.uuid4()
-    body = sealed(body, sealer, Binding.of(
-        saga_id=str(saga_id), order_id=str(order_id), customer_id=body["customer_id"],
-        amount=total, currency=body["currency"]))
     orders.add(
         order_id=order_id, saga_id=saga_id, body=body, total=total,
         idempotency_key=idempotency_key, request_hash=fingerprint, card_fingerprint=card,
