@@ -1,27 +1,25 @@
-"""The decline limits of ``POST /orders`` against a card tester who cancels its orders: a
-decline counts whatever became of its order. The barrier: pedidos' consumer cannot commit, its
-inbox table locked against inserts, until the gateway declined the charge and the customer
-cancelled the order."""
+"""The decline limits of ``POST /orders`` against a card tester who does not wait its turn.
+
+One who cancels its orders: a decline counts whatever became of its order. The barrier:
+pedidos' consumer cannot commit, its inbox table locked against inserts, until the gateway
+declined the charge and the customer cancelled the order. One who sends its orders at once:
+none of their declines is known when they arrive, yet each order still waiting for its payment
+counts as a decline to come, so no more are taken, and their cards tried, than the limit."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import tempfile
-import time
+import asyncio
 import uuid
 from collections.abc import Iterator
-from typing import IO
 
 import httpx
 import pytest
 
-from local_stack import parts
 from saga_harness import config
+from saga_harness.api_instance import api_instance
 from saga_harness.clients import Saga, new_sku, order_body
 from saga_harness.faults import row_locked
 from saga_harness.identity import bearer, customer_token
-from saga_harness.ports import free_port
 from saga_harness.waiting import wait_for
 
 pytestmark = pytest.mark.usefixtures("running_stack")
@@ -31,45 +29,12 @@ TIGHT = {"PEDIDOS_DECLINES_PER_CUSTOMER": str(PER_CUSTOMER),
          "PEDIDOS_DECLINES_PER_CARD": str(PER_CARD), "PEDIDOS_DECLINE_WINDOW_S": str(WINDOW_S)}
 
 
-def _tail(log: IO[bytes]) -> str:
-    """The end of a process' output, for the message of a test that saw it stop."""
-    log.seek(0)
-    return log.read().decode(errors="replace")[-2000:]
-
-
 @pytest.fixture(scope="module")
 def tight_instance() -> Iterator[str]:
     """A pedidos instance with tight decline limits, API only: the limits are counted in the
     database the stack's pedidos writes its orders to."""
-    port = free_port()
-    env = {**parts.inherited_env(), **parts.service_env("pedidos"), **TIGHT,
-           "HTTP_PORT": str(port), "METRICS_PORT": "0", "SAGA_INSTANCE": f"decline-races-{port}",
-           "RUN_CONSUMER": "false", "RUN_RELAY": "false", "RUN_JOBS": "false",
-           "PYTHONUNBUFFERED": "1"}
-    log = tempfile.TemporaryFile()
-    process = subprocess.Popen([sys.executable, "-m", "pedidos"], env=env,
-                               stdout=log, stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            assert process.poll() is None, f"the tight pedidos instance stopped: {_tail(log)}"
-            try:
-                if httpx.get(f"{base}/ready", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, "the tight pedidos instance is not ready"
-            time.sleep(0.2)
+    with api_instance("pedidos", TIGHT, name="decline-races") as base:
         yield base
-    finally:
-        process.terminate()
-        try:
-            process.wait(15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(5)
-        log.close()
 
 
 async def test_declines_cancelled_by_the_customer_still_count_against_the_limit(
@@ -105,3 +70,31 @@ async def test_declines_cancelled_by_the_customer_still_count_against_the_limit(
         f"{PER_CUSTOMER} charges of this customer were declined at the gateway within the "
         f"window (the customer read each as DECLINED), yet its next order is taken: "
         f"{again.status_code} {again.text}")
+
+
+async def test_a_burst_of_orders_is_held_to_the_limit_like_orders_one_after_another(
+        saga: Saga, tight_instance: str) -> None:
+    """A card tester sends its orders at once instead of one after another: the limit counts
+    the declines pedidos has heard of, none of the burst's when it arrives, and the orders
+    still waiting for their payment."""
+    sku, customer = new_sku(), f"burst-{uuid.uuid4().hex[:8]}"
+    await saga.set_stock(sku, 100)
+    burst = PER_CUSTOMER * 4
+
+    async def place() -> httpx.Response:
+        return await saga.http.post(f"{tight_instance}/orders", json=order_body(
+            [(sku, 1)], token=f"tok_chargeDeclined_{uuid.uuid4().hex[:12]}", customer=customer))
+
+    answers = await asyncio.gather(*(place() for _ in range(burst)))
+    taken = [a.json() for a in answers if a.status_code == 202]
+    for order in taken:
+        await saga.wait_status(order["order_id"], "CANCELADA_PAGO_RECHAZADO", timeout=30)
+    assert len(taken) <= PER_CUSTOMER, (
+        f"a burst of {burst} orders had {len(taken)} taken and declined at the gateway; the "
+        f"customer's limit is {PER_CUSTOMER} declines "
+        f"(answers {sorted(a.status_code for a in answers)})")
+    # Refused while the orders taken wait, or once their declines are heard.
+    refused = [a for a in answers if a.status_code != 202]
+    assert all(a.status_code == 429 and a.json()["detail"].startswith((
+        "too many orders waiting for their payment", "too many declined payments lately"))
+        for a in refused), [(a.status_code, a.text) for a in refused]

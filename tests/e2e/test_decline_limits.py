@@ -12,21 +12,15 @@ count in."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import tempfile
-import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
-from typing import IO
 
 import httpx
 import pytest
 
-from local_stack import parts
 from saga_harness import config, db, identity, stack
+from saga_harness.api_instance import api_instance
 from saga_harness.clients import Saga, new_sku, order_body
-from saga_harness.ports import free_port
 from saga_harness.waiting import wait_for
 
 pytestmark = pytest.mark.usefixtures("running_stack")
@@ -34,12 +28,6 @@ pytestmark = pytest.mark.usefixtures("running_stack")
 PER_CUSTOMER, PER_CARD, WINDOW_S = 2, 3, 30
 TIGHT = {"PEDIDOS_DECLINES_PER_CUSTOMER": str(PER_CUSTOMER),
          "PEDIDOS_DECLINES_PER_CARD": str(PER_CARD), "PEDIDOS_DECLINE_WINDOW_S": str(WINDOW_S)}
-
-
-def _tail(log: IO[bytes]) -> str:
-    """The end of a process' output, for the message of a test that saw it stop."""
-    log.seek(0)
-    return log.read().decode(errors="replace")[-2000:]
 
 
 @pytest.fixture(scope="module")
@@ -55,35 +43,8 @@ def tight_pedidos() -> Iterator[None]:
 def other_instance(tight_pedidos: None) -> Iterator[str]:
     """Another pedidos instance, API only: it consumes nothing, so it learns no decline but
     from the database."""
-    port = free_port()
-    env = {**parts.inherited_env(), **parts.service_env("pedidos"), **TIGHT,
-           # No metrics server: the stack's pedidos holds its port.
-           "HTTP_PORT": str(port), "METRICS_PORT": "0", "SAGA_INSTANCE": f"declines-{port}",
-           "RUN_CONSUMER": "false", "RUN_RELAY": "false", "RUN_JOBS": "false", "PYTHONUNBUFFERED": "1"}
-    log = tempfile.TemporaryFile()
-    process = subprocess.Popen([sys.executable, "-m", "pedidos"], env=env,
-                               stdout=log, stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            assert process.poll() is None, f"the second pedidos instance stopped: {_tail(log)}"
-            try:
-                if httpx.get(f"{base}/ready", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, "the second pedidos instance is not ready"
-            time.sleep(0.2)
+    with api_instance("pedidos", TIGHT, name="declines") as base:
         yield base
-    finally:
-        process.terminate()
-        try:
-            process.wait(15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(5)
-        log.close()
 
 
 @pytest.fixture

@@ -19,8 +19,8 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from local_stack import parts
 from saga_harness import identity
+from saga_harness.api_instance import api_env, stop
 from saga_harness.ports import free_port
 from saga_harness.waiting import wait_for
 
@@ -29,15 +29,8 @@ KEY_VARIABLES = ("PAGOS_PAYMENT_TOKEN_OPEN_KEYS", "PAGOS_PAYMENT_TOKEN_OPEN_KEYS
 
 
 def _pagos_env(port: int, *, run_jobs: bool, keys: dict[str, str]) -> dict[str, str]:
-    # No metrics server: the stack's pagos holds its port.
-    env = {**parts.inherited_env(), **parts.service_env("pagos"), "HTTP_PORT": str(port),
-           "METRICS_PORT": "0",
-           "SAGA_INSTANCE": f"credentials-test-{port}", "RUN_CONSUMER": "false",
-           "RUN_RELAY": "false", "RUN_JOBS": "true" if run_jobs else "false",
-           "PYTHONUNBUFFERED": "1"}
-    for name in KEY_VARIABLES:
-        env.pop(name, None)
-    return {**env, **keys}
+    return api_env("pagos", port, name="credentials-test", settings=keys, run_jobs=run_jobs,
+                   without=KEY_VARIABLES)
 
 
 @pytest.fixture
@@ -45,12 +38,7 @@ def pagos_process() -> Iterator[list[subprocess.Popen[bytes]]]:
     started: list[subprocess.Popen[bytes]] = []
     yield started
     for process in started:
-        process.terminate()
-        try:
-            process.wait(15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(5)
+        stop(process)
 
 
 def _start(started: list[subprocess.Popen[bytes]], env: dict[str, str]

@@ -60,13 +60,29 @@ class PedidosSettings(BaseSettings):
         "How far back `POST /orders` counts a customer's and a card's declined payments "
         "(`PEDIDOS_DECLINES_PER_CUSTOMER`, `PEDIDOS_DECLINES_PER_CARD`)."))
     declines_per_customer: int = Field(10, ge=1, description=(
-        "Declined payments one customer may have within `PEDIDOS_DECLINE_WINDOW_S`; past it "
-        "`POST /orders` answers `429` with `Retry-After` (when the oldest of them leaves the "
-        "window), whatever the card, in every instance."))
+        "Declined payments one customer may have within `PEDIDOS_DECLINE_WINDOW_S`, its orders "
+        "still waiting for their payment counted with them; past it `POST /orders` answers "
+        "`429` with `Retry-After` (when the oldest decline leaves the window, or in a second "
+        "while orders wait), whatever the card, in every instance."))
     declines_per_card: int = Field(5, ge=1, description=(
         "Declined payments one card (the payment token's keyed fingerprint, never the token) "
-        "may have within `PEDIDOS_DECLINE_WINDOW_S`, whoever the customer; past it `POST "
-        "/orders` with that card answers `429` with `Retry-After`, in every instance."))
+        "may have within `PEDIDOS_DECLINE_WINDOW_S`, its orders still waiting for their "
+        "payment counted with them, whoever the customer; past it `POST /orders` with that "
+        "card answers `429` with `Retry-After`, in every instance."))
+    # The declines above are known only once pagos has told them: orders sent at once would all
+    # be taken, and their cards tried, before any of their declines is heard. So an order still
+    # waiting for its payment counts as a decline to come, and how many may wait at once is
+    # capped as well (pedidos.usecases.decline_velocity).
+    waiting_orders_per_customer: int = Field(5, ge=1, description=(
+        "Orders one customer may have waiting for their payment at once (placed, their payment "
+        "not decided yet); past it `POST /orders` answers `429` with `Retry-After`, in every "
+        "instance. Waiting orders also count against `PEDIDOS_DECLINES_PER_CUSTOMER`, as "
+        "declines to come."))
+    waiting_orders_per_card: int = Field(3, ge=1, description=(
+        "Orders one card may have waiting for their payment at once, whoever the customer; "
+        "past it `POST /orders` with that card answers `429` with `Retry-After`, in every "
+        "instance. Waiting orders also count against `PEDIDOS_DECLINES_PER_CARD`, as declines "
+        "to come."))
     allow_unsafe_limits: bool = Field(False, validation_alias="SAGA_ALLOW_UNSAFE_LIMITS",
                                       description=(
         "Lets the timeouts above go below their minimums, with a warning in the log; for tests "

@@ -2,19 +2,21 @@
 ``OrderRepository`` over PostgreSQL: reads without locks, one write staged per unit of work and
 written with its commit, events included, only if its guard holds (else nothing, and ``commit``
 returns False), the first order under an idempotency key kept, a saga's lock skipped when
-another transaction holds it."""
+another transaction holds it, a customer's and a card's orders counted as the limits of
+``POST /orders`` count them."""
 
 from __future__ import annotations
 
 import dataclasses
 import uuid
+from datetime import timedelta
 from decimal import Decimal
 from typing import Any
 
 import pytest
 
 from pedidos.domain.order import OrderStatus
-from pedidos.usecases.ports import AuditEntry, OperatorAction, SagaState
+from pedidos.usecases.ports import AuditEntry, OperatorAction, SagaState, Standing
 from saga_harness.events import PAYMENT_METHOD, orden_solicitada
 
 from ..unit.fakes import ORDER_BODY
@@ -25,7 +27,8 @@ S = OrderStatus
 
 async def _place(orders: OrderBackend, *, key: str | None = None, customer: str = "c-1",
                  step_timeout_s: float = 30, saga_timeout_s: float = 3600,
-                 request_hash: str = "h-1") -> tuple[bool, SagaState | None, str]:
+                 request_hash: str = "h-1", card: str = "fp-1"
+                 ) -> tuple[bool, SagaState | None, str]:
     """An order placed as place_order places it, with its OrdenSolicitada: (committed, the
     saga as written, its saga id)."""
     order_id, saga_id = uuid.uuid4(), uuid.uuid4()
@@ -34,7 +37,7 @@ async def _place(orders: OrderBackend, *, key: str | None = None, customer: str 
                                customer_id=customer, price="5.00", currency="USD")
     async with orders.unit() as (uow, store):
         store.add(order_id=order_id, saga_id=saga_id, body=body, total=Decimal("10.00"),
-                  idempotency_key=key, request_hash=request_hash, card_fingerprint="fp-1",
+                  idempotency_key=key, request_hash=request_hash, card_fingerprint=card,
                   context={"traceparent": "00-abc-def-01"}, step_timeout_s=step_timeout_s,
                   saga_timeout_s=saga_timeout_s,
                   audit=AuditEntry("OrdenSolicitada", customer, "m-0", {"items": 1}))
@@ -279,3 +282,48 @@ async def test_the_order_request_is_the_first_ordensolicitada_committed(
     assert (request["order_id"], request["total_amount"], request["currency"]) == (
         saga.order_id, "10.00", "USD")
     assert request["payment_method"] == PAYMENT_METHOD, "as it was emitted, token sealed"
+
+
+async def test_a_customers_and_a_cards_standing_counts_waiting_orders_and_recent_declines(
+        orders: OrderBackend) -> None:
+    customer, card = f"c-{uuid.uuid4().hex[:8]}", f"fp-{uuid.uuid4().hex[:8]}"
+    await _placed(orders, customer=customer, card=card)  # waiting: its stock being checked
+    checked = await _placed(orders, customer=customer, card=card)
+    assert await _move(orders, checked, S.PENDIENTE_PAGO)  # waiting: its payment
+    paid = await _placed(orders, customer=customer, card=card)
+    assert await _move(orders, paid, S.PENDIENTE_ASIGNACION)
+    declined_lately = await _placed(orders, customer=customer, card=card)
+    assert await _move(orders, declined_lately, S.CANCELADA_PAGO_RECHAZADO,
+                       payment_declined_at=declined_lately.db_now - timedelta(seconds=100))
+    declined_long_ago = await _placed(orders, customer=customer, card=card)
+    assert await _move(orders, declined_long_ago, S.CANCELADA_PAGO_RECHAZADO,
+                       payment_declined_at=declined_long_ago.db_now - timedelta(seconds=900))
+    cancelled = await _placed(orders, customer=customer, card=card)
+    assert await _move(orders, cancelled, S.CANCELADA_POR_USUARIO)
+    await _placed(orders, customer=f"{customer}-other", card=card)  # the card's only
+
+    async def standing(declines: int, waiting: int) -> tuple[Standing, Standing]:
+        async with orders.unit() as (_, store):
+            await store.hold_orders_of(customer, card)
+            return await store.standing(
+                customer_id=customer, card_fingerprint=card, window_s=600,
+                customer_declines=declines, card_declines=declines,
+                customer_waiting=waiting, card_waiting=waiting)
+
+    mine, the_cards = await standing(declines=5, waiting=10)
+    assert (mine.waiting, mine.declines, mine.full_for_s) == (2, 1, None)
+    assert (the_cards.waiting, the_cards.declines, the_cards.full_for_s) == (3, 1, None)
+    # At the limit asked, until the decline leaves the window (600 s after it, by the clock
+    # it was written by).
+    mine, _ = await standing(declines=1, waiting=10)
+    assert mine.declines == 1 and mine.full_for_s is not None
+    assert 480 < mine.full_for_s <= 500
+    # Each count stops at what is asked.
+    mine, the_cards = await standing(declines=1, waiting=1)
+    assert (mine.waiting, the_cards.waiting) == (1, 1)
+    async with orders.unit() as (_, store):
+        await store.hold_orders_of("nobody", "no card")
+        nobody = await store.standing(customer_id="nobody", card_fingerprint="no card",
+                                      window_s=600, customer_declines=1, card_declines=1,
+                                      customer_waiting=1, card_waiting=1)
+    assert nobody == (Standing(0, 0, None), Standing(0, 0, None))

@@ -29,12 +29,16 @@ from pedidos.usecases.ports import (
     OperatorAction,
     OrderStore,
     SagaState,
+    Standing,
 )
 from saga_harness.events import message, payload_of
 from sagakit import fakes
 from sagakit.envelope import Envelope
 from sagakit.message import Message
 from sagakit.ports import UnitOfWorkPort
+
+# What ``OrderStore.standing`` counts as an order waiting for its payment.
+WAITING = {OrderStatus.PENDIENTE_VALIDACION.value, OrderStatus.PENDIENTE_PAGO.value}
 
 ORDER_BODY: dict[str, Any] = {
     "customer_id": "c-1",
@@ -108,6 +112,8 @@ class OrderTables:
         """Sagas whose row a unit of work here locked (``lock``), until it ends."""
         self.reads = 0
         self.locks = 0
+        self.holds: list[tuple[str, str, FakeUnitOfWork]] = []
+        """(customer, card, unit of work) of each ``hold_orders_of``, in order."""
 
     def advance(self, seconds: float) -> None:
         self.now += timedelta(seconds=seconds)
@@ -306,6 +312,31 @@ class FakeOrderStore:
             if (o.customer_id, o.idempotency_key) == (customer_id, key):
                 return ExistingOrder(o.order_id, o.saga_id, o.status, o.request_hash)
         return None
+
+    async def hold_orders_of(self, customer_id: str, card_fingerprint: str) -> None:
+        self.tables.holds.append((customer_id, card_fingerprint, self.uow))
+
+    async def standing(self, *, customer_id: str, card_fingerprint: str, window_s: float,
+                       customer_declines: int, card_declines: int, customer_waiting: int,
+                       card_waiting: int) -> tuple[Standing, Standing]:
+        if not any(unit is self.uow for _, _, unit in self.tables.holds):
+            raise AssertionError("counted without holding the customer's and the card's orders")
+        t = self.tables
+        window = timedelta(seconds=window_s)
+
+        def of(whose: Callable[[OrderRecord], bool], declines: int, waiting: int) -> Standing:
+            mine = [o for o in t.orders.values() if whose(o)]
+            declined = sorted((o.payment_declined_at for o in mine
+                               if o.payment_declined_at is not None
+                               and o.payment_declined_at > t.now - window), reverse=True)
+            full_for = (None if len(declined) < declines else
+                        (declined[declines - 1] + window - t.now).total_seconds())
+            return Standing(min(waiting, sum(o.status in WAITING for o in mine)),
+                            min(declines, len(declined)), full_for)
+
+        return (of(lambda o: o.customer_id == customer_id, customer_declines, customer_waiting),
+                of(lambda o: o.card_fingerprint == card_fingerprint, card_declines,
+                   card_waiting))
 
     async def read(self, saga_id: str) -> SagaState | None:
         self.tables.reads += 1

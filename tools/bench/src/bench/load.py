@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import itertools
-import random
 import time
 from typing import Any
 
@@ -21,8 +20,13 @@ from saga_harness import identity
 
 # The customers the load is spread over, each placing its orders with its own token (from the
 # stack's identity provider, fetched once: ``authenticate``), as a real client would; a token
-# per order would measure the identity provider, not the services.
-CUSTOMERS = [f"bench-{i:02d}" for i in range(32)]
+# per order would measure the identity provider, not the services. Each pays with a card of its
+# own, and they are many: pedidos caps the orders one customer, or one card, may have waiting
+# for their payment (PEDIDOS_WAITING_ORDERS_PER_CUSTOMER, _PER_CARD: 5 and 3), so the load is
+# spread in turn over enough customers that even the closed loop's 512 clients, or a saturated
+# open loop's backlog, leave each a few orders waiting at most: the benchmark measures the
+# stack as a shop's many customers load it, refusing none.
+CUSTOMERS = [f"bench-{i:03d}" for i in range(256)]
 
 
 def authenticate() -> None:
@@ -36,7 +40,8 @@ def body(sku: str, qty: int = 1, customer: str = CUSTOMERS[0]) -> dict[str, Any]
             "items": [{"sku": sku, "quantity": qty, "price": "9.99"}], "currency": "USD",
             "shipping_address": {"street": "s", "city": "c", "country": "PE",
                                  "postal_code": "1"},
-            "payment_method": {"type": "credit_card", "token": "tok_visa"}}
+            # The customer's own card: the fake gateway approves any tok_… but its test cards.
+            "payment_method": {"type": "credit_card", "token": f"tok_visa_{customer}"}}
 
 
 async def set_stock(http: httpx.AsyncClient, sku: str, qty: int) -> None:
@@ -144,10 +149,10 @@ def _own_parts(resources: dict[str, Any], system: System) -> dict[str, Any]:
     return {part: r for part, r in resources.items() if part in system.parts}
 
 
-async def _place(http: Pedidos, sku: str, qty: int = 1) -> str:
-    """POST /orders to the next pedidos instance, as a customer of ``CUSTOMERS``; the new
-    saga's id."""
-    customer = random.choice(CUSTOMERS)
+async def _place(http: Pedidos, sku: str, n: int, qty: int = 1) -> str:
+    """POST /orders to the next pedidos instance, as the ``n``-th customer of ``CUSTOMERS`` (in
+    turn); the new saga's id."""
+    customer = CUSTOMERS[n % len(CUSTOMERS)]
     return str((await http.next().post_json("/orders", body(sku, qty, customer),
                                             bearer=identity.customer_token(customer)))["saga_id"])
 
@@ -174,7 +179,7 @@ async def open_loop(rate: float, seconds: float, *, skus: list[str], qty: int = 
         async def post(i: int) -> None:
             nonlocal errors
             try:
-                saga_ids.append(await _place(http, skus[i % len(skus)], qty))
+                saga_ids.append(await _place(http, skus[i % len(skus)], i, qty))
             except HttpStatusError as exc:
                 errors += 1
                 error_kinds[str(exc.status)] += 1
@@ -319,7 +324,8 @@ async def closed_loop(concurrency: int, seconds: float, skus: list[str],
         async def client(n: int) -> None:
             i = n
             while (placed := time.perf_counter()) < stop_at:
-                saga_id = await _place(http, skus[i % len(skus)])
+                # Each client a customer of its own (two with 512 clients).
+                saga_id = await _place(http, skus[i % len(skus)], n)
                 i += concurrency
                 await asyncio.wait_for(watch.wait(saga_id), 60)
                 finished.append((placed, time.perf_counter(), saga_id))

@@ -79,8 +79,11 @@ async def _proxy_running() -> bool:
 
 async def main() -> int:
     # One order in ten is declined on purpose, with one test card, from a few customers: the
-    # decline limits of POST /orders (against card testing) would refuse most of the load.
-    for limit in ("PEDIDOS_DECLINES_PER_CUSTOMER", "PEDIDOS_DECLINES_PER_CARD"):
+    # decline limits of POST /orders (against card testing) would refuse most of the load; and
+    # while a fault holds the sagas up, their orders wait for their payment by the hundred, over
+    # the caps on one customer's and one card's waiting orders.
+    for limit in ("PEDIDOS_DECLINES_PER_CUSTOMER", "PEDIDOS_DECLINES_PER_CARD",
+                  "PEDIDOS_WAITING_ORDERS_PER_CUSTOMER", "PEDIDOS_WAITING_ORDERS_PER_CARD"):
         os.environ.setdefault(limit, "100000")
     scenarios = scripted()  # read once, from the settings in force
     parser = argparse.ArgumentParser(description="chaos scenarios with the invariant check")

@@ -24,15 +24,22 @@ def new_sku(prefix: str = "SKU-TEST") -> str:
     return f"{prefix}-{uuid.uuid4().hex[:10]}"
 
 
-def order_body(items: list[tuple[str, int]], *, token: str = "tok_visa", price: str = "5.00",
+def order_body(items: list[tuple[str, int]], *, token: str | None = None, price: str = "5.00",
                customer: str | None = None) -> dict[str, Any]:
+    """An order of ``items`` at ``price`` each. Without a ``customer``, a new one; without a
+    ``token``, the customer's own card (the same for every order of the customer, so a body
+    built again is the same body), as orders from the public mostly come: pedidos caps the
+    orders one customer, or one card, may have waiting for their payment. The fake gateway
+    approves any ``tok_…`` token but its few test cards."""
+    customer = customer or f"cust-{uuid.uuid4().hex[:8]}"
     return {
-        "customer_id": customer or f"cust-{uuid.uuid4().hex[:8]}",
+        "customer_id": customer,
         "items": [{"sku": sku, "quantity": qty, "price": price} for sku, qty in items],
         "currency": "USD",
         "shipping_address": {"street": "Av. Siempre Viva 742", "city": "Lima", "country": "PE",
                              "postal_code": "15001"},
-        "payment_method": {"type": "credit_card", "token": token},
+        "payment_method": {"type": "credit_card",
+                           "token": token or f"tok_visa_{customer}"},
     }
 
 

@@ -58,25 +58,3 @@ class OrderQueries:
             .where(sagas.c.status.in_(active)))).one()
         return int(count), float(worst)
 
-
-class DeclineQueries:
-    """``pedidos.usecases.decline_velocity.RecentDeclines`` on a connection of its own."""
-
-    def __init__(self, conn: AsyncConnection) -> None:
-        self.conn = conn
-
-    async def seconds_until_fewer(self, *, customer_id: str | None, card_fingerprint: str | None,
-                                  limit: int, window_s: float) -> float | None:
-        # The limit-th newest decline within the window, and how long until it leaves it: by
-        # the database's clock, the one every instance shares. It reads one of the partial
-        # indexes of migration 0010 (declined orders only) backwards, ``limit`` entries at
-        # most.
-        whose = (orders.c.customer_id == customer_id if customer_id is not None
-                 else orders.c.card_fingerprint == card_fingerprint)
-        window = func.make_interval(0, 0, 0, 0, 0, 0, window_s)
-        declined_at = orders.c.payment_declined_at
-        query = (select(func.extract("epoch", declined_at + window - func.now()))
-                 .where(declined_at.is_not(None), whose, declined_at > func.now() - window)
-                 .order_by(declined_at.desc()).offset(limit - 1).limit(1))
-        wait = (await self.conn.execute(query)).scalar()
-        return None if wait is None else max(0.0, float(wait))

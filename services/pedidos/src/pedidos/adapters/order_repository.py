@@ -12,12 +12,30 @@ from collections.abc import Callable, Mapping
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import Executable, Uuid, bindparam, func, select
+from sqlalchemy import (
+    ColumnElement,
+    Executable,
+    Float,
+    Integer,
+    ScalarSelect,
+    Uuid,
+    bindparam,
+    func,
+    literal_column,
+    select,
+    text,
+)
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from pedidos.adapters.tables import notifications, operator_actions, orders, saga_audit, sagas
 from pedidos.domain.order import ACTIVE, SAGA_TYPE, STEP_OF, OrderStatus, owner_of
-from pedidos.usecases.ports import AuditEntry, ExistingOrder, OperatorAction, SagaState
+from pedidos.usecases.ports import (
+    AuditEntry,
+    ExistingOrder,
+    OperatorAction,
+    SagaState,
+    Standing,
+)
 from sagakit import jsonio
 from sagakit.store import StagedWrite, UnitOfWork, driver
 
@@ -292,6 +310,67 @@ async def lock_saga(conn: AsyncConnection, saga_id: str,
     return _state(row) if row else None
 
 
+# ---- what the limits of POST /orders count (pedidos.usecases.decline_velocity)
+
+# A transaction-scoped advisory lock per customer and per card: the unit of work that places an
+# order holds its customer's and its card's until it commits, so the next order of either is
+# counted once this one is in (READ COMMITTED: its count is a statement that starts after the
+# locks were granted, and sees what their holder committed). Both are taken in one statement,
+# in the order of their keys, so that two units of work never wait for each other in a cycle;
+# keyed as the commit statement keys its per-saga locks (sagakit.store.commit_statement), under
+# names no saga id takes.
+_HOLD = text("SELECT count(pg_advisory_xact_lock(hashtextextended(k, 0))) "
+             "FROM unnest(CAST(:keys AS text[])) AS k")
+
+
+def holding_keys(customer_id: str, card_fingerprint: str) -> list[str]:
+    """The advisory locks' keys of a customer's and a card's orders, in the order taken."""
+    return sorted((f"pedidos.orders.customer:{customer_id}",
+                   f"pedidos.orders.card:{card_fingerprint}"))
+
+
+# Written as literals, not bound: the partial indexes of migration 0011 hold these orders only,
+# and the planner uses one only for a query whose condition implies its own.
+_WAITING = orders.c.status.in_([literal_column(f"'{s.value}'") for s in (
+    OrderStatus.PENDIENTE_VALIDACION, OrderStatus.PENDIENTE_PAGO)])
+
+
+def _counted(*where: ColumnElement[bool], up_to: str) -> ScalarSelect[int]:
+    """How many orders match ``where``, counting no further than ``:up_to``."""
+    matching = (select(literal_column("1")).select_from(orders).where(*where)
+                .limit(bindparam(up_to, type_=Integer)).subquery())
+    return select(func.count()).select_from(matching).scalar_subquery()
+
+
+def _standing_columns(whose: ColumnElement[bool], prefix: str) -> list[ColumnElement[Any]]:
+    window: ColumnElement[Any] = (literal_column("interval '1 second'")
+                                  * bindparam("window_s", type_=Float))
+    declined_at = orders.c.payment_declined_at
+    # Read from the partial indexes of migration 0010 (declined orders only), backwards.
+    recent = (declined_at.is_not(None), whose, declined_at > func.now() - window)
+    up_to = bindparam(f"{prefix}_declines", type_=Integer)
+    full_for = (select(func.extract("epoch", declined_at + window - func.now()))
+                .where(*recent).order_by(declined_at.desc()).offset(up_to - literal_column("1"))
+                .limit(literal_column("1"))
+                .scalar_subquery())
+    return [_counted(whose, _WAITING, up_to=f"{prefix}_waiting").label(f"{prefix}_waiting"),
+            _counted(*recent, up_to=f"{prefix}_declines").label(f"{prefix}_declines"),
+            full_for.label(f"{prefix}_full_for_s")]
+
+
+# By the database's clock, the one every instance shares; each count stops at what the limits
+# ask, so a customer with a long history costs no more than one with none.
+_STANDING = select(
+    *_standing_columns(orders.c.customer_id == bindparam("customer_id"), "customer"),
+    *_standing_columns(orders.c.card_fingerprint == bindparam("card_fingerprint"), "card"))
+
+
+def _standing_of(row: Mapping[str, Any], prefix: str) -> Standing:
+    full_for = row[f"{prefix}_full_for_s"]
+    return Standing(int(row[f"{prefix}_waiting"]), int(row[f"{prefix}_declines"]),
+                    None if full_for is None else max(0.0, float(full_for)))
+
+
 class OrderRepository:
     """``OrderStore`` on a unit of work: reads on its connection, writes on its commit
     statement."""
@@ -338,6 +417,29 @@ class OrderRepository:
         if self._written is None:
             raise RuntimeError("nothing that returns the saga was staged")
         return self._written(self.uow.returned[0])
+
+    async def hold_orders_of(self, customer_id: str, card_fingerprint: str) -> None:
+        conn = self.uow.connection
+        level = (conn.sync_connection.get_execution_options().get("isolation_level")
+                 if conn.sync_connection is not None else None)
+        # In autocommit the locks would end with their statement; in a snapshot taken once per
+        # transaction (REPEATABLE READ and above: by the lock's own statement, before it was
+        # granted) the count would miss what the last holder committed.
+        if level not in (None, "READ COMMITTED"):
+            raise RuntimeError(f"the limits of POST /orders are counted under their locks in "
+                               f"READ COMMITTED, not {level}")
+        # Through SQLAlchemy: the statement that begins the transaction the locks last for.
+        await conn.execute(_HOLD, {"keys": holding_keys(customer_id, card_fingerprint)})
+
+    async def standing(self, *, customer_id: str, card_fingerprint: str, window_s: float,
+                       customer_declines: int, card_declines: int, customer_waiting: int,
+                       card_waiting: int) -> tuple[Standing, Standing]:
+        [row] = await driver.fetch(self.uow.connection, _STANDING, {
+            "customer_id": customer_id, "card_fingerprint": card_fingerprint,
+            "window_s": window_s, "customer_declines": customer_declines,
+            "card_declines": card_declines, "customer_waiting": customer_waiting,
+            "card_waiting": card_waiting})
+        return _standing_of(row, "customer"), _standing_of(row, "card")
 
     async def by_idempotency_key(self, customer_id: str, key: str) -> ExistingOrder | None:
         row = (await self.uow.connection.execute(

@@ -17,7 +17,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Header, HTTPException, Request, Response, Security
 from fastapi.responses import JSONResponse
 
-from pedidos.adapters.order_queries import DeclineQueries, OrderQueries
+from pedidos.adapters.order_queries import OrderQueries
 from pedidos.adapters.order_repository import OrderRepository
 from pedidos.config import PedidosSettings
 from pedidos.domain.order import TERMINAL, CannotCancel, CannotRetry, OrderStatus
@@ -35,7 +35,7 @@ from pedidos.entrypoints.schemas import (
     SagaStatusView,
 )
 from pedidos.usecases.cancel_saga import SAGA_CANCELLED, SagaNotFound, cancel_saga
-from pedidos.usecases.decline_velocity import wait_before_order
+from pedidos.usecases.decline_velocity import OrderRefused
 from pedidos.usecases.fingerprints import Fingerprints
 from pedidos.usecases.known_sagas import KnownSagas
 from pedidos.usecases.place_order import IdempotencyKeyReused, PlacedOrder, place_order
@@ -80,7 +80,11 @@ def routes(settings: PedidosSettings, known: KnownSagas, sealer: PaymentTokenSea
                                           "PEDIDOS_ORDER_RATE_PER_CUSTOMER allows, or this "
                                           "customer or this card had too many payments "
                                           "declined lately (PEDIDOS_DECLINES_PER_CUSTOMER, "
-                                          "PEDIDOS_DECLINES_PER_CARD); see Retry-After"}})
+                                          "PEDIDOS_DECLINES_PER_CARD) or has too many orders "
+                                          "waiting for their payment "
+                                          "(PEDIDOS_WAITING_ORDERS_PER_CUSTOMER, "
+                                          "PEDIDOS_WAITING_ORDERS_PER_CARD); see "
+                                          "Retry-After"}})
     async def create_order(body: OrderRequest, request: Request, response: Response,
                            customer: Customer,
                            idempotency_key: Annotated[str | None, Header(
@@ -98,19 +102,8 @@ def routes(settings: PedidosSettings, known: KnownSagas, sealer: PaymentTokenSea
             return _refused(["body", "customer_id"], "customer_mismatch",
                             "customer_id is not the customer the token names")
         wire = body.wire(customer.subject)
-        # Card testing: refused before the order exists, so no charge tries the next card
-        # (pedidos.usecases.decline_velocity). One answer for both limits: which one was hit
-        # would tell a card tester whether the card or the account is burnt.
-        async with rt.engine.connect() as conn:
-            declined_wait = await wait_before_order(
-                DeclineQueries(conn), customer.subject,
-                fingerprints.card(wire["payment_method"]["token"]), settings)
-        if declined_wait:
-            raise HTTPException(429, detail="too many declined payments lately: try again "
-                                "after Retry-After seconds",
-                                headers={"Retry-After": str(declined_wait)})
-        # This request is the saga's first span (docs/standard.md#saga-and-span-ids): the parent of
-        # OrdenSolicitada. It is one of the standard's span ids, like every message's, not
+        # This request is the saga's first span (docs/standard.md#saga-and-span-ids): the parent
+        # of OrdenSolicitada. It is one of the standard's span ids, like every message's, not
         # OpenTelemetry's, which exists only when tracing exports; the request's log line below
         # names it, and so does its OpenTelemetry span when there is one.
         span_id = new_span_id()
@@ -127,6 +120,11 @@ def routes(settings: PedidosSettings, known: KnownSagas, sealer: PaymentTokenSea
         except IdempotencyKeyReused:
             return _refused(["header", "Idempotency-Key"], "idempotency_key_reused",
                             "this Idempotency-Key was used with a different request body")
+        except OrderRefused as refused:
+            # Card testing: refused before the order exists, so no charge tries the next card
+            # (pedidos.usecases.decline_velocity).
+            raise HTTPException(429, detail=refused.detail, headers={
+                "Retry-After": str(refused.retry_after_s)}) from None
         # The request is logged whole: the declared sensitive fields (token, address) are masked
         # or dropped by the log pipeline, not by this call.
         log.info("order %s", "accepted" if placed.created else "replayed by Idempotency-Key",

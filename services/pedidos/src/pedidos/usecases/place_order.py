@@ -1,7 +1,8 @@
 """POST /orders: the order, its saga row, the first audit entry and OrdenSolicitada, in one
-statement (its own transaction). The same Idempotency-Key with the same body returns the first
-order. A key is the customer's: another customer's request under the same key places an order
-of its own.
+statement, in the transaction that counted the customer's and the card's orders against the
+limits of ``POST /orders`` (``pedidos.usecases.decline_velocity``) under their locks. The same
+Idempotency-Key with the same body returns the first order, over the limits or not. A key is
+the customer's: another customer's request under the same key places an order of its own.
 
 The payment token is sealed for pagos before anything is written: the order and its event (and
 so the outbox, the topics, inventario's StockVerificado and every dead letter and trace of them)
@@ -20,6 +21,7 @@ from typing import Any
 
 from pedidos.config import PedidosSettings
 from pedidos.domain.order import SAGA_TYPE, OrderStatus, owner_of
+from pedidos.usecases.decline_velocity import OrderRefused, hold_within_limits
 from pedidos.usecases.fingerprints import Fingerprints
 from pedidos.usecases.known_sagas import KnownSagas
 from pedidos.usecases.ports import AuditEntry, OrderStore, PaymentTokenSealer
@@ -63,7 +65,8 @@ async def place_order(uow: UnitOfWorkPort, orders: OrderStore, body: dict[str, A
                       request_span_id: str | None = None) -> PlacedOrder:
     """``body`` is the validated request in JSON form (money as two-decimal strings), its
     payment token in the clear; ``sealer`` seals it for pagos. The saga it starts is remembered
-    in ``known``, for its first event.
+    in ``known``, for its first event. Raises ``OrderRefused`` when its customer or its card
+    is over a limit, and nothing is written.
 
     ``request_span_id`` is the span of the request that places the order, OrdenSolicitada's parent
     (docs/standard.md#saga-and-span-ids); without one the order is placed under a span of its own.
@@ -81,6 +84,18 @@ async def place_order(uow: UnitOfWorkPort, orders: OrderStore, body: dict[str, A
     body = sealed(body, sealer, Binding.of(
         saga_id=str(saga_id), order_id=str(order_id), customer_id=body["customer_id"],
         amount=total, currency=body["currency"]))
+    # Sealed before the customer's and the card's orders are held: they are held as briefly as
+    # the count and the insert allow.
+    try:
+        await hold_within_limits(orders, body["customer_id"], card, settings)
+    except OrderRefused:
+        # A request sent again under its key (its answer lost) gets its order, which is one of
+        # those that may be waiting: never a refusal for the order it placed.
+        replayed = await _placed_before(orders, body["customer_id"], idempotency_key, clear,
+                                        fingerprints)
+        if replayed is None:
+            raise
+        return replayed
     orders.add(
         order_id=order_id, saga_id=saga_id, body=body, total=total,
         idempotency_key=idempotency_key, request_hash=fingerprint, card_fingerprint=card,
@@ -107,9 +122,21 @@ async def place_order(uow: UnitOfWorkPort, orders: OrderStore, body: dict[str, A
         return PlacedOrder(str(order_id), str(saga_id), OrderStatus.PENDIENTE_VALIDACION.value,
                            created=True)
     # The idempotency key was used before: nothing was written, that request's order stands.
-    assert idempotency_key is not None
-    existing = await orders.by_idempotency_key(body["customer_id"], idempotency_key)
-    assert existing is not None
+    placed = await _placed_before(orders, body["customer_id"], idempotency_key, clear,
+                                  fingerprints)
+    assert placed is not None
+    return placed
+
+
+async def _placed_before(orders: OrderStore, customer_id: str, idempotency_key: str | None,
+                         clear: dict[str, Any], fingerprints: Fingerprints) -> PlacedOrder | None:
+    """The order the customer placed under this key, if any; ``IdempotencyKeyReused`` if it
+    was placed by another request than ``clear``."""
+    if idempotency_key is None:
+        return None
+    existing = await orders.by_idempotency_key(customer_id, idempotency_key)
+    if existing is None:
+        return None
     if not fingerprints.same_request(existing.request_hash, clear):
         raise IdempotencyKeyReused(idempotency_key)
     return PlacedOrder(existing.order_id, existing.saga_id, existing.status, created=False)

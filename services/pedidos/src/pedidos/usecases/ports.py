@@ -104,6 +104,19 @@ class DueSagas:
     limit was reached: more sagas may be due already)."""
 
 
+@dataclass(frozen=True)
+class Standing:
+    """One customer's, or one card's, orders as the limits of ``POST /orders`` count them
+    (pedidos.usecases.decline_velocity), each count only as far as the limits ask."""
+
+    waiting: int
+    """Orders waiting for their payment: placed, their payment not decided yet."""
+    declines: int
+    """Payments declined within the window."""
+    full_for_s: float | None
+    """With ``declines`` at the limit asked: until the oldest of those leaves the window."""
+
+
 class OrderStore(Protocol):
     """Orders and their sagas, on one unit of work; at most one write staged per unit."""
 
@@ -140,6 +153,19 @@ class OrderStore(Protocol):
 
     def written(self) -> SagaState:
         """The saga as the commit left it, after ``add`` or ``move`` committed."""
+        ...
+
+    async def hold_orders_of(self, customer_id: str, card_fingerprint: str) -> None:
+        """Until the unit of work ends, no other unit of work that holds this customer's orders,
+        or this card's, goes on: what it counts of them stays true until its order is added
+        (or it gives up). Begins the unit of work's transaction."""
+        ...
+
+    async def standing(self, *, customer_id: str, card_fingerprint: str, window_s: float,
+                       customer_declines: int, card_declines: int, customer_waiting: int,
+                       card_waiting: int) -> tuple[Standing, Standing]:
+        """The customer's and the card's ``Standing``: declines within the last ``window_s``
+        counted up to ``*_declines``, orders waiting up to ``*_waiting``."""
         ...
 
     async def by_idempotency_key(self, customer_id: str, key: str) -> ExistingOrder | None:
