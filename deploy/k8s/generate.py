@@ -9,7 +9,7 @@ local stack, so that the three deployments cannot drift apart:
   stops), its migration Job named by its release (the only object given the schema owner's
   password),
   Services, PodDisruptionBudgets, HorizontalPodAutoscalers stopped at the topics' partition
-  count, NetworkPolicy and ServiceMonitor, all on the local stack's port;
+  count and NetworkPolicy, all on the local stack's port;
 - the issuer every service trusts (auth/settings.yaml: a placeholder for the OIDC issuer,
   the local stack's audience);
 - the operator console (services/consola.yaml): its settings, Deployment, Service,
@@ -18,7 +18,8 @@ local stack, so that the three deployments cannot drift apart:
   (local_stack.kafka_auth.acls), in components/strimzi-kafka;
 - the PostgreSQL cluster's roles, the local stack's (an owner and an app role per service), in
   components/cloudnative-pg;
-- the PrometheusRule, whose groups are deploy/prometheus/alerts.yml's and alerts.cluster.yml's;
+- components/monitoring's Prometheus Operator objects: a ServiceMonitor per service and the
+  PrometheusRule, whose groups are deploy/prometheus/alerts.yml's and alerts.cluster.yml's;
 - the optional component components/keda-workers' objects (scaled-objects.yaml): a KEDA
   ScaledObject a worker on its consumer group's lag, and the Kafka user KEDA reads it as;
 - what Kafka and PostgreSQL bring, outside the base: components/strimzi-kafka's and
@@ -487,7 +488,7 @@ def service_monitor(service: str) -> dict[str, Any]:
     labels are kept (``honorLabels``), the target's ``service`` is the service's name (for the
     metrics that carry none), and so is its ``job``."""
     return {"apiVersion": "monitoring.coreos.com/v1", "kind": "ServiceMonitor",
-            "metadata": {"name": service, "labels": labels(service)},
+            "metadata": {"name": service, "labels": {**labels(service), **MANAGED_BY}},
             "spec": {"selector": {"matchLabels": labels(service)},
                      "jobLabel": "app.kubernetes.io/name",
                      "endpoints": [{"port": METRICS_PORT_NAME, "path": "/metrics",
@@ -507,7 +508,7 @@ def service_objects(service: str, port: int) -> list[dict[str, Any]]:
             *services_of(service, port),
             *(disruption_budget(service, c) for c in COMPONENTS),
             *(autoscaler(service, c) for c in COMPONENTS),
-            *network_policies(service, port), service_monitor(service)]
+            *network_policies(service, port)]
 
 
 def console_objects(port: int = DEFAULT_CONSOLA_PORT) -> list[dict[str, Any]]:
@@ -929,15 +930,15 @@ def component(header: str, resources: list[str], patches: list[dict[str, Any]]) 
 
 STRIMZI_HEADER = """\
 Kafka run by Strimzi in the cluster: the Kafka cluster and its node pools (kafka.yaml, written
-by hand), the topics and the services' SCRAM users with their ACLs, Prometheus' scrape of the
-brokers and the exporter, and what the services need of it (the patches below: the bootstrap
-Service, the password Secret Strimzi makes per user, Strimzi's cluster CA, egress to the
-brokers)."""
+by hand), the topics and the services' SCRAM users with their ACLs, and what the services need
+of it (the patches below: the bootstrap Service, the password Secret Strimzi makes per user,
+Strimzi's cluster CA, egress to the brokers). Prometheus' scrape of the brokers and the exporter
+is components/monitoring's."""
 CNPG_HEADER = """\
 PostgreSQL run by CloudNativePG in the cluster: the Cluster with the services' roles and
-schemas, its image catalog, Prometheus' scrape of its instances, and what the services need of
-it (the patches below: each role's DATABASE_URL on the primary's Service, egress to the
-instances)."""
+schemas, its image catalog, and what the services need of it (the patches below: each role's
+DATABASE_URL on the primary's Service, egress to the instances). Prometheus' scrape of its
+instances is components/monitoring's."""
 MANAGED_KAFKA_HEADER = f"""\
 A managed Kafka (SASL/SCRAM over TLS), reached as the ConfigMap {MANAGED_KAFKA} says (keys
 bootstrap-servers and ca.crt, the CA its certificate chains to), each user with the password
@@ -1030,13 +1031,13 @@ def component_files() -> dict[Path, str]:
         strimzi / "topics.yaml": dump(kafka_topics(), "saga_contracts.topics"),
         strimzi / "users.yaml": dump(kafka_users(), "local_stack.kafka_auth.acls()"),
         strimzi / "kustomization.yaml": component(
-            STRIMZI_HEADER, ["kafka.yaml", "topics.yaml", "users.yaml", "pod-monitor.yaml"],
+            STRIMZI_HEADER, ["kafka.yaml", "topics.yaml", "users.yaml"],
             kafka_patches(managed=False)),
         cnpg / "cluster.yaml": dump(
             [image_catalog(), database_cluster()],
             "deploy/postgres-version (image), local_stack (roles), deploy/k8s/generate.py"),
         cnpg / "kustomization.yaml": component(
-            CNPG_HEADER, ["cluster.yaml", "../../../postgres", "pod-monitor.yaml"],
+            CNPG_HEADER, ["cluster.yaml", "../../../postgres"],
             database_patches(managed=False)),
         COMPONENTS_DIR / "managed-kafka" / "kustomization.yaml": component(
             MANAGED_KAFKA_HEADER, [], kafka_patches(managed=True)),
@@ -1049,11 +1050,18 @@ def component_files() -> dict[Path, str]:
     }
 
 
+# What the Prometheus Operator reads (components/monitoring, optional: an installation without the
+# operator leaves it out): the services' ServiceMonitors and the PrometheusRule, generated here,
+# and the operators' PodMonitors, written by hand beside them.
+MONITORING_COMPONENT = COMPONENTS_DIR / "monitoring"
+
+
 def prometheus_rule() -> dict[str, Any]:
     groups = [group for rules in (ALERTS, CLUSTER_ALERTS)
               for group in yaml.safe_load(rules.read_text())["groups"]]
     return {"apiVersion": "monitoring.coreos.com/v1", "kind": "PrometheusRule",
-            "metadata": {"name": "saga-alerts", "labels": {"app.kubernetes.io/part-of": PART_OF}},
+            "metadata": {"name": "saga-alerts", "labels": {"app.kubernetes.io/part-of": PART_OF,
+                                                           **MANAGED_BY}},
             "spec": {"groups": groups}}
 
 
@@ -1073,7 +1081,10 @@ def files() -> dict[Path, str]:
     out[BASE / "auth" / "settings.yaml"] = dump([auth_settings()],
                                                 "deploy/k8s/generate.py, local_stack.identity")
     out |= component_files()
-    out[BASE / "monitoring" / "prometheus-rule.yaml"] = dump(
+    out[MONITORING_COMPONENT / "service-monitors.yaml"] = dump(
+        [service_monitor(service) for service in DEFAULT_SERVICE_PORTS],
+        "deploy/k8s/generate.py, local_stack.settings (ports)")
+    out[MONITORING_COMPONENT / "prometheus-rule.yaml"] = dump(
         [prometheus_rule()], "deploy/prometheus/alerts.yml, deploy/prometheus/alerts.cluster.yml")
     out[KEDA_COMPONENT / "scaled-objects.yaml"] = dump(
         keda_objects(), "deploy/k8s/generate.py, local_stack.kafka_auth (groups, topics read)")

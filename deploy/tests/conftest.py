@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,12 @@ def render_directory(kustomization: Path) -> list[dict[str, Any]]:
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     return [doc for doc in yaml.safe_load_all(done.stdout) if doc]
+
+
+@pytest.fixture(scope="session")
+def kustomize_build() -> Callable[[Path], list[dict[str, Any]]]:
+    """``kustomize build`` of a folder, as the tests' own kustomizations need."""
+    return render_directory
 
 
 @pytest.fixture(scope="session")
