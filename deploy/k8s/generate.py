@@ -25,7 +25,9 @@ local stack, so that the three deployments cannot drift apart:
 - what Kafka and PostgreSQL bring, outside the base: components/strimzi-kafka's and
   components/cloudnative-pg's objects and patches, and components/managed-kafka's and
   components/managed-postgres' patches (each kustomization.yaml);
-- components/gateway-api's HTTPRoutes and components/external-secrets' ExternalSecrets.
+- components/gateway-api's HTTPRoutes and components/external-secrets' ExternalSecrets (and
+  components/external-secrets/managed-kafka's, for a managed Kafka's users);
+- components/keda-managed-kafka's patches: KEDA's lag scaling signed in to a managed Kafka.
 
 What is written once and read by people (the Kafka cluster, kustomizations, overlays, the
 other components) is not generated. deploy/tests/test_k8s_generated.py fails when a generated file
@@ -685,6 +687,46 @@ def keda_scaled_object(service: str) -> dict[str, Any]:
                      "triggers": triggers}}
 
 
+def keda_lag_reader_acls() -> list[str]:
+    """What the lag reader may do, as a managed Kafka's ACLs (kafka-acls.sh's words)."""
+    user = keda_user()
+    return [f"User:{KEDA_USER} {acl['resource']['type'].upper()} LITERAL "
+            f"{acl['resource']['name']} {acl['operations'][0].upper()}"
+            for acl in user["spec"]["authorization"]["acls"]]
+
+
+# KEDA on a managed Kafka (components/keda-managed-kafka, after components/keda-workers): the
+# brokers' addresses from the workers' own KAFKA_BOOTSTRAP_SERVERS (components/managed-kafka
+# takes it from the ConfigMap saga-kafka), the lag reader's password from the Secret
+# saga-kafka-keda-lag-reader, the CA from that ConfigMap, and no Strimzi KafkaUser.
+KEDA_MANAGED_COMPONENT = ROOT / "deploy" / "k8s" / "components" / "keda-managed-kafka"
+
+
+def keda_managed_kafka_patches() -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = [{
+        "target": {"kind": "KafkaUser", "name": KEDA_USER},
+        "patch": yaml.safe_dump({"$patch": "delete", "apiVersion": "kafka.strimzi.io/v1",
+                                 "kind": "KafkaUser", "metadata": {"name": KEDA_USER}},
+                                sort_keys=False)}]
+    out.append(patch("TriggerAuthentication", KEDA_AUTH, [
+        {"op": "replace", "path": "/spec/configMapTargetRef", "value": [
+            {"parameter": "username", "name": KEDA_AUTH, "key": "username"},
+            {"parameter": "ca", "name": MANAGED_KAFKA, "key": "ca.crt"}]},
+        {"op": "replace", "path": "/spec/secretTargetRef", "value": [
+            {"parameter": "password", "name": f"{MANAGED_KAFKA}-{KEDA_USER}",
+             "key": "password"}]}]))
+    for service in kafka_auth.SERVICES:
+        ops: list[Patch] = []
+        for index, _ in enumerate(keda_scaled_object(service)["spec"]["triggers"]):
+            at = f"/spec/triggers/{index}/metadata"
+            ops += [{"op": "test", "path": f"{at}/bootstrapServers", "value": KAFKA_BOOTSTRAP},
+                    {"op": "remove", "path": f"{at}/bootstrapServers"},
+                    {"op": "add", "path": f"{at}/bootstrapServersFromEnv",
+                     "value": "KAFKA_BOOTSTRAP_SERVERS"}]
+        out.append(patch("ScaledObject", f"{service}-worker", ops))
+    return out
+
+
 def keda_objects() -> list[dict[str, Any]]:
     return [keda_user(), *keda_trigger_authentication(),
             *(keda_scaled_object(service) for service in kafka_auth.SERVICES)]
@@ -944,6 +986,14 @@ A managed Kafka (SASL/SCRAM over TLS), reached as the ConfigMap {MANAGED_KAFKA} 
 bootstrap-servers and ca.crt, the CA its certificate chains to), each user with the password
 of the Secret {MANAGED_KAFKA}-<user> (key password), both made by whoever installs
 (docs/deploy.md). The egress to it is the overlay's (overlays/managed/egress.yaml)."""
+KEDA_MANAGED_HEADER = f"""\
+KEDA's lag scaling (components/keda-workers, which this follows in an overlay's components) on
+a managed Kafka (components/managed-kafka): each trigger takes the brokers from its worker's own
+KAFKA_BOOTSTRAP_SERVERS (the ConfigMap {MANAGED_KAFKA}'s bootstrap-servers), and the
+TriggerAuthentication {KEDA_AUTH} signs in as the SCRAM user {KEDA_USER} over TLS,
+with the password of the Secret {MANAGED_KAFKA}-{KEDA_USER} (key password), trusting the
+ConfigMap's ca.crt. The user, made on your Kafka with describe-only ACLs, and the Secret are
+yours (docs/deploy.md). Strimzi's KafkaUser for it is removed."""
 MANAGED_DB_HEADER = f"""\
 A managed PostgreSQL, reached as the ConfigMap {MANAGED_DB} says (keys host, port and ca.crt,
 the CA its certificate chains to), over TLS with its certificate and name verified
@@ -1024,6 +1074,15 @@ def external_secrets() -> list[dict[str, Any]]:
     return [external_secret(*secret) for secret in installer_secrets()]
 
 
+def managed_kafka_secrets() -> list[str]:
+    """The Secrets components/managed-kafka reads a SCRAM password from, one a Kafka user."""
+    return [f"{MANAGED_KAFKA}-{user}" for user in (*kafka_auth.SERVICES, kafka_auth.OPERATOR)]
+
+
+def managed_kafka_external_secrets() -> list[dict[str, Any]]:
+    return [external_secret(name, None, ["password"]) for name in managed_kafka_secrets()]
+
+
 def component_files() -> dict[Path, str]:
     strimzi = COMPONENTS_DIR / "strimzi-kafka"
     cnpg = COMPONENTS_DIR / "cloudnative-pg"
@@ -1047,6 +1106,11 @@ def component_files() -> dict[Path, str]:
             http_routes(), "deploy/k8s/generate.py, local_stack.settings (ports)"),
         COMPONENTS_DIR / "external-secrets" / "external-secrets.yaml": dump(
             external_secrets(), "deploy/k8s/generate.py (the Secrets docs/deploy.md lists)"),
+        COMPONENTS_DIR / "external-secrets" / "managed-kafka" / "external-secrets.yaml": dump(
+            managed_kafka_external_secrets(),
+            "deploy/k8s/generate.py (components/managed-kafka's users, local_stack.kafka_auth)"),
+        KEDA_MANAGED_COMPONENT / "kustomization.yaml": component(
+            KEDA_MANAGED_HEADER, [], keda_managed_kafka_patches()),
     }
 
 

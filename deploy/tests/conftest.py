@@ -68,16 +68,21 @@ def render_with(overlay: str, components: list[str], workdir: Path) -> list[dict
 
 
 # The optional components no overlay of the repository includes, each rendered on the overlays it
-# is meant for.
-OPTIONAL_COMPONENTS = ["gateway-api", "external-secrets"]
+# is meant for: on a managed Kafka, its users' Secrets from the secret manager and KEDA signed in
+# to it.
+OPTIONAL_COMPONENTS = {
+    "default": ["gateway-api", "external-secrets"],
+    "managed": ["gateway-api", "external-secrets", "external-secrets/managed-kafka",
+                "keda-workers", "keda-managed-kafka"],
+}
 
 
 @pytest.fixture(scope="session")
 def with_optional_components(tmp_path_factory: pytest.TempPathFactory,
                              ) -> dict[str, list[dict[str, Any]]]:
-    return {overlay: render_with(overlay, OPTIONAL_COMPONENTS,
+    return {overlay: render_with(overlay, components,
                                  tmp_path_factory.mktemp(f"{overlay}-with-components"))
-            for overlay in ("default", "managed")}
+            for overlay, components in OPTIONAL_COMPONENTS.items()}
 
 
 @pytest.fixture(scope="session")
