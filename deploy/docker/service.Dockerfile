@@ -4,7 +4,10 @@
 #   docker build -f deploy/docker/service.Dockerfile --build-arg SERVICE=pedidos -t saga/pedidos:0.1.0 .
 # The dependencies are a layer of their own, made from the lock file and the workspace's
 # pyproject.toml files only: a change to the sources rebuilds the last layers, not that one.
-ARG PYTHON_IMAGE=python:3.11.7-slim-bookworm
+# The base: Python's official image, by its registry, its tag (the Python release) and its digest
+# (the very image, the manifest list of every platform: a tag is moved by each rebuild upstream).
+# docker-compose.yml passes the same; --build-arg PYTHON_IMAGE=... builds on another.
+ARG PYTHON_IMAGE=docker.io/library/python:3.11.7-slim-bookworm@sha256:8f64a67710f3d981cf3008d6f9f1dbe61accd7927f165f4e37ea3f8b883ccc3f
 
 # The workspace's pyproject.toml files and the lock, nothing else: this stage runs again on
 # any change, but its output changes only with them, so the next stage's cache holds.

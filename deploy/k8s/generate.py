@@ -9,7 +9,7 @@ local stack, so that the three deployments cannot drift apart:
   stops), its migration Job named by its release (the only object given the schema owner's
   password),
   Services, PodDisruptionBudgets, HorizontalPodAutoscalers stopped at the topics' partition
-  count, NetworkPolicy and ServiceMonitor, all on the local stack's port;
+  count and NetworkPolicy, all on the local stack's port;
 - the issuer every service trusts (auth/settings.yaml: a placeholder for the OIDC issuer,
   the local stack's audience);
 - the operator console (services/consola.yaml): its settings, Deployment, Service,
@@ -18,13 +18,16 @@ local stack, so that the three deployments cannot drift apart:
   (local_stack.kafka_auth.acls), in components/strimzi-kafka;
 - the PostgreSQL cluster's roles, the local stack's (an owner and an app role per service), in
   components/cloudnative-pg;
-- the PrometheusRule, whose groups are deploy/prometheus/alerts.yml's and alerts.cluster.yml's;
+- components/monitoring's Prometheus Operator objects: a ServiceMonitor per service and the
+  PrometheusRule, whose groups are deploy/prometheus/alerts.yml's and alerts.cluster.yml's;
 - the optional component components/keda-workers' objects (scaled-objects.yaml): a KEDA
   ScaledObject a worker on its consumer group's lag, and the Kafka user KEDA reads it as;
 - what Kafka and PostgreSQL bring, outside the base: components/strimzi-kafka's and
   components/cloudnative-pg's objects and patches, and components/managed-kafka's and
   components/managed-postgres' patches (each kustomization.yaml);
-- components/gateway-api's HTTPRoutes and components/external-secrets' ExternalSecrets.
+- components/gateway-api's HTTPRoutes and components/external-secrets' ExternalSecrets (and
+  components/external-secrets/managed-kafka's, for a managed Kafka's users);
+- components/keda-managed-kafka's patches: KEDA's lag scaling signed in to a managed Kafka.
 
 What is written once and read by people (the Kafka cluster, kustomizations, overlays, the
 other components) is not generated. deploy/tests/test_k8s_generated.py fails when a generated file
@@ -487,7 +490,7 @@ def service_monitor(service: str) -> dict[str, Any]:
     labels are kept (``honorLabels``), the target's ``service`` is the service's name (for the
     metrics that carry none), and so is its ``job``."""
     return {"apiVersion": "monitoring.coreos.com/v1", "kind": "ServiceMonitor",
-            "metadata": {"name": service, "labels": labels(service)},
+            "metadata": {"name": service, "labels": {**labels(service), **MANAGED_BY}},
             "spec": {"selector": {"matchLabels": labels(service)},
                      "jobLabel": "app.kubernetes.io/name",
                      "endpoints": [{"port": METRICS_PORT_NAME, "path": "/metrics",
@@ -507,7 +510,7 @@ def service_objects(service: str, port: int) -> list[dict[str, Any]]:
             *services_of(service, port),
             *(disruption_budget(service, c) for c in COMPONENTS),
             *(autoscaler(service, c) for c in COMPONENTS),
-            *network_policies(service, port), service_monitor(service)]
+            *network_policies(service, port)]
 
 
 def console_objects(port: int = DEFAULT_CONSOLA_PORT) -> list[dict[str, Any]]:
@@ -682,6 +685,46 @@ def keda_scaled_object(service: str) -> dict[str, Any]:
                      # Past the partition count a consumer gets no partition.
                      "maxReplicaCount": DEFAULT_TOPIC_PARTITIONS,
                      "triggers": triggers}}
+
+
+def keda_lag_reader_acls() -> list[str]:
+    """What the lag reader may do, as a managed Kafka's ACLs (kafka-acls.sh's words)."""
+    user = keda_user()
+    return [f"User:{KEDA_USER} {acl['resource']['type'].upper()} LITERAL "
+            f"{acl['resource']['name']} {acl['operations'][0].upper()}"
+            for acl in user["spec"]["authorization"]["acls"]]
+
+
+# KEDA on a managed Kafka (components/keda-managed-kafka, after components/keda-workers): the
+# brokers' addresses from the workers' own KAFKA_BOOTSTRAP_SERVERS (components/managed-kafka
+# takes it from the ConfigMap saga-kafka), the lag reader's password from the Secret
+# saga-kafka-keda-lag-reader, the CA from that ConfigMap, and no Strimzi KafkaUser.
+KEDA_MANAGED_COMPONENT = ROOT / "deploy" / "k8s" / "components" / "keda-managed-kafka"
+
+
+def keda_managed_kafka_patches() -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = [{
+        "target": {"kind": "KafkaUser", "name": KEDA_USER},
+        "patch": yaml.safe_dump({"$patch": "delete", "apiVersion": "kafka.strimzi.io/v1",
+                                 "kind": "KafkaUser", "metadata": {"name": KEDA_USER}},
+                                sort_keys=False)}]
+    out.append(patch("TriggerAuthentication", KEDA_AUTH, [
+        {"op": "replace", "path": "/spec/configMapTargetRef", "value": [
+            {"parameter": "username", "name": KEDA_AUTH, "key": "username"},
+            {"parameter": "ca", "name": MANAGED_KAFKA, "key": "ca.crt"}]},
+        {"op": "replace", "path": "/spec/secretTargetRef", "value": [
+            {"parameter": "password", "name": f"{MANAGED_KAFKA}-{KEDA_USER}",
+             "key": "password"}]}]))
+    for service in kafka_auth.SERVICES:
+        ops: list[Patch] = []
+        for index, _ in enumerate(keda_scaled_object(service)["spec"]["triggers"]):
+            at = f"/spec/triggers/{index}/metadata"
+            ops += [{"op": "test", "path": f"{at}/bootstrapServers", "value": KAFKA_BOOTSTRAP},
+                    {"op": "remove", "path": f"{at}/bootstrapServers"},
+                    {"op": "add", "path": f"{at}/bootstrapServersFromEnv",
+                     "value": "KAFKA_BOOTSTRAP_SERVERS"}]
+        out.append(patch("ScaledObject", f"{service}-worker", ops))
+    return out
 
 
 def keda_objects() -> list[dict[str, Any]]:
@@ -929,20 +972,28 @@ def component(header: str, resources: list[str], patches: list[dict[str, Any]]) 
 
 STRIMZI_HEADER = """\
 Kafka run by Strimzi in the cluster: the Kafka cluster and its node pools (kafka.yaml, written
-by hand), the topics and the services' SCRAM users with their ACLs, Prometheus' scrape of the
-brokers and the exporter, and what the services need of it (the patches below: the bootstrap
-Service, the password Secret Strimzi makes per user, Strimzi's cluster CA, egress to the
-brokers)."""
+by hand), the topics and the services' SCRAM users with their ACLs, and what the services need
+of it (the patches below: the bootstrap Service, the password Secret Strimzi makes per user,
+Strimzi's cluster CA, egress to the brokers). Prometheus' scrape of the brokers and the exporter
+is components/monitoring's."""
 CNPG_HEADER = """\
 PostgreSQL run by CloudNativePG in the cluster: the Cluster with the services' roles and
-schemas, its image catalog, Prometheus' scrape of its instances, and what the services need of
-it (the patches below: each role's DATABASE_URL on the primary's Service, egress to the
-instances)."""
+schemas, its image catalog, and what the services need of it (the patches below: each role's
+DATABASE_URL on the primary's Service, egress to the instances). Prometheus' scrape of its
+instances is components/monitoring's."""
 MANAGED_KAFKA_HEADER = f"""\
 A managed Kafka (SASL/SCRAM over TLS), reached as the ConfigMap {MANAGED_KAFKA} says (keys
 bootstrap-servers and ca.crt, the CA its certificate chains to), each user with the password
 of the Secret {MANAGED_KAFKA}-<user> (key password), both made by whoever installs
 (docs/deploy.md). The egress to it is the overlay's (overlays/managed/egress.yaml)."""
+KEDA_MANAGED_HEADER = f"""\
+KEDA's lag scaling (components/keda-workers, which this follows in an overlay's components) on
+a managed Kafka (components/managed-kafka): each trigger takes the brokers from its worker's own
+KAFKA_BOOTSTRAP_SERVERS (the ConfigMap {MANAGED_KAFKA}'s bootstrap-servers), and the
+TriggerAuthentication {KEDA_AUTH} signs in as the SCRAM user {KEDA_USER} over TLS,
+with the password of the Secret {MANAGED_KAFKA}-{KEDA_USER} (key password), trusting the
+ConfigMap's ca.crt. The user, made on your Kafka with describe-only ACLs, and the Secret are
+yours (docs/deploy.md). Strimzi's KafkaUser for it is removed."""
 MANAGED_DB_HEADER = f"""\
 A managed PostgreSQL, reached as the ConfigMap {MANAGED_DB} says (keys host, port and ca.crt,
 the CA its certificate chains to), over TLS with its certificate and name verified
@@ -1023,6 +1074,15 @@ def external_secrets() -> list[dict[str, Any]]:
     return [external_secret(*secret) for secret in installer_secrets()]
 
 
+def managed_kafka_secrets() -> list[str]:
+    """The Secrets components/managed-kafka reads a SCRAM password from, one a Kafka user."""
+    return [f"{MANAGED_KAFKA}-{user}" for user in (*kafka_auth.SERVICES, kafka_auth.OPERATOR)]
+
+
+def managed_kafka_external_secrets() -> list[dict[str, Any]]:
+    return [external_secret(name, None, ["password"]) for name in managed_kafka_secrets()]
+
+
 def component_files() -> dict[Path, str]:
     strimzi = COMPONENTS_DIR / "strimzi-kafka"
     cnpg = COMPONENTS_DIR / "cloudnative-pg"
@@ -1030,13 +1090,13 @@ def component_files() -> dict[Path, str]:
         strimzi / "topics.yaml": dump(kafka_topics(), "saga_contracts.topics"),
         strimzi / "users.yaml": dump(kafka_users(), "local_stack.kafka_auth.acls()"),
         strimzi / "kustomization.yaml": component(
-            STRIMZI_HEADER, ["kafka.yaml", "topics.yaml", "users.yaml", "pod-monitor.yaml"],
+            STRIMZI_HEADER, ["kafka.yaml", "topics.yaml", "users.yaml"],
             kafka_patches(managed=False)),
         cnpg / "cluster.yaml": dump(
             [image_catalog(), database_cluster()],
             "deploy/postgres-version (image), local_stack (roles), deploy/k8s/generate.py"),
         cnpg / "kustomization.yaml": component(
-            CNPG_HEADER, ["cluster.yaml", "../../../postgres", "pod-monitor.yaml"],
+            CNPG_HEADER, ["cluster.yaml", "../../../postgres"],
             database_patches(managed=False)),
         COMPONENTS_DIR / "managed-kafka" / "kustomization.yaml": component(
             MANAGED_KAFKA_HEADER, [], kafka_patches(managed=True)),
@@ -1046,14 +1106,26 @@ def component_files() -> dict[Path, str]:
             http_routes(), "deploy/k8s/generate.py, local_stack.settings (ports)"),
         COMPONENTS_DIR / "external-secrets" / "external-secrets.yaml": dump(
             external_secrets(), "deploy/k8s/generate.py (the Secrets docs/deploy.md lists)"),
+        COMPONENTS_DIR / "external-secrets" / "managed-kafka" / "external-secrets.yaml": dump(
+            managed_kafka_external_secrets(),
+            "deploy/k8s/generate.py (components/managed-kafka's users, local_stack.kafka_auth)"),
+        KEDA_MANAGED_COMPONENT / "kustomization.yaml": component(
+            KEDA_MANAGED_HEADER, [], keda_managed_kafka_patches()),
     }
+
+
+# What the Prometheus Operator reads (components/monitoring, optional: an installation without the
+# operator leaves it out): the services' ServiceMonitors and the PrometheusRule, generated here,
+# and the operators' PodMonitors, written by hand beside them.
+MONITORING_COMPONENT = COMPONENTS_DIR / "monitoring"
 
 
 def prometheus_rule() -> dict[str, Any]:
     groups = [group for rules in (ALERTS, CLUSTER_ALERTS)
               for group in yaml.safe_load(rules.read_text())["groups"]]
     return {"apiVersion": "monitoring.coreos.com/v1", "kind": "PrometheusRule",
-            "metadata": {"name": "saga-alerts", "labels": {"app.kubernetes.io/part-of": PART_OF}},
+            "metadata": {"name": "saga-alerts", "labels": {"app.kubernetes.io/part-of": PART_OF,
+                                                           **MANAGED_BY}},
             "spec": {"groups": groups}}
 
 
@@ -1073,7 +1145,10 @@ def files() -> dict[Path, str]:
     out[BASE / "auth" / "settings.yaml"] = dump([auth_settings()],
                                                 "deploy/k8s/generate.py, local_stack.identity")
     out |= component_files()
-    out[BASE / "monitoring" / "prometheus-rule.yaml"] = dump(
+    out[MONITORING_COMPONENT / "service-monitors.yaml"] = dump(
+        [service_monitor(service) for service in DEFAULT_SERVICE_PORTS],
+        "deploy/k8s/generate.py, local_stack.settings (ports)")
+    out[MONITORING_COMPONENT / "prometheus-rule.yaml"] = dump(
         [prometheus_rule()], "deploy/prometheus/alerts.yml, deploy/prometheus/alerts.cluster.yml")
     out[KEDA_COMPONENT / "scaled-objects.yaml"] = dump(
         keda_objects(), "deploy/k8s/generate.py, local_stack.kafka_auth (groups, topics read)")

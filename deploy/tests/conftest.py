@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,12 @@ def render_directory(kustomization: Path) -> list[dict[str, Any]]:
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     return [doc for doc in yaml.safe_load_all(done.stdout) if doc]
+
+
+@pytest.fixture(scope="session")
+def kustomize_build() -> Callable[[Path], list[dict[str, Any]]]:
+    """``kustomize build`` of a folder, as the tests' own kustomizations need."""
+    return render_directory
 
 
 @pytest.fixture(scope="session")
@@ -61,16 +68,21 @@ def render_with(overlay: str, components: list[str], workdir: Path) -> list[dict
 
 
 # The optional components no overlay of the repository includes, each rendered on the overlays it
-# is meant for.
-OPTIONAL_COMPONENTS = ["gateway-api", "external-secrets"]
+# is meant for: on a managed Kafka, its users' Secrets from the secret manager and KEDA signed in
+# to it.
+OPTIONAL_COMPONENTS = {
+    "default": ["gateway-api", "external-secrets"],
+    "managed": ["gateway-api", "external-secrets", "external-secrets/managed-kafka",
+                "keda-workers", "keda-managed-kafka"],
+}
 
 
 @pytest.fixture(scope="session")
 def with_optional_components(tmp_path_factory: pytest.TempPathFactory,
                              ) -> dict[str, list[dict[str, Any]]]:
-    return {overlay: render_with(overlay, OPTIONAL_COMPONENTS,
+    return {overlay: render_with(overlay, components,
                                  tmp_path_factory.mktemp(f"{overlay}-with-components"))
-            for overlay in ("default", "managed")}
+            for overlay, components in OPTIONAL_COMPONENTS.items()}
 
 
 @pytest.fixture(scope="session")

@@ -27,6 +27,11 @@ ROOT = Path(__file__).resolve().parents[2]
 SERVICES = tuple(DEFAULT_SERVICE_PORTS)
 DOCKERFILE = ROOT / "deploy/docker/service.Dockerfile"
 KAFKA_DIR = ROOT / "deploy/docker/kafka"
+# The services' base image: Python's official image by registry, tag and digest (the manifest
+# list of python:3.11.7-slim-bookworm, as docker-library/repo-info recorded it from Docker Hub and
+# dagger/dagger's Python SDK pins it for python:3.11-slim).
+PYTHON_IMAGE = ("docker.io/library/python:3.11.7-slim-bookworm"
+                "@sha256:8f64a67710f3d981cf3008d6f9f1dbe61accd7927f165f4e37ea3f8b883ccc3f")
 
 
 def compose() -> dict[str, Any]:
@@ -42,7 +47,7 @@ def test_host_ports_and_upstream_images_are_variables_with_the_usual_defaults() 
     assert found["POSTGRES_IMAGE"].startswith("postgres:")
     assert found["KAFKA_IMAGE"].startswith("apache/kafka:")
     assert found["PROMETHEUS_IMAGE"].startswith("prom/prometheus:")
-    assert found["PYTHON_IMAGE"] == "python:3.11.7-slim-bookworm"
+    assert found["PYTHON_IMAGE"] == PYTHON_IMAGE
     assert set(image_variables()) <= set(found)
 
 
@@ -99,7 +104,7 @@ def test_compose_has_the_same_parts_and_ports_as_the_local_stack() -> None:
             assert services[part]["environment"]["HTTP_PORT"] == str(port)
             assert services[part]["build"]["args"] == {
                 "SERVICE": service, "PORT": str(port),
-                "PYTHON_IMAGE": "python:3.11.7-slim-bookworm"}
+                "PYTHON_IMAGE": PYTHON_IMAGE}
     stack = (ROOT / "tools/local-stack/src/local_stack/settings.py").read_text()
     for var, port in [("GATEWAY_PORT", "8010"), ("KAFKA_PORT", "9092"), ("PG_PORT", "25432"),
                       ("CONSOLA_PORT", "8030")]:
@@ -334,7 +339,8 @@ def test_the_image_pins_uv_and_its_base_and_runs_unprivileged() -> None:
     assert len(re.findall(r"--hash=sha256:[0-9a-f]{64}", pins)) >= 1
     assert any("--require-hashes -r /tmp/uv-requirements.txt" in line for line in lines)
     base = next(line for line in lines if line.startswith("ARG PYTHON_IMAGE="))
-    assert re.fullmatch(r"ARG PYTHON_IMAGE=python:\d+\.\d+\.\d+-slim-\w+", base)
+    assert base == f"ARG PYTHON_IMAGE={PYTHON_IMAGE}"
+    assert pinned_by_digest(base.partition("=")[2])
     users = [line for line in lines if line.startswith("USER ")]
     assert users and users[-1] != "USER root" and not users[-1].startswith("USER 0")
     assert "EXPOSE ${PORT}" in lines and any(line.startswith("HEALTHCHECK") for line in lines)
@@ -403,14 +409,38 @@ def test_the_projects_images_are_built_never_pulled_and_name_their_registry() ->
 
 
 # Third-party images whose digest could not be confirmed yet (docs/deploy.md, "Images").
-NOT_PINNED_BY_DIGEST = {"POSTGRES_IMAGE", "PYTHON_IMAGE"}
+NOT_PINNED_BY_DIGEST = {"POSTGRES_IMAGE"}
+
+
+def pinned_by_digest(image: str) -> bool:
+    """``name:tag@sha256:<64 hex>``: the tag for the reader, the digest for the engine."""
+    return re.fullmatch(r"[\w./-]+:[\w.-]+@sha256:[0-9a-f]{64}", image) is not None
+
+
+def unpinned_images(defaults: dict[str, str]) -> list[str]:
+    return sorted(name for name, default in defaults.items()
+                  if name.endswith("_IMAGE") and name not in NOT_PINNED_BY_DIGEST
+                  and not pinned_by_digest(default))
 
 
 def test_third_party_images_are_pinned_by_digest() -> None:
-    """A tag can be moved under the file: the upstream images' defaults name a digest."""
-    images = {name: default for name, default in compose_file.defaults().items()
-              if name.endswith("_IMAGE")}
-    assert set(images) >= NOT_PINNED_BY_DIGEST
-    for name, default in images.items():
-        if name not in NOT_PINNED_BY_DIGEST:
-            assert re.search(r"@sha256:[0-9a-f]{64}$", default), (name, default)
+    """A tag can be moved under the file: the upstream images' defaults name a digest, the
+    Python base's among them (every service's image is built on it)."""
+    defaults = compose_file.defaults()
+    assert {"PYTHON_IMAGE", "KAFKA_IMAGE", "PROMETHEUS_IMAGE"} <= set(defaults)
+    assert set(defaults) >= NOT_PINNED_BY_DIGEST
+    assert unpinned_images(defaults) == []
+
+
+def test_the_digest_check_sees_an_image_pinned_by_tag_alone() -> None:
+    defaults = compose_file.defaults()
+    dropped = {**defaults, "PYTHON_IMAGE": defaults["PYTHON_IMAGE"].partition("@")[0]}
+    assert unpinned_images(dropped) == ["PYTHON_IMAGE"]
+    assert not pinned_by_digest("python:3.11.7-slim-bookworm@sha256:abc123")
+
+
+def test_every_build_of_the_projects_images_is_on_the_pinned_python_base() -> None:
+    """The Dockerfile's default (a plain `docker build`) and every build of the compose file
+    name the same base, by digest."""
+    for build in compose_file.image_builds():
+        assert dict(build.args)["PYTHON_IMAGE"] == PYTHON_IMAGE, build.image

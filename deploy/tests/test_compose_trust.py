@@ -1,8 +1,11 @@
 """docker-compose.yml carries the local stack's trust boundary: Kafka authenticates every client
 with SASL/SCRAM (a principal per service, the controller on SASL/PLAIN) and authorizes it with
 the local stack's ACLs (local_stack.kafka_auth), the services believe the tokens of the
-identity provider container and no other, and Prometheus scrapes each part's metrics-only
-port, unpublished, with no token. Checked statically: no container engine runs here."""
+identity provider container and no other, that provider's two halves are each on a network of
+their own (the keys where the services are, the token endpoint where only the console and the
+host's loopback are), and Prometheus scrapes each part's metrics-only port, unpublished, with no
+token. Checked statically here; tools/compose-stack/tests/test_compose_run.py tries the same
+reachability from inside the running containers."""
 
 from __future__ import annotations
 
@@ -221,18 +224,41 @@ def test_the_issuer_has_no_default_but_the_example_env_names_the_provider() -> N
     assert services()["consola"]["environment"]["AUTH_ISSUER"].startswith("${AUTH_ISSUER:?")
 
 
-def test_the_identity_provider_is_reachable_from_the_host_loopback_only() -> None:
-    """It hands a token to whoever asks: its port is not published on other interfaces."""
-    provider = services()["identity-provider"]
-    assert provider["ports"] == ["127.0.0.1:8020:8020"]
-    assert provider["environment"]["IDENTITY_HOST"] == "0.0.0.0"
-    assert provider["build"]["args"] == {"SERVICE": "identity-provider", "PORT": "8020",
-                                         "PYTHON_IMAGE": "python:3.11.7-slim-bookworm"}
-    assert "/health" in " ".join(provider["healthcheck"]["test"])
+PROVIDER, SIGNIN = "identity-provider", "identity-signin"
+
+
+def test_the_token_endpoint_is_reachable_from_the_host_loopback_only() -> None:
+    """identity-signin hands a token to whoever asks: its port is published on the host's
+    loopback alone; the public half, which the services reach, publishes none."""
+    all_services = services()
+    signin, provider = all_services[SIGNIN], all_services[PROVIDER]
+    assert signin["ports"] == ["127.0.0.1:8020:8020"]
+    assert "ports" not in provider
+    for half in (signin, provider):
+        assert half["environment"]["IDENTITY_HOST"] == "0.0.0.0"
+        assert half["build"] == provider["build"]
+        assert half["build"]["args"]["SERVICE"] == "identity-provider"
+        assert "/health" in " ".join(half["healthcheck"]["test"])
+
+
+def test_the_two_halves_are_one_issuer_with_one_key() -> None:
+    """Same issuer, audience and key file in the same volume: a token identity-signin signs is
+    one the services check against the public half's keys. Only the public half is
+    public-only, and its discovery document sends token requests to identity-signin."""
+    provider = services()[PROVIDER]["environment"]
+    signin = services()[SIGNIN]["environment"]
+    for name in ("IDENTITY_ISSUER", "IDENTITY_AUDIENCE", "IDENTITY_SIGNING_KEY_FILE",
+                 "IDENTITY_PORT", "IDENTITY_SIGNIN_URL"):
+        assert provider[name] == signin[name], name
+    assert provider["IDENTITY_PUBLIC_ONLY"] == "true"
+    assert "IDENTITY_PUBLIC_ONLY" not in signin
+    assert provider["IDENTITY_SIGNIN_URL"] == f"http://{SIGNIN}:{signin['IDENTITY_PORT']}"
+    assert services()[PROVIDER]["volumes"] == ["identitydata:/data"]
+    assert services()[SIGNIN]["volumes"] == ["identitydata:/data:ro"]
 
 
 def test_the_signing_key_is_made_in_the_providers_volume_before_it_starts() -> None:
-    provider = services()["identity-provider"]
+    provider = services()[PROVIDER]
     key = provider["environment"]["IDENTITY_SIGNING_KEY_FILE"]
     volume, _, mount = provider["volumes"][0].partition(":")
     assert key.startswith(mount + "/") and volume == "identitydata"
@@ -240,8 +266,66 @@ def test_the_signing_key_is_made_in_the_providers_volume_before_it_starts() -> N
     make, _, start = command.partition(" && exec ")
     assert make.endswith(f"python -m identity_provider.signing_key_file {key}")
     assert start.endswith("python -m identity_provider")
+    # identity-signin reads the key the public half made: it starts once that one is healthy.
+    assert services()[SIGNIN]["depends_on"][PROVIDER] == {"condition": "service_healthy"}
     # The image makes /data its user's, so that the volume is writable by the provider.
     assert "install -d -o 10001 -g 10001" in (ROOT / "deploy/docker/service.Dockerfile").read_text()
+
+
+def networks_of(spec: dict[str, Any]) -> set[str]:
+    """The networks a service of the compose file is on (none named: `default`)."""
+    named = spec.get("networks", ["default"])
+    return set(named)  # a list, or a mapping of names to settings
+
+
+def identity_reach_problems(document: dict[str, Any]) -> list[str]:
+    """Who shares a network with each half of the identity provider, against who must: the
+    public half with every API and worker and the console (they fetch its keys), and nothing
+    else; identity-signin with the console alone (it trades its sign-ins' codes)."""
+    all_services = document["services"]
+    declared = set(document.get("networks") or {})
+    problems = []
+    # podman-compose puts a service without `networks:` on podman's own bridge network when the
+    # file declares several and `default` is not among them: declared, it is docker's default.
+    if "default" not in declared:
+        problems.append("the network `default` is not declared")
+    must = {PROVIDER: {*(p for s in SERVICES for p in (s, f"{s}-worker")), "consola"},
+            SIGNIN: {"consola"}}
+    for half, expected in must.items():
+        own = networks_of(all_services[half])
+        if "default" in own:
+            problems.append(f"{half} is on the network default")
+        reach = {name for name, spec in all_services.items()
+                 if name != half and networks_of(spec) & own}
+        if reach - expected:
+            problems.append(f"{half} is reached by {sorted(reach - expected)}")
+        if expected - reach:
+            problems.append(f"{half} is not reached by {sorted(expected - reach)}")
+    return problems
+
+
+def test_only_what_must_reach_each_half_of_the_identity_provider_can() -> None:
+    assert identity_reach_problems(compose_file.load()) == []
+    # Each on a network of its own, which it shares with no other half.
+    all_services = services()
+    assert networks_of(all_services[PROVIDER]) == {"identity"}
+    assert networks_of(all_services[SIGNIN]) == {"identity-signin"}
+
+
+def test_the_reach_check_sees_a_network_too_many_or_missing() -> None:
+    document = compose_file.load()
+    document["services"]["gateway"]["networks"] = ["default", "identity"]
+    document["services"]["pedidos-worker"]["networks"] = ["default", "identity-signin"]
+    assert identity_reach_problems(document) == [
+        "identity-provider is reached by ['gateway']",
+        "identity-provider is not reached by ['pedidos-worker']",
+        "identity-signin is reached by ['pedidos-worker']"]
+    document = compose_file.load()
+    document["services"][SIGNIN]["networks"] = ["default", "identity-signin"]
+    del document["networks"]["default"]
+    problems = identity_reach_problems(document)
+    assert problems[:2] == ["the network `default` is not declared",
+                            "identity-signin is on the network default"]
 
 
 def test_prometheus_scrapes_every_part_on_its_metrics_port_with_no_token() -> None:

@@ -2,18 +2,25 @@
 operator token to expire or to abuse), that port is open to the monitoring namespace's
 Prometheus pods and to nobody else, and the targets keep the metrics' own ``service`` label
 (the Prometheus Operator would otherwise rename it ``exported_service`` and label every target
-with the Kubernetes Service's name, ``pedidos`` or ``pedidos-worker``)."""
+with the Kubernetes Service's name, ``pedidos`` or ``pedidos-worker``). What the Prometheus
+Operator reads is an optional component (components/monitoring): without it, no overlay asks a
+cluster for a kind it may not have."""
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from local_stack.settings import DEFAULT_SERVICE_PORTS, METRICS_PORT_OFFSET
 from saga_harness import scripts
 
 generate = scripts.load("deploy/k8s/generate.py", "k8s_generate")
+OVERLAYS = Path(__file__).resolve().parents[1] / "k8s" / "overlays"
 
 
 def _of(objects: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
@@ -71,7 +78,9 @@ def metrics_problems(objects: list[dict[str, Any]]) -> list[str]:
 
 
 def _generated() -> list[dict[str, Any]]:
-    return [o for s, p in DEFAULT_SERVICE_PORTS.items() for o in generate.service_objects(s, p)]
+    # A service's objects in the base, and its ServiceMonitor in components/monitoring.
+    return [o for s, p in DEFAULT_SERVICE_PORTS.items()
+            for o in (*generate.service_objects(s, p), generate.service_monitor(s))]
 
 
 def test_the_generated_objects_are_scraped_on_a_port_only_prometheus_reaches() -> None:
@@ -121,8 +130,8 @@ def test_each_rule_catches_a_manifest_that_breaks_it(mutate: Any, expected: str)
 @pytest.mark.external
 def test_kafka_and_postgresql_are_scraped_too(default_overlay: list[dict[str, Any]]) -> None:
     """Strimzi's broker metrics and Kafka Exporter (consumer lag, offsets), and CloudNativePG's
-    exporter, each found by a PodMonitor of the base (validated against the vendored CRDs by
-    test_k8s_schemas)."""
+    exporter, each found by a PodMonitor of components/monitoring (validated against the vendored
+    CRDs by test_k8s_schemas)."""
     (kafka,) = [o for o in _of(default_overlay, "Kafka")]
     assert kafka["spec"]["kafka"]["metricsConfig"] == {"type": "strimziMetricsReporter"}
     assert kafka["spec"]["kafkaExporter"]["groupRegex"] == ".*"
@@ -136,3 +145,50 @@ def test_kafka_and_postgresql_are_scraped_too(default_overlay: list[dict[str, An
     assert [e["port"] for e in monitors[database]["podMetricsEndpoints"]] == ["metrics"]
     # The Cluster's own (deprecated) PodMonitor is not asked for as well.
     assert not cluster["spec"].get("monitoring", {}).get("enablePodMonitor")
+
+
+# The groups of the Prometheus Operator's custom resources.
+OPERATOR_GROUP = "monitoring.coreos.com"
+
+
+def _operator_kinds(objects: list[dict[str, Any]]) -> list[str]:
+    return sorted(f"{o['kind']} {o['metadata']['name']}" for o in objects
+                  if o["apiVersion"].split("/")[0] == OPERATOR_GROUP)
+
+
+@pytest.mark.external
+def test_monitoring_is_a_component_the_default_overlay_includes(
+        every_overlay: dict[str, list[dict[str, Any]]], tmp_path: Path,
+        kustomize_build: Callable[[Path], list[dict[str, Any]]]) -> None:
+    """The default overlay (and those built on it) has every ServiceMonitor, PodMonitor and the
+    PrometheusRule; the same overlay without components/monitoring has none of them, and
+    still everything else."""
+    monitoring = ["PodMonitor saga-db", "PodMonitor saga-kafka", "PrometheusRule saga-alerts",
+                  *(f"ServiceMonitor {s}" for s in sorted(DEFAULT_SERVICE_PORTS))]
+    for overlay in ("default", "kind", "keda"):
+        assert _operator_kinds(every_overlay[overlay]) == monitoring, overlay
+    default = yaml.safe_load((OVERLAYS / "default" / "kustomization.yaml").read_text())
+    assert "../../components/monitoring" in default["components"]
+    without = {**default, "components": [c for c in default["components"]
+                                         if c != "../../components/monitoring"]}
+
+    def relative(entry: str) -> str:
+        # kustomize takes no absolute path, nor a file outside the kustomization's folder.
+        return os.path.relpath((OVERLAYS / "default" / entry).resolve(), tmp_path)
+    without["resources"] = [relative(r) for r in default["resources"] if r != "namespace.yaml"]
+    without["components"] = [relative(c) for c in without["components"]]
+    (tmp_path / "kustomization.yaml").write_text(yaml.safe_dump(without))
+    objects = kustomize_build(tmp_path)
+    assert _operator_kinds(objects) == []
+
+    def names(objects: list[dict[str, Any]]) -> set[tuple[str, str]]:
+        return {(o["kind"], o["metadata"]["name"]) for o in objects}
+    assert names(every_overlay["default"]) - names(objects) == {
+        ("Namespace", "saga"), *(tuple(m.split(" ")) for m in monitoring)}
+
+
+@pytest.mark.external
+def test_the_managed_overlay_scrapes_the_services_and_no_operators_pods(
+        managed_overlay: list[dict[str, Any]]) -> None:
+    assert _operator_kinds(managed_overlay) == [
+        "PrometheusRule saga-alerts", *(f"ServiceMonitor {s}" for s in sorted(DEFAULT_SERVICE_PORTS))]

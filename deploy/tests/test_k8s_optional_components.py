@@ -1,7 +1,8 @@
 """The optional components no overlay here includes, on the default overlay: the Gateway API's
 routes (components/gateway-api) reach each public API and the console on its HTTP port, and the
-External Secrets Operator's objects (components/external-secrets) make every Secret the
-workloads read that no operator makes. Their schemas and policies: test_k8s_schemas.py and
+External Secrets Operator's objects (components/external-secrets, and on a managed Kafka
+components/external-secrets/managed-kafka) make every Secret the workloads read that no operator
+makes. Their schemas and policies: test_k8s_schemas.py and
 test_k8s_conftest.py."""
 
 from __future__ import annotations
@@ -96,3 +97,44 @@ def test_every_secret_whoever_installs_makes_has_an_external_secret(
         template = external["spec"]["target"].get("template")
         if template:
             assert template["type"] == "kubernetes.io/basic-auth"
+
+
+def _made_by_external_secrets(objects: Objects) -> set[tuple[str, str]]:
+    made: set[tuple[str, str]] = set()
+    for external in _of(objects, "ExternalSecret"):
+        target = external["spec"]["target"]
+        keys = {d["secretKey"] for d in external["spec"]["data"]}
+        made |= {(target["name"], key) for key in {*keys, *target.get("template", {}).get(
+            "data", {})}}
+    return made
+
+
+def _managed_kafka_secrets(objects: Objects) -> set[tuple[str, str]]:
+    return {(name, key) for name, key in _secrets_read(objects) if name.startswith("saga-kafka-")}
+
+
+@pytest.mark.external
+def test_on_a_managed_kafka_every_users_secret_has_an_external_secret(
+        with_optional_components: dict[str, Objects], managed_overlay: Objects) -> None:
+    """The managed overlay's workers and console read a SCRAM password each from
+    saga-kafka-<user>: components/external-secrets/managed-kafka makes every one, and the
+    managed overlay alone reads them."""
+    objects = with_optional_components["managed"]
+    needed = _managed_kafka_secrets(managed_overlay)
+    assert {name for name, _ in needed} == {
+        f"saga-kafka-{user}" for user in (*DEFAULT_SERVICE_PORTS, "operator")}
+    assert needed - _made_by_external_secrets(objects) == set()
+    # Passwords only: no basic-auth template (Kafka's users are not CloudNativePG's roles).
+    for external in _of(objects, "ExternalSecret"):
+        if external["spec"]["target"]["name"].startswith("saga-kafka-"):
+            assert "template" not in external["spec"]["target"]
+
+
+@pytest.mark.external
+def test_the_external_secrets_check_sees_a_users_secret_left_out(
+        with_optional_components: dict[str, Objects], managed_overlay: Objects) -> None:
+    objects = [o for o in with_optional_components["managed"]
+               if not (o["kind"] == "ExternalSecret"
+                       and o["metadata"]["name"] == "saga-kafka-pagos")]
+    assert _managed_kafka_secrets(managed_overlay) - _made_by_external_secrets(objects) == {
+        ("saga-kafka-pagos", "password")}

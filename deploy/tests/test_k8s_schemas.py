@@ -93,7 +93,8 @@ def test_a_wrong_external_secret_is_an_error() -> None:
 
 
 def _generated(kind: str, name: str | None = None) -> dict[str, Any]:
-    objects = [*generate.service_objects("pedidos", 8001), *generate.kafka_topics(),
+    objects = [*generate.service_objects("pedidos", 8001), generate.service_monitor("pedidos"),
+               *generate.kafka_topics(),
                *generate.kafka_users(), generate.database_cluster(), generate.prometheus_rule()]
     return copy.deepcopy(next(o for o in objects if o["kind"] == kind
                               and (name is None or o["metadata"]["name"] == name)))

@@ -253,7 +253,8 @@ def test_the_identity_rules_catch_a_token_endpoint_the_services_reach(
 def _generated() -> list[dict[str, Any]]:
     return copy.deepcopy([generate.auth_settings(),
                           *(o for s, p in DEFAULT_SERVICE_PORTS.items()
-                            for o in generate.service_objects(s, p))])
+                            for o in (*generate.service_objects(s, p),
+                                      generate.service_monitor(s)))])
 
 
 def test_the_generated_objects_keep_the_trust_rules() -> None:

@@ -2,7 +2,8 @@
 the offline images, then the README's "Try it" and the 40-order race against it; a ``down``/``up``
 cycle keeps PostgreSQL's and Kafka's data (the orders, the topics' records and the consumers'
 offsets) and the identity provider's key; a step that fails ends ``up`` at once; ``down -v``
-deletes the volumes.
+deletes the volumes. From inside the containers: the services reach the identity provider's
+keys and not its token endpoint, the console reaches that endpoint, and the rest neither.
 
 The stack's host ports are moved off the local stack's (PEDIDOS_HOST_PORT=28001...), so that
 this test never meets a local stack someone left running; make test runs it after its own local
@@ -167,6 +168,52 @@ def caught_up(state: dict[str, Any]) -> bool:
         if tp in records)
 
 
+# Run by the containers' own Python: the HTTP status a request gets, or "unreachable" when the
+# name does not resolve or nothing answers.
+REACH = """\
+import sys, urllib.error, urllib.request
+try:
+    print(urllib.request.urlopen(urllib.request.Request(sys.argv[1], method=sys.argv[2]),
+                                 timeout=5).status)
+except urllib.error.HTTPError as refused:
+    print(refused.code)
+except OSError:
+    print("unreachable")
+"""
+
+
+def reached_from(service: str, url: str, method: str = "GET") -> str:
+    """What ``url`` answers from inside the first container of ``service``."""
+    names = engine.podman("ps", "--filter", f"label=io.podman.compose.project={PROJECT}",
+                          "--filter", f"label=io.podman.compose.service={service}",
+                          "--format", "{{.Names}}", capture=True).stdout.decode().split()
+    assert names, f"no running container of {service}"
+    done = engine.podman("exec", names[0], "python", "-c", REACH, url, method, capture=True,
+                         check=False)
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    return done.stdout.decode().strip()
+
+
+def identity_reach() -> dict[str, str]:
+    """Who reaches which half of the identity provider, and what it answers."""
+    keys = "http://identity-provider:8020/.well-known/jwks.json"
+    token = "http://identity-provider:8020/token"
+    signin = "http://identity-signin:8020/health"
+    return {
+        "pedidos: keys": reached_from("pedidos", keys),
+        "pagos-worker: keys": reached_from("pagos-worker", keys),
+        # Public-only: no token endpoint where the services are, and the other half unreachable.
+        "pedidos: token": {"404": "none", "405": "none"}.get(
+            answer := reached_from("pedidos", token, "POST"), answer),
+        "pagos-worker: signin": reached_from("pagos-worker", signin),
+        "consola: keys": reached_from("consola", keys),
+        "consola: signin": reached_from("consola", signin),
+        # Not on either network.
+        "gateway: keys": reached_from("gateway", keys),
+        "gateway: signin": reached_from("gateway", signin),
+    }
+
+
 def project_volumes() -> list[str]:
     names = engine.podman("volume", "ls", "--format", "{{.Name}}", capture=True).stdout.decode()
     return [n for n in names.split() if n.startswith(f"{PROJECT}_")]
@@ -207,6 +254,10 @@ async def test_compose_stack_runs_the_saga_and_keeps_its_data(compose: Compose) 
     users = engine.podman("ps", "--filter", f"label=io.podman.compose.project={PROJECT}",
                           "--format", "{{.Names}}", capture=True).stdout.decode().split()
     assert sum("pagos-worker" in name for name in users) == 2, users
+    assert identity_reach() == {
+        "pedidos: keys": "200", "pagos-worker: keys": "200", "pedidos: token": "none",
+        "pagos-worker: signin": "unreachable", "consola: keys": "200", "consola: signin": "200",
+        "gateway: keys": "unreachable", "gateway: signin": "unreachable"}
 
     gateway_key = compose.values["GATEWAY_SECRET_KEY"]
     async with httpx.AsyncClient(timeout=30) as http:
