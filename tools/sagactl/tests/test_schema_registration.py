@@ -15,7 +15,13 @@ from typing import Any
 import pytest
 
 from saga_contracts.registry import EventSchema, all_schemas, event_schema, load_schemas
-from saga_contracts.schema_artifacts import GROUP, RULES, artifact_id, event_type_of
+from saga_contracts.schema_artifacts import (
+    GROUP,
+    PUBLISHED_BEFORE_THE_REGISTRY,
+    RULES,
+    artifact_id,
+    event_type_of,
+)
 from sagactl.schema_registration import Refused, register, registered_schemas, verdict
 from sagactl.schema_registry import RegistryError
 
@@ -67,7 +73,7 @@ class FakeRegistry:
             art["rules"][body["ruleType"]] = body["config"]
             return None
         new = json.loads(body["content"]["content"])
-        if art["versions"] and art["rules"].get("COMPATIBILITY") == "BACKWARD":
+        if art["versions"] and art["rules"].get("COMPATIBILITY") == "FORWARD":
             causes = self.refuse(list(art["versions"].values())[-1], new)
             if causes:
                 raise RegistryError(400, {"name": "RuleViolationException", "title":
@@ -90,14 +96,14 @@ def _version(schema: EventSchema, version: str, change: Callable[[dict], None]) 
     return event_schema(schema.event_type, version, document)
 
 
-def _new_required_field(document: dict) -> None:
-    document["properties"]["refund_id"] = {"type": "string"}
-    document["required"].append("refund_id")
+def _reason_retyped(document: dict) -> None:
+    document["properties"]["reason"] = {"type": "integer"}
 
 
 def _breaking(old: dict, new: dict) -> list[str]:
-    return [f"{name} became required"
-            for name in set(new.get("required", [])) - set(old.get("required", []))]
+    """What a consumer of ``old`` could not read of ``new``: a property whose type changed."""
+    return [f"{name} retyped" for name, kept in old["properties"].items()
+            if name in new["properties"] and new["properties"][name].get("type") != kept.get("type")]
 
 
 def test_every_major_is_an_artifact_with_its_rules_made_before_its_first_version() -> None:
@@ -110,10 +116,26 @@ def test_every_major_is_an_artifact_with_its_rules_made_before_its_first_version
     for art in fake.artifacts.values():
         assert art["rules"] == RULES
     first_version = next(i for i, c in enumerate(fake.calls)
-                         if c.startswith("POST") and c.endswith("/OrdenCancelada/versions"))
+                         if c.startswith("POST") and c.endswith("/StockVerificado_v4/versions"))
     rules = [i for i, c in enumerate(fake.calls)
-             if c.startswith("POST") and c.endswith("/OrdenCancelada/rules")]
+             if c.startswith("POST") and c.endswith("/StockVerificado_v4/rules")]
     assert len(rules) == len(RULES) and max(rules) < first_version
+
+
+def test_a_version_published_before_the_registry_is_registered_before_the_rules() -> None:
+    # OrdenCancelada 1.1.0 added an enum value, which the rules refuse: it came first.
+    assert PUBLISHED_BEFORE_THE_REGISTRY == {("OrdenCancelada", "1.1.0")}
+    fake = FakeRegistry(refuse=lambda old, new: ["reason widened"]
+                        if new["properties"]["reason"] != old["properties"]["reason"] else [])
+    register(fake, {"OrdenCancelada": all_schemas()["OrdenCancelada"]})
+    calls = [c for c in fake.calls if c.startswith("POST") and "/OrdenCancelada/" in c]
+    assert [c.rsplit("/", 1)[1] for c in calls] == ["versions", "versions", "rules", "rules"]
+    # The same change as a version made since is refused.
+    base = all_schemas()["OrdenCancelada"]
+    widened = _version(base[-1], "1.2.0",
+                       lambda d: d["properties"]["reason"]["enum"].append("otro"))
+    with pytest.raises(Refused, match="reason widened"):
+        register(fake, {"OrdenCancelada": [*base, widened]})
 
 
 def test_registering_again_registers_nothing_and_resets_a_changed_rule() -> None:
@@ -122,7 +144,7 @@ def test_registering_again_registers_nothing_and_resets_a_changed_rule() -> None
     fake.artifacts[(GROUP, "OrdenCancelada")]["rules"]["COMPATIBILITY"] = "NONE"
     again = register(fake, all_schemas())
     assert {s.outcome for s in again} == {"unchanged"}
-    assert fake.artifacts[(GROUP, "OrdenCancelada")]["rules"]["COMPATIBILITY"] == "BACKWARD"
+    assert fake.artifacts[(GROUP, "OrdenCancelada")]["rules"]["COMPATIBILITY"] == "FORWARD"
 
 
 def test_a_registered_version_whose_content_changed_is_refused() -> None:
@@ -139,14 +161,14 @@ def test_a_breaking_minor_is_refused_with_the_registry_s_verdict_and_as_a_new_ma
 ) -> None:
     fake = FakeRegistry(refuse=_breaking)
     base = all_schemas()["OrdenCancelada"]
-    breaking = _version(base[-1], "1.2.0", _new_required_field)
+    breaking = _version(base[-1], "1.2.0", _reason_retyped)
     with pytest.raises(Refused) as refused:
         register(fake, {"OrdenCancelada": [*base, breaking]})
     assert refused.value.artifact == "OrdenCancelada"
     assert "RuleViolationException" in refused.value.verdict
-    assert "refund_id became required" in refused.value.verdict
+    assert "reason retyped" in refused.value.verdict
     assert "1.2.0" not in fake.artifacts[(GROUP, "OrdenCancelada")]["versions"]
-    as_new_type = _version(base[-1], "2.0.0", _new_required_field)
+    as_new_type = _version(base[-1], "2.0.0", _reason_retyped)
     done = register(fake, {"OrdenCancelada": [*base, as_new_type]})
     assert done[-1].artifact == "OrdenCancelada_v2" and done[-1].outcome == "registered"
 

@@ -7,7 +7,8 @@ type with a version suffix (``OrdenSolicitada_v2``;
 docs/standard.md#schemas-and-their-versions), so MAJOR 1 is the artifact named as the event type
 and MAJOR n the artifact ``<EventType>_v<n>``. The MINOR and PATCH versions of a MAJOR are that
 artifact's versions, named by their full version (``1.1.0``), each checked by the registry
-against the one before it (``RULES``: backward compatible, and a valid JSON Schema). Every
+against the one before it (``RULES``: readable by a consumer of the version before, and a valid
+JSON Schema). Every
 artifact is in one group, ``GROUP``, and labelled with its event type, producer and topic. """
 
 from __future__ import annotations
@@ -18,8 +19,18 @@ from saga_contracts.registry import EventSchema, parse_version
 
 GROUP = "saga-events"
 # Apicurio's rule names and settings: the registry refuses a version that a consumer of the
-# version before could not read, and content that is not a valid JSON Schema.
-RULES = {"VALIDITY": "FULL", "COMPATIBILITY": "BACKWARD"}
+# version before could not read, and content that is not a valid JSON Schema. A minor version
+# must not need its consumers deployed first (docs/standard.md#schemas-and-their-versions):
+# the old schema must accept what the new one allows, which Apicurio (like Confluent's
+# registry) calls FORWARD. Its BACKWARD (the new schema accepts the old one's payloads) would
+# refuse a new optional field in these schemas' open content model (``additionalProperties``),
+# and accept a new enum value that an old consumer refuses.
+RULES = {"VALIDITY": "FULL", "COMPATIBILITY": "FORWARD"}
+# Versions published before the registry checked them, registered before their artifact's
+# rules are set. OrdenCancelada 1.1.0 added the reason ``precio_rechazado``, which a consumer
+# that knows only 1.0.0 refuses: it shipped together with every consumer of it. The list is
+# closed: a version made since passes the rules or is a new major.
+PUBLISHED_BEFORE_THE_REGISTRY = frozenset({("OrdenCancelada", "1.1.0")})
 EVENT_TYPE_LABEL = "event-type"
 
 _SUFFIXED = re.compile(r"(?P<event_type>.+)_v(?P<major>[2-9]|[1-9]\d+)")

@@ -21,7 +21,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from saga_contracts.registry import EventSchema, by_event_type, event_schema, parse_version
-from saga_contracts.schema_artifacts import GROUP, RULES, artifact_id, event_type_of, labels
+from saga_contracts.schema_artifacts import (
+    GROUP,
+    PUBLISHED_BEFORE_THE_REGISTRY,
+    RULES,
+    artifact_id,
+    event_type_of,
+    labels,
+)
 from sagactl.schema_registry import RegistryApi, RegistryError
 
 PAGE = 1000
@@ -110,9 +117,16 @@ def register(api: RegistryApi, schemas: Mapping[str, list[EventSchema]], group: 
         for artifact, in_major in majors.items():
             in_major.sort(key=lambda s: parse_version(s.version))
             _ensure_artifact(api, group, artifact, in_major[0])
-            _ensure_rules(api, group, artifact)
+            # The rules hold from the version after the last one published before them.
+            unchecked = max((i + 1 for i, s in enumerate(in_major)
+                             if (event_type, s.version) in PUBLISHED_BEFORE_THE_REGISTRY),
+                            default=0)
+            if not unchecked:
+                _ensure_rules(api, group, artifact)
             registered = set(_versions(api, group, artifact))
-            for schema in in_major:
+            for i, schema in enumerate(in_major):
+                if unchecked and i == unchecked:
+                    _ensure_rules(api, group, artifact)
                 if schema.version in registered:
                     if _content(api, group, artifact, schema.version) != schema.document:
                         raise Refused(schema, artifact, (
@@ -134,6 +148,8 @@ def register(api: RegistryApi, schemas: Mapping[str, list[EventSchema]], group: 
                 step = Registered(event_type, schema.version, artifact, outcome)
                 told(step)
                 done.append(step)
+            if unchecked == len(in_major):
+                _ensure_rules(api, group, artifact)
     return done
 
 
