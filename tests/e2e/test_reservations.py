@@ -11,7 +11,7 @@ import random
 from decimal import Decimal
 from typing import Any
 
-from saga_harness import db, stack
+from saga_harness import db, fault_plugin, stack
 from saga_harness.clients import Saga, new_sku, order_body
 from saga_harness.faults import paused
 from saga_harness.waiting import wait_for
@@ -145,7 +145,7 @@ async def test_inventario_killed_between_the_reservation_and_the_payment_resolve
     sku = new_sku()
     await _product(saga, sku, 4, "reserve_then_pay")
     await saga.wait_caught_up("inventario")
-    stack.restart("inventario", {"SAGA_FAULT_CRASH_AFTER_COMMIT": "OrdenSolicitada"})
+    stack.restart("inventario", fault_plugin.env(crash_after_commit="OrdenSolicitada"))
     try:
         placed = await saga.place(order_body([(sku, 3)], price=PRICE))
         await _wait_dead("inventario")
