@@ -936,20 +936,24 @@ def database_patches(managed: bool) -> list[dict[str, Any]]:
                         role, variable, f"$({variable}_HOST):$({variable}_PORT)",
                         f"?sslmode=verify-full&sslrootcert={DB_CA_DIR}/ca.crt")}]
         else:
-            env.append({"name": f"{variable}_URL",
-                        "value": database_url(role, variable, f"{DB_HOST}:5432")})
+            # CloudNativePG issues the server's certificate (its names include the -rw
+            # Service's) from the CA in the Secret <cluster>-ca: verified like a managed one.
+            env.append({"name": f"{variable}_URL", "value": database_url(
+                role, variable, f"{DB_HOST}:5432",
+                f"?sslmode=verify-full&sslrootcert={DB_CA_DIR}/ca.crt")})
         key = (obj["kind"], obj["metadata"]["name"])
         ops = ops_of.setdefault(key, [])
         ops += append_ops(obj, f"{container}/env", env)
-        if managed:
-            ops += append_ops(obj, f"{container}/volumeMounts", [
-                {"name": "db-ca", "mountPath": DB_CA_DIR, "readOnly": True}])
+        ops += append_ops(obj, f"{container}/volumeMounts", [
+            {"name": "db-ca", "mountPath": DB_CA_DIR, "readOnly": True}])
     out = []
     for (kind, name), ops in ops_of.items():
-        if managed:
-            ops.append({"op": "add", "path": "/spec/template/spec/volumes/-", "value": {
-                "name": "db-ca", "configMap": {"name": MANAGED_DB,
-                                               "items": [{"key": "ca.crt", "path": "ca.crt"}]}}})
+        ca = ({"configMap": {"name": MANAGED_DB, "items": [{"key": "ca.crt", "path": "ca.crt"}]}}
+              if managed else
+              {"secret": {"secretName": f"{DB_CLUSTER}-ca",
+                          "items": [{"key": "ca.crt", "path": "ca.crt"}]}})
+        ops.append({"op": "add", "path": "/spec/template/spec/volumes/-",
+                    "value": {"name": "db-ca", **ca}})
         out.append(patch(kind, name, ops))
     if not managed:
         policies = [*(f"{s}-{c}" for s in DEFAULT_SERVICE_PORTS
@@ -979,7 +983,8 @@ is components/monitoring's."""
 CNPG_HEADER = """\
 PostgreSQL run by CloudNativePG in the cluster: the Cluster with the services' roles and
 schemas, its image catalog, and what the services need of it (the patches below: each role's
-DATABASE_URL on the primary's Service, egress to the instances). Prometheus' scrape of its
+DATABASE_URL on the primary's Service, over TLS verified against the cluster's CA, egress to
+the instances). Prometheus' scrape of its
 instances is components/monitoring's."""
 MANAGED_KAFKA_HEADER = f"""\
 A managed Kafka (SASL/SCRAM over TLS), reached as the ConfigMap {MANAGED_KAFKA} says (keys

@@ -88,6 +88,13 @@ def test_the_in_cluster_overlays_bring_both_operators(
                 *DEFAULT_SERVICE_PORTS, "consola"):
             continue
         assert urls and all("@saga-db-rw:5432/" in url for url in urls), (name, container)
+        # TLS with the server's certificate and name verified against CloudNativePG's CA.
+        for url in urls:
+            query = parse_qs(urlsplit(url).query)
+            assert query.get("sslmode") == ["verify-full"], (name, container["name"])
+            [rootcert] = query["sslrootcert"]
+            assert _mounted_from(pod, container, rootcert)["secret"]["secretName"] == \
+                "saga-db-ca", (name, container["name"])
         policy = name if workload["kind"] == "Deployment" else \
             f"{workload['metadata']['labels']['app.kubernetes.io/name']}-migrations"
         assert '"cnpg.io/cluster": "saga-db"' in policies[policy], policy

@@ -15,8 +15,8 @@ import pytest
 from local_stack.settings import DEFAULT_SERVICE_PORTS
 
 Objects = list[dict[str, Any]]
-# Secrets an operator makes, not whoever installs: Strimzi's cluster CA.
-MADE_BY_OPERATORS = {"saga-kafka-cluster-ca-cert"}
+# Made by the operators themselves: Strimzi's cluster CA, CloudNativePG's (<cluster>-ca).
+MADE_BY_OPERATORS = {"saga-kafka-cluster-ca-cert", "saga-db-ca"}
 
 
 def _of(objects: Objects, kind: str) -> Objects:
