@@ -240,8 +240,10 @@ def test_the_invariants_catch_rules_that_break_them(mutant: Rules) -> None:
     class Mutant(ReservationsUnderChaos):
         rules_in_force = mutant
 
-    # Finding a violation is the point, not its smallest form: no shrinking.
+    # Finding a violation is the point, not its smallest form: no shrinking. Derandomized, so
+    # that every run explores the same examples, which do find each mutant (a random search
+    # of 1,000 missed one now and then).
     with pytest.raises((AssertionError, Flaky)):
         run_state_machine_as_test(Mutant, settings=settings(
             max_examples=1000, stateful_step_count=25, deadline=None, database=None,
-            phases=[Phase.explicit, Phase.generate], print_blob=False))
+            derandomize=True, phases=[Phase.explicit, Phase.generate], print_blob=False))
