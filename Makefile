@@ -1,4 +1,4 @@
-# The black-box contract (../shared/CONTRACT.md): run, up, down, test, bench, credentials,
+# The black-box contract (README.md, docs/usage.md): run, up, down, test, bench, credentials,
 # manifests; plus status, logs.
 SHELL := /bin/bash
 # The uv that make bootstrap installs (pinned, deploy/docker/uv-requirements.txt) comes first.

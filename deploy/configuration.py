@@ -36,6 +36,7 @@ from consola.settings import ConsolaSettings
 from identity_provider.settings import IdentityProviderSettings
 from inventario.config import InventarioSettings
 from pagos.config import GatewaySecretKey, PagosSettings, PaymentTokenKeys
+from pedidos.config import RESERVATION_MARGIN_S as PEDIDOS_RESERVATION_MARGIN_S
 from pedidos.config import FingerprintKey, PaymentTokenSealing, PedidosSettings
 from peer_dbos.settings import PeerSettings
 from saga_harness.fault_plugin import FaultSettings
@@ -43,6 +44,8 @@ from sagakit.auth import AuthSettings
 from sagakit.kafka_topics import TopicSettings
 from sagakit.runtime import ServiceSettings
 from sagakit.runtime.settings import HttpLimits
+from sagakit.schema_registry import SchemaRegistrySettings
+from sagakit.schema_versions.deprecations import SchemaVersionSettings
 from sagakit.settings import KafkaClientSettings, MessagingSettings
 from sagakit.store.alembic_env import MigrationSettings
 
@@ -291,6 +294,9 @@ SAGACTL = (
         "Who `sagactl schemas` is to the registry (HTTP basic authentication)."),
     env("SAGACTL_REGISTRY_PASSWORD", "str", "in a checkout, the local stack's",
         "The password of `SAGACTL_REGISTRY_USERNAME`. Never printed."),
+    env("SAGACTL_SCHEMA_RETIRE_UNUSED_DAYS", "float", "`30`",
+        "How many days no service may have produced or consumed a schema version for "
+        "`sagactl schemas retire` to retire it (`--unused-days` for one run)."),
     env("SAGACTL_PAGOS_URL", "URL", "`http://127.0.0.1:$PAGOS_PORT`",
         "pagos' API, as sagactl reaches it."),
 )
@@ -338,6 +344,8 @@ COMPOSE = (
     env("KAFKA_HOST_PORT", "int", "`9092`",
         "Host port (on 127.0.0.1) of Kafka's HOST listener, which advertises it."),
     env("PROMETHEUS_HOST_PORT", "int", "`9090`", "Host port (on 127.0.0.1) of Prometheus."),
+    env("REGISTRY_HOST_PORT", "int", "`8081`",
+        "Host port (on 127.0.0.1) of the schema registry's REST APIs."),
     env("SAGA_COMPOSE_ENV_FILE", "path", "`.env`",
         "The file of passwords and keys podman-compose reads (`python -m compose_stack dotenv "
         "PATH` makes one)."),
@@ -346,6 +354,20 @@ COMPOSE = (
         "fails ends the wait at once)."),
     env("SAGA_DEBIAN_MIRROR", "URL", "`http://deb.debian.org/debian`",
         "The Debian mirror the offline base image is made from (`debootstrap`)."),
+)
+
+REGISTRY_IMAGE = (
+    env("REGISTRY_DATASOURCE_URL", "URL", "required",
+        "The JDBC URL of its PostgreSQL database (`jdbc:postgresql://postgres:5432/saga`; "
+        "it adds `currentSchema=registry`), with no user or password."),
+    env("REGISTRY_DATASOURCE_USERNAME", "str", "required",
+        "The role it connects as, owner of its schema (`registry_owner`)."),
+    env("REGISTRY_DATASOURCE_PASSWORD", "str", "required",
+        "That role's password."),
+    env("REGISTRY_DEPLOYER_PASSWORD", "str", "required",
+        "Password of the principal `deployer`, who registers the schemas and their rules."),
+    env("REGISTRY_READER_PASSWORD", "str", "required",
+        "Password of the principal `reader`, who reads them."),
 )
 
 CHAOS = (
@@ -375,6 +397,8 @@ COMPONENTS = (
          Table("HTTP limits", HttpLimits),
          Table("Messaging: outbox relay, inbox, consumer", MessagingSettings),
          Table("Authentication: the OIDC issuer trusted", AuthSettings),
+         Table("Schema registry: the event schemas validated against", SchemaRegistrySettings),
+         Table("Schema versions: use, deprecation", SchemaVersionSettings),
          Table("Tracing", environment=TRACING,
                read_in=("libs/sagakit/src/sagakit/observability/tracing.py",)))),
     Component("pedidos",
@@ -473,6 +497,13 @@ COMPONENTS = (
               (Table("Compose stack", environment=COMPOSE,
                      read_in=("tools/compose-stack/src/compose_stack/settings.py",
                               "tools/compose-stack/src/compose_stack/cli.py")),)),
+    Component("Schema registry image",
+              "Read by the schema registry's image (`deploy/docker/registry.Dockerfile`, its "
+              "`deploy/docker/registry/start.py`), as docker-compose.yml and the Kubernetes "
+              "manifests run it, all written into its settings file at each start (the "
+              "principals' passwords as digests); its other settings are the local stack's.",
+              (Table("Schema registry image", environment=REGISTRY_IMAGE,
+                     read_in=("deploy/docker/registry/start.py",)),)),
     Component("Chaos suite", "Read by `make chaos` (`python -m chaos`) and its TCP proxy.",
               (Table("Chaos", environment=CHAOS,
                      read_in=("tools/chaos/src/chaos/__main__.py",
@@ -588,21 +619,25 @@ def settings_classes() -> list[type[BaseSettings]]:
 
 
 # What a payment that succeeds just before pedidos' payment deadline may still take to reach
-# inventario (the relay, the broker, a consumer's retry), and the deadline's own start, which
-# comes after the reservation's (pedidos records the StockVerificado inventario committed).
-RESERVATION_MARGIN_S = 30.0
+# inventario (the relay, the broker, a consumer's retry), and how far the two databases' clocks
+# may differ: pedidos ends the payment step this long before the reservation at the latest.
+RESERVATION_MARGIN_S = PEDIDOS_RESERVATION_MARGIN_S
 
 
 def settings_conflicts(pedidos: PedidosSettings, inventario: InventarioSettings) -> list[str]:
     """Settings of two components that must agree and do not (none: an empty list). A
-    reservation must outlive the payment step it waits for: otherwise a payment that succeeds
-    in time can find its units released to another saga, and be refunded."""
-    needed = pedidos.payment_timeout_s + RESERVATION_MARGIN_S
+    reservation must cover the whole payment step it waits for, which pedidos may start as
+    late as the end of the validation step the reservation was taken in: otherwise pedidos
+    cuts the payment step short, to end ``RESERVATION_MARGIN_S`` before the reservation, and
+    sagas time out that a full step would have let pay."""
+    needed = (pedidos.validation_timeout_s + pedidos.payment_timeout_s
+              + RESERVATION_MARGIN_S)
     if inventario.reservation_ttl_s < needed:
         return [f"INVENTARIO_RESERVATION_TTL_S ({inventario.reservation_ttl_s:g}) is shorter "
-                f"than PEDIDOS_PAYMENT_TIMEOUT_S ({pedidos.payment_timeout_s:g}) plus "
-                f"{RESERVATION_MARGIN_S:g} s: a payment that succeeds in time could find its "
-                "reservation expired"]
+                f"than PEDIDOS_VALIDATION_TIMEOUT_S ({pedidos.validation_timeout_s:g}) plus "
+                f"PEDIDOS_PAYMENT_TIMEOUT_S ({pedidos.payment_timeout_s:g}) plus "
+                f"{RESERVATION_MARGIN_S:g} s: a saga reserved late in its validation step would "
+                "have its payment step cut short"]
     return []
 
 

@@ -10,6 +10,10 @@ local stack, so that the three deployments cannot drift apart:
   password),
   Services, PodDisruptionBudgets, HorizontalPodAutoscalers stopped at the topics' partition
   count and NetworkPolicy, all on the local stack's port;
+- the schema registry (services/schema-registry.yaml): Apicurio Registry on the local stack's
+  ports, its Deployment, Service, PodDisruptionBudget and NetworkPolicies, and the Job that
+  registers every event schema (``sagactl schemas register``), named by the release and the
+  schemas it registers;
 - the issuer every service trusts (auth/settings.yaml: a placeholder for the OIDC issuer,
   the local stack's audience);
 - the operator console (services/consola.yaml): its settings, Deployment, Service,
@@ -36,6 +40,8 @@ differs from what this writes.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 import sys
 from functools import cache
@@ -48,13 +54,18 @@ import yaml
 from local_stack import identity, kafka_auth
 from local_stack.passwords import READERS, reader_role
 from local_stack.postgres.binaries import POSTGRES_MAJOR
+from local_stack.registry.principals import PRINCIPALS as REGISTRY_PRINCIPALS
+from local_stack.registry.server import ROLE as REGISTRY_ROLE
 from local_stack.settings import (
     DEFAULT_CONSOLA_PORT,
     DEFAULT_SERVICE_PORTS,
     METRICS_PORT_OFFSET,
     PG_DB,
+    REGISTRY_MANAGEMENT_PORT,
+    REGISTRY_PORT,
 )
 from saga_contracts import topics
+from saga_contracts.registry import all_schemas
 from sagakit.kafka_topics import DEFAULT_TOPIC_PARTITIONS
 from sagakit.store.schema_wait import expected_head
 
@@ -249,6 +260,15 @@ def container_env(service: str, component: str) -> list[dict[str, Any]]:
         name, key = GATEWAY_SECRET
         env.append({"name": "PAGOS_GATEWAY_SECRET_KEY",
                     "valueFrom": {"secretKeyRef": {"name": name, "key": key}}})
+    # The event schemas every part validates against and checks what it produces before it
+    # starts (sagakit.schema_registry), read as the registry's read-only principal.
+    reader = registry_secret("reader")
+    env += [{"name": "SCHEMA_REGISTRY_URL",
+             "value": REGISTRY_API},
+            {"name": "SCHEMA_REGISTRY_USERNAME",
+             "valueFrom": {"secretKeyRef": {"name": reader, "key": "username"}}},
+            {"name": "SCHEMA_REGISTRY_PASSWORD",
+             "valueFrom": {"secretKeyRef": {"name": reader, "key": "password"}}}]
     # Required where consumers run (the worker, which refuses to start them without a key):
     # only a replay the operator signed is believed (docs/deploy.md).
     env.append({"name": "SAGA_OPERATOR_PUBLIC_KEYS", "valueFrom": {"configMapKeyRef": {
@@ -319,8 +339,10 @@ def deployment(service: str, component: str, port: int) -> dict[str, Any]:
         "envFrom": [{"configMapRef": {"name": f"{service}-settings"}},
                     {"configMapRef": {"name": AUTH_SETTINGS}}],
         "env": container_env(service, component),
-        # /health: the process answers; /ready: its database (and, in the worker, Kafka).
-        "startupProbe": probe("/health", 2, 30),
+        # /health: the process answers; /ready: its database (and, in the worker, Kafka). It
+        # answers once started, which waits up to SCHEMA_REGISTRY_START_TIMEOUT_S (120 s) for
+        # the registration Job: the startup probe gives it 150 s.
+        "startupProbe": probe("/health", 2, 75),
         "livenessProbe": probe("/health", 10, 3),
         "readinessProbe": probe("/ready", 5, 2),
         "resources": resources("1", "512Mi"),
@@ -454,6 +476,12 @@ def https_egress() -> dict[str, Any]:
             "ports": [{"protocol": "TCP", "port": 443}]}
 
 
+def registry_egress() -> dict[str, Any]:
+    """The schema registry's API, which every part of a service reads its schemas from."""
+    return {"to": [{"podSelector": {"matchLabels": labels(REGISTRY_NAME, "registry")}}],
+            "ports": [{"protocol": "TCP", "port": REGISTRY_PORT}]}
+
+
 def prometheus_ingress(port: int) -> dict[str, Any]:
     """Prometheus' scrape of the metrics-only port, from the monitoring namespace's Prometheus
     pods only: the only connection a worker accepts (the kubelet's probes are not subject to
@@ -466,7 +494,8 @@ def prometheus_ingress(port: int) -> dict[str, Any]:
 
 def network_policies(service: str, port: int) -> list[dict[str, Any]]:
     """Who a service's pods may reach: DNS and its database always, the issuer (and pagos'
-    gateway) over HTTPS from the API and the worker, Kafka from the worker; and who may reach
+    gateway) over HTTPS and the schema registry from the API and the worker, Kafka from the
+    worker; and who may reach
     them: anyone the API's HTTP port, Prometheus alone the metrics port of each."""
     def policy(component: str, egress: list[dict[str, Any]],
                ingress: list[dict[str, Any]]) -> dict[str, Any]:
@@ -476,9 +505,10 @@ def network_policies(service: str, port: int) -> list[dict[str, Any]]:
                 "spec": {"podSelector": {"matchLabels": labels(service, component)},
                          "policyTypes": ["Ingress", "Egress"],
                          "ingress": ingress, "egress": egress}}
-    return [policy("api", [dns_egress(), https_egress()],
+    return [policy("api", [dns_egress(), https_egress(), registry_egress()],
                    [{"ports": [{"protocol": "TCP", "port": port}]}, prometheus_ingress(port)]),
-            policy("worker", [dns_egress(), https_egress()], [prometheus_ingress(port)]),
+            policy("worker", [dns_egress(), https_egress(), registry_egress()],
+                   [prometheus_ingress(port)]),
             policy("migrations", [dns_egress()], [])]
 
 
@@ -592,6 +622,177 @@ def console_objects(port: int = DEFAULT_CONSOLA_PORT) -> list[dict[str, Any]]:
                "automountServiceAccountToken": False}
     return [account, settings, deployment, service,
             disruption_budget(CONSOLE, component), policy]
+
+
+# The schema registry (Apicurio Registry, docs/operations.md "The schema registry"): the image
+# deploy/docker/registry.Dockerfile builds, on the local stack's ports (the API, and its health
+# checks and metrics on the management port). Its artifacts are in PostgreSQL, in the schema
+# `registry` its role owns (deploy/postgres/schemas.sql; the database component adds the JDBC URL
+# and the password). Its two principals' passwords are Secrets made by whoever installs
+# (docs/deploy.md): the deployer's, which the registration Job writes with, and the reader's.
+REGISTRY_NAME = "schema-registry"
+REGISTRY_REPLICAS = 2
+# Its connection pool's most (deploy/docker/registry/start.py, apicurio.datasource.jdbc.max-size).
+REGISTRY_POOL_SIZE = 10
+REGISTRY_HOME = "/var/lib/registry"
+REGISTRY_API = f"http://{REGISTRY_NAME}:{REGISTRY_PORT}/apis/registry/v3"
+# The image whose sagactl and contracts register the schemas: any service's holds both.
+REGISTRATION_IMAGE = "pedidos"
+
+
+def registry_secret(principal: str) -> str:
+    """The basic-auth Secret of a registry principal (``username``, ``password``)."""
+    return f"{REGISTRY_NAME}-{principal}"
+
+
+def schemas_digest() -> str:
+    """A digest of every schema version the contracts hold: a new one names a new Job."""
+    documents = {f"{t}/{s.version}": s.document for t, v in all_schemas().items() for s in v}
+    return hashlib.sha256(json.dumps(documents, sort_keys=True).encode()).hexdigest()[:10]
+
+
+def registration_job_name(tag: str = IMAGE_TAG) -> str:
+    return f"schema-registration-{name_part(tag)}-{schemas_digest()}"
+
+
+def management_probe(path: str, period: int, failures: int) -> dict[str, Any]:
+    return {"httpGet": {"path": path, "port": "management"}, "periodSeconds": period,
+            "timeoutSeconds": 3, "failureThreshold": failures}
+
+
+def registry_deployment() -> dict[str, Any]:
+    component = "registry"
+    env = [{"name": "REGISTRY_DATASOURCE_USERNAME", "value": REGISTRY_ROLE},
+           *({"name": f"REGISTRY_{principal.upper()}_PASSWORD", "valueFrom": {"secretKeyRef": {
+               "name": registry_secret(principal), "key": "password"}}}
+             for principal in REGISTRY_PRINCIPALS)]
+    container = {
+        "name": REGISTRY_NAME, "image": image(REGISTRY_NAME), "imagePullPolicy": "IfNotPresent",
+        "ports": [{"name": "http", "containerPort": REGISTRY_PORT, "protocol": "TCP"},
+                  {"name": "management", "containerPort": REGISTRY_MANAGEMENT_PORT,
+                   "protocol": "TCP"}],
+        "env": env,
+        # Quarkus' health checks: live once the JVM serves, ready once its database answers
+        # and its tables are made (the first start makes them: a longer startup allowance).
+        "startupProbe": management_probe("/health/live", 3, 60),
+        "livenessProbe": management_probe("/health/live", 10, 3),
+        "readinessProbe": management_probe("/health/ready", 5, 2),
+        # The JVM's heap is 512 MiB (start.py); the rest is its code, threads and buffers.
+        "resources": {"requests": {"cpu": "100m", "memory": "768Mi"},
+                      "limits": {"cpu": "1", "memory": "1Gi"}},
+        "securityContext": security_context(),
+        # start.py writes its settings file into its working folder at each start.
+        "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"},
+                         {"name": "settings", "mountPath": REGISTRY_HOME}],
+        "lifecycle": pre_stop_pause(),
+    }
+    return {
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": REGISTRY_NAME, "labels": labels(REGISTRY_NAME, component)},
+        "spec": {
+            "replicas": REGISTRY_REPLICAS,
+            "selector": {"matchLabels": labels(REGISTRY_NAME, component)},
+            "strategy": {"type": "RollingUpdate",
+                         "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}},
+            "template": {
+                "metadata": {"labels": labels(REGISTRY_NAME, component)},
+                "spec": {
+                    "serviceAccountName": REGISTRY_NAME,
+                    "automountServiceAccountToken": False,
+                    "securityContext": pod_security_context(),
+                    "terminationGracePeriodSeconds": TERMINATION_GRACE_S,
+                    "topologySpreadConstraints": [{
+                        "maxSkew": 1, "topologyKey": "kubernetes.io/hostname",
+                        "whenUnsatisfiable": "ScheduleAnyway",
+                        "labelSelector": {"matchLabels": labels(REGISTRY_NAME, component)}}],
+                    "containers": [container],
+                    "volumes": [{"name": "tmp", "emptyDir": {"sizeLimit": "256Mi"}},
+                                {"name": "settings", "emptyDir": {"sizeLimit": "1Mi"}}],
+                },
+            },
+        },
+    }
+
+
+def registration_job() -> dict[str, Any]:
+    """Every schema version of the contracts into the registry as the deployer, once per
+    release and set of schemas (the name says both, as a migration Job's does). Until the
+    registry answers, the command fails and the Job tries again (backoffLimit)."""
+    deployer = registry_secret("deployer")
+    return {
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": registration_job_name(),
+                     "labels": labels(REGISTRY_NAME, "registration")},
+        "spec": {
+            "backoffLimit": 8,
+            "template": {
+                "metadata": {"labels": labels(REGISTRY_NAME, "registration")},
+                "spec": {
+                    "serviceAccountName": REGISTRY_NAME,
+                    "automountServiceAccountToken": False,
+                    "restartPolicy": "OnFailure",
+                    "securityContext": pod_security_context(),
+                    "containers": [{
+                        "name": "registration", "image": image(REGISTRATION_IMAGE),
+                        "imagePullPolicy": "IfNotPresent",
+                        "command": ["sagactl", "schemas", "register"],
+                        "env": [{"name": "SAGACTL_REGISTRY_URL", "value": REGISTRY_API},
+                                {"name": "SAGACTL_REGISTRY_USERNAME", "valueFrom": {
+                                    "secretKeyRef": {"name": deployer, "key": "username"}}},
+                                {"name": "SAGACTL_REGISTRY_PASSWORD", "valueFrom": {
+                                    "secretKeyRef": {"name": deployer, "key": "password"}}}],
+                        "resources": resources("500m", "256Mi"),
+                        "securityContext": security_context(),
+                        "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
+                    }],
+                    "volumes": [{"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}}],
+                },
+            },
+        },
+    }
+
+
+def registry_network_policies() -> list[dict[str, Any]]:
+    """The registry: its API from the namespace's own pods (the registration Job, the
+    services, the console), its health and metrics port from Prometheus; out, DNS and its
+    database (the database component's). The registration Job: DNS and the registry's API."""
+    own_pods = {"podSelector": {"matchLabels": {"app.kubernetes.io/part-of": PART_OF}}}
+    prometheus = {**prometheus_ingress(0),
+                  "ports": [{"protocol": "TCP", "port": REGISTRY_MANAGEMENT_PORT}]}
+    registry = {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+                "metadata": {"name": REGISTRY_NAME, "labels": labels(REGISTRY_NAME, "registry")},
+                "spec": {"podSelector": {"matchLabels": labels(REGISTRY_NAME, "registry")},
+                         "policyTypes": ["Ingress", "Egress"],
+                         "ingress": [{"from": [own_pods],
+                                      "ports": [{"protocol": "TCP", "port": REGISTRY_PORT}]},
+                                     prometheus],
+                         "egress": [dns_egress()]}}
+    registration = {
+        "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+        "metadata": {"name": "schema-registration",
+                     "labels": labels(REGISTRY_NAME, "registration")},
+        "spec": {"podSelector": {"matchLabels": labels(REGISTRY_NAME, "registration")},
+                 "policyTypes": ["Ingress", "Egress"], "ingress": [],
+                 "egress": [dns_egress(), {
+                     "to": [{"podSelector": {"matchLabels": labels(REGISTRY_NAME, "registry")}}],
+                     "ports": [{"protocol": "TCP", "port": REGISTRY_PORT}]}]}}
+    return [registry, registration]
+
+
+def registry_objects() -> list[dict[str, Any]]:
+    account = {"apiVersion": "v1", "kind": "ServiceAccount",
+               "metadata": {"name": REGISTRY_NAME, "labels": labels(REGISTRY_NAME)},
+               "automountServiceAccountToken": False}
+    service = {"apiVersion": "v1", "kind": "Service",
+               "metadata": {"name": REGISTRY_NAME, "labels": labels(REGISTRY_NAME, "registry")},
+               "spec": {"selector": labels(REGISTRY_NAME, "registry"),
+                        "ports": [{"name": "http", "port": REGISTRY_PORT, "targetPort": "http"},
+                                  {"name": "management", "port": REGISTRY_MANAGEMENT_PORT,
+                                   "targetPort": "management"}]}}
+    budget = {**disruption_budget(REGISTRY_NAME, "registry")}
+    budget["metadata"] = {**budget["metadata"], "name": REGISTRY_NAME}
+    return [account, registry_deployment(), service, budget, registration_job(),
+            *registry_network_policies()]
 
 
 def auth_settings() -> dict[str, Any]:
@@ -749,14 +950,18 @@ def database_roles() -> list[dict[str, Any]]:
                "inherit": True, "connectionLimit": -1,
                "inRoles": [f"{service}_reader" for service in DEFAULT_SERVICE_PORTS],
                "passwordSecret": {"name": reader_secret(consumer)}}
-              for consumer in READERS)]
+              for consumer in READERS),
+            # The schema registry's, owner of its schema: it makes its tables itself.
+            {"name": REGISTRY_ROLE, "ensure": "present", "login": True, "inherit": True,
+             "connectionLimit": -1, "passwordSecret": {"name": db_secret("registry", "owner")}}]
 
 
 def max_connections() -> int:
     """Every autoscaler at its maximum, each process with its pool and its leader lock, the
     migration Jobs, and room for an operator and CloudNativePG's own connections."""
     processes = len(DEFAULT_SERVICE_PORTS) * len(COMPONENTS) * DEFAULT_TOPIC_PARTITIONS
-    return processes * (DB_POOL_SIZE + 1) + len(DEFAULT_SERVICE_PORTS) * 2 + 50
+    return (processes * (DB_POOL_SIZE + 1) + len(DEFAULT_SERVICE_PORTS) * 2 + 50
+            + REGISTRY_REPLICAS * REGISTRY_POOL_SIZE)
 
 
 def image_catalog() -> dict[str, Any]:
@@ -837,6 +1042,8 @@ def database_clients() -> list[tuple[dict[str, Any], str, str, str]]:
     console = next(o for o in console_objects() if o["kind"] == "Deployment")
     out.append((console, "/spec/template/spec/containers/0", reader_role("console"),
                 "CONSOLA_DATABASE"))
+    out.append((registry_deployment(), "/spec/template/spec/containers/0", REGISTRY_ROLE,
+                "REGISTRY_DATASOURCE"))
     return out
 
 
@@ -846,10 +1053,15 @@ def role_secret(role: str) -> str:
         for kind in ("owner", "app"):
             if role == f"{service}_{kind}":
                 return db_secret(service, kind)
+    if role == REGISTRY_ROLE:
+        return db_secret("registry", "owner")
     return reader_secret(role.removesuffix("_reader"))
 
 
 def database_url(role: str, variable: str, host: str, query: str = "") -> str:
+    if variable == "REGISTRY_DATASOURCE":
+        # JDBC, for the registry: its user and password are settings of their own.
+        return f"jdbc:postgresql://{host}/{PG_DB}{query}"
     # asyncpg through SQLAlchemy for the services, asyncpg alone for the console.
     scheme = "postgresql" if variable == "CONSOLA_DATABASE" else "postgresql+asyncpg"
     return f"{scheme}://{role}:$({variable}_PASSWORD)@{host}/{PG_DB}{query}"
@@ -877,7 +1089,7 @@ def patch(kind: str, name: str, ops: list[Patch]) -> dict[str, Any]:
 
 
 def base_object(kind: str, name: str) -> dict[str, Any]:
-    objects = [*console_objects(),
+    objects = [*console_objects(), *registry_objects(),
                *(o for service, port in DEFAULT_SERVICE_PORTS.items()
                  for o in service_objects(service, port))]
     return next(o for o in objects if o["kind"] == kind and o["metadata"]["name"] == name)
@@ -957,7 +1169,7 @@ def database_patches(managed: bool) -> list[dict[str, Any]]:
         out.append(patch(kind, name, ops))
     if not managed:
         policies = [*(f"{s}-{c}" for s in DEFAULT_SERVICE_PORTS
-                      for c in (*COMPONENTS, "migrations")), CONSOLE]
+                      for c in (*COMPONENTS, "migrations")), CONSOLE, REGISTRY_NAME]
         out += [patch("NetworkPolicy", name, [
                     {"op": "add", "path": "/spec/egress/-", "value": database_egress()}])
                 for name in policies]
@@ -982,9 +1194,9 @@ Strimzi's cluster CA, egress to the brokers). Prometheus' scrape of the brokers 
 is components/monitoring's."""
 CNPG_HEADER = """\
 PostgreSQL run by CloudNativePG in the cluster: the Cluster with the services' roles and
-schemas, its image catalog, and what the services need of it (the patches below: each role's
-DATABASE_URL on the primary's Service, over TLS verified against the cluster's CA, egress to
-the instances). Prometheus' scrape of its
+schemas (and the schema registry's), its image catalog, and what the services need of it (the
+patches below: each role's DATABASE_URL, the registry's JDBC URL, on the primary's Service,
+over TLS verified against the cluster's CA, egress to the instances). Prometheus' scrape of its
 instances is components/monitoring's."""
 MANAGED_KAFKA_HEADER = f"""\
 A managed Kafka (SASL/SCRAM over TLS), reached as the ConfigMap {MANAGED_KAFKA} says (keys
@@ -1049,7 +1261,9 @@ def installer_secrets() -> list[tuple[str, str | None, list[str]]]:
     roles = [(f"{DB_CLUSTER}-admin", "saga_admin"),
              *((db_secret(service, kind), f"{service}_{kind}")
                for service in DEFAULT_SERVICE_PORTS for kind in ("owner", "app")),
-             *((reader_secret(consumer), reader_role(consumer)) for consumer in READERS)]
+             *((reader_secret(consumer), reader_role(consumer)) for consumer in READERS),
+             (db_secret("registry", "owner"), REGISTRY_ROLE),
+             *((registry_secret(principal), principal) for principal in REGISTRY_PRINCIPALS)]
     keyed = [GATEWAY_SECRET, (TOKEN_KEYS["pagos"][1], TOKEN_KEYS["pagos"][2]),
              (TOKEN_KEYS["pedidos"][1], TOKEN_KEYS["pedidos"][2]), CONSOLE_SESSION_SECRET,
              FINGERPRINT_KEY, CONSOLE_SIGNING_KEY]
@@ -1147,6 +1361,9 @@ def files() -> dict[Path, str]:
            for service, port in DEFAULT_SERVICE_PORTS.items()}
     out[BASE / "services" / f"{CONSOLE}.yaml"] = dump(
         console_objects(), "deploy/k8s/generate.py, local_stack.settings (ports)")
+    out[BASE / "services" / f"{REGISTRY_NAME}.yaml"] = dump(
+        registry_objects(), "deploy/k8s/generate.py, local_stack.settings (ports), "
+        "local_stack.registry (roles), saga_contracts (the schemas' digest)")
     out[BASE / "auth" / "settings.yaml"] = dump([auth_settings()],
                                                 "deploy/k8s/generate.py, local_stack.identity")
     out |= component_files()

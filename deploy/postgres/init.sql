@@ -1,7 +1,8 @@
 -- The services' roles with their passwords: an owner role per service runs its migrations, an
--- app role is what the running service logs in as (database-as-api.md); and the readers of
+-- app role is what the running service logs in as (docs/operations.md#the-read-contract); and the readers of
 -- the services' published read views, a login role per consumer (schemas.sql makes them
--- members of each service's <service>_reader group). Used by
+-- members of each service's <service>_reader group); and the schema registry's, which owns
+-- its schema. Used by
 -- docker-compose, whose postgres image runs it once, when it makes its data directory, before
 -- schemas.sql (the schemas and grants, shared with the Kubernetes cluster, where the operator
 -- makes the roles). The local stack runs the same statements (local_stack/postgres/database.py).
@@ -19,6 +20,7 @@
 \getenv console_reader_password CONSOLE_READER_PASSWORD
 \getenv sagactl_reader_password SAGACTL_READER_PASSWORD
 \getenv grafana_reader_password GRAFANA_READER_PASSWORD
+\getenv registry_owner_password REGISTRY_OWNER_PASSWORD
 
 SELECT format('CREATE ROLE %I LOGIN PASSWORD %L', role, password) FROM (VALUES
     ('pedidos_owner', :'pedidos_owner_password'),
@@ -29,5 +31,6 @@ SELECT format('CREATE ROLE %I LOGIN PASSWORD %L', role, password) FROM (VALUES
     ('pagos_app', :'pagos_app_password'),
     ('console_reader', :'console_reader_password'),
     ('sagactl_reader', :'sagactl_reader_password'),
-    ('grafana_reader', :'grafana_reader_password')
+    ('grafana_reader', :'grafana_reader_password'),
+    ('registry_owner', :'registry_owner_password')
 ) AS roles (role, password) \gexec

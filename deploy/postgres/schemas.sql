@@ -1,8 +1,9 @@
 -- Per service a schema owned by its owner role (migrations) and the rights of its app role (the
--- running service) in it (database-as-api.md); its read schema (<service>_read, where its
+-- running service) in it (docs/operations.md#the-read-contract); its read schema (<service>_read, where its
 -- migrations publish versioned views), the group role they are granted to (<service>_reader,
 -- no login), and the readers' login roles (console_reader, sagactl_reader, grafana_reader),
--- each a member of every <service>_reader and of nothing else. Plain SQL, no psql command, so that it runs the
+-- each a member of every <service>_reader and of nothing else; the schema registry's schema
+-- (registry), owned by its role (registry_owner). Plain SQL, no psql command, so that it runs the
 -- same in docker-compose's PostgreSQL (after init.sql, which makes the roles with their
 -- passwords) and in the Kubernetes CloudNativePG cluster (postInitApplicationSQLRefs, a
 -- ConfigMap made from this file by deploy/postgres/kustomization.yaml), where the roles get their
@@ -48,4 +49,12 @@ BEGIN
       EXECUTE format('GRANT %I TO %I', svc || '_reader', reader);
     END LOOP;
   END LOOP;
+  -- The schema registry's schema, owned by the role it runs as: Apicurio makes and upgrades
+  -- its tables itself as it starts.
+  IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'registry_owner') THEN
+    CREATE ROLE registry_owner NOLOGIN;
+  END IF;
+  EXECUTE format('GRANT CONNECT ON DATABASE %I TO registry_owner', current_database());
+  ALTER ROLE registry_owner SET search_path = registry;
+  CREATE SCHEMA IF NOT EXISTS registry AUTHORIZATION registry_owner;
 END $$;

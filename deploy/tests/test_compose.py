@@ -5,6 +5,7 @@ Dockerfile for what makes it cacheable, pinned and unprivileged."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -178,7 +179,8 @@ def test_max_connections_holds_every_process_at_the_most_workers() -> None:
     assert all("DB_POOL_SIZE" not in s.get("environment", {}) for s in services.values())
     processes = len(SERVICES) * (1 + doc["x-max-workers"])
     migrations, reserved = len(SERVICES), 3  # superuser_reserved_connections
-    assert have >= processes * (pool + 1) + migrations + reserved
+    registry = 10  # the schema registry's pool (deploy/docker/registry/start.py)
+    assert have >= processes * (pool + 1) + migrations + reserved + registry
 
 
 def test_each_service_connects_with_its_own_role_and_migrates_as_owner() -> None:
@@ -242,7 +244,9 @@ def test_every_password_comes_from_the_uncommitted_env_file() -> None:
     services = compose()["services"]
     secret_like = {f"{where}.{k}": str(v) for where, s in services.items()
                    for k, v in (s.get("environment") or {}).items()
-                   if "PASSWORD" in k or ("_URL" in k and "postgres" in str(v))}
+                   if "PASSWORD" in k or ("_URL" in k and "postgres" in str(v) and "@" in str(v))}
+    # The schema registry's JDBC URL names no one: its role and password are variables apart.
+    assert "@" not in services["schema-registry"]["environment"]["REGISTRY_DATASOURCE_URL"]
     for key, value in secret_like.items():
         assert REQUIRED.search(value), f"{key} does not come from .env: {value}"
     required = set(REQUIRED.findall(text))
@@ -444,3 +448,57 @@ def test_every_build_of_the_projects_images_is_on_the_pinned_python_base() -> No
     name the same base, by digest."""
     for build in compose_file.image_builds():
         assert dict(build.args)["PYTHON_IMAGE"] == PYTHON_IMAGE, build.image
+
+
+REGISTRY_START = ROOT / "deploy/docker/registry/start.py"
+# What differs between the local stack's registry and the container's, by design: where they
+# listen (the loopback; every interface of the container), where the database and the scratch
+# folder are, and group deletion (the local stack's tests make and delete throwaway groups).
+REGISTRY_LOCAL_ONLY = {"quarkus.http.host", "quarkus.management.host",
+                       "apicurio.datasource.url", "apicurio.datasource.password",
+                       "apicurio.storage.snapshot.location", "apicurio.import.work-dir",
+                       "apicurio.rest.deletion.group.enabled"}
+
+
+def test_the_registry_container_runs_with_the_local_stacks_settings(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from local_stack.registry import server
+
+    for name, value in {"REGISTRY_DATASOURCE_URL": "jdbc:postgresql://postgres:5432/saga",
+                        "REGISTRY_DATASOURCE_USERNAME": "registry_owner",
+                        "REGISTRY_DATASOURCE_PASSWORD": "db-pw",
+                        "REGISTRY_DEPLOYER_PASSWORD": "deployer-pw",
+                        "REGISTRY_READER_PASSWORD": "reader-pw"}.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(server, "database_password", lambda: "db-pw")
+    spec = importlib.util.spec_from_file_location("registry_start", REGISTRY_START)
+    assert spec and spec.loader
+    start = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(start)
+    container, local = start.properties(), server.properties()
+    assert set(local) - set(container) == {"apicurio.rest.deletion.group.enabled"}
+    assert {k: v for k, v in container.items() if k not in REGISTRY_LOCAL_ONLY} == {
+        k: v for k, v in local.items() if k not in REGISTRY_LOCAL_ONLY}
+    assert container["apicurio.datasource.url"] == (
+        "jdbc:postgresql://postgres:5432/saga?currentSchema=registry")
+    assert "apicurio.rest.deletion.group.enabled" not in container, "a group is never deleted"
+
+
+def test_the_schemas_are_registered_before_any_service_starts() -> None:
+    services = compose()["services"]
+    registration = services["schema-registration"]
+    assert registration["command"] == ["sagactl", "schemas", "register"]
+    assert registration["restart"] == "no"
+    assert registration["depends_on"] == {"schema-registry": {"condition": "service_healthy"}}
+    assert registration["environment"]["SAGACTL_REGISTRY_USERNAME"] == "deployer"
+    for service in SERVICES:
+        for part in (service, f"{service}-worker"):
+            assert services[part]["depends_on"]["schema-registration"] == {
+                "condition": "service_completed_successfully"}, part
+    registry = services["schema-registry"]
+    assert registry["ports"] == ["127.0.0.1:8081:8081"]
+    assert registry["build"]["dockerfile"] == "deploy/docker/registry.Dockerfile"
+    # Its database role and schema, made where the services' are.
+    assert "'registry_owner'" in (ROOT / "deploy/postgres/init.sql").read_text()
+    assert "CREATE SCHEMA IF NOT EXISTS registry AUTHORIZATION registry_owner" in (
+        ROOT / "deploy/postgres/schemas.sql").read_text()

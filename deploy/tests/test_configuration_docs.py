@@ -131,15 +131,21 @@ def test_every_documented_variable_is_read_where_the_docs_say() -> None:
 
 
 def test_a_reservation_outlives_the_payment_step_it_waits_for() -> None:
-    """The defaults agree: a reservation (INVENTARIO_RESERVATION_TTL_S) lasts longer than
-    pedidos' payment deadline plus the margin; a TTL that does not is named, and the generator
-    refuses to run with it."""
+    """The defaults agree: a reservation (INVENTARIO_RESERVATION_TTL_S) lasts at least pedidos'
+    validation and payment steps plus the margin (the payment step may start as late as the
+    validation step's end); a TTL that does not is named, and the generator refuses to run
+    with it."""
     pedidos, inventario = configuration.PedidosSettings(), configuration.InventarioSettings()
     assert configuration.settings_conflicts(pedidos, inventario) == []
-    needed = pedidos.payment_timeout_s + configuration.RESERVATION_MARGIN_S
+    needed = (pedidos.validation_timeout_s + pedidos.payment_timeout_s
+              + configuration.RESERVATION_MARGIN_S)
     assert inventario.reservation_ttl_s >= needed
     short = configuration.InventarioSettings(reservation_ttl_s=needed - 1)
     [conflict] = configuration.settings_conflicts(pedidos, short)
-    assert "INVENTARIO_RESERVATION_TTL_S" in conflict and "PEDIDOS_PAYMENT_TIMEOUT_S" in conflict
+    assert all(name in conflict for name in ("INVENTARIO_RESERVATION_TTL_S",
+                                             "PEDIDOS_VALIDATION_TIMEOUT_S",
+                                             "PEDIDOS_PAYMENT_TIMEOUT_S"))
     slow = configuration.PedidosSettings(payment_timeout_s=300)
     assert configuration.settings_conflicts(slow, inventario)
+    late = configuration.PedidosSettings(validation_timeout_s=90)
+    assert configuration.settings_conflicts(late, inventario)

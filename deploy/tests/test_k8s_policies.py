@@ -289,7 +289,10 @@ def test_the_default_overlay_has_everything_the_saga_needs(
     assert all(o["metadata"].get("namespace") == "saga" for o in default_overlay
                if o["kind"] != "Namespace")
     deployments = {o["metadata"]["name"] for o in default_overlay if o["kind"] == "Deployment"}
-    assert deployments == {f"{s}-{c}" for s in SERVICES for c in ("api", "worker")} | {"consola"}
+    assert deployments == {f"{s}-{c}" for s in SERVICES for c in ("api", "worker")} | {
+        "consola", "schema-registry"}
+    jobs = {o["metadata"]["name"] for o in default_overlay if o["kind"] == "Job"}
+    assert generate.registration_job_name() in jobs
     # The stand-in gateway and the smoke Job are development pieces, not the default's.
     assert not any(o["metadata"]["name"] in ("fake-gateway", "saga-smoke")
                    for o in default_overlay)
@@ -300,7 +303,7 @@ def test_the_default_overlay_has_everything_the_saga_needs(
 def _sample() -> list[dict[str, Any]]:
     return copy.deepcopy([*(o for s, p in DEFAULT_SERVICE_PORTS.items()
                             for o in generate.service_objects(s, p)),
-                          *generate.console_objects(),
+                          *generate.console_objects(), *generate.registry_objects(),
                           *generate.kafka_topics(), generate.database_cluster()])
 
 

@@ -15,7 +15,13 @@ import pytest
 import yaml
 
 from local_stack import kafka_auth
-from local_stack.settings import DEFAULT_CONSOLA_PORT, DEFAULT_SERVICE_PORTS, metrics_port
+from local_stack.settings import (
+    DEFAULT_CONSOLA_PORT,
+    DEFAULT_SERVICE_PORTS,
+    REGISTRY_MANAGEMENT_PORT,
+    REGISTRY_PORT,
+    metrics_port,
+)
 from saga_contracts.topics import ALL_TOPICS
 from saga_harness import scripts
 from sagakit.kafka_topics import DEFAULT_TOPIC_PARTITIONS
@@ -25,7 +31,7 @@ generate = scripts.load("deploy/k8s/generate.py", "k8s_generate")
 SERVICES = tuple(DEFAULT_SERVICE_PORTS)
 # Not settings of the services: the parts of DATABASE_URL and CONSOLA_DATABASE_URL Kubernetes
 # fills in from a Secret (the password) or, for a managed PostgreSQL, a ConfigMap (where it is).
-K8S_ONLY = {f"{prefix}_{part}" for prefix in ("DATABASE", "CONSOLA_DATABASE")
+K8S_ONLY = {f"{prefix}_{part}" for prefix in ("DATABASE", "CONSOLA_DATABASE", "REGISTRY_DATASOURCE")
             for part in ("PASSWORD", "HOST", "PORT")}
 
 
@@ -46,8 +52,13 @@ def test_the_generated_files_are_up_to_date() -> None:
 @pytest.mark.external
 def test_services_listen_on_the_local_stacks_ports(default_overlay: list[dict[str, Any]]) -> None:
     ports_of = {**DEFAULT_SERVICE_PORTS, "consola": DEFAULT_CONSOLA_PORT}
+    registry = [REGISTRY_PORT, REGISTRY_MANAGEMENT_PORT]
     for deployment in _of(default_overlay, "Deployment"):
         service = deployment["metadata"]["labels"]["app.kubernetes.io/name"]
+        if service == "schema-registry":
+            assert [p["containerPort"] for p in
+                    deployment["spec"]["template"]["spec"]["containers"][0]["ports"]] == registry
+            continue
         ports = [p["containerPort"] for c in deployment["spec"]["template"]["spec"]["containers"]
                  for p in c["ports"]]
         config = next(o for o in _of(default_overlay, "ConfigMap")
@@ -60,6 +71,9 @@ def test_services_listen_on_the_local_stacks_ports(default_overlay: list[dict[st
                 int(config["data"]["METRICS_PORT"])]
     for svc in _of(default_overlay, "Service"):
         service = svc["metadata"]["labels"]["app.kubernetes.io/name"]
+        if service == "schema-registry":
+            assert [p["port"] for p in svc["spec"]["ports"]] == registry
+            continue
         assert [p["port"] for p in svc["spec"]["ports"]] == [ports_of[service]] + (
             [] if service == "consola" else [metrics_port(service, ports=ports_of)])
 
@@ -115,7 +129,19 @@ def test_each_workload_logs_in_with_its_own_role(default_overlay: list[dict[str,
     cluster = _of(default_overlay, "Cluster")[0]
     roles = {r["name"]: r for r in cluster["spec"]["managed"]["roles"]}
     readers = {f"{c}_reader" for c in ("console", "sagactl", "grafana")}
-    assert set(roles) == {f"{s}_{k}" for s in SERVICES for k in ("owner", "app")} | readers
+    assert set(roles) == {f"{s}_{k}" for s in SERVICES for k in ("owner", "app")} | readers | {
+        "registry_owner"}
+    assert roles["registry_owner"]["passwordSecret"]["name"] == "saga-db-registry-owner"
+    # The schema registry: its own role, over TLS verified against the cluster's CA.
+    registry = next(o for o in _of(default_overlay, "Deployment")
+                    if o["metadata"]["name"] == "schema-registry")
+    env = {e["name"]: e for e in registry["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["REGISTRY_DATASOURCE_USERNAME"]["value"] == "registry_owner"
+    assert env["REGISTRY_DATASOURCE_URL"]["value"] == (
+        "jdbc:postgresql://saga-db-rw:5432/saga?sslmode=verify-full"
+        "&sslrootcert=/etc/saga/db-ca/ca.crt")
+    assert env["REGISTRY_DATASOURCE_PASSWORD"]["valueFrom"]["secretKeyRef"]["name"] == \
+        "saga-db-registry-owner"
     for reader in readers:
         assert sorted(roles[reader]["inRoles"]) == sorted(f"{s}_reader" for s in SERVICES)
         assert roles[reader]["passwordSecret"]["name"] == f"saga-db-{reader.replace('_', '-')}"

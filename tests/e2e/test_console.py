@@ -27,6 +27,7 @@ from selenium.webdriver.support.ui import Select
 from saga_harness import config, db
 from saga_harness.browser import chromium, screenshot, wait
 from saga_harness.clients import Saga, new_sku, order_body
+from saga_harness.dead_letters import dead_letter
 from saga_harness.faults import paused, reconfigured, row_locked
 from saga_harness.forgeries import forged_count, forged_letter, write_as_pedidos_app
 from saga_harness.kafka import envelope
@@ -208,7 +209,7 @@ async def test_the_overviews_counts_are_the_views_read_as_the_console_reader(
     await saga.set_stock(sku, 1)
     placed = await saga.place(order_body([(sku, 1)]))
     await saga.wait_terminal(placed["order_id"], timeout=30)
-    await _dead_letter("inventario")
+    await dead_letter("inventario")
     sign_in(browser, f"ops-{uuid.uuid4().hex[:6]}", "operator")
     wait(browser).until(seen.presence_of_element_located((By.ID, "sagas-per-state")))
 
@@ -228,7 +229,6 @@ async def test_the_overviews_counts_are_the_views_read_as_the_console_reader(
     readers = {r["usename"] for r in await db.fetch(
         "SELECT usename FROM pg_stat_activity WHERE application_name = 'consola'")}
     assert readers == {"console_reader"}
-
 
 
 async def test_a_payment_left_for_a_manual_refund_is_resolved_from_its_page(
@@ -262,22 +262,8 @@ async def test_a_payment_left_for_a_manual_refund_is_resolved_from_its_page(
     assert operators == [who], "pagos audits the operator who signed in, not the console"
 
 
-async def _dead_letter(service: str) -> str:
-    """A dead letter in ``service``'s outbox, as its consumer writes one."""
-    letter_id = str(uuid.uuid4())
-    await db.execute(
-        f"INSERT INTO {service}.outbox (message_id, saga_id, topic, event_type, schema_version, "
-        "payload, headers, status) VALUES ($1::uuid, $2, $3, 'PagoExitoso', '1.0.0', $4::jsonb, "
-        "'{}'::jsonb, 'published')", letter_id, str(uuid.uuid4()), f"{service}-dlq",
-        json.dumps({"reason": "retries_exhausted", "error_class": "X",
-                    "attempts": [{"attempt": 1, "at": "t1", "error": "TimeoutError: slow"},
-                                 {"attempt": 2, "at": "t2", "error": "TimeoutError: slower"}],
-                    "original": {"topic": "payment-events", "partition": 1, "offset": 2}}))
-    return letter_id
-
-
 async def test_a_dead_letter_is_archived_from_its_page(browser: WebDriver) -> None:
-    letter_id = await _dead_letter("pagos")
+    letter_id = await dead_letter("pagos", ("TimeoutError: slow", "TimeoutError: slower"))
     who = f"ops-{uuid.uuid4().hex[:6]}"
     sign_in(browser, who, "operator", page="/dead-letters")
     wait(browser).until(seen.url_to_be(f"{CONSOLE}/dead-letters"))

@@ -1,4 +1,4 @@
-"""Each service's login role reaches its own schema and nothing else (database-as-api.md).
+"""Each service's login role reaches its own schema and nothing else (docs/operations.md#the-read-contract).
 
 It connects to PostgreSQL as each service's login role: the roles are what it tests."""
 

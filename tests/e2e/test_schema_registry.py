@@ -11,6 +11,7 @@ import json
 import subprocess
 import sys
 import uuid
+from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
 
@@ -23,6 +24,8 @@ from saga_harness import stack
 from saga_harness.config import ROOT
 from sagactl.schema_registration import artifact_path, verdict
 from sagactl.schema_registry import Registry, RegistryError
+
+THROWAWAY_PREFIX = "test-"
 
 
 @cache
@@ -76,9 +79,26 @@ def _tree(root: Path, versions: dict[str, dict]) -> Path:
     return root
 
 
+@pytest.fixture
+def throwaway_group(running_stack: None) -> Iterator[str]:
+    """A group of this test's own, deleted with its artifacts afterwards (the local stack's
+    registry allows the deployer that), and so are those earlier runs left behind: the
+    contracts' own group is left as it is."""
+    deployer = _as("deployer")
+    for left in deployer.get("/groups", {"limit": "1000"})["groups"]:
+        if left["groupId"].startswith(THROWAWAY_PREFIX):
+            deployer.delete(f"/groups/{left['groupId']}")
+    group = f"{THROWAWAY_PREFIX}{uuid.uuid4().hex[:12]}"
+    yield group
+    deployer.delete(f"/groups/{group}")
+    with pytest.raises(RegistryError) as gone:
+        deployer.get(f"/groups/{group}")
+    assert gone.value.status == 404
+
+
 def test_a_breaking_change_is_refused_by_the_registry_unless_it_is_a_new_event_type(
-        running_stack: None, tmp_path: Path) -> None:
-    group = f"test-{uuid.uuid4().hex[:12]}"  # the contracts' own group is left as it is
+        throwaway_group: str, tmp_path: Path) -> None:
+    group = throwaway_group
     base = {s.version: s.document for s in all_schemas()["OrdenCancelada"]}
     done = _sagactl("register", "--schemas", str(_tree(tmp_path, base)), "--group", group)
     assert done.returncode == 0, done.stderr

@@ -21,6 +21,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from local_stack.settings import REGISTRY_PORT
 from netproxy.layout import kafka_listener_port, route_port
 from netproxy.proxy import ProxySet
 from saga_harness import config, db, stack
@@ -42,6 +43,10 @@ async def inventario_behind_proxy(running_stack: None) -> AsyncIterator[ProxySet
         "inventario-postgres": (route_port("inventario", "postgres"), "127.0.0.1", config.PG_PORT),
         "inventario-kafka": (route_port("inventario", "kafka"), "127.0.0.1",
                              kafka_listener_port("inventario")),
+        # Behind the proxy (SAGA_NETPROXY=1) a service reads the schema registry through its
+        # route too, and waits for it before it is ready.
+        "inventario-registry": (route_port("inventario", "registry"), "127.0.0.1",
+                                REGISTRY_PORT),
     }
     async with ProxySet(routes) as proxies:
         # In a thread: the proxy runs on this loop and the restart waits for inventario's

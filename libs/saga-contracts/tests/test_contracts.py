@@ -16,7 +16,8 @@ from saga_contracts import registry, sealing
 from saga_contracts.catalog import render
 from saga_contracts.events import EVENT_MODELS, parse
 from saga_contracts.events.fields import UTC_TIMESTAMP_PATTERN
-from saga_contracts.registry import EventSchema, check_evolution
+from saga_contracts.registry import EventSchema, breaking_changes, check_evolution
+from saga_contracts.schema_artifacts import artifact_id
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -38,6 +39,26 @@ def test_every_schema_is_a_valid_json_schema_with_a_semantic_version() -> None:
 def test_the_committed_schemas_evolve_compatibly() -> None:
     for versions in registry.all_schemas().values():
         assert check_evolution(versions) == []
+
+
+def test_each_version_has_an_artifact_of_its_own() -> None:
+    """A suffixed event type (OrdenSolicitada_v4) holds its MAJOR only, and no version of the
+    type it replaces takes that MAJOR: the registry's artifacts never collide."""
+    owners: dict[str, str] = {}
+    for event_type, versions in registry.all_schemas().items():
+        for schema in versions:
+            artifact = artifact_id(event_type, schema.version)
+            assert owners.setdefault(artifact, event_type) == event_type, artifact
+
+
+def test_orden_solicitada_v4_breaks_what_a_reader_of_orden_solicitada_reads() -> None:
+    """A breaking change, which is why it is an event type of its own: published as a MAJOR of
+    OrdenSolicitada it would need one."""
+    before = registry.latest("OrdenSolicitada")
+    after = registry.latest("OrdenSolicitada_v4")
+    assert after.document["x-supersedes"] == "OrdenSolicitada"
+    assert "field shipping_address.street was removed" in breaking_changes(before.document,
+                                                                           after.document)
 
 
 # The versions whose token is sealed as version 1 of the sealing (bound to the order only), and

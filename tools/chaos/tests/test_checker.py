@@ -138,7 +138,10 @@ def reserved() -> Snapshot:
               Reservation("s3", "SKU-A", 1, "RELEASED", AT + timedelta(seconds=90)),
               Reservation("s4", "SKU-A", 3, "RESERVED", AT + timedelta(seconds=100))],
         payment_taken_at={"s1": AT - timedelta(seconds=150),
-                          "s2": AT - timedelta(seconds=10)})
+                          "s2": AT - timedelta(seconds=10)},
+        payment_deadline={"s1": AT - timedelta(seconds=90), "s2": AT - timedelta(seconds=60),
+                          "s4": AT + timedelta(seconds=70)},
+        cancellation_taken_at={"s3": AT - timedelta(seconds=20)})
     return s
 
 
@@ -176,6 +179,19 @@ def _rows(s: Snapshot, *rows: Reservation) -> None:
     ("an ended saga still holds units",
      lambda s: setattr(s.orders["o4"], "status", "CANCELADA_POR_USUARIO"),
      "3 SKU-A still RESERVED by a saga that ended"),
+    ("a payment step due after its reservation (a payment in time could lose the race)",
+     lambda s: s.reservations.payment_deadline.update({"s4": AT + timedelta(seconds=120)}),
+     "payment step due 2026-12-06T08:02:00+00:00, after its reservation of SKU-A"),
+    ("an allocation took the units of a live reservation and left it EXPIRED",
+     lambda s: (s.allocations.update({"s2": ("ALLOCATED", [{"sku": "SKU-A", "quantity": 1}])}),
+                s.reservations.payment_taken_at.update({"s2": AT - timedelta(seconds=40)})),
+     "reservation of SKU-A EXPIRED, its units allocated"),
+    ("a reservation taken after its saga's cancellation, judged after it expired",
+     lambda s: (_rows(s, Reservation("s5", "SKU-A", 2, "EXPIRED", AT - timedelta(seconds=5))),
+                s.reservations.cancellation_taken_at.update(
+                    {"s5": AT - timedelta(seconds=100)})),
+     "2 SKU-A held until 2026-12-06T07:59:55+00:00, after inventario took its saga's "
+     "cancellation"),
 ])
 def test_each_reservation_violation_is_caught(name: str, mutate, caught: str) -> None:  # type: ignore[no-untyped-def]
     broken = _reservation_broken(mutate)

@@ -1,9 +1,11 @@
 """docker-compose.yml run for real, under podman (compose_stack): brought up with ``--wait`` from
-the offline images, then the README's "Try it" and the 40-order race against it; a ``down``/``up``
-cycle keeps PostgreSQL's and Kafka's data (the orders, the topics' records and the consumers'
-offsets) and the identity provider's key; a step that fails ends ``up`` at once; ``down -v``
-deletes the volumes. From inside the containers: the services reach the identity provider's
-keys and not its token endpoint, the console reaches that endpoint, and the rest neither.
+the offline images, then the schema registry holding every schema (registered before the
+services started) and refusing an anonymous write, the README's "Try it" and the 40-order race
+against it; a ``down``/``up`` cycle keeps PostgreSQL's and Kafka's data (the orders, the topics'
+records and the consumers' offsets) and the identity provider's key; a step that fails ends
+``up`` at once; ``down -v`` deletes the volumes. From inside the containers: the services reach
+the identity provider's keys and not its token endpoint, the console reaches that endpoint, and
+the rest neither.
 
 The stack's host ports are moved off the local stack's (PEDIDOS_HOST_PORT=28001...), so that
 this test never meets a local stack someone left running; make test runs it after its own local
@@ -31,18 +33,22 @@ from aiokafka.admin import AIOKafkaAdminClient
 
 from compose_stack import dotenv, engine
 from compose_stack.settings import PROJECT, ROOT
+from saga_contracts.registry import all_schemas
+from saga_contracts.schema_artifacts import GROUP
 from saga_harness.clients import Endpoints, Saga
 from saga_harness.identity import StackAuth
 from saga_harness.readme import try_it_bodies
 from saga_harness.scenarios import forty_orders_for_ten_units
 from saga_harness.waiting import wait_for
+from sagactl.schema_registration import artifact_path, registered_schemas
+from sagactl.schema_registry import Registry, RegistryError
 
 pytestmark = [pytest.mark.compose, pytest.mark.timeout(2400)]
 
 PORTS = {"PEDIDOS_HOST_PORT": 28001, "INVENTARIO_HOST_PORT": 28002, "PAGOS_HOST_PORT": 28003,
          "GATEWAY_HOST_PORT": 28010, "IDENTITY_HOST_PORT": 28020, "CONSOLA_HOST_PORT": 28030,
          "POSTGRES_HOST_PORT": 35432,
-         "KAFKA_HOST_PORT": 29092, "PROMETHEUS_HOST_PORT": 29090}
+         "KAFKA_HOST_PORT": 29092, "PROMETHEUS_HOST_PORT": 29090, "REGISTRY_HOST_PORT": 28081}
 PEDIDOS = f"http://127.0.0.1:{PORTS['PEDIDOS_HOST_PORT']}"
 INVENTARIO = f"http://127.0.0.1:{PORTS['INVENTARIO_HOST_PORT']}"
 PAGOS = f"http://127.0.0.1:{PORTS['PAGOS_HOST_PORT']}"
@@ -50,6 +56,7 @@ GATEWAY = f"http://127.0.0.1:{PORTS['GATEWAY_HOST_PORT']}"
 IDENTITY = f"http://127.0.0.1:{PORTS['IDENTITY_HOST_PORT']}"
 CONSOLE = f"http://127.0.0.1:{PORTS['CONSOLA_HOST_PORT']}"
 KAFKA = f"127.0.0.1:{PORTS['KAFKA_HOST_PORT']}"
+REGISTRY = f"http://127.0.0.1:{PORTS['REGISTRY_HOST_PORT']}/apis/registry/v3"
 SERVICE_GROUPS = ("pedidos", "inventario", "pagos")
 SAGA_TOPICS = ("order-events", "inventory-events", "payment-events")
 
@@ -214,6 +221,18 @@ def identity_reach() -> dict[str, str]:
     }
 
 
+def registry_holds_the_contracts(values: dict[str, str]) -> None:
+    """Every schema version of the contracts is in the registry (schema-registration ran before
+    the services), read as the reader; a write without credentials is refused."""
+    reader = Registry(REGISTRY, "reader", values["REGISTRY_READER_PASSWORD"])
+    assert registered_schemas(reader) == all_schemas()
+    with pytest.raises(RegistryError) as anonymous:
+        Registry(REGISTRY, None, None).post(
+            artifact_path(GROUP, "OrdenCancelada", "versions"),
+            {"version": "9.9.9", "content": {"content": "{}", "contentType": "application/json"}})
+    assert anonymous.value.status == 401, anonymous.value
+
+
 def project_volumes() -> list[str]:
     names = engine.podman("volume", "ls", "--format", "{{.Name}}", capture=True).stdout.decode()
     return [n for n in names.split() if n.startswith(f"{PROJECT}_")]
@@ -258,6 +277,8 @@ async def test_compose_stack_runs_the_saga_and_keeps_its_data(compose: Compose) 
         "pedidos: keys": "200", "pagos-worker: keys": "200", "pedidos: token": "none",
         "pagos-worker: signin": "unreachable", "consola: keys": "200", "consola: signin": "200",
         "gateway: keys": "unreachable", "gateway: signin": "unreachable"}
+
+    registry_holds_the_contracts(compose.values)
 
     gateway_key = compose.values["GATEWAY_SECRET_KEY"]
     async with httpx.AsyncClient(timeout=30) as http:

@@ -29,7 +29,7 @@ def _scratch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def _assert_contract_shape(made: dict) -> None:
-    """The shape /work/shared/CONTRACT.md gives, every leaf a string or null."""
+    """The shape docs/usage.md#credentials gives, every leaf a string or null."""
     assert set(made) == {"postgres", "kafka", "gateway", "identity", "schema_registry"}
     # The contract's keys, and the read views' consumers beside them.
     assert set(made["postgres"]) == {"admin_dsn", "reader_dsns"}

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from local_stack import maven_artifacts
 from local_stack.postgres import binaries, cluster, programs
 
 
@@ -135,4 +136,4 @@ def test_without_extraction_filters_escapes_are_refused_too(tmp_path: Path) -> N
         tar.addfile(link)
     archive.seek(0)
     with tarfile.open(fileobj=archive) as tar, pytest.raises(SystemExit, match="outside"):
-        binaries._refuse_escapes(tar, tmp_path)
+        maven_artifacts.refuse_escapes(tar, tmp_path, binaries.JAR)

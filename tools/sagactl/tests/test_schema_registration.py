@@ -57,8 +57,12 @@ class FakeRegistry:
             return {"artifactId": p[3], "labels": art["labels"]}
         if p[4] == "rules":
             return list(art["rules"]) if len(p) == 5 else {"config": art["rules"][p[5]]}
+        states = art.setdefault("states", {})
         if len(p) == 5:
-            return {"versions": [{"version": v} for v in art["versions"]]}
+            return {"versions": [{"version": v, "state": states.get(v, "ENABLED")}
+                                 for v in art["versions"]]}
+        if states.get(p[5]) == "DISABLED":  # Apicurio hands a disabled version's content to no one
+            raise RegistryError(404, {"title": "VersionNotFoundException"}, "GET")
         return copy.deepcopy(art["versions"][p[5]])
 
     def post(self, path: str, body: Any, query: dict[str, str] | None = None) -> Any:
@@ -86,6 +90,9 @@ class FakeRegistry:
     def put(self, path: str, body: Any) -> Any:
         self.calls.append(f"PUT {path}")
         p = self._parts(path)
+        if p[4] == "versions" and p[6] == "state":
+            self._artifact(p[1], p[3]).setdefault("states", {})[p[5]] = body["state"]
+            return None
         self._artifact(p[1], p[3])["rules"][p[5]] = body["config"]
         return body
 
@@ -192,6 +199,10 @@ def test_a_schema_tree_elsewhere_loads_as_the_contracts_do(tmp_path: Path) -> No
 def test_artifact_names_follow_the_standard_s_version_suffix() -> None:
     assert artifact_id("OrdenSolicitada", "1.4.0") == "OrdenSolicitada"
     assert artifact_id("OrdenSolicitada", "3.0.0") == "OrdenSolicitada_v3"
+    # A breaking change published as an event type of its own is its artifact.
+    assert artifact_id("OrdenSolicitada_v4", "4.1.0") == "OrdenSolicitada_v4"
+    with pytest.raises(ValueError, match="MAJOR 4 only"):
+        artifact_id("OrdenSolicitada_v4", "5.0.0")
     assert event_type_of("OrdenSolicitada_v3", None) == "OrdenSolicitada"
     assert event_type_of("OrdenSolicitada_v3", {"event-type": "X"}) == "X"
     assert event_type_of("Pago_vX", None) == "Pago_vX"

@@ -139,6 +139,39 @@ def validate(event_type: str, version: str, payload: Any) -> None:
         ])
 
 
+def compile_validator(event_type: str, version: str,
+                      document: dict[str, Any]) -> Callable[[Any], None]:
+    """``validate`` for a schema document from elsewhere (a schema registry's): compiled once,
+    the same fast check and the same account of what is wrong, raising ``SchemaViolation``."""
+    fast = fastjsonschema.compile(document, formats={"uuid": _is_uuid})
+    reference = Draft202012Validator(document, format_checker=FormatChecker())
+
+    def check(payload: Any) -> None:
+        try:
+            fast(payload)
+            return
+        except fastjsonschema.JsonSchemaValueException:
+            pass
+        errors = sorted(reference.iter_errors(payload), key=lambda e: e.path)
+        if errors:
+            raise SchemaViolation(event_type, version, [
+                f"{'/'.join(str(p) for p in e.absolute_path) or '(root)'}: {e.message}"
+                for e in errors])
+
+    return check
+def superseding_types(event_type: str) -> list[str]:
+    """``event_type`` and the event types that replace it with a breaking change (their schema's
+    ``x-supersedes`` names it: ``OrdenSolicitada_v4``), oldest first: the versions a producer
+    may publish side by side during a transition."""
+    found = [event_type]
+    for name, versions in all_schemas().items():
+        if versions[-1].document.get("x-supersedes") == event_type:
+            found.append(name)
+    if event_type not in all_schemas():
+        raise UnknownEventType(event_type)
+    return sorted(found, key=lambda name: parse_version(latest(name).version))
+
+
 def topic_of(event_type: str) -> str:
     return latest(event_type).topic
 

@@ -5,7 +5,10 @@ the same name.
 One artifact per event type and MAJOR version: the standard makes a breaking change a new event
 type with a version suffix (``OrdenSolicitada_v2``;
 docs/standard.md#schemas-and-their-versions), so MAJOR 1 is the artifact named as the event type
-and MAJOR n the artifact ``<EventType>_v<n>``. The MINOR and PATCH versions of a MAJOR are that
+and MAJOR n the artifact ``<EventType>_v<n>``. An event type published under its suffixed name
+(``OrdenSolicitada_v4``: its schemas in ``schemas/OrdenSolicitada_v4/4.*.json``) is that
+artifact; majors published before under the plain name (OrdenSolicitada 2.0.0, 3.0.0) keep
+theirs. The MINOR and PATCH versions of a MAJOR are that
 artifact's versions, named by their full version (``1.1.0``), each checked by the registry
 against the one before it (``RULES``: readable by a consumer of the version before, and a valid
 JSON Schema). Every
@@ -37,7 +40,15 @@ _SUFFIXED = re.compile(r"(?P<event_type>.+)_v(?P<major>[2-9]|[1-9]\d+)")
 
 
 def artifact_id(event_type: str, version: str) -> str:
+    """The artifact of ``version`` of ``event_type``. An event type named with the suffix
+    (``OrdenSolicitada_v4``, a breaking change published beside the type it replaces) holds
+    that MAJOR only, and is its artifact."""
     major = parse_version(version)[0]
+    suffixed = _SUFFIXED.fullmatch(event_type)
+    if suffixed is not None:
+        if int(suffixed["major"]) != major:
+            raise ValueError(f"{event_type} holds MAJOR {suffixed['major']} only, not {version}")
+        return event_type
     return event_type if major == 1 else f"{event_type}_v{major}"
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 
+import httpx
 import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -86,5 +87,35 @@ async def test_more_units_of_work_than_connections_wait_instead_of_opening_new_o
         for _ in range(3):
             await asyncio.gather(*(unit_of_work() for _ in range(6)))
         assert len(pids) == 2
+    finally:
+        await engine.dispose()
+
+
+async def test_a_request_that_gets_no_connection_in_time_is_a_503_not_a_500(
+        running_stack: None) -> None:
+    """Every connection of the pool held (a database paused under load holds them all): the
+    next request waits the pool's timeout, then the service answers 503 with Retry-After, not
+    an Internal Server Error (as POST /orders did when make chaos paused everything once)."""
+    from fastapi import FastAPI
+
+    from sagakit.runtime.http_errors import install_database_error_handlers
+
+    engine = build_engine(_url(), "pool-test", 1, pool_timeout_s=0.2)
+    app = FastAPI()
+    install_database_error_handlers(app)
+
+    @app.post("/orders")
+    async def create() -> None:
+        async with engine.connect() as conn:
+            await conn.execute(text("SELECT 1"))
+
+    try:
+        async with engine.connect() as held:  # the pool's only connection, kept busy
+            await held.execute(text("SELECT 1"))
+            async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
+                                         base_url="http://t") as http:
+                r = await http.post("/orders")
+        assert r.status_code == 503 and r.headers["Retry-After"] == "1"
+        assert "busy" in r.json()["detail"]
     finally:
         await engine.dispose()

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 from aiokafka import TopicPartition
-from sqlalchemy import text
+from sqlalchemy import table, text
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from saga_contracts.events.orders import OrdenCompletada
@@ -34,7 +34,7 @@ from sagakit.errors import PermanentError
 from sagakit.message import Message
 from sagakit.observability import metrics
 from sagakit.settings import MessagingSettings
-from sagakit.store.commit_statement import StagedWrite
+from sagakit.store.commit_statement import Part, StagedWrite, WriteShape
 from sagakit.store.shared_transaction import SharedTransaction
 from sagakit.store.tables import MessagingTables, messaging_tables, service_metadata
 from sagakit.store.unit_of_work import UnitOfWork
@@ -43,10 +43,9 @@ SCHEMA = "sharedtx"
 TOPIC = "shared-tx-events"
 TP = TopicPartition(TOPIC, 0)
 
-_BUMP = StagedWrite(
-    ctes=(("bumped", f"UPDATE {SCHEMA}.counters SET n = n + 1 "
-                     "WHERE name = :c_name AND n = :c_seen RETURNING n"),),
-    guard="bumped", returning="bumped")
+_BUMPED = Part("bumped", "UPDATE {counters} SET n = n + 1 "
+                         "WHERE name = :c_name AND n = :c_seen RETURNING n", table("counters"))
+_BUMP = WriteShape(_BUMPED, guard=_BUMPED, returning=_BUMPED)
 
 
 @pytest.fixture
@@ -76,8 +75,7 @@ class Counters:
         if seen is None:
             seen = (await uow.connection.execute(text(
                 f"SELECT n FROM {SCHEMA}.counters WHERE name = :c"), {"c": name})).scalar_one()
-        uow.stage(StagedWrite(_BUMP.ctes, {"c_name": name, "c_seen": seen}, _BUMP.guard,
-                              _BUMP.returning))
+        uow.stage(StagedWrite(_BUMP, {"c_name": name, "c_seen": seen}))
         uow.emit_raw(topic=TOPIC, key=name, event_type="Bumped", value={"to": seen + 1},
                      headers={})
 

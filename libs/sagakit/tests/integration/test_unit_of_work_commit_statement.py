@@ -14,14 +14,14 @@ from typing import Any
 
 import asyncpg
 import pytest
-from sqlalchemy import text
+from sqlalchemy import table, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from saga_harness import db
 from saga_harness.scratch import scratch_outbox
 from saga_harness.waiting import wait_for
 from sagakit.errors import is_connection_failure
-from sagakit.store.commit_statement import StagedWrite
+from sagakit.store.commit_statement import Part, StagedWrite, WriteShape
 from sagakit.store.tables import MessagingTables
 from sagakit.store.unit_of_work import AlreadyProcessed, UnitOfWork
 
@@ -29,10 +29,10 @@ SCHEMA = "uowcommit"
 
 # A business write for the tests: moves a counter from the value read to the next, only if it
 # still holds the value read (the guard).
-_BUMP = StagedWrite(
-    ctes=(("bumped", f"UPDATE {SCHEMA}.counters SET n = n + 1 "
-                     "WHERE name = :c_name AND n = :c_seen RETURNING n"),),
-    guard="bumped")
+_COUNTERS = table("counters")
+_BUMPED = Part("bumped", "UPDATE {counters} SET n = n + 1 "
+                         "WHERE name = :c_name AND n = :c_seen RETURNING n", _COUNTERS)
+_BUMP = WriteShape(_BUMPED, guard=_BUMPED)
 
 
 @pytest.fixture
@@ -85,7 +85,7 @@ def _emit(uow: UnitOfWork, saga_id: str) -> None:
 
 
 def _bump(name: str, seen: int) -> StagedWrite:
-    return StagedWrite(_BUMP.ctes, {"c_name": name, "c_seen": seen}, _BUMP.guard)
+    return StagedWrite(_BUMP, {"c_name": name, "c_seen": seen})
 
 
 async def test_a_unit_of_work_with_nothing_before_its_commit_statement_sends_no_begin(
@@ -144,9 +144,9 @@ async def test_a_message_processed_before_fails_its_business_write_too(scratch) 
         async with UnitOfWork(engine, tables, SCHEMA) as uow:
             uow.claim(message_id, "Step", saga_id)
             # An unguarded write: only the inbox row can stop it.
-            uow.stage(StagedWrite((("bumped", f"UPDATE {SCHEMA}.counters SET n = n + 1 "
-                                              "WHERE name = :c_name RETURNING n"),),
-                                  {"c_name": name}))
+            uow.stage(StagedWrite(WriteShape(Part(
+                "bumped", "UPDATE {counters} SET n = n + 1 WHERE name = :c_name RETURNING n",
+                _COUNTERS)), {"c_name": name}))
             _emit(uow, saga_id)
             if attempt == 0:
                 assert await uow.commit()
@@ -205,10 +205,9 @@ async def test_a_guard_with_several_rows_claims_the_message_once(scratch) -> Non
     await _counter(engine, f"{prefix}-b", 1)
     async with UnitOfWork(engine, tables, SCHEMA) as uow:
         uow.claim(message_id, "Step", saga_id)
-        uow.stage(StagedWrite(
-            (("bumped", f"UPDATE {SCHEMA}.counters SET n = n + 1 "
-                        "WHERE name LIKE :c_prefix || '%' RETURNING n"),),
-            {"c_prefix": prefix}, "bumped"))
+        bumped = Part("bumped", "UPDATE {counters} SET n = n + 1 "
+                                "WHERE name LIKE :c_prefix || '%' RETURNING n", _COUNTERS)
+        uow.stage(StagedWrite(WriteShape(bumped, guard=bumped), {"c_prefix": prefix}))
         _emit(uow, saga_id)
         assert await uow.commit()
     assert await _counter(engine, f"{prefix}-a") == 2 and await _counter(engine, f"{prefix}-b") == 2

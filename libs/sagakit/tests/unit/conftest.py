@@ -10,5 +10,5 @@ import pytest
 @pytest.fixture(autouse=True)
 def _defaults(monkeypatch: pytest.MonkeyPatch) -> None:
     for var in list(os.environ):
-        if var.startswith("SAGA_"):
+        if var.startswith(("SAGA_", "SCHEMA_REGISTRY_")):
             monkeypatch.delenv(var)

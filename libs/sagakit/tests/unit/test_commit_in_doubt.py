@@ -78,3 +78,24 @@ async def test_http_answers_503_without_claiming_nothing_was_done() -> None:
     assert r.status_code == 503 and r.headers["Retry-After"] == "1"
     assert "may or may not have taken effect" in r.json()["detail"]
     assert "nothing was done" not in r.json()["detail"]
+
+
+async def test_http_answers_503_when_no_connection_of_the_pool_comes_free() -> None:
+    """A pool exhausted past its timeout (the database's route black-holed, every connection
+    hanging) is the database unavailable: 503 with Retry-After, never a 500."""
+    from sqlalchemy.exc import TimeoutError as PoolTimeout
+
+    from sagakit.runtime.http_errors import install_database_error_handlers
+
+    app = FastAPI()
+    install_database_error_handlers(app)
+
+    @app.post("/orders")
+    async def create() -> None:
+        raise PoolTimeout("QueuePool limit of size 20 overflow 0 reached")
+
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
+                                 base_url="http://t") as http:
+        r = await http.post("/orders")
+    assert r.status_code == 503 and r.headers["Retry-After"] == "1"
+    assert "no connection was free" in r.json()["detail"]

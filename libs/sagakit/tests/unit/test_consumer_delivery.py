@@ -74,8 +74,8 @@ class Recorder:
         self.on_handled = on_handled
         self.seen: list[int] = []
 
-    def admit(self, raw: RawRecord) -> Verdict:
-        return self.admission.admit(raw)
+    async def admit(self, raw: RawRecord) -> Verdict:
+        return await self.admission.admit(raw)
 
     def skipped(self, outcome: Outcome) -> Outcome:
         return outcome

@@ -55,7 +55,7 @@ def upgrade() -> None:
                            name="status"),
         schema=SCHEMA,
     )
-    # The published read contract (database-as-api): stock levels, nothing else.
+    # The published read contract (docs/operations.md#the-read-contract): stock levels, nothing else.
     op.execute(f"CREATE VIEW {SCHEMA}.v1_stock_levels AS "
                f"SELECT sku, quantity, updated_at FROM {SCHEMA}.products")
 

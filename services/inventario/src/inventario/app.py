@@ -13,10 +13,11 @@ from inventario.entrypoints.http import router
 from inventario.entrypoints.jobs import reservation_expiry_job
 from inventario.entrypoints.messages import (
     make_on_orden_solicitada,
+    make_on_orden_solicitada_v4,
     make_on_pago_exitoso,
     on_orden_cancelada,
 )
-from saga_contracts.events.orders import OrdenCancelada, OrdenSolicitada
+from saga_contracts.events.orders import OrdenCancelada, OrdenSolicitada, OrdenSolicitada_v4
 from saga_contracts.events.payments import PagoExitoso
 from saga_contracts.topology import SAGA_TYPE
 from sagakit.consumer import Subscription
@@ -28,17 +29,29 @@ SERVICE = "inventario"
 
 def subscriptions(_: Runtime) -> list[Subscription[Any]]:
     settings = load(InventarioSettings)
+    reads = settings.orden_solicitada_versions
+    order_requests: list[Subscription[Any]] = []
+    # The read runs outside any transaction (it takes no lock, and under READ COMMITTED a
+    # read inside one would see no more than this) and the record of the check goes with
+    # the commit statement: two round trips, where BEGIN, read, write, commit statement and
+    # COMMIT took five. Nothing follows its commit: queued orders may be checked in one
+    # transaction.
+    # A reserving check's commit statement locks the lines' products: in a shared
+    # transaction they stay locked until its COMMIT, bounded by the shared transaction's
+    # lock timeout (sagakit.store.shared_transaction).
+    # The same for either version of the order (INVENTARIO_READS_ORDEN_SOLICITADA); one
+    # published in both is checked once (sagakit.twins).
+    if "OrdenSolicitada" in reads:
+        order_requests.append(Subscription(OrdenSolicitada, make_on_orden_solicitada(settings),
+                                           reads_outside_transaction=True,
+                                           shares_transaction=True))
+    if "OrdenSolicitada_v4" in reads:
+        order_requests.append(Subscription(OrdenSolicitada_v4,
+                                           make_on_orden_solicitada_v4(settings),
+                                           reads_outside_transaction=True,
+                                           shares_transaction=True))
     return [
-        # The read runs outside any transaction (it takes no lock, and under READ COMMITTED a
-        # read inside one would see no more than this) and the record of the check goes with
-        # the commit statement: two round trips, where BEGIN, read, write, commit statement and
-        # COMMIT took five. Nothing follows its commit: queued orders may be checked in one
-        # transaction.
-        # A reserving check's commit statement locks the lines' products: in a shared
-        # transaction they stay locked until its COMMIT, bounded by the shared transaction's
-        # lock timeout (sagakit.store.shared_transaction).
-        Subscription(OrdenSolicitada, make_on_orden_solicitada(settings),
-                     reads_outside_transaction=True, shares_transaction=True),
+        *order_requests,
         # The read (without locks) and the guarded commit statement that takes the locks
         # (ADR 0005), in a transaction: its read gives the commit statement a statement
         # timeout above the lock timeout, which a statement that is its own transaction could

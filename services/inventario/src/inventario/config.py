@@ -9,12 +9,25 @@ not at the statement timeout every other statement has.
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from saga_contracts.registry import superseding_types
+from sagakit.twins import versions_setting
+
+ORDEN_SOLICITADA_VERSIONS = tuple(superseding_types("OrdenSolicitada"))
 
 
 class InventarioSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="INVENTARIO_", extra="ignore")
+
+    # During a breaking change's transition pedidos may publish both versions of the event that
+    # starts a saga; each consumer moves to the new one when it is ready
+    # (docs/operations.md#evolving-an-event-schema).
+    reads_orden_solicitada: str = Field("OrdenSolicitada", description=(
+        "Which versions of the event that starts a saga inventario handles, comma-separated: "
+        "`OrdenSolicitada`, `OrdenSolicitada_v4` or both; the others are skipped. With both, "
+        "a saga published in both is checked once, on the first that comes."))
 
     lock_timeout_s: float = Field(10.0, gt=0, le=60, description=(
         "Longest the stock allocation waits for a product's row lock; past it the attempt fails "
@@ -26,16 +39,28 @@ class InventarioSettings(BaseSettings):
 
     reservation_ttl_s: float = Field(120.0, gt=0, le=86_400, description=(
         "How long a reserve_then_pay validation holds the units for its saga (from the "
-        "database clock at the reservation). Longer than pedidos' PEDIDOS_PAYMENT_TIMEOUT_S "
-        "plus a margin, so that a payment that succeeds in time always finds its units held "
-        "(deploy/configuration.py checks it)."))
+        "database clock at the reservation). At least pedidos' PEDIDOS_VALIDATION_TIMEOUT_S "
+        "plus PEDIDOS_PAYMENT_TIMEOUT_S plus 30 s (deploy/configuration.py checks it): pedidos "
+        "ends a reserving saga's payment step 30 s before its reservation at the latest, "
+        "so a shorter TTL cuts that step short."))
     auto_reserve_ratio: float = Field(0.5, gt=0, le=10, description=(
-        "The auto strategy reserves when the units of orders in flight (verified within the "
-        "reservation TTL, not allocated yet) plus the order's reach this share of the "
-        "product's available units."))
+        "The auto strategy reserves when the units of Check-Then-Pay orders in flight (verified "
+        "within the reservation TTL, neither allocated nor reserved) plus the order's reach "
+        "this share of the product's available units; asked again under the product's lock at "
+        "the commit. At most 1 for no race lost in a burst (docs/allocation-strategies.md)."))
     reservation_expiry_interval_s: float = Field(5.0, gt=0, le=300, description=(
         "Longest the reservation expiry job sleeps between two runs; it wakes sooner for the "
         "earliest deadline."))
+
+    @field_validator("reads_orden_solicitada")
+    @classmethod
+    def _known_versions(cls, value: str) -> str:
+        return ",".join(versions_setting(value, ORDEN_SOLICITADA_VERSIONS))
+
+    @property
+    def orden_solicitada_versions(self) -> list[str]:
+        """``INVENTARIO_READS_ORDEN_SOLICITADA`` as a list."""
+        return self.reads_orden_solicitada.split(",")
 
     @property
     def allocation_statement_timeout_s(self) -> float:

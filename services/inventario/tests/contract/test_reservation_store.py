@@ -177,3 +177,37 @@ async def test_a_strategy_left_out_is_kept(stock: StockBackend) -> None:
         product = await products.product(sku)
     assert product is not None
     assert (product.quantity, product.allocation_strategy) == (4, AllocationStrategy.AUTO)
+
+
+async def test_a_locked_product_shows_the_units_reserved(stock: StockBackend) -> None:
+    """``lock_product``: the product with the units its live reservations hold (what a PUT
+    must not go below); None for no product."""
+    sku = await _product(stock, 5)
+    assert await _reserve(stock, *_ids(), [Line(sku, 2)])
+    async with stock.unit() as (uow, products):
+        locked = await products.lock_product(sku)
+        assert locked is not None and (locked.quantity, locked.reserved) == (5, 2)
+        assert await products.lock_product(f"R-{uuid.uuid4()}") is None
+        assert await uow.commit()
+
+
+async def _check_plain(stock: StockBackend, saga_id: str, order_id: str, units: int,
+                       sku: str) -> bool:
+    """A verified check of an ``auto`` order that does not reserve, through its guard."""
+    async with stock.unit() as (uow, store):
+        store.record_auto_check(saga_id, order_id, [Line(sku, units)], PAYMENT,
+                                _answer(order_id), ratio=0.5, in_flight_window_s=120.0)
+        return await uow.commit()
+
+
+async def test_auto_checks_without_reserving_only_while_the_rule_says_so(
+        stock: StockBackend) -> None:
+    """10 units under ``auto`` at ratio 0.5: checks of 2 and 2 units go in (0 + 2 and 2 + 2
+    in flight, below 5); a third of 1 (4 + 1 ≥ 5) writes nothing. A reservation then holds
+    at most the 6 units those orders in flight leave."""
+    sku = await _product(stock, 10, AllocationStrategy.AUTO)
+    assert await _check_plain(stock, *_ids(), 2, sku)
+    assert await _check_plain(stock, *_ids(), 2, sku)
+    assert not await _check_plain(stock, *_ids(), 1, sku)
+    assert not await _reserve(stock, *_ids(), [Line(sku, 7)])
+    assert await _reserve(stock, *_ids(), [Line(sku, 6)])

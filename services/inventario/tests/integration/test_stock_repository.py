@@ -16,7 +16,6 @@ import time
 import uuid
 from collections.abc import AsyncIterator
 from decimal import Decimal
-from typing import Any
 
 import pytest
 from sqlalchemy import text
@@ -24,7 +23,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 
 from inventario.adapters.stock_repository import StockRepository
 from inventario.adapters.tables import messaging
-from inventario.app import database_settings, subscriptions
+from inventario.app import database_settings
 from inventario.config import InventarioSettings
 from inventario.domain.payment_match import Money
 from inventario.domain.stock import AllocationStatus, Line
@@ -38,13 +37,12 @@ from saga_harness.clients import new_sku
 from saga_harness.events import orden_solicitada, pago_exitoso
 from saga_harness.faults import row_locked
 from saga_harness.waiting import wait_for
-from sagakit.consumer import Handler
-from sagakit.context import current_message
 from sagakit.errors import sqlstate
 from sagakit.message import Message
 from sagakit.store.commit_statement import StagedWrite
 from sagakit.store.tables import MessagingTables
-from sagakit.store.unit_of_work import UnitOfWork
+
+from .scratch_tables import add_product, deliver, scratch_copy
 
 
 class _OnProbe:
@@ -330,28 +328,6 @@ async def test_validation_and_allocation_find_products_by_key_in_a_large_catalog
 
 
 SCRATCH = "inventariotest"
-SCRATCH_TABLES = ("products", "stock_checks", "allocations", "reservations", "outbox",
-                  "processed_messages")
-
-
-async def _deliver(engine: AsyncEngine, tables: MessagingTables, handler: Handler[Any],
-                   event: Message[Any]) -> bool:
-    """What the consumer does with one record, once: claim it, run the handler in the unit of
-    work its subscription asks for (inventario.app), commit."""
-    options = {s.event_type: s for s in subscriptions(None)  # type: ignore[arg-type]
-               }[event.event_type].unit_of_work_options
-    token = current_message.set(event.envelope)
-    try:
-        async with UnitOfWork(engine, tables, "inventario", **options) as uow:
-            uow.claim(event.message_id, event.event_type, event.saga_id)
-            await handler(uow, event)
-            if not uow.ended:
-                await uow.commit()
-            return uow.committed
-    finally:
-        current_message.reset(token)
-
-
 async def test_a_validation_and_an_allocation_run_whole_on_a_copy_of_the_tables(
         running_stack: None) -> None:
     """Each statement of the two steps names its tables the way the copy's engine and unit of
@@ -359,15 +335,12 @@ async def test_a_validation_and_an_allocation_run_whole_on_a_copy_of_the_tables(
     the stock is checked and taken in the copy, and inventario's own tables never see the
     saga."""
     sku, saga_id, order_id = new_sku(), f"probe-{uuid.uuid4()}", str(uuid.uuid4())
-    async with db.scratch_copy(SCRATCH, "inventario", SCRATCH_TABLES) as (engine, tables):
-        async with engine.begin() as conn:
-            await conn.execute(text(
-                f"INSERT INTO {SCRATCH}.products (sku, quantity, price, currency) "
-                "VALUES (:s, 5, 5.00, 'USD')"), {"s": sku})
+    async with scratch_copy(SCRATCH) as (engine, tables):
+        await add_product(engine, SCRATCH, sku, 5)
         placed, paid = _checked_then_paid(saga_id, order_id, sku)
-        assert await _deliver(engine, tables, make_on_orden_solicitada(InventarioSettings()),
+        assert await deliver(engine, tables, make_on_orden_solicitada(InventarioSettings()),
                               placed)
-        assert await _deliver(engine, tables, make_on_pago_exitoso(InventarioSettings()), paid)
+        assert await deliver(engine, tables, make_on_pago_exitoso(InventarioSettings()), paid)
 
         async with engine.connect() as conn:
             assert (await conn.execute(text(
@@ -391,16 +364,13 @@ async def test_a_payment_the_check_did_not_ask_for_records_only_its_message(
     """The stock check keeps what it asked pagos for; a PagoExitoso of another amount takes
     nothing and writes no allocation and no event: only its inbox row, as processed."""
     sku, saga_id, order_id = new_sku(), f"probe-{uuid.uuid4()}", str(uuid.uuid4())
-    async with db.scratch_copy(SCRATCH, "inventario", SCRATCH_TABLES) as (engine, tables):
-        async with engine.begin() as conn:
-            await conn.execute(text(
-                f"INSERT INTO {SCRATCH}.products (sku, quantity, price, currency) "
-                "VALUES (:s, 5, 5.00, 'USD')"), {"s": sku})
+    async with scratch_copy(SCRATCH) as (engine, tables):
+        await add_product(engine, SCRATCH, sku, 5)
         placed, _ = _checked_then_paid(saga_id, order_id, sku)
-        assert await _deliver(engine, tables, make_on_orden_solicitada(InventarioSettings()),
+        assert await deliver(engine, tables, make_on_orden_solicitada(InventarioSettings()),
                               placed)
         foreign = pago_exitoso(saga_id, order_id, amount="9.99", currency="USD")
-        assert await _deliver(engine, tables, make_on_pago_exitoso(InventarioSettings()),
+        assert await deliver(engine, tables, make_on_pago_exitoso(InventarioSettings()),
                               foreign)
 
         async with engine.connect() as conn:
@@ -447,11 +417,8 @@ async def _as_inventario(monkeypatch: pytest.MonkeyPatch, lock_timeout_s: float,
     monkeypatch.setenv("INVENTARIO_LOCK_TIMEOUT_S", str(lock_timeout_s))
     monkeypatch.setenv("INVENTARIO_STATEMENT_TIMEOUT_S", str(statement_timeout_s))
     sku = new_sku()
-    async with db.scratch_copy(SCRATCH, "inventario", SCRATCH_TABLES) as (plain, tables):
-        async with plain.begin() as conn:
-            await conn.execute(text(
-                f"INSERT INTO {SCRATCH}.products (sku, quantity, price, currency) "
-                "VALUES (:s, 5, 5.00, 'USD')"), {"s": sku})
+    async with scratch_copy(SCRATCH) as (plain, tables):
+        await add_product(plain, SCRATCH, sku, 5)
         engine = create_async_engine(
             config.admin_dsn().replace("postgresql://", "postgresql+asyncpg://"),
             connect_args={"server_settings": database_settings()})
@@ -479,12 +446,12 @@ async def test_the_allocation_waits_for_a_lock_past_the_statement_timeout_to_the
     saga_id, order_id = f"probe-{uuid.uuid4()}", str(uuid.uuid4())
     async with _as_inventario(monkeypatch, 3.0, 0.5) as (engine, tables, sku, settings):
         placed, paid = _checked_then_paid(saga_id, order_id, sku)
-        assert await _deliver(engine, tables, make_on_orden_solicitada(InventarioSettings()),
+        assert await deliver(engine, tables, make_on_orden_solicitada(InventarioSettings()),
                               placed)
         async with row_locked(f"SELECT 1 FROM {SCRATCH}.products WHERE sku = $1 FOR UPDATE",
                               sku):
             allocation = asyncio.create_task(
-                _deliver(engine, tables, make_on_pago_exitoso(settings), paid))
+                deliver(engine, tables, make_on_pago_exitoso(settings), paid))
             await wait_for(_lock_waited_s, lambda waited: allocation.done() or waited > 1.0,
                            timeout=10, what="the allocation waiting for the lock for 1 s")
             if allocation.done():
@@ -504,14 +471,14 @@ async def test_a_lock_held_past_the_lock_timeout_ends_the_allocation_at_the_lock
     saga_id, order_id = f"probe-{uuid.uuid4()}", str(uuid.uuid4())
     async with _as_inventario(monkeypatch, 1.0, 0.5) as (engine, tables, sku, settings):
         placed, paid = _checked_then_paid(saga_id, order_id, sku)
-        assert await _deliver(engine, tables, make_on_orden_solicitada(InventarioSettings()),
+        assert await deliver(engine, tables, make_on_orden_solicitada(InventarioSettings()),
                               placed)
         async with row_locked(f"SELECT 1 FROM {SCRATCH}.products WHERE sku = $1 FOR UPDATE",
                               sku):
             started = time.monotonic()
             with pytest.raises(Exception) as failure:
                 await asyncio.wait_for(
-                    _deliver(engine, tables, make_on_pago_exitoso(settings), paid), 10)
+                    deliver(engine, tables, make_on_pago_exitoso(settings), paid), 10)
             gave_up_after = time.monotonic() - started
         assert sqlstate(failure.value) == "55P03", repr(failure.value)
         assert 1.0 <= gave_up_after < 1.5, gave_up_after

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from inventario.domain.allocation_strategy import AllocationStrategy
+from inventario.domain.allocation_strategy import AllocationStrategy, Demand, reserves
 from inventario.domain.payment_match import Money
 from inventario.domain.stock import AllocationStatus, Line, merge_lines
 from inventario.usecases.ports import (
@@ -144,6 +144,19 @@ class Inventory:
         return any(saga == saga_id and self.live(r)
                    for (saga, _), r in self.reservations.items())
 
+    def in_flight(self, sku: str, saga_id: str, window_s: float) -> int:
+        """Units of ``sku`` of Check-Then-Pay orders in flight: other sagas' verified checks
+        within the window, neither allocated nor holding a live reservation."""
+        since = self.clock - timedelta(seconds=window_s)
+        return sum(line.quantity for saga, check in self.checks.items()
+                   if saga != saga_id and check.result == "verified"
+                   and check.checked_at is not None and check.checked_at > since
+                   and saga not in self.allocations and not self.reservation_live(saga)
+                   for line in check.lines if line.sku == sku)
+
+    def available(self, sku: str, saga_id: str) -> int:
+        return max(0, self.products.get(sku, 0) - self.held_by_others(sku, saga_id))
+
     def put(self, sku: str, quantity: int, price: Money | None = None) -> None:
         """Sets the product's units and, unless ``price`` is None, its price."""
         self.products[sku] = quantity
@@ -164,6 +177,10 @@ class FakeStockRepository:
         """The lock timeout of each allocation staged."""
         self.statement_timeouts_ms: list[int] = []
         """The statement timeout each allocation's read gave the rest of its transaction."""
+        self.auto_checks = 0
+        """Checks staged to be written under the ``auto`` products' lock."""
+        self.confirmed = 0
+        """The reservations the allocations committed confirmed."""
 
     def _read(self) -> None:
         if self._meanwhile is not None:
@@ -190,21 +207,12 @@ class FakeStockRepository:
             {sku: inv.prices[sku] for sku in skus if sku in inv.prices},
             RecordedCheck(check.result, check.answer) if check else None,
             reserved=reserved, strategies=strategies,
-            in_flight={sku: self._in_flight(sku, saga_id, in_flight_window_s)
+            in_flight={sku: inv.in_flight(sku, saga_id, in_flight_window_s)
                        for sku, strategy in strategies.items()
                        if strategy is AllocationStrategy.AUTO},
             now=inv.clock)
         self._read()
         return result
-
-    def _in_flight(self, sku: str, saga_id: str, window_s: float) -> int:
-        inv = self.inventory
-        since = inv.clock - timedelta(seconds=window_s)
-        return sum(line.quantity for saga, check in inv.checks.items()
-                   if saga != saga_id and check.result == "verified"
-                   and check.checked_at is not None and check.checked_at > since
-                   and saga not in inv.allocations and not inv.reservation_live(saga)
-                   for line in check.lines if line.sku == sku)
 
     def record_check(self, saga_id: str, order_id: str, lines: list[Line], result: str,
                      payment_requested: Money | None, answer: Event) -> None:
@@ -219,19 +227,42 @@ class FakeStockRepository:
 
     def record_reserving_check(self, saga_id: str, order_id: str, lines: list[Line],
                                payment_requested: Money, answer: Event,
-                               expires_at: datetime) -> None:
+                               expires_at: datetime, *, in_flight_window_s: float = 120.0
+                               ) -> None:
         def write() -> bool:
             inv = self.inventory
             wanted = merge_lines(lines)
-            if saga_id in inv.checks or not all(
-                    inv.products.get(line.sku, 0) - inv.held_by_others(line.sku, saga_id)
-                    >= line.quantity for line in wanted):
+
+            def units(sku: str) -> int:
+                checked = (inv.in_flight(sku, saga_id, in_flight_window_s)
+                           if inv.strategies.get(sku) is AllocationStrategy.AUTO else 0)
+                return inv.products.get(sku, 0) - inv.held_by_others(sku, saga_id) - checked
+            if saga_id in inv.checks or not all(units(line.sku) >= line.quantity
+                                                for line in wanted):
                 return False  # guarded: nothing written
             inv.checks[saga_id] = StockCheck(order_id, list(lines), "verified",
                                              payment_requested, answer, inv.clock)
             for line in wanted:
                 inv.reservations.setdefault((saga_id, line.sku),
                                             Reservation(line.quantity, "RESERVED", expires_at))
+            return True
+        self.uow.stage(write)
+
+    def record_auto_check(self, saga_id: str, order_id: str, lines: list[Line],
+                          payment_requested: Money, answer: Event, *, ratio: float,
+                          in_flight_window_s: float = 120.0) -> None:
+        self.auto_checks += 1
+
+        def write() -> bool:
+            inv = self.inventory
+            if saga_id in inv.checks or any(
+                    inv.strategies.get(line.sku) is AllocationStrategy.AUTO and reserves(
+                        Demand(line.sku, line.quantity, inv.available(line.sku, saga_id),
+                               inv.in_flight(line.sku, saga_id, in_flight_window_s)), ratio)
+                    for line in merge_lines(lines)):
+                return False  # guarded: nothing written
+            inv.checks[saga_id] = StockCheck(order_id, list(lines), "verified",
+                                             payment_requested, answer, inv.clock)
             return True
         self.uow.stage(write)
 
@@ -271,11 +302,15 @@ class FakeStockRepository:
                 for line in wanted:
                     inv.put(line.sku, products[line.sku] - line.quantity)
                 for key, reservation in list(inv.reservations.items()):
-                    if key[0] == saga_id and inv.live(reservation):
+                    if key[0] == saga_id and reservation.status == "RESERVED":
                         inv.reservations[key] = Reservation(reservation.quantity, "CONFIRMED",
                                                             reservation.expires_at)
+                        self.confirmed += 1
             return True
         self.uow.stage(write)
+
+    def reservations_confirmed(self) -> int:
+        return self.confirmed
 
     async def lock_allocation(self, saga_id: str) -> tuple[AllocationStatus, list[Line]] | None:
         holder = self.inventory.locked.get(saga_id)
@@ -294,6 +329,9 @@ class FakeStockRepository:
             return False
         self.uow.touch(self.inventory.allocations, saga_id)
         self.inventory.allocations[saga_id] = Allocation(order_id, AllocationStatus.BLOCKED, [])
+        if saga_id not in self.inventory.checks:
+            self.uow.touch(self.inventory.checks, saga_id)
+            self.inventory.checks[saga_id] = StockCheck(order_id, [], "cancelled", None)
         return True
 
     async def release(self, saga_id: str, lines: list[Line]) -> None:
@@ -339,6 +377,9 @@ class FakeStockRepository:
                             reserved=inv.held_by_others(sku, ""),
                             allocation_strategy=inv.strategies.get(
                                 sku, AllocationStrategy.CHECK_THEN_PAY))
+
+    async def lock_product(self, sku: str) -> ProductStock | None:
+        return await self.product(sku)
 
 
 class FakeReservationDeadlines:

@@ -52,3 +52,15 @@ def test_the_allocation_strategy_is_optional_and_one_of_three() -> None:
         StockUpdate.model_validate({"quantity": 1, "allocation_strategy": "reserve"})
     [error] = refused.value.errors()
     assert error["loc"] == ("allocation_strategy",) and error["type"] == "enum"
+
+
+def test_the_quantity_may_be_left_out_and_is_a_json_integer_when_given() -> None:
+    """Left out, the product keeps its units (set_stock); given, only an integer is a count:
+    ``true``, ``"7"`` and ``7.0`` are refused rather than stored as 1 and 7."""
+    assert StockUpdate.model_validate({"allocation_strategy": "auto"}).quantity is None
+    assert StockUpdate.model_validate({"quantity": 7}).quantity == 7
+    for wrong in (True, "7", 7.0):
+        with pytest.raises(ValidationError) as refused:
+            StockUpdate.model_validate({"quantity": wrong})
+        [error] = refused.value.errors()
+        assert error["loc"] == ("quantity",) and error["type"] == "int_type", (wrong, error)

@@ -10,9 +10,10 @@ The rules, as the model states them:
 
 - available = units on hand − the units other sagas hold in live reservations (RESERVED and
   ``expires_at`` after now), for every strategy;
-- validation of an order that reserves (reserve_then_pay, or ``auto`` while the units in flight
-  approach what is available) holds the units (RESERVED until now + TTL) when they are
-  available, and otherwise turns the order away; under Check-Then-Pay it only checks them;
+- validation of an order that reserves (reserve_then_pay, or ``auto`` while the units of
+  Check-Then-Pay orders in flight approach what is available) holds the units (RESERVED until
+  now + TTL) when they are available (for ``auto``: beside those orders in flight), and
+  otherwise turns the order away; under Check-Then-Pay it only checks them;
 - a payment whose saga holds a live reservation confirms it: the units are taken and the
   reservation is CONFIRMED; any other payment takes the Check-Then-Pay path (allocated when
   available, else FAILED: the charge is refunded);
@@ -23,10 +24,17 @@ The rules, as the model states them:
 
 The invariants are the chaos checker's (tools/chaos/src/chaos/checker.py) and the stock's:
 never an oversell, the live reservations within the units on hand, no race lost while a
-reservation held the units, every reservation ended once, a cancelled saga holds nothing. Two
-mutants of the rules (availability that ignores other sagas' reservations; a confirm that does
-not ask whether the reservation is still live) are run on an interleaving each that they get
-wrong: the invariants catch each, so the model is not vacuous.
+reservation held the units, every reservation ended once, a cancelled saga holds nothing.
+
+A second machine (``AutoUnderBurst``) validates every order under ``auto``, one after the other
+as the products' lock at their commit orders them (inventario.adapters.stock_repository), with
+no deadline passing: no Check-Then-Pay order of it ever loses its race (the units it verified
+are there at its payment). That is the bound on a burst: none.
+
+Three mutants of the rules (availability that ignores other sagas' reservations; a confirm
+that does not ask whether the reservation is still live; an ``auto`` reservation that takes
+the units of the Check-Then-Pay orders in flight) are run on an interleaving each that they get
+wrong: the invariants catch each, so the models are not vacuous.
 """
 
 from __future__ import annotations
@@ -68,6 +76,8 @@ class Rules:
 
     others_reservations_count: bool = True
     confirm_only_while_live: bool = True
+    reservations_leave_checked_in_flight: bool = True
+    """An ``auto`` reservation holds only units the Check-Then-Pay orders in flight leave."""
 
 
 @dataclass
@@ -101,10 +111,10 @@ class Product:
         return self.on_hand - (self.held_by_others(me) if rules.others_reservations_count else 0)
 
     def in_flight(self) -> int:
-        """Units of orders verified within the TTL and not allocated yet (the ``auto`` rule's
-        demand)."""
+        """Units of Check-Then-Pay orders in flight: verified within the TTL, not allocated
+        yet, holding no live reservation (the ``auto`` rule's demand)."""
         return sum(s.requested for s in self.sagas if s.verified and s.allocation is None
-                   and s.validated_at > self.now - TTL_S)
+                   and s.validated_at > self.now - TTL_S and not self.live(s))
 
     def short(self, requested: int, available: int) -> bool:
         return bool(shortages([Line(SKU, requested)], {SKU: available}))
@@ -123,9 +133,12 @@ class ReservationsUnderChaos(RuleBasedStateMachine):
     @rule(requested=st.integers(1, 3), strategy=st.sampled_from(AllocationStrategy))
     def validate(self, requested: int, strategy: AllocationStrategy) -> None:
         """OrdenSolicitada: an order that reserves holds the units, any other checks them."""
-        available = self.p.available(None, self.rules_in_force)
+        available, in_flight = self.p.available(None, self.rules_in_force), self.p.in_flight()
         reserves = order_reserves({SKU: strategy}, [Demand(SKU, requested, available,
-                                                           self.p.in_flight())], AUTO_RATIO)
+                                                           in_flight)], AUTO_RATIO)
+        if (reserves and strategy is AllocationStrategy.AUTO
+                and self.rules_in_force.reservations_leave_checked_in_flight):
+            available = max(0, available - in_flight)
         ok = not self.p.short(requested, available)
         saga = Saga(requested, reserves, verified=ok, validated_at=self.p.now)
         if ok and reserves:
@@ -232,6 +245,46 @@ TestReservationsUnderChaos.settings = settings(max_examples=200, stateful_step_c
                                                deadline=None)
 
 
+class AutoUnderBurst(RuleBasedStateMachine):
+    """A product under ``auto``: orders validated one after the other, paid, cancelled."""
+
+    rules_in_force = Rules()
+
+    def __init__(self) -> None:
+        super().__init__()
+        machine = ReservationsUnderChaos()
+        machine.rules_in_force = self.rules_in_force
+        self.m = machine
+
+    @precondition(lambda self: len(self.m.p.sagas) < MAX_SAGAS)
+    @rule(requested=st.integers(1, 3))
+    def validate(self, requested: int) -> None:
+        self.m.validate(requested, AllocationStrategy.AUTO)
+
+    @rule(data=st.data())
+    def payment_succeeded(self, data: st.DataObject) -> None:
+        self.m.payment_succeeded(data)
+
+    @rule(data=st.data())
+    def order_cancelled(self, data: st.DataObject) -> None:
+        self.m.order_cancelled(data)
+
+    @invariant()
+    def no_check_then_pay_order_loses_its_race(self) -> None:
+        for s in self.m.p.sagas:
+            assert not (s.verified and not s.reserves
+                        and s.allocation is AllocationStatus.FAILED), "a race lost"
+
+    @invariant()
+    def the_invariants_of_every_strategy(self) -> None:
+        _invariants(self.m)
+
+
+TestAutoUnderBurst = AutoUnderBurst.TestCase
+TestAutoUnderBurst.settings = settings(max_examples=200, stateful_step_count=25,
+                                       deadline=None)
+
+
 def _invariants(machine: ReservationsUnderChaos) -> None:
     machine.never_an_oversell()
     machine.live_reservations_within_stock()
@@ -258,9 +311,21 @@ def _three_sagas_hold_what_two_can(machine: ReservationsUnderChaos) -> None:
         _invariants(machine)
 
 
+def _a_reservation_beside_orders_in_flight(machine: ReservationsUnderChaos) -> None:
+    """Two single units verified under ``auto`` without reserving (in flight); two orders of
+    3 then reserve (the rule says so); the first order's payment comes."""
+    for requested in (1, 1, 3, 3):
+        machine.validate(requested, AllocationStrategy.AUTO)
+    assert [s.reserves for s in machine.p.sagas] == [False, False, True, True]
+    machine._pay(machine.p.sagas[0])
+    _invariants(machine)
+    assert machine.p.sagas[0].allocation is AllocationStatus.ALLOCATED, "a race lost"
+
+
 Scenario = Callable[[ReservationsUnderChaos], None]
 SCENARIOS: list[Scenario] = [_expired_reservation_paid_after_others_took_its_units,
-                             _three_sagas_hold_what_two_can]
+                             _three_sagas_hold_what_two_can,
+                             _a_reservation_beside_orders_in_flight]
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
@@ -272,7 +337,9 @@ def test_the_rules_as_written_keep_the_invariants_where_the_mutants_break_them(
 @pytest.mark.parametrize(("mutant", "scenario"), [
     (Rules(others_reservations_count=False), _three_sagas_hold_what_two_can),
     (Rules(confirm_only_while_live=False), _expired_reservation_paid_after_others_took_its_units),
-], ids=["availability ignores reservations", "confirm after expiry"])
+    (Rules(reservations_leave_checked_in_flight=False), _a_reservation_beside_orders_in_flight),
+], ids=["availability ignores reservations", "confirm after expiry",
+        "auto reserves the units of orders in flight"])
 def test_the_invariants_catch_rules_that_break_them(mutant: Rules, scenario: Scenario) -> None:
     # A concrete interleaving per mutant, not a search: the model is not vacuous on every run.
     class Mutant(ReservationsUnderChaos):

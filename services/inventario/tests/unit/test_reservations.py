@@ -8,6 +8,7 @@ past their deadline once and sleeps until the next one."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
@@ -26,6 +27,7 @@ from .fakes import (
     Inventory,
     Reservation,
     StagingUnitOfWork,
+    StockCheck,
 )
 
 EUR_2_50 = Money(Decimal("2.50"), "EUR")
@@ -40,12 +42,14 @@ def _inventory(units: int, strategy: AllocationStrategy) -> Inventory:
     return inventory
 
 
-async def _validate(inventory: Inventory, saga_id: str, units: int
+async def _validate(inventory: Inventory, saga_id: str, units: int, *,
+                    meanwhile: Callable[[Inventory], None] | None = None
                     ) -> tuple[StagingUnitOfWork, str]:
     event = orden_solicitada(("A", units), saga_id=saga_id)
     uow = StagingUnitOfWork()
     with handling(event):
-        await validate_stock(uow, FakeStockRepository(inventory, uow), event, POLICY)
+        await validate_stock(uow, FakeStockRepository(inventory, uow, meanwhile=meanwhile),
+                             event, POLICY)
     return uow, event.payload.order_id
 
 
@@ -152,8 +156,9 @@ async def test_a_payment_after_the_deadline_allocates_the_units_still_there() ->
     [event] = uow.emitted
     assert event.event_type == "StockAsignado"
     assert inventory.products["A"] == 0
-    # Not confirmed: it had expired; the job marks it so.
-    assert inventory.reservations[("saga-1", "A")].status == "RESERVED"
+    # Its deadline passed, the job not run yet: the units it held are the ones taken, and the
+    # row says so (the job then leaves it).
+    assert inventory.reservations[("saga-1", "A")].status == "CONFIRMED"
 
 
 async def test_a_payment_after_the_deadline_and_another_saga_reserving_is_refunded() -> None:
@@ -233,6 +238,56 @@ async def test_auto_reserves_once_the_demand_in_flight_approaches_the_stock() ->
                   for uow in (first, second, third)]
     assert strategies == ["check_then_pay", "check_then_pay", "reserve_then_pay"]
     assert set(inventory.reservations) == {("saga-3", "A")}
+
+
+async def test_auto_asks_its_rule_again_under_the_lock_and_a_burst_it_missed_makes_it_reserve(
+        ) -> None:
+    """The read sees nothing in flight (Check-Then-Pay); four units of other orders are
+    verified before its commit (validations that ran at once): asked again at the commit, the
+    rule says reserve, nothing is written; handled again, the order reserves."""
+    inventory = _inventory(10, AllocationStrategy.AUTO)
+
+    def a_burst_verified(inv: Inventory) -> None:
+        for n in range(4):
+            inv.checks[f"other-{n}"] = StockCheck(f"order-{n}", [Line("A", 1)], "verified",
+                                                  EUR_2_50, checked_at=inv.clock)
+    missed, _ = await _validate(inventory, "saga-1", 1, meanwhile=a_burst_verified)
+    assert not missed.committed and missed.emitted == []
+    assert "saga-1" not in inventory.checks
+    again, _ = await _validate(inventory, "saga-1", 1)
+    assert again.committed
+    assert again.emitted[0].payload["allocation_strategy"] == "reserve_then_pay"
+    assert inventory.reservations[("saga-1", "A")].quantity == 1
+
+
+async def test_auto_on_a_calm_product_checks_without_reserving() -> None:
+    inventory = _inventory(100, AllocationStrategy.AUTO)
+    uow = StagingUnitOfWork()
+    event = orden_solicitada(("A", 2), saga_id="saga-1")
+    stock = FakeStockRepository(inventory, uow)
+    with handling(event):
+        await validate_stock(uow, stock, event, POLICY)
+    assert uow.committed and stock.auto_checks == 1
+    assert uow.emitted[0].payload["allocation_strategy"] == "check_then_pay"
+    assert inventory.reservations == {}
+
+
+async def test_an_auto_reservation_leaves_the_check_then_pay_orders_in_flight_their_units(
+        ) -> None:
+    """Four units verified under Check-Then-Pay, in flight: of 10, a reservation may hold 6
+    (the four are on their way to take theirs). Seven is StockNoDisponible, six reserves."""
+    inventory = _inventory(10, AllocationStrategy.AUTO)
+    for n in range(4):
+        uow, _ = await _validate(inventory, f"plain-{n}", 1)
+        assert uow.emitted[0].payload["allocation_strategy"] == "check_then_pay"
+    refused, _ = await _validate(inventory, "greedy", 7)
+    assert refused.committed
+    [answer] = refused.emitted
+    assert answer.event_type == "StockNoDisponible"
+    assert answer.payload["unavailable"][0]["available"] == 6
+    held, _ = await _validate(inventory, "fits", 6)
+    assert held.emitted[0].payload["allocation_strategy"] == "reserve_then_pay"
+    assert inventory.reservations[("fits", "A")].quantity == 6
 
 
 async def test_an_order_reserves_if_any_of_its_products_does() -> None:

@@ -3,7 +3,10 @@ mistake changes how a saga step commits without any other unit test noticing."""
 
 from __future__ import annotations
 
+import pytest
+
 from inventario.app import subscriptions
+from sagakit.settings import InvalidConfiguration
 
 
 def _flags() -> dict[str, tuple[bool, bool, str | None]]:
@@ -25,3 +28,16 @@ def test_each_handler_commits_as_its_rule_needs() -> None:
         # A release reads the allocation under its lock inside a transaction of its own.
         "OrdenCancelada": (False, False, None),
     }
+
+
+def test_the_versions_of_the_order_read_are_a_setting_and_each_commits_alike(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("INVENTARIO_READS_ORDEN_SOLICITADA", "OrdenSolicitada_v4")
+    assert "OrdenSolicitada" not in _flags()
+    assert _flags()["OrdenSolicitada_v4"] == (True, True, None)
+    monkeypatch.setenv("INVENTARIO_READS_ORDEN_SOLICITADA", "OrdenSolicitada,OrdenSolicitada_v4")
+    flags = _flags()
+    assert flags["OrdenSolicitada"] == flags["OrdenSolicitada_v4"] == (True, True, None)
+    monkeypatch.setenv("INVENTARIO_READS_ORDEN_SOLICITADA", "OrdenSolicitada_v2")
+    with pytest.raises(InvalidConfiguration, match="INVENTARIO_READS_ORDEN_SOLICITADA"):
+        _flags()

@@ -12,7 +12,7 @@ import pytest
 from inventario.domain.payment_match import Money
 from inventario.domain.stock import AllocationStatus, Line
 from inventario.usecases.validate_stock import validate_stock
-from saga_harness.events import PAYMENT_METHOD, handling, orden_solicitada
+from saga_harness.events import PAYMENT_METHOD, handling, orden_solicitada, orden_solicitada_v4
 
 from .fakes import Allocation, FakeStockRepository, Inventory, StagingUnitOfWork, StockCheck
 
@@ -173,3 +173,16 @@ async def test_a_check_recorded_without_its_answer_is_not_answered_again() -> No
 
     assert uow.commits == 1 and uow.committed
     assert uow.emitted == []
+
+
+async def test_orden_solicitada_v4_is_checked_as_orden_solicitada_is() -> None:
+    inventory = Inventory()
+    inventory.put("A", 5, EUR_2_50)
+    event = orden_solicitada_v4(("A", 2))
+    uow = StagingUnitOfWork()
+    with handling(event):
+        await validate_stock(uow, FakeStockRepository(inventory, uow), event)
+    [answer] = uow.emitted
+    assert answer.event_type == "StockVerificado" and answer.saga_id == event.saga_id
+    assert answer.payload["total_amount"] == "5.00"
+    assert inventory.checks[event.saga_id].result == "verified"

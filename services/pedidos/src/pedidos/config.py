@@ -12,17 +12,25 @@ import logging
 from pathlib import Path
 from typing import Self
 
-from pydantic import Field, SecretStr, model_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from saga_contracts.registry import superseding_types
 from saga_contracts.sealing import InvalidKey, SealingKey, parse_sealing_key
 from sagakit.settings import InvalidConfiguration, value_or_file
+from sagakit.twins import versions_setting
 
 log = logging.getLogger("pedidos.config")
 
 MIN_STEP_S = 30.0
 MIN_ALLOCATION_STEP_S = 15.0
 MIN_SAGA_S = 3600.0
+ORDEN_SOLICITADA_VERSIONS = tuple(superseding_types("OrdenSolicitada"))
+# How long before inventario's reservation ends (StockVerificado's ``reserved_until``) the
+# payment step that waits on it falls due at the latest: time for a PagoExitoso taken at the
+# step's last moment to reach inventario and be allocated, and for the two databases' clocks
+# to differ. A saga's payment step never outlives the units held for it.
+RESERVATION_MARGIN_S = 30.0
 
 
 class PedidosSettings(BaseSettings):
@@ -83,6 +91,12 @@ class PedidosSettings(BaseSettings):
         "past it `POST /orders` with that card answers `429` with `Retry-After`, in every "
         "instance. Waiting orders also count against `PEDIDOS_DECLINES_PER_CARD`, as declines "
         "to come."))
+    # A breaking change of OrdenSolicitada is a new event type, published beside the old one
+    # while its consumers move (docs/operations.md#evolving-an-event-schema).
+    publishes_orden_solicitada: str = Field("OrdenSolicitada", description=(
+        "Which versions of the event that starts a saga pedidos publishes, comma-separated, "
+        "each in the same commit: `OrdenSolicitada`, `OrdenSolicitada_v4` or both. A "
+        "consumer handles a saga's once, whichever version it reads first."))
     allow_unsafe_limits: bool = Field(False, validation_alias="SAGA_ALLOW_UNSAFE_LIMITS",
                                       description=(
         "Lets the timeouts above go below their minimums, with a warning in the log; for tests "
@@ -103,6 +117,16 @@ class PedidosSettings(BaseSettings):
             log.warning("unsafe limit allowed by SAGA_ALLOW_UNSAFE_LIMITS: %s=%s (minimum %s)",
                         name, value, minimum)
         return self
+
+    @field_validator("publishes_orden_solicitada")
+    @classmethod
+    def _known_versions(cls, value: str) -> str:
+        return ",".join(versions_setting(value, ORDEN_SOLICITADA_VERSIONS))
+
+    @property
+    def orden_solicitada_versions(self) -> list[str]:
+        """``PEDIDOS_PUBLISHES_ORDEN_SOLICITADA`` as a list, in its order."""
+        return self.publishes_orden_solicitada.split(",")
 
     def step_timeout_s(self, step: str) -> float | None:
         return {"validacion": self.validation_timeout_s, "pago": self.payment_timeout_s,

@@ -27,7 +27,6 @@ from pedidos.adapters.deadline_schedule import DeadlineSchedule
 from pedidos.adapters.order_repository import OrderRepository, creation_write
 from pedidos.config import PedidosSettings
 from pedidos.usecases.enforce_deadlines import enforce_deadline, enforce_deadlines
-from pedidos.usecases.known_sagas import KnownSagas
 from pedidos.usecases.ports import AuditEntry, OrderStore, OrderUnits, SagaState
 from saga_harness import config, db
 from saga_harness.clients import new_sku, order_body
@@ -107,18 +106,18 @@ def _hanging_at_its_lock(monkeypatch: pytest.MonkeyPatch) -> asyncio.Event:
 async def test_a_scanner_hung_on_a_saga_holds_it_no_longer_than_the_bound(
         scratch: Scratch, monkeypatch: pytest.MonkeyPatch) -> None:
     engine, tables = scratch
-    settings, known = PedidosSettings(), KnownSagas()
+    settings = PedidosSettings()
     saga_id = await _past_its_step_deadline(engine, tables)
     hung = _hanging_at_its_lock(monkeypatch)
     schedule = DeadlineSchedule(engine)
     hanging = asyncio.create_task(
-        enforce_deadline(schedule, _units(engine, tables), settings, known, saga_id))
+        enforce_deadline(schedule, _units(engine, tables), settings, saga_id))
     try:
         await asyncio.wait_for(hung.wait(), 10)
         hung_at = time.monotonic()
 
         async def other_instance_scans() -> str:
-            await enforce_deadlines(schedule, _units(engine, tables), settings, known)
+            await enforce_deadlines(schedule, _units(engine, tables), settings)
             return await _status(engine, saga_id)
 
         await wait_for(other_instance_scans, lambda s: s == "CANCELADA_TIMEOUT",

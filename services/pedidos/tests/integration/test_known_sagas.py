@@ -1,11 +1,15 @@
-"""pedidos decides a tracked event on the saga as its own last write returned it, against real
-PostgreSQL, in a scratch schema (a copy of pedidos' tables, so nothing reaches the running
-stack): a saga placed and moved by this process is never read back, and a saga moved
-elsewhere meanwhile (another instance, a cancellation) fails the write's guard, is forgotten,
-and the event is decided again on the row as it is."""
+"""pedidos decides a tracked event on the saga as its own last write returned it
+(pedidos.adapters.known_sagas, wired as the composition root wires it), against real PostgreSQL,
+in a scratch schema (a copy of pedidos' tables, so nothing reaches the running stack): a saga
+placed and moved by this process is never read back, and a saga moved elsewhere meanwhile
+(another instance, a cancellation) fails the write's guard, is forgotten, and the event is
+decided again on the row as it is. What that saves is measured in the same run, with the cache
+and without it."""
 
 from __future__ import annotations
 
+import statistics
+import time
 import uuid
 from collections.abc import AsyncIterator
 from decimal import Decimal
@@ -15,12 +19,12 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from pedidos.adapters.known_sagas import KnownSagas, OrderStores, cached_stores
 from pedidos.adapters.order_repository import OrderRepository
 from pedidos.config import PedidosSettings
 from pedidos.entrypoints.messages import make_track_saga
 from pedidos.usecases.cancel_saga import cancel_saga
 from pedidos.usecases.fingerprints import Fingerprints
-from pedidos.usecases.known_sagas import KnownSagas
 from pedidos.usecases.place_order import place_order
 from pedidos.usecases.ports import SagaState
 from saga_harness import db, sealing
@@ -57,23 +61,23 @@ def _uow(engine: AsyncEngine, tables: MessagingTables, **options: Any) -> UnitOf
     return UnitOfWork(engine, tables, "pedidos", **options)
 
 
-async def _place(engine: AsyncEngine, tables: MessagingTables, known: KnownSagas) -> str:
+async def _place(engine: AsyncEngine, tables: MessagingTables, stores: OrderStores) -> str:
     async with _uow(engine, tables) as uow:
-        placed = await place_order(uow, OrderRepository(uow), order_body([(new_sku(), 2)]),
-                                   Decimal("10.00"), None, PedidosSettings(), known,
+        placed = await place_order(uow, stores(uow), order_body([(new_sku(), 2)]),
+                                   Decimal("10.00"), None, PedidosSettings(),
                                    sealer=sealing.sealing_key(),
                                    fingerprints=Fingerprints(b"an integration test's key, 32 B+"))
     return placed.saga_id
 
 
-async def _deliver(engine: AsyncEngine, tables: MessagingTables, known: KnownSagas,
+async def _deliver(engine: AsyncEngine, tables: MessagingTables, stores: OrderStores,
                    saga_id: str, event_type: str, payload: dict[str, Any] | None = None
                    ) -> bool:
     """What the consumer does with one record, once: claim it, run the handler, commit. False
     if the handler's write found the saga moved (the consumer then runs it again)."""
     event = message(event_type, saga_id,
                     payload_of(event_type, str(uuid.uuid4()), **(payload or {})))
-    handler = make_track_saga(PedidosSettings(), known)
+    handler = make_track_saga(PedidosSettings(), stores)
     async with _uow(engine, tables, reads_outside_transaction=True) as uow:
         uow.claim(event.message_id, event.event_type, event.saga_id)
         await handler(uow, event)
@@ -94,13 +98,14 @@ async def test_a_saga_placed_and_moved_here_is_never_read_back(
         scratch: tuple[AsyncEngine, MessagingTables], monkeypatch: pytest.MonkeyPatch) -> None:
     engine, tables = scratch
     reads, known = _Reads(monkeypatch), KnownSagas()
-    saga_id = await _place(engine, tables, known)
+    stores = cached_stores(known)
+    saga_id = await _place(engine, tables, stores)
     assert known.get(saga_id) is not None and known.get(saga_id).status == "PENDIENTE_VALIDACION"
 
-    assert await _deliver(engine, tables, known, saga_id, "StockVerificado")
-    assert await _deliver(engine, tables, known, saga_id, "PagoExitoso", {"charge_id": "ch_1"})
+    assert await _deliver(engine, tables, stores, saga_id, "StockVerificado")
+    assert await _deliver(engine, tables, stores, saga_id, "PagoExitoso", {"charge_id": "ch_1"})
     assert known.get(saga_id).status == "PENDIENTE_ASIGNACION"
-    assert await _deliver(engine, tables, known, saga_id, "StockAsignado")
+    assert await _deliver(engine, tables, stores, saga_id, "StockAsignado")
 
     assert reads.count == 0, "every event decided on the row this process's last write returned"
     row = await _saga(engine, saga_id)
@@ -114,23 +119,24 @@ async def test_a_saga_placed_and_moved_here_is_never_read_back(
 async def test_a_saga_moved_elsewhere_is_forgotten_and_the_event_decided_again(
         scratch: tuple[AsyncEngine, MessagingTables], monkeypatch: pytest.MonkeyPatch) -> None:
     engine, tables = scratch
-    reads, here, elsewhere = _Reads(monkeypatch), KnownSagas(), KnownSagas()
-    saga_id = await _place(engine, tables, here)
-    assert await _deliver(engine, tables, here, saga_id, "StockVerificado")
+    reads, here = _Reads(monkeypatch), KnownSagas()
+    stores = cached_stores(here)
+    saga_id = await _place(engine, tables, stores)
+    assert await _deliver(engine, tables, stores, saga_id, "StockVerificado")
     assert here.get(saga_id).status == "PENDIENTE_PAGO"
 
     # Another instance (its own KnownSagas, which has never seen this saga) cancels it.
     async with _uow(engine, tables) as uow:
-        await cancel_saga(uow, OrderRepository(uow), saga_id, "api", PedidosSettings(),
-                          elsewhere)
+        await cancel_saga(uow, cached_stores(KnownSagas())(uow), saga_id, "api",
+                          PedidosSettings())
 
     # Decided on PENDIENTE_PAGO, the payment would move the saga on: the guard finds the
     # status gone, nothing is written, and the saga is no longer taken as known.
-    assert not await _deliver(engine, tables, here, saga_id, "PagoExitoso",
+    assert not await _deliver(engine, tables, stores, saga_id, "PagoExitoso",
                               {"charge_id": "ch_2"})
     assert here.get(saga_id) is None and reads.count == 0
     # The consumer's retry reads the row and records the late payment without moving it.
-    assert await _deliver(engine, tables, here, saga_id, "PagoExitoso", {"charge_id": "ch_2"})
+    assert await _deliver(engine, tables, stores, saga_id, "PagoExitoso", {"charge_id": "ch_2"})
     assert reads.count == 1
     row = await _saga(engine, saga_id)
     assert row.status == "CANCELADA_POR_USUARIO" == row.order_status
@@ -138,3 +144,70 @@ async def test_a_saga_moved_elsewhere_is_forgotten_and_the_event_decided_again(
                            "StockVerificado:PENDIENTE_PAGO",
                            "CancelacionSolicitada:CANCELADA_POR_USUARIO",
                            "PagoExitoso:CANCELADA_POR_USUARIO"]
+
+
+_HAPPY = (("StockVerificado", None), ("PagoExitoso", {"charge_id": "ch_1"}),
+          ("StockAsignado", None))
+# What the scratch engine's role sent (the stack's services run as their own roles).
+_SENT = """SELECT coalesce(sum(calls), 0) AS calls, coalesce(sum(total_exec_time), 0) AS ms
+FROM pg_stat_statements WHERE userid = (SELECT oid FROM pg_roles WHERE rolname = current_user)
+AND query NOT LIKE '%pg_stat_statements%'"""
+
+
+async def _driven(engine: AsyncEngine, tables: MessagingTables, stores: OrderStores,
+                  saga_id: str) -> tuple[float, float]:
+    """(wall, this process's CPU) milliseconds per event of the saga's three tracked events."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    for event_type, payload in _HAPPY:
+        assert await _deliver(engine, tables, stores, saga_id, event_type, payload)
+    return ((time.perf_counter() - wall) * 1000 / len(_HAPPY),
+            (time.process_time() - cpu) * 1000 / len(_HAPPY))
+
+
+async def _sent_per_event(engine: AsyncEngine, tables: MessagingTables, stores: OrderStores,
+                          sagas: int) -> tuple[float, float]:
+    """(statements, PostgreSQL's execution milliseconds) per tracked event of ``sagas`` sagas
+    placed through ``stores`` (pg_stat_statements, which the local stack loads)."""
+    placed = [await _place(engine, tables, stores) for _ in range(sagas)]
+    await db.execute("SELECT pg_stat_statements_reset()")
+    for saga_id in placed:
+        await _driven(engine, tables, stores, saga_id)
+    [row] = await db.fetch(_SENT)
+    events = sagas * len(_HAPPY)
+    return float(row["calls"]) / events, float(row["ms"]) / events
+
+
+async def test_the_cache_spares_a_read_per_tracked_event_measured_with_it_and_without(
+        scratch: tuple[AsyncEngine, MessagingTables], monkeypatch: pytest.MonkeyPatch,
+        record_property: Any) -> None:
+    """The same events with the cache (as pedidos.app wires it) and without (``OrderRepository``
+    alone), in the same run, saga by saga in alternated order so that the machine's drift falls
+    on both: the reads are counted and asserted (none against one per event); the cost per
+    event (statements and PostgreSQL's time, wall time and this process's CPU) is reported as a
+    ratio of the two, not asserted (the machine's noise is not the code's)."""
+    engine, tables = scratch
+    reads, sagas = _Reads(monkeypatch), 40
+    modes: dict[str, OrderStores] = {"cached": cached_stores(KnownSagas()),
+                                     "uncached": OrderRepository}
+    placed = {mode: [await _place(engine, tables, stores) for _ in range(sagas + 2)]
+              for mode, stores in modes.items()}
+    for mode, stores in modes.items():  # the pool and the statements' plans warmed
+        await _driven(engine, tables, stores, placed[mode].pop())
+    costs: dict[str, list[tuple[float, float]]] = {mode: [] for mode in modes}
+    for n in range(sagas):
+        for mode in (("cached", "uncached") if n % 2 else ("uncached", "cached")):
+            before = reads.count
+            costs[mode].append(await _driven(engine, tables, modes[mode], placed[mode].pop()))
+            assert reads.count - before == (0 if mode == "cached" else len(_HAPPY)), mode
+
+    report: dict[str, dict[str, float]] = {}
+    for mode, stores in modes.items():
+        statements, pg_ms = await _sent_per_event(engine, tables, stores, 10)
+        report[mode] = {"statements": statements, "pg_ms": pg_ms,
+                        "wall_ms": statistics.median(c[0] for c in costs[mode]),
+                        "cpu_ms": statistics.median(c[1] for c in costs[mode])}
+    ratios = {k: report["cached"][k] / report["uncached"][k] for k in report["cached"]}
+    record_property("per_tracked_event", {**report, "ratio": ratios})
+    print("per tracked event, cached / uncached:", ", ".join(
+        f"{k} {report['cached'][k]:.3f} / {report['uncached'][k]:.3f} = {ratios[k]:.2f}"
+        for k in ratios))

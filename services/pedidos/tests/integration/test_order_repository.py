@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
+from datetime import datetime, timedelta
 from decimal import Decimal
 
 from sqlalchemy import text
@@ -169,3 +170,26 @@ async def test_an_allocation_is_recorded_once_and_guards_what_was_decided_withou
             "decided without the allocation: its guard finds nothing")
         assert await transition_write(allocated, OrderStatus.TIMED_OUT, step_timeout_s=None,
                                       audit=AuditEntry("Probe", "test")).run(conn, "pedidos")
+
+
+async def test_a_step_with_a_latest_deadline_falls_due_at_the_earlier_of_the_two(
+        saga: Saga) -> None:
+    """The payment step of a saga whose units inventario holds until a time (reserve_then_pay)
+    falls due before they are released, however little of its timeout that leaves; the
+    history says when. Without the cap it would fall due a whole timeout from now."""
+    placed = await saga.settled_order(stock=0, status="CANCELADA_SIN_STOCK")
+    async with db.probe() as conn:
+        db_now = (await conn.execute(text("SELECT now()"))).scalar_one()
+        for by, expected in ((db_now + timedelta(seconds=7), db_now + timedelta(seconds=7)),
+                             (db_now + timedelta(hours=1), db_now + timedelta(seconds=60))):
+            row = await lock_saga(conn, placed["saga_id"])
+            assert row is not None
+            assert await transition_write(row, OrderStatus.PENDIENTE_PAGO, step_timeout_s=60.0,
+                                          audit=AuditEntry("StockVerificado", "test"),
+                                          step_deadline_by=by).run(conn, "pedidos")
+            deadline, detail = (await conn.execute(text(
+                "SELECT s.step_deadline_at, a.detail FROM pedidos.sagas s JOIN "
+                "pedidos.saga_audit a USING (saga_id) WHERE s.saga_id = :s "
+                "ORDER BY a.id DESC LIMIT 1"), {"s": row.saga_id})).one()
+            assert deadline == expected
+            assert datetime.fromisoformat(detail["step_deadline_at"]) == expected

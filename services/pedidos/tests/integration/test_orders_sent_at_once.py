@@ -20,7 +20,6 @@ from pedidos.adapters.order_repository import OrderRepository
 from pedidos.config import PedidosSettings
 from pedidos.usecases.decline_velocity import OrderRefused
 from pedidos.usecases.fingerprints import Fingerprints
-from pedidos.usecases.known_sagas import KnownSagas
 from pedidos.usecases.place_order import PlacedOrder, place_order
 from saga_harness import db, sealing
 from saga_harness.clients import new_sku, order_body
@@ -44,7 +43,7 @@ async def _place(scratch: tuple[AsyncEngine, MessagingTables], body: dict[str, A
     try:
         async with UnitOfWork(engine, tables, "pedidos") as uow:
             return await place_order(uow, OrderRepository(uow), body, Decimal("5.00"), None,
-                                     settings, KnownSagas(), sealer=sealing.sealing_key(),
+                                     settings, sealer=sealing.sealing_key(),
                                      fingerprints=FINGERPRINTS)
     except OrderRefused as refused:
         return refused

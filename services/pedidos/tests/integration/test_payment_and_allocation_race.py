@@ -28,6 +28,7 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from pedidos.adapters.known_sagas import KnownSagas, cached_stores
 from pedidos.adapters.order_repository import (
     OrderRepository,
     allocation_write,
@@ -38,7 +39,6 @@ from pedidos.adapters.order_repository import (
 from pedidos.config import PedidosSettings
 from pedidos.domain.order import OrderStatus
 from pedidos.entrypoints.messages import make_track_saga
-from pedidos.usecases.known_sagas import KnownSagas
 from pedidos.usecases.ports import AuditEntry, SagaState
 from saga_harness import db
 from saga_harness.clients import new_sku, order_body
@@ -72,7 +72,7 @@ async def _track(engine: AsyncEngine, tables: MessagingTables, known: KnownSagas
     """What the consumer does with a participant's event, once: True if it was written."""
     async with UnitOfWork(engine, tables, "pedidos", reads_outside_transaction=True) as uow:
         uow.claim(event.message_id, event.event_type, event.saga_id)
-        await make_track_saga(PedidosSettings(), known)(uow, event)
+        await make_track_saga(PedidosSettings(), cached_stores(known))(uow, event)
         return uow.committed
 
 
@@ -143,7 +143,7 @@ async def test_both_decided_on_the_same_row_complete_the_order_once(
     engine, tables = scratch
     saga_id, order_id = await _awaiting_payment(engine, tables)
     winner, loser = _event(first, saga_id, order_id), _event(OTHER[first], saga_id, order_id)
-    # One process: both lanes share its KnownSagas, as the composition root builds it.
+    # One process: both lanes share its KnownSagas, as the composition root wires it.
     known = KnownSagas()
 
     read_done, go_on = asyncio.Event(), asyncio.Event()

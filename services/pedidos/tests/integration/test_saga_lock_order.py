@@ -30,7 +30,6 @@ from pedidos.config import PedidosSettings
 from pedidos.domain.order import OrderStatus, Transition
 from pedidos.entrypoints.messages import make_track_saga
 from pedidos.usecases.cancel_saga import cancel_saga
-from pedidos.usecases.known_sagas import KnownSagas
 from pedidos.usecases.ports import AuditEntry, SagaState
 from pedidos.usecases.transitions import stage_transition
 from saga_harness import db
@@ -91,7 +90,7 @@ async def _track(engine: AsyncEngine, tables: MessagingTables, event: Message[An
     """What the consumer does with a participant's event: True if it was written."""
     async with UnitOfWork(engine, tables, "pedidos", reads_outside_transaction=True) as uow:
         uow.claim(event.message_id, event.event_type, event.saga_id)
-        await make_track_saga(_settings(), KnownSagas())(uow, event)
+        await make_track_saga(_settings(), OrderRepository)(uow, event)
         return uow.committed
 
 

@@ -15,7 +15,6 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from pedidos.adapters.order_repository import OrderRepository
 from pedidos.config import PedidosSettings
 from pedidos.usecases.fingerprints import Fingerprints
-from pedidos.usecases.known_sagas import KnownSagas
 from pedidos.usecases.place_order import place_order
 from saga_contracts.sealing import is_sealed
 from saga_harness import db, sealing
@@ -40,7 +39,7 @@ async def test_pedidos_writes_the_token_sealed_only(
     body = order_body([(new_sku(), 1)], token=token)
     async with UnitOfWork(engine, tables, "pedidos") as uow:
         placed = await place_order(uow, OrderRepository(uow), body, Decimal("5.00"),
-                                   None, PedidosSettings(), KnownSagas(),
+                                   None, PedidosSettings(),
                                    sealer=sealing.sealing_key(),
                                    fingerprints=Fingerprints(b"an integration test's key, 32 B+"))
     async with engine.connect() as conn:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -198,12 +198,16 @@ class FakeUnitOfWork(fakes.FakeUnitOfWork):
 
 
 class FakeOrderStore:
-    """``OrderStore`` on ``tables``, staging its writes on ``uow``."""
+    """``OrderStore`` on ``tables``, staging its writes on ``uow``. ``stale``: sagas its first
+    read of each answers as given, not as the tables hold them now (a read that another
+    instance's write overtook, or a process's memory of its own last write)."""
 
-    def __init__(self, tables: OrderTables, uow: FakeUnitOfWork) -> None:
+    def __init__(self, tables: OrderTables, uow: FakeUnitOfWork,
+                 stale: Iterable[SagaState] = ()) -> None:
         self.tables = tables
         self.uow = uow
         self._written: SagaState | None = None
+        self._stale = {saga.saga_id: saga for saga in stale}
 
     def add(self, *, order_id: uuid.UUID, saga_id: uuid.UUID, body: dict[str, Any],
             total: Decimal, idempotency_key: str | None, request_hash: str,
@@ -237,24 +241,30 @@ class FakeOrderStore:
 
     def move(self, saga: SagaState, to: OrderStatus, *, step_timeout_s: float | None,
              audit: AuditEntry, notification: str | None = None,
-             operator_action: OperatorAction | None = None, **order_values: Any) -> None:
+             operator_action: OperatorAction | None = None,
+             step_deadline_by: datetime | None = None, **order_values: Any) -> None:
         t = self.tables
 
         def write() -> bool:
             if not _guard_holds(t, saga):
                 return False
             current = t.sagas[saga.saga_id]
+            deadline = (None if step_timeout_s is None
+                        else t.now + timedelta(seconds=step_timeout_s))
+            detail = audit.detail or {}
+            if deadline is not None and step_deadline_by is not None:
+                deadline = min(deadline, step_deadline_by)
+                detail = {**detail, "step_deadline_at": deadline.isoformat()}
             moved = dataclasses.replace(
                 current, status=to, step_started_at=t.now, db_now=t.now,
-                step_deadline_at=(None if step_timeout_s is None
-                                  else t.now + timedelta(seconds=step_timeout_s)))
+                step_deadline_at=deadline)
             t.sagas[saga.saga_id] = moved
             order = t.orders[saga.order_id]
             order.status = to.value
             _set_columns(order, order_values)
             t.history.append(HistoryRow(saga.saga_id, audit.event_type, audit.actor,
                                         saga.status.value, to.value, audit.message_id,
-                                        audit.detail or {}))
+                                        detail))
             if notification is not None:
                 t.notifications.append(NotificationRow(saga.order_id, saga.customer_id,
                                                        to.value, notification))
@@ -340,7 +350,8 @@ class FakeOrderStore:
 
     async def read(self, saga_id: str) -> SagaState | None:
         self.tables.reads += 1
-        return self.tables.saga(saga_id)
+        stale = self._stale.pop(saga_id, None)
+        return stale if stale is not None else self.tables.saga(saga_id)
 
     async def order_request(self, saga_id: str) -> dict[str, Any] | None:
         if saga_id in self.tables.requests:
@@ -423,9 +434,10 @@ class FakeUnits:
             uow.unlock()
 
 
-def unit(tables: OrderTables) -> tuple[FakeUnitOfWork, FakeOrderStore]:
+def unit(tables: OrderTables, stale: Iterable[SagaState] = ()
+         ) -> tuple[FakeUnitOfWork, FakeOrderStore]:
     uow = FakeUnitOfWork(tables)
-    return uow, FakeOrderStore(tables, uow)
+    return uow, FakeOrderStore(tables, uow, stale)
 
 
 def event(event_type: str, saga: SagaState, payload: dict[str, Any] | None = None,

@@ -12,7 +12,6 @@ import pytest
 from pedidos.config import PedidosSettings
 from pedidos.domain.order import CannotCancel, OrderStatus
 from pedidos.usecases.cancel_saga import SagaNotFound, cancel_saga
-from pedidos.usecases.known_sagas import KnownSagas
 from sagakit.envelope import new_span_id
 
 from .fakes import OrderTables, unit
@@ -24,12 +23,11 @@ S = OrderStatus
                                     S.PENDIENTE_ASIGNACION])
 async def test_an_active_saga_is_cancelled_with_its_order_history_and_event(
         status: OrderStatus) -> None:
-    tables, known, span = OrderTables(), KnownSagas(), new_span_id()
+    tables, span = OrderTables(), new_span_id()
     saga = tables.seed(status)
-    known.remember(saga)
     uow, orders = unit(tables)
 
-    assert await cancel_saga(uow, orders, saga.saga_id, "api", PedidosSettings(), known,
+    assert await cancel_saga(uow, orders, saga.saga_id, "api", PedidosSettings(),
                              request_span_id=span) is S.CANCELADA_POR_USUARIO
 
     assert tables.locks == 1 and tables.reads == 0, "decided under the saga's lock"
@@ -50,7 +48,6 @@ async def test_an_active_saga_is_cancelled_with_its_order_history_and_event(
         "OrdenCancelada", saga.saga_id, span)
     assert cancelled.payload == {"order_id": saga.order_id, "status": "CANCELADA_POR_USUARIO",
                                  "reason": "cancelada_por_usuario"}
-    assert known.get(saga.saga_id) is None, "a terminal saga is not kept"
 
 
 async def test_a_cancellation_outside_a_request_still_has_a_parent_span() -> None:
@@ -70,7 +67,7 @@ async def test_a_terminal_or_compensating_saga_cannot_be_cancelled(status: Order
     saga = tables.seed(status)
     uow, orders = unit(tables)
     with pytest.raises(CannotCancel) as refused:
-        await cancel_saga(uow, orders, saga.saga_id, "api", PedidosSettings(), KnownSagas())
+        await cancel_saga(uow, orders, saga.saga_id, "api", PedidosSettings())
     assert refused.value.status is status
     assert uow.commits == 0 and uow.emitted == []
     assert tables.sagas[saga.saga_id].status is status and tables.history == []
@@ -80,8 +77,7 @@ async def test_an_unknown_saga_is_not_found() -> None:
     tables = OrderTables()
     uow, orders = unit(tables)
     with pytest.raises(SagaNotFound):
-        await cancel_saga(uow, orders, str(uuid.uuid4()), "api", PedidosSettings(),
-                          KnownSagas())
+        await cancel_saga(uow, orders, str(uuid.uuid4()), "api", PedidosSettings())
     assert uow.commits == 0 and uow.emitted == []
 
 

@@ -22,7 +22,6 @@ import pytest
 from pedidos.config import PedidosSettings
 from pedidos.domain.order import OrderStatus
 from pedidos.usecases.enforce_deadlines import enforce_deadline
-from pedidos.usecases.known_sagas import KnownSagas
 from pedidos.usecases.ports import SagaState
 from pedidos.usecases.track_saga import track_saga
 from sagakit.context import current_message
@@ -50,20 +49,21 @@ def _participant_event(event_type: str, saga: SagaState) -> Message[Any]:
                  source=source)
 
 
-async def _track(tables: OrderTables, known: KnownSagas, message: Message[Any],
-                 store: type[FakeOrderStore] = FakeOrderStore) -> FakeUnitOfWork:
+async def _track(tables: OrderTables, message: Message[Any],
+                 store: type[FakeOrderStore] = FakeOrderStore,
+                 stale: tuple[SagaState, ...] = ()) -> FakeUnitOfWork:
+    """The handler once; ``stale``: sagas it reads as given, changed since (``FakeOrderStore``)."""
     uow = FakeUnitOfWork()
     with handling(message):
-        await track_saga(uow, store(tables, uow), message, PedidosSettings(), known)
+        await track_saga(uow, store(tables, uow, stale), message, PedidosSettings())
     return uow
 
 
-async def _consume(tables: OrderTables, known: KnownSagas, message: Message[Any]
-                   ) -> list[Envelope]:
+async def _consume(tables: OrderTables, message: Message[Any]) -> list[Envelope]:
     """As the consumer does: the handler again at once while its guarded write finds the saga
     changed; what the committed run emitted."""
     for _ in range(3):
-        uow = await _track(tables, known, message)
+        uow = await _track(tables, message)
         if uow.committed:
             return uow.emitted
     raise AssertionError(f"{message.event_type} never committed")
@@ -74,11 +74,11 @@ def _completions(emitted: list[Envelope]) -> list[Envelope]:
 
 
 async def test_an_allocation_before_the_payment_is_recorded_and_the_order_waits() -> None:
-    tables, known = OrderTables(), KnownSagas()
+    tables = OrderTables()
     saga = tables.seed(S.PENDIENTE_PAGO)
     allocated = _participant_event("StockAsignado", saga)
 
-    uow = await _track(tables, known, allocated)
+    uow = await _track(tables, allocated)
 
     assert uow.committed and uow.emitted == [], "no OrdenCompletada without the payment"
     now = tables.sagas[saga.saga_id]
@@ -93,20 +93,17 @@ async def test_an_allocation_before_the_payment_is_recorded_and_the_order_waits(
                               allocated.message_id,
                               {"source_service": "inventario", "ignored": False,
                                "awaiting": "PagoExitoso"})
-    remembered = known.get(saga.saga_id)
-    assert remembered is not None and remembered.stock_allocated, (
-        "the next event of the saga is decided on the allocation without a read")
 
 
-async def test_the_payment_after_the_allocation_completes_the_order_without_a_read() -> None:
-    tables, known = OrderTables(), KnownSagas()
+async def test_the_payment_after_the_allocation_completes_the_order() -> None:
+    tables = OrderTables()
     saga = tables.seed(S.PENDIENTE_PAGO)
-    await _track(tables, known, _participant_event("StockAsignado", saga))
+    await _track(tables, _participant_event("StockAsignado", saga))
     paid = _participant_event("PagoExitoso", saga)
 
-    uow = await _track(tables, known, paid)
+    uow = await _track(tables, paid)
 
-    assert uow.committed and tables.reads == 1, "decided on the saga as the allocation left it"
+    assert uow.committed
     assert tables.sagas[saga.saga_id].status is S.COMPLETADA
     order = tables.order_of(saga.saga_id)
     assert (order.status, order.charge_id) == ("COMPLETADA", "ch_1")
@@ -117,7 +114,6 @@ async def test_the_payment_after_the_allocation_completes_the_order_without_a_re
     assert completed.metadata["causation_id"] == paid.message_id
     assert [n.kind for n in tables.notifications] == ["COMPLETADA"]
     assert tables.history_of(saga.saga_id)[-1].to_status == "COMPLETADA"
-    assert known.get(saga.saga_id) is None, "a terminal saga is not kept"
 
 
 _HAPPY = ("StockVerificado", "PagoExitoso", "StockAsignado")
@@ -133,12 +129,12 @@ _HAPPY = ("StockVerificado", "PagoExitoso", "StockAsignado")
 ], ids="-".join)
 async def test_the_order_completes_once_in_every_order_of_arrival(
         arrivals: tuple[str, ...]) -> None:
-    tables, known = OrderTables(), KnownSagas()
+    tables = OrderTables()
     saga = tables.seed(S.PENDIENTE_VALIDACION)
 
     emitted: list[Envelope] = []
     for n, event_type in enumerate(arrivals, 1):
-        emitted += await _consume(tables, known, _participant_event(event_type, saga))
+        emitted += await _consume(tables, _participant_event(event_type, saga))
         if not {"PagoExitoso", "StockAsignado"} <= set(arrivals[:n]):
             assert tables.sagas[saga.saga_id].status is not S.COMPLETADA, (
                 "completed before both the payment and the allocation came")
@@ -152,14 +148,14 @@ async def test_the_order_completes_once_in_every_order_of_arrival(
 async def test_the_same_redelivered_allocation_is_not_recorded_twice() -> None:
     """A message handled again (its inbox row is the arbiter at commit) would be decided as a
     second allocation: nothing to record, the saga waits as it was."""
-    tables, known = OrderTables(), KnownSagas()
+    tables = OrderTables()
     saga = tables.seed(S.PENDIENTE_PAGO)
     allocated = _participant_event("StockAsignado", saga)
-    await _track(tables, known, allocated)
+    await _track(tables, allocated)
     first_at = tables.allocated_at[saga.saga_id]
     tables.advance(5)
 
-    again = await _track(tables, known, allocated)
+    again = await _track(tables, allocated)
 
     assert again.committed and again.emitted == []
     assert tables.allocated_at[saga.saga_id] == first_at
@@ -171,10 +167,10 @@ async def test_the_same_redelivered_allocation_is_not_recorded_twice() -> None:
 async def test_an_allocation_then_a_declined_payment_cancels_the_order(
         status: OrderStatus) -> None:
     """OrdenCancelada makes inventario release the stock it allocated."""
-    tables, known = OrderTables(), KnownSagas()
+    tables = OrderTables()
     saga = tables.seed(status)
-    allocated = await _track(tables, known, _participant_event("StockAsignado", saga))
-    declined = await _track(tables, known, _participant_event("PagoRechazado", saga))
+    allocated = await _track(tables, _participant_event("StockAsignado", saga))
+    declined = await _track(tables, _participant_event("PagoRechazado", saga))
 
     assert allocated.emitted == []
     assert tables.sagas[saga.saga_id].status is S.CANCELADA_PAGO_RECHAZADO
@@ -184,7 +180,7 @@ async def test_an_allocation_then_a_declined_payment_cancels_the_order(
                            "reason": "pago_rechazado"})
 
     # A forged or late PagoExitoso after that changes nothing: the order is terminal.
-    late = await _track(tables, known, _participant_event("PagoExitoso", saga))
+    late = await _track(tables, _participant_event("PagoExitoso", saga))
     assert late.emitted == [] and tables.sagas[saga.saga_id].status is (
         S.CANCELADA_PAGO_RECHAZADO)
 
@@ -192,14 +188,13 @@ async def test_an_allocation_then_a_declined_payment_cancels_the_order(
 async def test_an_allocation_whose_payment_never_comes_is_cancelled_by_the_deadline() -> None:
     """The payment step's deadline runs on: it cancels the order, and OrdenCancelada makes
     inventario release the stock."""
-    tables, known = OrderTables(), KnownSagas()
+    tables = OrderTables()
     saga = tables.seed(S.PENDIENTE_PAGO, step_deadline_in_s=60)
-    await _track(tables, known, _participant_event("StockAsignado", saga))
+    await _track(tables, _participant_event("StockAsignado", saga))
     tables.advance(61)
 
     units = FakeUnits(tables)
-    done = await enforce_deadline(FakeDeadlines(tables), units, PedidosSettings(), known,
-                                  saga.saga_id)
+    done = await enforce_deadline(FakeDeadlines(tables), units, PedidosSettings(), saga.saga_id)
 
     assert done == 1
     [uow] = units.opened
@@ -231,23 +226,22 @@ async def test_both_decided_on_the_same_row_complete_the_order_once(first: str) 
     write finds the saga changed (its status, or its allocation), writes nothing, and its retry
     completes the order."""
     second = "PagoExitoso" if first == "StockAsignado" else "StockAsignado"
-    tables, known = OrderTables(), KnownSagas()
+    tables = OrderTables()
     saga = tables.seed(S.PENDIENTE_PAGO)
     winner, loser = (_participant_event(t, saga) for t in (first, second))
 
     held, read_done, go_on = _held_after_read()
-    losing = asyncio.create_task(_track(tables, known, loser, store=held))
+    losing = asyncio.create_task(_track(tables, loser, store=held))
     await asyncio.wait_for(read_done.wait(), 5)
-    won = await _track(tables, known, winner)
+    won = await _track(tables, winner)
     go_on.set()
     lost = await asyncio.wait_for(losing, 5)
 
     assert won.committed and won.emitted == []
     assert not lost.committed and lost.emitted == [], "decided on a row that changed"
-    assert known.get(saga.saga_id) is None, "forgotten: the retry reads the saga"
     assert tables.sagas[saga.saga_id].status is not S.COMPLETADA
 
-    retried = await _consume(tables, known, loser)
+    retried = await _consume(tables, loser)
 
     assert tables.sagas[saga.saga_id].status is S.COMPLETADA
     assert len(_completions(retried)) == 1
@@ -255,20 +249,19 @@ async def test_both_decided_on_the_same_row_complete_the_order_once(first: str) 
     assert tables.order_of(saga.saga_id).charge_id == "ch_1"
 
 
-async def test_a_payment_decided_on_a_remembered_unallocated_saga_is_decided_again() -> None:
-    """This process remembers the saga unallocated; another instance recorded the allocation
-    since. The payment's write finds the allocation changed: nothing written; the retry reads
-    the saga and completes it."""
-    tables, here = OrderTables(), KnownSagas()
+async def test_a_payment_decided_on_a_saga_read_unallocated_is_decided_again() -> None:
+    """The payment read the saga unallocated; another instance recorded the allocation since.
+    The payment's write finds the allocation changed: nothing written; the retry reads the saga
+    and completes it."""
+    tables = OrderTables()
     saga = tables.seed(S.PENDIENTE_PAGO)
-    here.remember(saga)
     tables.allocate_elsewhere(saga.saga_id)
     paid = _participant_event("PagoExitoso", saga)
 
-    stale = await _track(tables, here, paid)
+    stale = await _track(tables, paid, stale=(saga,))
     assert not stale.committed and tables.sagas[saga.saga_id].status is S.PENDIENTE_PAGO
-    assert tables.order_of(saga.saga_id).charge_id is None and here.get(saga.saga_id) is None
+    assert tables.order_of(saga.saga_id).charge_id is None
 
-    retry = await _track(tables, here, paid)
+    retry = await _track(tables, paid)
     assert retry.committed and tables.sagas[saga.saga_id].status is S.COMPLETADA
     assert len(_completions(retry.emitted)) == 1

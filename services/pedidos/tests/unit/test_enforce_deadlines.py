@@ -11,18 +11,15 @@ from prometheus_client import REGISTRY
 from pedidos.config import PedidosSettings
 from pedidos.domain.order import OrderStatus
 from pedidos.usecases.enforce_deadlines import enforce_deadline, enforce_deadlines
-from pedidos.usecases.known_sagas import KnownSagas
 
 from .fakes import FakeDeadlines, FakeUnits, OrderTables
 
 S = OrderStatus
 
 
-async def _enforce(tables: OrderTables, saga_id: str,
-                   known: KnownSagas | None = None) -> tuple[int, FakeUnits]:
+async def _enforce(tables: OrderTables, saga_id: str) -> tuple[int, FakeUnits]:
     units = FakeUnits(tables)
-    done = await enforce_deadline(FakeDeadlines(tables), units, PedidosSettings(),
-                                  known or KnownSagas(), saga_id)
+    done = await enforce_deadline(FakeDeadlines(tables), units, PedidosSettings(), saga_id)
     return done, units
 
 
@@ -36,12 +33,11 @@ def _step_timeouts(step: str) -> float:
                                               (S.PENDIENTE_ASIGNACION, "asignacion")])
 async def test_a_step_past_its_deadline_cancels_the_order_as_timed_out(
         status: OrderStatus, step: str) -> None:
-    tables, known = OrderTables(), KnownSagas()
+    tables = OrderTables()
     saga = tables.seed(status, step_deadline_in_s=-1, started_s_ago=31)
-    known.remember(saga)
     timeouts = _step_timeouts(step)
 
-    done, units = await _enforce(tables, saga.saga_id, known)
+    done, units = await _enforce(tables, saga.saga_id)
 
     assert done == 1
     [uow] = units.opened
@@ -61,7 +57,6 @@ async def test_a_step_past_its_deadline_cancels_the_order_as_timed_out(
         "StepTimedOut", "pedidos.deadlines", status.value, "CANCELADA_TIMEOUT",
         {"step": step, "elapsed_ms": 31000})
     assert [n.kind for n in tables.notifications] == ["CANCELADA_TIMEOUT"]
-    assert known.get(saga.saga_id) is None
     assert _step_timeouts(step) == timeouts + 1
 
 
@@ -126,7 +121,7 @@ async def test_the_scan_handles_every_due_saga_and_wakes_for_the_next_deadline()
     waiting = tables.seed(S.PENDIENTE_PAGO, step_deadline_in_s=3.5)
     deadlines, units = FakeDeadlines(tables), FakeUnits(tables)
 
-    again = await enforce_deadlines(deadlines, units, settings, KnownSagas())
+    again = await enforce_deadlines(deadlines, units, settings)
 
     assert {tables.sagas[s.saga_id].status for s in due} == {S.CANCELADA_TIMEOUT}
     assert tables.sagas[waiting.saga_id].status is S.PENDIENTE_PAGO
@@ -139,8 +134,7 @@ async def test_the_scan_handles_every_due_saga_and_wakes_for_the_next_deadline()
 async def test_with_nothing_to_come_the_scan_sleeps_its_interval() -> None:
     tables, settings = OrderTables(), PedidosSettings()
     tables.seed(S.COMPLETADA, step_deadline_in_s=None)
-    again = await enforce_deadlines(FakeDeadlines(tables), FakeUnits(tables), settings,
-                                    KnownSagas())
+    again = await enforce_deadlines(FakeDeadlines(tables), FakeUnits(tables), settings)
     assert again.seconds == settings.deadline_scan_interval_s
 
 
@@ -149,8 +143,7 @@ async def test_a_full_batch_scans_again_at_once() -> None:
     for _ in range(3):
         tables.seed(S.PENDIENTE_PAGO, step_deadline_in_s=-1)
     units = FakeUnits(tables)
-    again = await enforce_deadlines(FakeDeadlines(tables), units, PedidosSettings(),
-                                    KnownSagas(), batch=2)
+    again = await enforce_deadlines(FakeDeadlines(tables), units, PedidosSettings(), batch=2)
     assert len(units.opened) == 2
     assert again.seconds == pytest.approx(0.02)
     assert sum(s.status is S.PENDIENTE_PAGO for s in tables.sagas.values()) == 1

@@ -23,7 +23,6 @@ from pedidos.usecases.decline_velocity import (
     too_many_waiting,
 )
 from pedidos.usecases.fingerprints import Fingerprints
-from pedidos.usecases.known_sagas import KnownSagas
 from pedidos.usecases.place_order import PlacedOrder, place_order
 from pedidos.usecases.ports import Standing
 from saga_harness import sealing
@@ -43,7 +42,7 @@ def _body(customer: str = "c-1", card: str | None = None) -> dict[str, Any]:
 async def _place(tables: OrderTables, settings: PedidosSettings, body: dict[str, Any],
                  key: str | None = None) -> PlacedOrder:
     uow, orders = unit(tables)
-    return await place_order(uow, orders, body, Decimal("10.00"), key, settings, KnownSagas(),
+    return await place_order(uow, orders, body, Decimal("10.00"), key, settings,
                              sealer=sealing.sealing_key(), fingerprints=FINGERPRINTS)
 
 
@@ -52,7 +51,7 @@ async def _refused(tables: OrderTables, settings: PedidosSettings,
     before = (len(tables.orders), len(tables.outbox))
     uow, orders = unit(tables)
     with pytest.raises(OrderRefused) as refused:
-        await place_order(uow, orders, body, Decimal("10.00"), None, settings, KnownSagas(),
+        await place_order(uow, orders, body, Decimal("10.00"), None, settings,
                           sealer=sealing.sealing_key(), fingerprints=FINGERPRINTS)
     assert uow.commits == 0 and uow.emitted == []
     assert (len(tables.orders), len(tables.outbox)) == before, "a refused order writes nothing"
@@ -153,7 +152,7 @@ async def test_a_request_sent_again_under_its_key_gets_its_order_over_the_limits
     # A new request under a new key is still refused.
     uow, orders = unit(tables)
     with pytest.raises(OrderRefused):
-        await place_order(uow, orders, _body(), Decimal("10.00"), "k-2", settings, KnownSagas(),
+        await place_order(uow, orders, _body(), Decimal("10.00"), "k-2", settings,
                           sealer=sealing.sealing_key(), fingerprints=FINGERPRINTS)
 
 

@@ -22,7 +22,6 @@ from prometheus_client import REGISTRY
 from pedidos.config import PedidosSettings
 from pedidos.domain.order import SAGA_TYPE, OrderStatus
 from pedidos.usecases.fingerprints import Fingerprints, legacy_request
-from pedidos.usecases.known_sagas import KnownSagas
 from pedidos.usecases.place_order import IdempotencyKeyReused, PlacedOrder, place_order
 from saga_contracts import sealing as contract_sealing
 from saga_harness import sealing
@@ -33,11 +32,11 @@ from .fakes import ORDER_BODY, OrderTables, unit
 FINGERPRINTS = Fingerprints(b"a test fingerprint key, 32 bytes+")
 
 
-async def _place(tables: OrderTables, known: KnownSagas, body: dict = ORDER_BODY,
+async def _place(tables: OrderTables, body: dict = ORDER_BODY,
                  key: str | None = None, span: str | None = None) -> PlacedOrder:
     uow, orders = unit(tables)
     placed = await place_order(uow, orders, body, Decimal("10.00"), key, PedidosSettings(),
-                               known, sealer=sealing.sealing_key(), fingerprints=FINGERPRINTS,
+                               sealer=sealing.sealing_key(), fingerprints=FINGERPRINTS,
                                request_span_id=span)
     assert uow.commits == 1
     return placed
@@ -48,10 +47,10 @@ def _sagas_started() -> float:
 
 
 async def test_an_order_is_placed_with_its_saga_history_and_event_in_one_commit() -> None:
-    tables, known, settings = OrderTables(), KnownSagas(), PedidosSettings()
+    tables, settings = OrderTables(), PedidosSettings()
     started = _sagas_started()
     uow, orders = unit(tables)
-    placed = await place_order(uow, orders, ORDER_BODY, Decimal("10.00"), None, settings, known,
+    placed = await place_order(uow, orders, ORDER_BODY, Decimal("10.00"), None, settings,
                                sealer=sealing.sealing_key(), fingerprints=FINGERPRINTS)
 
     assert placed.created and placed.status == "PENDIENTE_VALIDACION"
@@ -83,17 +82,11 @@ async def test_an_order_is_placed_with_its_saga_history_and_event_in_one_commit(
     assert _sagas_started() == started + 1
 
 
-async def test_the_saga_placed_is_known_for_its_first_event() -> None:
-    tables, known = OrderTables(), KnownSagas()
-    placed = await _place(tables, known)
-    assert known.get(placed.saga_id) == tables.sagas[placed.saga_id]
-
-
 async def test_orden_solicitada_names_the_request_span_as_its_parent() -> None:
     tables, request_span = OrderTables(), new_span_id()
     uow, orders = unit(tables)
     placed = await place_order(uow, orders, ORDER_BODY, Decimal("10.00"), None,
-                               PedidosSettings(), KnownSagas(), sealer=sealing.sealing_key(),
+                               PedidosSettings(), sealer=sealing.sealing_key(),
                                fingerprints=FINGERPRINTS, request_span_id=request_span)
     [event] = uow.emitted
     assert event.event_type == "OrdenSolicitada"
@@ -108,7 +101,7 @@ async def test_an_order_placed_outside_a_request_still_has_a_parent_span() -> No
     tables = OrderTables()
     uow, orders = unit(tables)
     placed = await place_order(uow, orders, ORDER_BODY, Decimal("10.00"), None,
-                               PedidosSettings(), KnownSagas(), sealer=sealing.sealing_key(),
+                               PedidosSettings(), sealer=sealing.sealing_key(),
                                fingerprints=FINGERPRINTS)
     [event] = uow.emitted
     assert event.parent_span_id and uuid.UUID(event.parent_span_id)
@@ -117,13 +110,13 @@ async def test_an_order_placed_outside_a_request_still_has_a_parent_span() -> No
 
 
 async def test_the_same_key_and_body_return_the_first_order_and_write_nothing() -> None:
-    tables, known = OrderTables(), KnownSagas()
-    first = await _place(tables, known, key="k-1")
+    tables = OrderTables()
+    first = await _place(tables, key="k-1")
     started = _sagas_started()
 
     uow, orders = unit(tables)
     again = await place_order(uow, orders, copy.deepcopy(ORDER_BODY), Decimal("10.00"), "k-1",
-                              PedidosSettings(), known, sealer=sealing.sealing_key(),
+                              PedidosSettings(), sealer=sealing.sealing_key(),
                               fingerprints=FINGERPRINTS)
     assert again == PlacedOrder(first.order_id, first.saga_id, "PENDIENTE_VALIDACION",
                                 created=False)
@@ -131,47 +124,46 @@ async def test_the_same_key_and_body_return_the_first_order_and_write_nothing() 
     assert uow.emitted == [], "no second OrdenSolicitada"
     assert (len(tables.orders), len(tables.sagas), len(tables.history)) == (1, 1, 1)
     assert _sagas_started() == started, "no saga started"
-    assert len(known) == 1
 
 
 async def test_a_replay_returns_the_first_orders_status_as_it_is_now() -> None:
-    tables, known = OrderTables(), KnownSagas()
-    first = await _place(tables, known, key="k-1")
+    tables = OrderTables()
+    first = await _place(tables, key="k-1")
     tables.move_elsewhere(first.saga_id, OrderStatus.PENDIENTE_PAGO)
-    again = await _place(tables, known, key="k-1")
+    again = await _place(tables, key="k-1")
     assert (again.saga_id, again.status, again.created) == (first.saga_id, "PENDIENTE_PAGO",
                                                              False)
 
 
 async def test_the_same_key_with_another_body_is_refused_and_writes_nothing() -> None:
-    tables, known = OrderTables(), KnownSagas()
-    await _place(tables, known, key="k-1")
+    tables = OrderTables()
+    await _place(tables, key="k-1")
     other = {**ORDER_BODY, "currency": "EUR"}
     uow, orders = unit(tables)
     with pytest.raises(IdempotencyKeyReused):
-        await place_order(uow, orders, other, Decimal("10.00"), "k-1", PedidosSettings(), known,
+        await place_order(uow, orders, other, Decimal("10.00"), "k-1", PedidosSettings(),
                           sealer=sealing.sealing_key(), fingerprints=FINGERPRINTS)
     assert uow.emitted == []
     assert (len(tables.orders), len(tables.history)) == (1, 1)
 
 
 async def test_a_key_another_customer_used_is_a_new_order_of_its_own() -> None:
-    tables, known = OrderTables(), KnownSagas()
-    first = await _place(tables, known, key="k-1")
+    tables = OrderTables()
+    first = await _place(tables, key="k-1")
     other_customer = {**ORDER_BODY, "customer_id": f"{ORDER_BODY['customer_id']}-other"}
-    theirs = await _place(tables, known, other_customer, key="k-1")
+    theirs = await _place(tables, other_customer, key="k-1")
     assert theirs.created and theirs.order_id != first.order_id
     assert {o.customer_id for o in tables.orders.values()} == {
         ORDER_BODY["customer_id"], other_customer["customer_id"]}
     # Each customer's replay finds its own order.
-    assert (await _place(tables, known, key="k-1")).order_id == first.order_id
-    assert (await _place(tables, known, other_customer, key="k-1")).order_id == theirs.order_id
+    assert (await _place(tables, key="k-1")).order_id == first.order_id
+    assert (await _place(tables, other_customer, key="k-1")).order_id == theirs.order_id
 
 
 async def test_orders_without_a_key_are_each_a_new_order() -> None:
-    tables, known = OrderTables(), KnownSagas()
-    first = await _place(tables, known)
-    second = await _place(tables, known)
+    tables = OrderTables()
+    first = await _place(tables)
+    second = await _place(tables)
     assert first.created and second.created
     assert first.order_id != second.order_id and first.saga_id != second.saga_id
     assert len(tables.orders) == len(tables.sagas) == 2
@@ -180,11 +172,11 @@ async def test_orders_without_a_key_are_each_a_new_order() -> None:
 async def test_the_payment_token_is_sealed_for_pagos_and_stored_only_sealed() -> None:
     """What pedidos writes (the order, its saga, its history, OrdenSolicitada in the outbox)
     holds the token sealed for pagos; the request itself is left as it came."""
-    tables, known = OrderTables(), KnownSagas()
+    tables = OrderTables()
     body = {**ORDER_BODY, "payment_method": {"type": "credit_card", "token": "tok_visa_7f3c"}}
     uow, orders = unit(tables)
     placed = await place_order(uow, orders, body, Decimal("10.00"), None, PedidosSettings(),
-                               known, sealer=sealing.sealing_key(), fingerprints=FINGERPRINTS)
+                               sealer=sealing.sealing_key(), fingerprints=FINGERPRINTS)
 
     [event] = uow.emitted
     sealed = event.payload["payment_method"]["token"]
@@ -203,9 +195,9 @@ async def test_the_payment_token_is_sealed_for_pagos_and_stored_only_sealed() ->
 async def test_a_request_sent_again_is_the_same_request_though_each_seal_differs() -> None:
     """The idempotency check compares the request, not its sealed form (which a second sealing
     changes)."""
-    tables, known = OrderTables(), KnownSagas()
-    first = await _place(tables, known, key="k-1")
-    again = await _place(tables, known, key="k-1")
+    tables = OrderTables()
+    first = await _place(tables, key="k-1")
+    again = await _place(tables, key="k-1")
     assert again.order_id == first.order_id and not again.created
     charge = sealing.charge(saga_id=first.saga_id, order_id=first.order_id)
     assert sealing.sealed("tok_visa", charge) != sealing.sealed("tok_visa", charge)
@@ -217,12 +209,12 @@ async def test_the_token_is_sealed_for_the_sagas_charge_and_no_other() -> None:
     (inventario charges the order's total, its prices being the catalog's). A copy of it in an
     event of another saga, or of this saga with another amount, currency or customer, does not
     open."""
-    tables, known = OrderTables(), KnownSagas()
+    tables = OrderTables()
     body = {**ORDER_BODY, "customer_id": "c-7", "currency": "EUR",
             "items": [{"sku": "SKU-1", "quantity": 3, "price": "4.15"}]}
     uow, orders = unit(tables)
     placed = await place_order(uow, orders, body, Decimal("12.45"), None, PedidosSettings(),
-                               known, sealer=sealing.sealing_key(), fingerprints=FINGERPRINTS)
+                               sealer=sealing.sealing_key(), fingerprints=FINGERPRINTS)
     [event] = uow.emitted
     sealed = event.payload["payment_method"]["token"]
     assert event.metadata["user_id"] == "c-7" and event.saga_id == placed.saga_id
@@ -245,9 +237,9 @@ async def test_the_token_is_sealed_for_the_sagas_charge_and_no_other() -> None:
 async def test_the_request_hash_is_keyed_and_made_without_the_clear_token() -> None:
     """A bare SHA-256 of the body (which holds the clear card token) could be matched against
     a list of card numbers by whoever reads the table; keyed, it cannot without the key."""
-    tables, known = OrderTables(), KnownSagas()
+    tables = OrderTables()
     body = {**ORDER_BODY, "payment_method": {"type": "credit_card", "token": "tok_visa_4242"}}
-    placed = await _place(tables, known, body=body, key="k-hash")
+    placed = await _place(tables, body=body, key="k-hash")
     order = tables.orders[placed.order_id]
     assert order.request_hash == FINGERPRINTS.request(body)
     assert order.request_hash != legacy_request(body)
@@ -267,16 +259,16 @@ async def test_the_request_hash_is_keyed_and_made_without_the_clear_token() -> N
 async def test_an_order_placed_with_the_bare_hash_is_still_its_requests_for_its_key() -> None:
     """Orders placed before the key hold a bare SHA-256: the same request sent again under
     their Idempotency-Key gets that order back, and another body is still refused."""
-    tables, known = OrderTables(), KnownSagas()
-    first = await _place(tables, known, key="k-legacy")
+    tables = OrderTables()
+    first = await _place(tables, key="k-legacy")
     tables.orders[first.order_id].request_hash = legacy_request(ORDER_BODY)
-    again = await _place(tables, known, key="k-legacy")
+    again = await _place(tables, key="k-legacy")
     assert again.order_id == first.order_id and not again.created
     other = {**ORDER_BODY, "payment_method": {"type": "credit_card", "token": "tok_other"}}
     uow, orders = unit(tables)
     with pytest.raises(IdempotencyKeyReused):
         await place_order(uow, orders, other, Decimal("10.00"), "k-legacy", PedidosSettings(),
-                          known, sealer=sealing.sealing_key(), fingerprints=FINGERPRINTS)
+                          sealer=sealing.sealing_key(), fingerprints=FINGERPRINTS)
 
 
 def test_a_cards_fingerprint_is_the_same_for_every_customer_and_never_a_requests() -> None:

@@ -3,9 +3,9 @@ changes how a saga step commits without any other unit test noticing."""
 
 from __future__ import annotations
 
+from pedidos.adapters.order_repository import OrderRepository
 from pedidos.app import subscriptions
 from pedidos.config import PedidosSettings
-from pedidos.usecases.known_sagas import KnownSagas
 
 PARTICIPANT_EVENTS = {"StockVerificado", "StockNoDisponible", "PrecioRechazado", "PagoExitoso",
                       "PagoRechazado", "StockAsignado", "FalloAsignacion", "ReembolsoEjecutado",
@@ -13,7 +13,7 @@ PARTICIPANT_EVENTS = {"StockVerificado", "StockNoDisponible", "PrecioRechazado",
 
 
 def test_every_participant_event_is_tracked_once() -> None:
-    subs = subscriptions(PedidosSettings(), KnownSagas())
+    subs = subscriptions(PedidosSettings(), OrderRepository)
     assert sorted(s.event_type for s in subs) == sorted(PARTICIPANT_EVENTS)
 
 
@@ -21,7 +21,7 @@ def test_the_tracker_reads_outside_a_transaction_and_may_share_one() -> None:
     # The tracker's decision is guarded by the status it was taken on (ADR 0005) and all that
     # follows its commit waits in after_commit, which is what sharing a transaction needs
     # (ADR 0006).
-    for sub in subscriptions(PedidosSettings(), KnownSagas()):
+    for sub in subscriptions(PedidosSettings(), OrderRepository):
         assert sub.reads_outside_transaction, sub.event_type
         assert sub.shares_transaction, sub.event_type
         assert sub.isolation_level is None, sub.event_type

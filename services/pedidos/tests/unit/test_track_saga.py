@@ -1,8 +1,8 @@
 """track_saga on in-memory storage: each participant's event moves the saga as the state
-machine decides, or is recorded without moving it; the saga is decided on as this process last
-wrote it (KnownSagas) without a read, and one moved elsewhere meanwhile fails the write's guard,
-is forgotten, and is read again by the consumer's retry. A PagoExitoso that does not pay the
-order's total in its currency is recorded as ignored and counted, whatever the saga's status."""
+machine decides, or is recorded without moving it; a saga moved elsewhere after it was read
+fails the write's guard, and the consumer's retry decides on it again. A PagoExitoso that does
+not pay the order's total in its currency is recorded as ignored and counted, whatever the
+saga's status."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 from pedidos import metrics as pedidos_metrics
-from pedidos.config import PedidosSettings
+from pedidos.config import RESERVATION_MARGIN_S, PedidosSettings
 from pedidos.domain.order import TERMINAL, OrderStatus
-from pedidos.usecases.known_sagas import KnownSagas
+from pedidos.usecases.ports import SagaState
 from pedidos.usecases.track_saga import track_saga
 from sagakit.context import current_message
 from sagakit.errors import PermanentError
@@ -38,20 +38,21 @@ def handling(event: Message[Any]) -> Iterator[None]:
         current_message.reset(token)
 
 
-async def _track(tables: OrderTables, known: KnownSagas, event: Message[Any]
+async def _track(tables: OrderTables, event: Message[Any], stale: tuple[SagaState, ...] = ()
                  ) -> FakeUnitOfWork:
-    uow, orders = unit(tables)
+    """The handler once; ``stale``: sagas it reads as given, moved since (``FakeOrderStore``)."""
+    uow, orders = unit(tables, stale)
     with handling(event):
-        await track_saga(uow, orders, event, PedidosSettings(), known)
+        await track_saga(uow, orders, event, PedidosSettings())
     return uow
 
 
-async def test_stock_verified_moves_an_unknown_saga_on_to_payment_read_once() -> None:
-    tables, known = OrderTables(), KnownSagas()
+async def test_stock_verified_moves_the_saga_on_to_payment_read_once() -> None:
+    tables = OrderTables()
     saga = tables.seed(S.PENDIENTE_VALIDACION)
     verified = event("StockVerificado", saga)
 
-    uow = await _track(tables, known, verified)
+    uow = await _track(tables, verified)
 
     assert uow.committed and uow.commits == 1 and uow.emitted == []
     assert tables.reads == 1 and tables.locks == 0, "read without a lock"
@@ -65,40 +66,52 @@ async def test_stock_verified_moves_an_unknown_saga_on_to_payment_read_once() ->
             entry.message_id, entry.detail) == (
         "StockVerificado", "inventario", "PENDIENTE_VALIDACION", "PENDIENTE_PAGO",
         verified.message_id, {"source_service": "inventario"})
-    remembered = known.get(saga.saga_id)
-    assert remembered is not None and remembered.status is S.PENDIENTE_PAGO
-    assert remembered.step_deadline_at == now.step_deadline_at
 
 
 async def test_the_history_shows_which_allocation_strategy_inventario_ran() -> None:
-    tables, known = OrderTables(), KnownSagas()
+    tables = OrderTables()
     saga = tables.seed(S.PENDIENTE_VALIDACION)
-    until = "2026-12-06T09:02:00.000000Z"
-    await _track(tables, known, event("StockVerificado", saga, {
+    until = "2026-01-01T12:05:00.000000Z"
+    await _track(tables, event("StockVerificado", saga, {
         "allocation_strategy": "reserve_then_pay", "reserved_until": until}))
 
     [entry] = tables.history_of(saga.saga_id)
     assert entry.detail == {"source_service": "inventario",
-                            "allocation_strategy": "reserve_then_pay", "reserved_until": until}
+                            "allocation_strategy": "reserve_then_pay", "reserved_until": until,
+                            "step_deadline_at": "2026-01-01T12:01:00+00:00"}
 
 
-async def test_a_saga_this_process_wrote_last_is_decided_on_without_a_read() -> None:
-    tables, known = OrderTables(), KnownSagas()
+@pytest.mark.parametrize(("held_for_s", "payment_step_s"), [
+    (60.0, 60.0 - RESERVATION_MARGIN_S),    # reserved late in the validation step: cut short
+    (40.0, 40.0 - RESERVATION_MARGIN_S),
+    (20.0, 20.0 - RESERVATION_MARGIN_S),    # already past: the deadline scan cancels it
+    (600.0, 60.0),                          # held long enough: the whole payment step
+])
+async def test_the_payment_step_falls_due_before_the_units_reserved_for_it_are_released(
+        held_for_s: float, payment_step_s: float) -> None:
+    """inventario holds the units until ``reserved_until``, counted from its reservation, which
+    may come late in the validation step: the payment step ends ``RESERVATION_MARGIN_S``
+    before it at the latest, so a payment made within the step is never refunded for units
+    released under it."""
+    tables = OrderTables()
     saga = tables.seed(S.PENDIENTE_VALIDACION)
-    await _track(tables, known, event("StockVerificado", saga))
-    await _track(tables, known, event("PagoExitoso", saga, {"charge_id": "ch_1"},
-                                      source="pagos"))
-    assert tables.reads == 1, "only the first event read the saga"
-    assert tables.sagas[saga.saga_id].status is S.PENDIENTE_ASIGNACION
-    assert tables.order_of(saga.saga_id).charge_id == "ch_1"
+    until = tables.now + timedelta(seconds=held_for_s)
+    await _track(tables, event("StockVerificado", saga, {
+        "allocation_strategy": "reserve_then_pay",
+        "reserved_until": until.strftime("%Y-%m-%dT%H:%M:%S.%fZ")}))
+
+    assert PedidosSettings().payment_timeout_s == 60.0
+    now = tables.sagas[saga.saga_id]
+    assert now.status is S.PENDIENTE_PAGO
+    assert now.step_deadline_at == tables.now + timedelta(seconds=payment_step_s)
 
 
 async def test_stock_allocated_completes_the_order_and_emits_orden_completada() -> None:
-    tables, known = OrderTables(), KnownSagas()
+    tables = OrderTables()
     saga = tables.seed(S.PENDIENTE_ASIGNACION)
     allocated = event("StockAsignado", saga)
 
-    uow = await _track(tables, known, allocated)
+    uow = await _track(tables, allocated)
 
     assert tables.sagas[saga.saga_id].status is S.COMPLETADA
     assert tables.sagas[saga.saga_id].step_deadline_at is None
@@ -111,7 +124,6 @@ async def test_stock_allocated_completes_the_order_and_emits_orden_completada() 
     [notice] = tables.notifications
     assert (notice.order_id, notice.customer_id, notice.kind, notice.message) == (
         saga.order_id, saga.customer_id, "COMPLETADA", "Tu orden ha sido confirmada")
-    assert known.get(saga.saga_id) is None, "a terminal saga is not kept"
 
 
 @pytest.mark.parametrize(("status", "event_type", "to", "reason"), [
@@ -128,7 +140,7 @@ async def test_an_event_that_cancels_the_order_emits_orden_cancelada_with_its_re
     tables = OrderTables()
     saga = tables.seed(status)
 
-    uow = await _track(tables, KnownSagas(), event(event_type, saga))
+    uow = await _track(tables, event(event_type, saga))
 
     assert tables.sagas[saga.saga_id].status is to
     order = tables.order_of(saga.saga_id)
@@ -144,7 +156,7 @@ async def test_an_allocation_failure_waits_for_the_refund_without_cancelling_yet
     tables = OrderTables()
     saga = tables.seed(S.PENDIENTE_ASIGNACION)
 
-    uow = await _track(tables, KnownSagas(), event("FalloAsignacion", saga))
+    uow = await _track(tables, event("FalloAsignacion", saga))
 
     assert tables.sagas[saga.saga_id].status is S.PENDIENTE_REEMBOLSO
     assert tables.order_of(saga.saga_id).refund_status == "PENDING"
@@ -152,11 +164,11 @@ async def test_an_allocation_failure_waits_for_the_refund_without_cancelling_yet
 
 
 async def test_a_refund_outcome_after_the_order_ended_is_recorded_without_moving_it() -> None:
-    tables, known = OrderTables(), KnownSagas()
+    tables = OrderTables()
     saga = tables.seed(S.CANCELADA_TIMEOUT, step_deadline_in_s=None)
     refunded = event("ReembolsoEjecutado", saga, source="pagos")
 
-    uow = await _track(tables, known, refunded)
+    uow = await _track(tables, refunded)
 
     assert uow.committed and uow.emitted == []
     assert tables.sagas[saga.saga_id].status is S.CANCELADA_TIMEOUT
@@ -169,11 +181,11 @@ async def test_a_refund_outcome_after_the_order_ended_is_recorded_without_moving
 
 
 async def test_a_stale_or_duplicate_event_is_recorded_as_ignored_and_changes_nothing() -> None:
-    tables, known = OrderTables(), KnownSagas()
+    tables = OrderTables()
     saga = tables.seed(S.PENDIENTE_ASIGNACION)
     late = event("StockVerificado", saga)
 
-    uow = await _track(tables, known, late)
+    uow = await _track(tables, late)
 
     assert uow.committed and uow.emitted == [] and tables.notifications == []
     assert tables.sagas[saga.saga_id].status is S.PENDIENTE_ASIGNACION
@@ -183,15 +195,13 @@ async def test_a_stale_or_duplicate_event_is_recorded_as_ignored_and_changes_not
             entry.detail) == ("StockVerificado", "PENDIENTE_ASIGNACION",
                               "PENDIENTE_ASIGNACION", late.message_id,
                               {"source_service": "inventario", "ignored": True})
-    assert known.get(saga.saga_id) is not None, "kept: the row it was judged on still holds"
 
 
 async def test_a_late_payment_on_an_ended_order_still_records_its_charge() -> None:
     tables = OrderTables()
     saga = tables.seed(S.CANCELADA_POR_USUARIO, step_deadline_in_s=None)
 
-    await _track(tables, KnownSagas(), event("PagoExitoso", saga, {"charge_id": "ch_9"},
-                                             source="pagos"))
+    await _track(tables, event("PagoExitoso", saga, {"charge_id": "ch_9"}, source="pagos"))
 
     order = tables.order_of(saga.saga_id)
     assert (order.status, order.charge_id) == ("CANCELADA_POR_USUARIO", "ch_9")
@@ -207,7 +217,7 @@ async def test_a_declined_payment_is_recorded_on_the_order_whatever_became_of_it
     saga = tables.seed(status, step_deadline_in_s=None if status in TERMINAL else 60)
     declined = event("PagoRechazado", saga, source="pagos")
 
-    await _track(tables, KnownSagas(), declined)
+    await _track(tables, declined)
 
     assert tables.order_of(saga.saga_id).payment_declined_at == datetime.fromisoformat(
         declined.envelope.timestamp)
@@ -219,56 +229,49 @@ async def test_an_event_of_an_unknown_saga_is_refused_for_good() -> None:
     del tables.sagas[ghost.saga_id]
     uow, orders = unit(tables)
     with pytest.raises(PermanentError):
-        await track_saga(uow, orders, event("StockVerificado", ghost), PedidosSettings(),
-                         KnownSagas())
+        await track_saga(uow, orders, event("StockVerificado", ghost), PedidosSettings())
     assert uow.commits == 0
 
 
-async def test_a_saga_moved_elsewhere_is_forgotten_and_the_retry_decides_on_it_again() -> None:
-    tables, here = OrderTables(), KnownSagas()
-    saga = tables.seed(S.PENDIENTE_VALIDACION)
-    await _track(tables, here, event("StockVerificado", saga))
-    assert here.get(saga.saga_id) is not None and tables.reads == 1
-    # Another instance cancels it: this process's memory of it is stale.
+async def test_a_saga_moved_elsewhere_since_it_was_read_is_decided_on_again() -> None:
+    tables = OrderTables()
+    saga = tables.seed(S.PENDIENTE_PAGO)
+    # Another instance cancels it after this handler read it.
     tables.move_elsewhere(saga.saga_id, S.CANCELADA_POR_USUARIO)
     history = len(tables.history)
 
     paid = event("PagoExitoso", saga, {"charge_id": "ch_2"}, source="pagos")
-    uow = await _track(tables, here, paid)
+    uow = await _track(tables, paid, stale=(saga,))
 
     assert uow.commits == 1 and not uow.committed, "the guard found the status gone"
     assert len(tables.history) == history and tables.order_of(saga.saga_id).charge_id is None
-    assert here.get(saga.saga_id) is None and tables.reads == 1
 
-    retry = await _track(tables, here, paid)
-    assert retry.committed and tables.reads == 2
+    retry = await _track(tables, paid)
+    assert retry.committed
     assert tables.sagas[saga.saga_id].status is S.CANCELADA_POR_USUARIO
     assert tables.history[-1].detail["ignored"] is True
     assert tables.order_of(saga.saga_id).charge_id == "ch_2"
 
 
 async def test_a_transition_decided_on_a_stale_saga_writes_no_event() -> None:
-    tables, here = OrderTables(), KnownSagas()
+    tables = OrderTables()
     saga = tables.seed(S.PENDIENTE_ASIGNACION)
-    here.remember(saga)
     tables.move_elsewhere(saga.saga_id, S.CANCELADA_TIMEOUT)
 
-    uow = await _track(tables, here, event("StockAsignado", saga))
+    uow = await _track(tables, event("StockAsignado", saga), stale=(saga,))
 
     assert not uow.committed and uow.emitted == [], "no OrdenCompletada for a cancelled order"
     assert tables.sagas[saga.saga_id].status is S.CANCELADA_TIMEOUT
-    assert tables.notifications == [] and here.get(saga.saga_id) is None
+    assert tables.notifications == []
 
 
-async def test_a_commit_that_fails_forgets_the_saga_and_raises() -> None:
-    tables, here = OrderTables(), KnownSagas()
+async def test_a_commit_that_fails_raises_and_writes_nothing() -> None:
+    tables = OrderTables()
     saga = tables.seed(S.PENDIENTE_VALIDACION)
-    here.remember(saga)
     uow, orders = unit(tables)
     uow.fail_commit = ConnectionResetError("database went away")
     with pytest.raises(ConnectionResetError):
-        await track_saga(uow, orders, event("StockVerificado", saga), PedidosSettings(), here)
-    assert here.get(saga.saga_id) is None, "what the commit left is not known"
+        await track_saga(uow, orders, event("StockVerificado", saga), PedidosSettings())
     assert tables.sagas[saga.saga_id].status is S.PENDIENTE_VALIDACION
 
 
@@ -285,13 +288,13 @@ def _mismatches(reason: str) -> float:
 async def test_a_payment_other_than_the_orders_is_recorded_as_ignored_and_counted(
         status: OrderStatus, paid: dict[str, str], reason: str,
         caplog: pytest.LogCaptureFixture) -> None:
-    tables, known = OrderTables(), KnownSagas()
+    tables = OrderTables()
     saga = tables.seed(status)
     foreign = event("PagoExitoso", saga, {"charge_id": "ch_other", **paid}, source="pagos")
     before = _mismatches(reason)
 
     with caplog.at_level(logging.WARNING, logger="pedidos.track_saga"):
-        uow = await _track(tables, known, foreign)
+        uow = await _track(tables, foreign)
 
     assert uow.committed and uow.emitted == [] and tables.notifications == []
     assert tables.sagas[saga.saga_id] == saga, "neither moved nor its deadline changed"
@@ -314,9 +317,8 @@ async def test_the_orders_payment_is_not_counted_as_a_mismatch() -> None:
     saga = tables.seed(S.PENDIENTE_PAGO)
     before = [_mismatches(r) for r in ("amount_mismatch", "currency_mismatch")]
 
-    await _track(tables, KnownSagas(), event("PagoExitoso", saga, {"amount": "10.00",
-                                                                   "currency": "USD"},
-                                             source="pagos"))
+    await _track(tables, event("PagoExitoso", saga, {"amount": "10.00", "currency": "USD"},
+                               source="pagos"))
 
     assert tables.sagas[saga.saga_id].status is S.PENDIENTE_ASIGNACION
     assert [_mismatches(r) for r in ("amount_mismatch", "currency_mismatch")] == before
@@ -325,16 +327,15 @@ async def test_the_orders_payment_is_not_counted_as_a_mismatch() -> None:
 async def test_a_mismatch_on_a_saga_moved_meanwhile_is_counted_once_recorded() -> None:
     """The guard finds the saga moved: nothing recorded, nothing counted; the retry records
     and counts it once."""
-    tables, here = OrderTables(), KnownSagas()
+    tables = OrderTables()
     saga = tables.seed(S.PENDIENTE_PAGO)
-    here.remember(saga)
     tables.move_elsewhere(saga.saga_id, S.CANCELADA_POR_USUARIO)
     foreign = event("PagoExitoso", saga, {"amount": "1.00"}, source="pagos")
     before = _mismatches("amount_mismatch")
 
-    stale = await _track(tables, here, foreign)
+    stale = await _track(tables, foreign, stale=(saga,))
     assert not stale.committed and _mismatches("amount_mismatch") == before
 
-    retry = await _track(tables, here, foreign)
+    retry = await _track(tables, foreign)
     assert retry.committed and _mismatches("amount_mismatch") == before + 1
     assert tables.history_of(saga.saga_id)[-1].detail["payment_mismatch"] == "amount_mismatch"

@@ -1,6 +1,6 @@
 """stage_transition, shared by every path that moves a saga: the move is staged with its
-history, notification and events, and only what commits counts (the saga known as the commit
-left it, the finished-saga metrics); a move whose guard fails leaves no trace."""
+history, notification and events, and only what commits counts (the finished-saga metrics); a
+move whose guard fails leaves no trace."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ from prometheus_client import REGISTRY
 
 from pedidos.config import PedidosSettings
 from pedidos.domain.order import SAGA_TYPE, CancelReason, OrderStatus, RefundStatus, Transition
-from pedidos.usecases.known_sagas import KnownSagas
 from pedidos.usecases.transitions import stage_transition
 
 from .fakes import OrderTables, unit
@@ -23,23 +22,22 @@ def _finished(status: OrderStatus) -> float:
                                      {"saga_type": SAGA_TYPE, "status": status.value}) or 0.0
 
 
-async def test_an_active_step_gets_its_own_deadline_and_is_known_as_written() -> None:
-    tables, known = OrderTables(), KnownSagas()
+async def test_an_active_step_gets_its_own_deadline() -> None:
+    tables = OrderTables()
     saga = tables.seed(S.PENDIENTE_PAGO, started_s_ago=10)
     tables.advance(2)
     uow, orders = unit(tables)
     stage_transition(uow, orders, saga, Transition(S.PENDIENTE_ASIGNACION), cause="PagoExitoso",
-                     actor="pagos", settings=PedidosSettings(), known=known,
+                     actor="pagos", settings=PedidosSettings(),
                      order_values={"charge_id": "ch_1"})
-    assert known.get(saga.saga_id) is None, "known only once committed"
+    assert tables.sagas[saga.saga_id].status is S.PENDIENTE_PAGO, "staged, not written yet"
     assert await uow.commit()
 
-    moved = known.get(saga.saga_id)
-    assert moved is not None and moved.status is S.PENDIENTE_ASIGNACION
-    assert moved.step_started_at == moved.db_now == tables.now, "the commit's clock"
+    moved = tables.sagas[saga.saga_id]
+    assert moved.status is S.PENDIENTE_ASIGNACION
+    assert moved.step_started_at == tables.now, "the commit's clock"
     assert moved.step_deadline_at == tables.now + timedelta(
         seconds=PedidosSettings().allocation_timeout_s)
-    assert moved.started_at == saga.started_at and moved.elapsed_s == 12
     assert tables.order_of(saga.saga_id).charge_id == "ch_1"
     assert uow.emitted == [] and tables.notifications == []
 
@@ -65,17 +63,17 @@ async def test_cancel_reason_and_refund_status_are_written_on_the_order() -> Non
 
 
 async def test_a_move_whose_guard_fails_leaves_no_trace() -> None:
-    tables, known = OrderTables(), KnownSagas()
+    tables = OrderTables()
     saga = tables.seed(S.PENDIENTE_ASIGNACION)
     tables.move_elsewhere(saga.saga_id, S.CANCELADA_TIMEOUT)
     finished = _finished(S.COMPLETADA)
     uow, orders = unit(tables)
     stage_transition(uow, orders, saga, Transition(S.COMPLETADA), cause="StockAsignado",
-                     actor="inventario", settings=PedidosSettings(), known=known)
+                     actor="inventario", settings=PedidosSettings())
 
     assert not await uow.commit()
 
     assert uow.emitted == [], "OrdenCompletada is not written"
     assert tables.history == [] and tables.notifications == []
     assert tables.sagas[saga.saga_id].status is S.CANCELADA_TIMEOUT
-    assert known.get(saga.saga_id) is None and _finished(S.COMPLETADA) == finished
+    assert _finished(S.COMPLETADA) == finished

@@ -57,6 +57,12 @@ class Reservations:
     payment_taken_at: dict[str, datetime] = field(default_factory=dict)
     """Saga id → when inventario took its PagoExitoso (the database clock of the transaction
     that recorded the allocation, the one that judged whether the reservation was live)."""
+    payment_deadline: dict[str, datetime] = field(default_factory=dict)
+    """Saga id → when its payment step fell due, as pedidos' history recorded it for a saga
+    whose units inventario reserved (absent: not recorded)."""
+    cancellation_taken_at: dict[str, datetime] = field(default_factory=dict)
+    """Saga id → when inventario took its OrdenCancelada (the database clock of the
+    transaction that blocked or released it)."""
 
 
 @dataclass
@@ -93,7 +99,8 @@ def check(s: Snapshot) -> list[Violation]:
             *every_saga_terminal(s), *outbox_drained(s), *inbox_matches_effects(s),
             *acknowledged_orders_exist(s), *gateway_calls_recorded(s),
             *reservations_within_stock(s), *confirmed_reservations_allocated(s),
-            *no_race_lost_while_reserved(s), *reservations_end_with_their_saga(s)]
+            *no_race_lost_while_reserved(s), *reservations_confirmed_when_taken(s),
+            *reservations_end_with_their_saga(s)]
 
 
 def no_oversell(s: Snapshot) -> list[Violation]:
@@ -278,12 +285,19 @@ def confirmed_reservations_allocated(s: Snapshot) -> list[Violation]:
 
 
 def no_race_lost_while_reserved(s: Snapshot) -> list[Violation]:
-    """A saga whose payment inventario took while its reservation was live never loses the
-    race: the units were held for it. Only a payment taken after the expiry (the
-    Check-Then-Pay path) may find the stock gone and be refunded."""
+    """A saga whose payment could come within its payment step never loses the race: the step
+    falls due before its reservation does (pedidos cuts it short to that end), and a payment
+    inventario took while the reservation was live finds the units held for it. Only a
+    payment taken after the expiry (the Check-Then-Pay path) may find the stock gone and be
+    refunded."""
     out = []
     for r in s.reservations.rows:
         taken = s.reservations.payment_taken_at.get(r.saga_id)
+        deadline = s.reservations.payment_deadline.get(r.saga_id)
+        if deadline is not None and deadline > r.expires_at:
+            out.append(Violation("reservations", f"payment step due {deadline.isoformat()}, "
+                                 f"after its reservation of {r.sku} (until "
+                                 f"{r.expires_at.isoformat()})", (r.saga_id,)))
         if (s.allocations.get(r.saga_id, ("", []))[0] == "FAILED" and taken is not None
                 and taken < r.expires_at):
             out.append(Violation("reservations", f"allocation FAILED for a payment taken at "
@@ -292,10 +306,38 @@ def no_race_lost_while_reserved(s: Snapshot) -> list[Violation]:
     return out
 
 
+def reservations_confirmed_when_taken(s: Snapshot) -> list[Violation]:
+    """A payment inventario took while its saga's reservation was live, and allocated, took
+    the units that reservation held: the row says CONFIRMED, never EXPIRED (the expiry job
+    marking it under the allocation would count it expired and confirmed)."""
+    out = []
+    for r in s.reservations.rows:
+        taken = s.reservations.payment_taken_at.get(r.saga_id)
+        if (r.status == "EXPIRED" and taken is not None and taken < r.expires_at
+                and s.allocations.get(r.saga_id, ("", []))[0] in ("ALLOCATED", "RELEASED")):
+            out.append(Violation("reservations", f"reservation of {r.sku} EXPIRED, its units "
+                                 f"allocated for a payment taken at {taken.isoformat()} "
+                                 f"while it was live (until {r.expires_at.isoformat()})",
+                                 (r.saga_id,)))
+    return out
+
+
 def reservations_end_with_their_saga(s: Snapshot) -> list[Violation]:
     """No saga that ended still holds units: its reservation was confirmed, released or
     expired (a hold left behind would keep the units from every other order until its
-    expiry)."""
+    expiry). Judged also after the expiry: a reservation left RESERVED or EXPIRED whose
+    deadline came after inventario took its saga's cancellation held units for a saga that
+    had ended (one taken after the cancellation, or one the cancellation missed)."""
     ended = {o.saga_id for o in s.orders.values() if o.status in TERMINAL}
-    return [Violation("reservations", f"{r.quantity} {r.sku} still RESERVED by a saga that "
-                      "ended", (r.saga_id,)) for r in _live(s) if r.saga_id in ended]
+    live = _live(s)
+    out = [Violation("reservations", f"{r.quantity} {r.sku} still RESERVED by a saga that "
+                     "ended", (r.saga_id,)) for r in live if r.saga_id in ended]
+    for r in s.reservations.rows:
+        cancelled = s.reservations.cancellation_taken_at.get(r.saga_id)
+        if (r not in live and r.status in ("RESERVED", "EXPIRED")
+                and cancelled is not None and cancelled < r.expires_at):
+            out.append(Violation("reservations", f"{r.quantity} {r.sku} held until "
+                                 f"{r.expires_at.isoformat()}, after inventario took its "
+                                 f"saga's cancellation at {cancelled.isoformat()}",
+                                 (r.saga_id,)))
+    return out

@@ -90,19 +90,27 @@ async def has_reservations(conn: asyncpg.Connection) -> bool:
 async def reservations(conn: asyncpg.Connection, sagas: list[str], skus: list[str]
                        ) -> Reservations:
     """Every reservation of the run's products (whichever saga holds it: the units on hand
-    are shared) and of its sagas, the database's clock, and when inventario took each saga's
-    PagoExitoso."""
+    are shared) and of its sagas, the database's clock, when inventario took each saga's
+    PagoExitoso and OrdenCancelada, and when pedidos' history says each reserving saga's
+    payment step fell due."""
     if not await has_reservations(conn):
         return Reservations()
     rows = [Reservation(r["saga_id"], r["sku"], int(r["quantity"]), r["status"],
                         r["expires_at"]) for r in await conn.fetch(
         "SELECT saga_id, sku, quantity, status, expires_at FROM inventario.reservations "
         "WHERE sku = ANY($1::text[]) OR saga_id = ANY($2::text[])", skus, sagas)]
-    taken = {r["saga_id"]: r["at"] for r in await conn.fetch(
-        "SELECT saga_id, min(processed_at) AS at FROM inventario.processed_messages "
-        "WHERE event_type = 'PagoExitoso' AND status = 'processed' "
-        "AND saga_id = ANY($1::text[]) GROUP BY saga_id", sagas)}
-    return Reservations(True, rows, await conn.fetchval("SELECT now()"), taken)
+    async def taken(event_type: str) -> dict[str, Any]:
+        return {r["saga_id"]: r["at"] for r in await conn.fetch(
+            "SELECT saga_id, min(processed_at) AS at FROM inventario.processed_messages "
+            "WHERE event_type = $2 AND status = 'processed' "
+            "AND saga_id = ANY($1::text[]) GROUP BY saga_id", sagas, event_type)}
+    deadlines = {r["saga_id"]: r["due"] for r in await conn.fetch(
+        "SELECT saga_id::text AS saga_id, max((detail->>'step_deadline_at')::timestamptz) "
+        "AS due FROM pedidos.saga_audit WHERE to_status = 'PENDIENTE_PAGO' "
+        "AND detail ? 'step_deadline_at' AND saga_id::text = ANY($1::text[]) "
+        "GROUP BY saga_id", sagas)}
+    return Reservations(True, rows, await conn.fetchval("SELECT now()"),
+                        await taken("PagoExitoso"), deadlines, await taken("OrdenCancelada"))
 
 
 async def garbled_gateway_calls() -> list[str]:

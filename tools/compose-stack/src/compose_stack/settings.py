@@ -37,6 +37,7 @@ DEFAULT_HOST_PORTS = {
     "POSTGRES_HOST_PORT": 25432,
     "KAFKA_HOST_PORT": 9092,
     "PROMETHEUS_HOST_PORT": 9090,
+    "REGISTRY_HOST_PORT": 8081,
 }
 # The host ports set in the environment (None when not): they win over the env file's, which
 # win over the defaults (compose_stack.cli.host_ports), as with docker compose.
@@ -48,6 +49,7 @@ ENVIRONMENT_HOST_PORTS = {
     "IDENTITY_HOST_PORT": os.environ.get("IDENTITY_HOST_PORT"),
     "CONSOLA_HOST_PORT": os.environ.get("CONSOLA_HOST_PORT"),
     "POSTGRES_HOST_PORT": os.environ.get("POSTGRES_HOST_PORT"),
+    "REGISTRY_HOST_PORT": os.environ.get("REGISTRY_HOST_PORT"),
     "KAFKA_HOST_PORT": os.environ.get("KAFKA_HOST_PORT"),
     "PROMETHEUS_HOST_PORT": os.environ.get("PROMETHEUS_HOST_PORT"),
 }

@@ -15,7 +15,7 @@ from pathlib import Path
 from local_stack.console import log
 from local_stack.kafka import start_kafka
 from local_stack.kafka_cluster import broker_named, brokers
-from local_stack.parts import NETPROXY_PART, py_parts, python_part, start_py
+from local_stack.parts import NETPROXY_PART, py_parts, python_part, start_py, wait_ready
 from local_stack.postgres.cluster import start_postgres, stop_postgres
 from local_stack.postgres.crash import is_cluster_process
 from local_stack.postgres.data_dir import pg_data_dir
@@ -55,14 +55,18 @@ def up(with_prometheus: bool) -> None:
     started = time.monotonic()
     start_postgres()
     start_kafka()
-    # No service needs the schema registry to start: its JVM starts beside them, and is waited
-    # for once they are up.
+    # The services wait for the schema registry as they start (sagakit.schema_registry): its
+    # JVM starts beside them, the schemas are registered once it is ready, and then the
+    # services are waited for.
     registry.start_registry()
     for part in py_parts():
         log(f"starting {part.name} on http://127.0.0.1:{part.port}")
-        start_py(part)
+        start_py(part, until_ready=part.service is None)
     registry.wait_registry()
     register_schemas()
+    for part in py_parts():
+        if part.service:
+            wait_ready(part)
     if with_prometheus:
         start_prometheus()
     log(f"stack is up in {time.monotonic() - started:.1f}s")

@@ -5,7 +5,7 @@ PostgreSQL, Kafka and the gateway through.
 With SAGA_REPLICAS=N each service runs N instances, each a full member: its HTTP server, a
 consumer in the service's group, a relay candidate and the periodic jobs, against the same
 schema. Instance k (1-based) is the part ``<service>`` (k = 1) or ``<service>-k`` and listens
-on the service's port + 100·(k−1) (shared/CONTRACT.md)."""
+on the service's port + 100·(k−1) (README.md, Where things listen)."""
 
 from __future__ import annotations
 
@@ -29,6 +29,8 @@ from local_stack.postgres.database import migrate
 from local_stack.postgres.tls import with_stack_tls
 from local_stack.probes import http_ok
 from local_stack.processes import alive, read_pid, spawn, stop_group, wait_for
+from local_stack.registry import principals as registry_principals
+from local_stack.registry.server import api_url as registry_api_url
 from local_stack.settings import (
     CONSOLA_PORT,
     GATEWAY_PORT,
@@ -36,6 +38,7 @@ from local_stack.settings import (
     KAFKA_BROKERS,
     NETPROXY,
     PG_PORT,
+    REGISTRY_PORT,
     REPLICAS,
     SERVICE_PORTS,
     STATE,
@@ -83,6 +86,7 @@ def service_env(service: str, k: int = 1) -> dict[str, str]:
         **payment_token_keys.service_env(service),
         **gateway_key.service_env(service),
         **fingerprint_key.service_env(service),
+        **registry_reader_env(),
     }
     if NETPROXY:
         # Each instance through routes of its own (netproxy.layout), so that one instance can
@@ -91,10 +95,20 @@ def service_env(service: str, k: int = 1) -> dict[str, str]:
             f"{service}_app", role_password(service, "app"),
             port=proxy_ports.route_port(service, "postgres", k)))
         env["KAFKA_BOOTSTRAP_SERVERS"] = proxy_ports.kafka_bootstrap(service, k, KAFKA_BROKERS)
+        env["SCHEMA_REGISTRY_URL"] = registry_api_url(
+            proxy_ports.route_port(service, "registry", k))
         if service == "pagos":
             env["GATEWAY_URL"] = (
                 f"http://127.0.0.1:{proxy_ports.route_port(service, 'gateway', k)}")
     return env
+
+
+def registry_reader_env() -> dict[str, str]:
+    """Where a service reads the event schemas (sagakit.schema_registry), as the registry's
+    ``reader``."""
+    return {"SCHEMA_REGISTRY_URL": registry_api_url(),
+            "SCHEMA_REGISTRY_USERNAME": "reader",
+            "SCHEMA_REGISTRY_PASSWORD": registry_principals.password("reader")}
 
 
 def py_parts() -> list[PyPart]:
@@ -122,7 +136,8 @@ def service_parts(replicas: int = REPLICAS) -> list[PyPart]:
 # Its routes follow the stack's shape: every instance's (SAGA_REPLICAS), to every broker
 # (SAGA_KAFKA_BROKERS); it inherits both from the stack's environment.
 NETPROXY_PART = PyPart("netproxy", "netproxy", proxy_ports.CONTROL_PORT,
-                       {"PG_PORT": str(PG_PORT), "GATEWAY_PORT": str(GATEWAY_PORT)})
+                       {"PG_PORT": str(PG_PORT), "GATEWAY_PORT": str(GATEWAY_PORT),
+                        "REGISTRY_PORT": str(REGISTRY_PORT)})
 
 
 # Passwords a person may have set for the stack's roles (docs/configuration.md): a service
@@ -138,9 +153,10 @@ def inherited_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not _STACK_PASSWORDS.fullmatch(k)}
 
 
-def start_py(part: PyPart, wait: bool = True) -> None:
+def start_py(part: PyPart, wait: bool = True, until_ready: bool = True) -> None:
     """``wait=False`` (chaos restarts): no migrations, no health wait; the part must recover
-    by itself while other parts may still be down."""
+    by itself while other parts may still be down. ``until_ready=False``: migrated, started,
+    not waited for (``wait_ready``)."""
     if alive(read_pid(part.name)) and http_ok(part.health_url()):
         return
     stop_group(part.name)
@@ -152,8 +168,12 @@ def start_py(part: PyPart, wait: bool = True) -> None:
         migrate(part.service)
     env = {**inherited_env(), **part.env, "PYTHONUNBUFFERED": "1"}
     spawn(part.name, [sys.executable, "-m", part.module], env)
-    if wait:
-        wait_for(part.health_url(), lambda: http_ok(part.health_url()), 60, part.name)
+    if wait and until_ready:
+        wait_ready(part)
+
+
+def wait_ready(part: PyPart) -> None:
+    wait_for(part.health_url(), lambda: http_ok(part.health_url()), 60, part.name)
 
 
 def python_part(name: str) -> PyPart:

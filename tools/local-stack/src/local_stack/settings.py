@@ -55,7 +55,7 @@ REGISTRY_START_S = float(os.environ.get("REGISTRY_START_TIMEOUT", "180"))
 # Kubernetes manifests use the same ports.
 METRICS_PORT_OFFSET = 1000
 # SAGA_REPLICAS=N: N instances of each service; instance k (1-based) listens on its base port
-# + 100·(k−1) (shared/CONTRACT.md). SAGA_KAFKA_BROKERS=N: N KRaft brokers, each also a voter
+# + 100·(k−1) (README.md, Where things listen). SAGA_KAFKA_BROKERS=N: N KRaft brokers, each also a voter
 # of the controller quorum; broker k on KAFKA_PORT + 100·(k−1), its controller listener on
 # KAFKA_CONTROLLER_PORT + 100·(k−1), its TLS listener on KAFKA_TLS_PORT + 100·(k−1)
 # (local_stack.kafka_cluster).

@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from netproxy.layout import CONTROL_PORT, stack_routes
+from netproxy.layout import CONTROL_PORT, registry_routes, stack_routes
 from netproxy.proxy import ProxySet, Route
 
 log = logging.getLogger("netproxy")
@@ -76,7 +76,10 @@ async def serve() -> None:
     # The stack's shape, as the stack that starts this part was started.
     replicas = int(os.environ.get("SAGA_REPLICAS", "1"))
     brokers = int(os.environ.get("SAGA_KAFKA_BROKERS", "1"))
-    async with ProxySet(stack_routes(pg_port, gateway_port, replicas, brokers)) as proxies:
+    registry_port = int(os.environ.get("REGISTRY_PORT", "8081"))
+    routes = {**stack_routes(pg_port, gateway_port, replicas, brokers),
+              **registry_routes(registry_port, replicas)}
+    async with ProxySet(routes) as proxies:
         config = uvicorn.Config(_control_app(proxies), host="127.0.0.1", port=CONTROL_PORT,
                                 log_level="warning", access_log=False)
         await uvicorn.Server(config).serve()

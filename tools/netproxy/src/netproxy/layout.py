@@ -4,7 +4,7 @@ services at these ports and the chaos suite names the routes; both read them fro
 
 A route is named ``<instance>-<dependency>``: the instance as the stack names its part
 (``pedidos``, ``pedidos-2``) and the dependency as the stack names its part too (``postgres``,
-``gateway``, and one route per broker: ``kafka``, ``kafka-2``, ``kafka-3``). So each instance
+``gateway``, ``registry``, and one route per broker: ``kafka``, ``kafka-2``, ``kafka-3``). So each instance
 can be cut off on its own: a fault on ``pedidos-2-postgres`` leaves ``pedidos``' connections
 alone, which is how a relay's leader is cut off while its standby is not.
 
@@ -43,13 +43,13 @@ def route_name(service: str, dependency: str, instance: int = 1, broker: int = 1
 
 
 def route_port(service: str, dependency: str, instance: int = 1, broker: int = 1) -> int:
-    """Instance 1: pedidos-postgres 15411, pedidos-kafka 15412, pedidos-gateway 15413,
-    pedidos-kafka-2 15414, pedidos-kafka-3 15415; inventario's 1542x, pagos' 1543x. Instance
-    k: the same + 100·(k−1)."""
-    slot = {"postgres": 1, "kafka": 2, "gateway": 3}[dependency]
+    """Instance 1: pedidos-registry 15410, pedidos-postgres 15411, pedidos-kafka 15412,
+    pedidos-gateway 15413, pedidos-kafka-2 15414, pedidos-kafka-3 15415; inventario's 1542x,
+    pagos' 1543x. Instance k: the same + 100·(k−1)."""
+    slot = {"registry": 0, "postgres": 1, "kafka": 2, "gateway": 3}[dependency]
     if dependency == "kafka" and broker > 1:
         slot = 2 + broker
-    if not 1 <= slot <= 9:
+    if not 0 <= slot <= 9:
         raise ValueError(f"the proxy's layout has routes for 7 brokers at most, not {broker}")
     return PROXY_BASE_PORT + STEP * (instance - 1) + 10 * (SERVICES.index(service) + 1) + slot
 
@@ -97,6 +97,15 @@ def stack_routes(pg_port: int, gateway_port: int, replicas: int = 1, brokers: in
         routes[route_name("pagos", "gateway", k)] = (route_port("pagos", "gateway", k),
                                                      "127.0.0.1", gateway_port)
     return routes
+
+
+def registry_routes(registry_port: int, replicas: int = 1) -> dict[str, tuple[int, str, int]]:
+    """Every instance's route to the schema registry (``<instance>-registry``). Apart from
+    ``stack_routes``, whose routes the chaos suite faults at random: the registry is faulted
+    by the tests that mean it (tests/e2e/test_registered_schemas.py)."""
+    return {route_name(svc, "registry", k): (route_port(svc, "registry", k), "127.0.0.1",
+                                             registry_port)
+            for k in range(1, replicas + 1) for svc in SERVICES}
 
 
 def instance_routes(part: str, dependency: str, brokers: int = 1) -> list[str]:

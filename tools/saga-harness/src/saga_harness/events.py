@@ -26,7 +26,7 @@ from saga_contracts import registry
 from saga_contracts.events import EVENT_MODELS
 from saga_contracts.events.base import Event
 from saga_contracts.events.inventory import FalloAsignacion, StockAsignado, StockVerificado
-from saga_contracts.events.orders import OrdenCancelada, OrdenSolicitada
+from saga_contracts.events.orders import OrdenCancelada, OrdenSolicitada, OrdenSolicitada_v4
 from saga_contracts.events.payments import PagoExitoso
 from saga_contracts.sealing import Binding
 from saga_harness import sealing
@@ -119,6 +119,18 @@ def orden_solicitada(*items: tuple[str, int], saga_id: str | None = None,
         "shipping_address": {"street": "Calle 1", "city": "Lima", "country": "PE",
                              "postal_code": "15001"},
         "payment_method": payment_method or PAYMENT_METHOD}, checked=True)
+
+
+def orden_solicitada_v4(*items: tuple[str, int], saga_id: str | None = None,
+                        **order: Any) -> Message[OrdenSolicitada_v4]:
+    """``orden_solicitada`` as OrdenSolicitada_v4: the address in lines."""
+    v3 = orden_solicitada(*items, saga_id=saga_id, **order)
+    address = v3.envelope.payload["shipping_address"]
+    return event(OrdenSolicitada_v4, v3.saga_id, "pedidos", {
+        **v3.envelope.payload, "shipping_address": {
+            "lines": [address["street"]], "city": address["city"],
+            "country": address["country"], "postal_code": address["postal_code"]}},
+        checked=True)
 
 
 def orden_cancelada(saga_id: str, order_id: str | None = None, *,

@@ -15,6 +15,8 @@ operator's actions on them, dead letters and their safe replay.
     sagactl topics create|check
     sagactl schemas register [--schemas DIR] [--group G]
     sagactl schemas catalog [--group G] [FILE]
+    sagactl schemas deprecate ARTIFACT [VERSION] [--group G]
+    sagactl schemas retire ARTIFACT [VERSION] [--unused-days N] [--group G]
 
 Every command takes ``--output json`` (one JSON document on stdout) beside the default text.
 It reads through the services' published views as a reader role, and acts through their APIs
@@ -27,7 +29,8 @@ as the principal the KAFKA_* variables name. ``schemas`` speaks to the schema re
 (``sagactl.schema_registry`` says where and as whom): ``register`` puts every schema version of
 the contracts there with their compatibility rules, or stops with the registry's verdict on the
 one it refuses (``sagactl.schema_registration``); ``catalog`` renders docs/events.md from what
-the registry holds.
+the registry holds; ``deprecate`` and ``retire`` end a version's life, retire only once no
+service used it for SAGACTL_SCHEMA_RETIRE_UNUSED_DAYS (``sagactl.schema_lifecycle``).
 
 Nothing it prints shows a payment token, in the clear or sealed: the fields the schemas declare
 sensitive are masked (or left out) and token-shaped text is masked wherever it appears (an
@@ -40,6 +43,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -50,6 +54,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from saga_contracts import replay_signature, schema_artifacts
 from saga_contracts.redaction import scrub
 from sagactl import actions, connection, dead_letters, operator_access, reads
+from sagactl import schema_lifecycle as lifecycle
 from sagactl import schema_registration as schemas
 from sagactl.schema_registry import RegistryError, registry
 from sagakit import settings
@@ -294,6 +299,55 @@ async def _dead_letters(args: argparse.Namespace) -> int:
         await conn.close()
 
 
+def _unused_days(args: argparse.Namespace) -> float:
+    given = args.unused_days if args.unused_days is not None else os.environ.get(
+        "SAGACTL_SCHEMA_RETIRE_UNUSED_DAYS")
+    try:
+        days = float(given) if given is not None else lifecycle.DEFAULT_UNUSED_DAYS
+    except ValueError:
+        raise SystemExit(f"sagactl: SAGACTL_SCHEMA_RETIRE_UNUSED_DAYS: not a number: "
+                         f"{given!r}") from None
+    if days < 0:
+        raise SystemExit("sagactl: the days without use must not be negative")
+    return days
+
+
+async def _lifecycle(args: argparse.Namespace) -> int:
+    """deprecate, retire: 0 when done; 1 when retire refused (why on stderr); 2 when the
+    registry could not be asked."""
+    if len(args.operands) not in (1, 2):
+        raise SystemExit(f"sagactl: schemas {args.action} ARTIFACT [VERSION]")
+    artifact, version = args.operands[0], (args.operands[1:] or [None])[0]
+    try:
+        if args.action == "deprecate":
+            versions = lifecycle.deprecate(registry("deployer"), args.group, artifact, version)
+            uses: list[lifecycle.LastUse] = []
+            done = "deprecated"
+        else:
+            days = _unused_days(args)
+            conn = await connection.connect(connection.reader_dsn())
+            try:
+                versions, uses = await lifecycle.retire(registry("deployer"), conn, args.group,
+                                                        artifact, version, days)
+            finally:
+                await conn.close()
+            done = "retired"
+    except lifecycle.NotRetired as refused:
+        if args.output == "json":
+            _json({"refused": str(refused)})
+        _say(f"refused: {refused}", error=True)
+        return 1
+    except RegistryError as exc:
+        _say(f"the schema registry could not be asked: {exc}", error=True)
+        return 2
+    if args.output == "json":
+        _json({done: lifecycle.as_json(versions, uses)})
+    else:
+        for v in versions:
+            _say(f"{v.artifact} {v.version}: {done} (was {v.state})")
+    return 0
+
+
 def _schemas(args: argparse.Namespace) -> int:
     """0 when done; 1 when the registry refused a version (its verdict on stderr); 2 when it
     could not be asked."""
@@ -303,8 +357,8 @@ def _schemas(args: argparse.Namespace) -> int:
     try:
         if args.action == "catalog":
             text = render(schemas.registered_schemas(registry("reader"), args.group))
-            if args.file:
-                Path(args.file).write_text(text)
+            if args.operands:
+                Path(args.operands[0]).write_text(text)
             else:
                 print(text)
             return 0
@@ -334,6 +388,8 @@ def _schemas(args: argparse.Namespace) -> int:
 
 async def run(args: argparse.Namespace) -> int:
     if args.command == "schemas":
+        if args.action in ("deprecate", "retire"):
+            return await _lifecycle(args)
         return _schemas(args)
     if args.command == "signing-key":
         return _print_signing_key(args.output == "json")
@@ -411,10 +467,15 @@ def main(argv: list[str] | None = None) -> None:
                 "PARTITIONS, KAFKA_REPLICATION_FACTOR, KAFKA_MIN_INSYNC_REPLICAS), or check")
     p.add_argument("action", choices=["create", "check"])
     p = command("schemas", "the schema registry: register every schema version of the "
-                "contracts with their compatibility rules (a deployment step), or render the "
-                "event catalog from what it holds")
-    p.add_argument("action", choices=["register", "catalog"])
-    p.add_argument("file", nargs="?", help="catalog: the file to write (default: stdout)")
+                "contracts with their compatibility rules (a deployment step), render the "
+                "event catalog from what it holds, deprecate a version, retire one unused")
+    p.add_argument("action", choices=["register", "catalog", "deprecate", "retire"])
+    p.add_argument("operands", nargs="*", metavar="ARG",
+                   help="catalog: [FILE] to write (default: stdout); deprecate, retire: "
+                   "ARTIFACT [VERSION] (default: every version of the artifact)")
+    p.add_argument("--unused-days", type=float, default=None,
+                   help="retire: how long no service may have used it (default "
+                   "SAGACTL_SCHEMA_RETIRE_UNUSED_DAYS, else 30)")
     p.add_argument("--schemas", metavar="DIR", help="register: a tree laid out as the "
                    "contracts' schemas/<EventType>/<version>.json (default: the contracts')")
     p.add_argument("--group", default=schema_artifacts.GROUP,

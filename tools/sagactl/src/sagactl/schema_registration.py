@@ -50,7 +50,8 @@ class Registered:
     version: str
     artifact: str
     outcome: str
-    """``registered`` (new) or ``unchanged`` (there already, with the same content)."""
+    """``registered`` (new), ``unchanged`` (there already, with the same content) or
+    ``retired`` (there, retired: its content is not read)."""
 
 
 def verdict(error: RegistryError) -> str:
@@ -94,10 +95,16 @@ def _ensure_rules(api: RegistryApi, group: str, artifact: str) -> None:
                     {"ruleType": rule, "config": config})
 
 
-def _versions(api: RegistryApi, group: str, artifact: str) -> list[str]:
+# A retired version (``sagactl schemas retire``): the registry keeps it, and hands its content
+# to no one.
+RETIRED = "DISABLED"
+
+
+def _versions(api: RegistryApi, group: str, artifact: str) -> dict[str, str]:
+    """The artifact's versions, oldest first, with their states."""
     found = api.get(artifact_path(group, artifact, "versions"),
                     {"limit": str(PAGE), "order": "asc", "orderby": "createdOn"})
-    return [v["version"] for v in found.get("versions", [])]
+    return {v["version"]: v.get("state", "ENABLED") for v in found.get("versions", [])}
 
 
 def _content(api: RegistryApi, group: str, artifact: str, version: str) -> Any:
@@ -123,11 +130,13 @@ def register(api: RegistryApi, schemas: Mapping[str, list[EventSchema]], group: 
                             default=0)
             if not unchecked:
                 _ensure_rules(api, group, artifact)
-            registered = set(_versions(api, group, artifact))
+            registered = _versions(api, group, artifact)
             for i, schema in enumerate(in_major):
                 if unchecked and i == unchecked:
                     _ensure_rules(api, group, artifact)
-                if schema.version in registered:
+                if registered.get(schema.version) == RETIRED:
+                    outcome = "retired"  # its content no longer to be read, nor changed
+                elif schema.version in registered:
                     if _content(api, group, artifact, schema.version) != schema.document:
                         raise Refused(schema, artifact, (
                             "already registered with other content; a registered version "
@@ -154,7 +163,8 @@ def register(api: RegistryApi, schemas: Mapping[str, list[EventSchema]], group: 
 
 
 def registered_schemas(api: RegistryApi, group: str = GROUP) -> dict[str, list[EventSchema]]:
-    """Every version the registry holds in ``group``, by event type, oldest first."""
+    """Every version the registry holds in ``group`` and has not retired, by event type, oldest
+    first."""
     try:
         found = api.get(_path("groups", group, "artifacts"), {"limit": str(PAGE)})
     except RegistryError as exc:
@@ -165,7 +175,9 @@ def registered_schemas(api: RegistryApi, group: str = GROUP) -> dict[str, list[E
     for artifact in found.get("artifacts", []):
         name = artifact["artifactId"]
         event_type = event_type_of(name, artifact.get("labels"))
-        for version in _versions(api, group, name):
+        for version, state in _versions(api, group, name).items():
+            if state == RETIRED:
+                continue
             schemas.append(event_schema(event_type, version,
                                         _content(api, group, name, version)))
     return by_event_type(schemas)

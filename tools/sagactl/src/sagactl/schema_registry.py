@@ -87,6 +87,9 @@ class Registry:
     def put(self, path: str, body: Any) -> Any:
         return self._request("PUT", path, body)
 
+    def delete(self, path: str) -> Any:
+        return self._request("DELETE", path)
+
 
 def registry(principal: str) -> Registry:
     """The registry, as ``principal`` (``deployer`` or ``reader``) of a local stack unless the

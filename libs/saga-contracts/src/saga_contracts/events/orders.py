@@ -38,6 +38,15 @@ class ShippingAddress(EventPart):
     postal_code: Text200
 
 
+class ShippingAddressInLines(EventPart):
+    """OrdenSolicitada_v4's address: what comes before the city in one to three lines."""
+
+    lines: Annotated[tuple[Text200, ...], Field(min_length=1, max_length=3)]
+    city: Text200
+    country: Text200
+    postal_code: Text200
+
+
 class PaymentMethod(EventPart):
     """How the order is paid: the payment token sealed for pagos, which alone can open it."""
 
@@ -58,6 +67,26 @@ class OrdenSolicitada(Event):
     currency: Currency
     shipping_address: Annotated[ShippingAddress, Field(repr=False)]
     payment_method: PaymentMethod
+
+
+class OrdenSolicitada_v4(Event):
+    """An order was placed; the saga starts. OrdenSolicitada's fourth MAJOR, an event type of its
+    own (the standard's suffix): the address in lines. Published beside OrdenSolicitada while
+    its consumers move (docs/operations.md#evolving-an-event-schema)."""
+
+    event_type: ClassVar[str] = "OrdenSolicitada_v4"
+
+    order_id: Uuid
+    customer_id: Annotated[str, StringConstraints(min_length=1, max_length=100)]
+    items: Annotated[tuple[OrderLine, ...], Field(min_length=1, max_length=50)]
+    total_amount: Amount
+    currency: Currency
+    shipping_address: Annotated[ShippingAddressInLines, Field(repr=False)]
+    payment_method: PaymentMethod
+
+
+OrderRequest = OrdenSolicitada | OrdenSolicitada_v4
+"""The event that starts a saga, in either version published during the transition."""
 
 
 class OrdenCompletada(Event):
@@ -101,5 +130,5 @@ class SagaExpirada(Event):
     elapsed_ms: ElapsedMs
 
 
-MODELS: tuple[type[Event], ...] = (OrdenSolicitada, OrdenCompletada, OrdenCancelada,
-                                   StepTimedOut, SagaExpirada)
+MODELS: tuple[type[Event], ...] = (OrdenSolicitada, OrdenSolicitada_v4, OrdenCompletada,
+                                   OrdenCancelada, StepTimedOut, SagaExpirada)

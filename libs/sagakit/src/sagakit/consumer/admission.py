@@ -2,14 +2,21 @@
 payload valid against its schema and parsed into its model), one to skip, or one to dead-letter
 at once and why.
 
-Bytes that are not an envelope, an event type unknown to the catalogue and an invalid payload
-of a handled event are dead letters; so is a payload its schema admits and its model refuses
+Bytes that are not an envelope, an event type unknown to the catalogue, a version of a handled
+event that the schema registry does not hold and an invalid payload of a handled event are dead
+letters; so is a payload its schema admits and its model refuses
 (``schema_invalid`` too: the model is the schema as this code reads it), and, before its payload
 is looked at, a handled event that did not come on its topic, from its producer, keyed by its
 saga (``contract_violation``, ``sagakit.consumer.contract``). An event this service does not
 handle is skipped without validating or parsing its payload (that is for the services that
 handle it), as is a dead letter the operator replayed for another service (``replays``: an
 ``X-Replay-For`` without the operator's signature is not believed).
+
+The payload is validated against the schema of its exact version as the registry holds it
+(``sagakit.schema_registry.schemas``: a dict look-up once cached). ``unknown_event_type``: an
+event type neither the contracts' package nor the registry knows (at its MAJOR);
+``unknown_schema``: a version of an event type this service handles that the registry does not
+hold (or, the registry not answering, that the package cannot read either).
 """
 
 from __future__ import annotations
@@ -26,16 +33,21 @@ from sagakit.consumer.replays import ReplayAddress
 from sagakit.consumer.subscription import Subscription
 from sagakit.envelope import Envelope, UndecodableMessage, decode_headers
 from sagakit.message import Message
+from sagakit.schema_registry.schemas import Schemas, UnknownSchema
 
 
 class Admission:
     def __init__(self, service: str, subscriptions: Mapping[str, Subscription[Any]],
                  origins: Mapping[str, Origin] | None = None,
-                 operator_keys: OperatorKeys | None = None) -> None:
+                 operator_keys: OperatorKeys | None = None,
+                 schemas: Schemas | None = None) -> None:
         """``origins``: where each handled event type must come from; by default the
         catalogue's (a test that reads a scratch topic names it there). ``operator_keys``: the
-        keys a replay's address must be signed with to be believed; none, by default."""
+        keys a replay's address must be signed with to be believed; none, by default.
+        ``schemas``: what payloads are validated against; the contracts' package's, by
+        default."""
         self.service = service
+        self.schemas = schemas if schemas is not None else Schemas.from_package(service)
         self.replays = ReplayAddress(service, operator_keys or OperatorKeys())
         self.subscriptions = subscriptions
         """By event type."""
@@ -44,7 +56,7 @@ class Admission:
         if missing:
             raise ValueError(f"no origin for the handled event types {sorted(missing)}")
 
-    def admit(self, raw: RawRecord) -> Verdict:
+    async def admit(self, raw: RawRecord) -> Verdict:
         headers = decode_headers(raw.headers)
         replay_for = headers.get(h.REPLAY_FOR)
         replay = self.replays.check(raw, headers, replay_for) if replay_for else None
@@ -62,13 +74,19 @@ class Admission:
                 # Unknown to the catalogue is a dead letter for every reader; the payload of an
                 # event this service does not handle is its handlers' business, and validating
                 # it here (most records on a topic are such events) is CPU for nothing.
-                registry.schema_for(event_type, envelope.schema_version)
+                if not await self.schemas.knows(event_type, envelope.schema_version):
+                    raise registry.UnknownEventType(
+                        f"{event_type} {envelope.schema_version}: not in the contracts' "
+                        f"package nor in {self.schemas.where}")
             else:
                 refused = violation(raw, envelope, headers.get(h.SAGA_ID),
                                     self.origins[event_type])
                 if refused is not None:
                     return Rejected(envelope, "contract_violation", refused, str(refused))
-                registry.validate(event_type, envelope.schema_version, envelope.payload)
+                version = envelope.schema_version
+                schema = (self.schemas.cached(event_type, version)
+                          or await self.schemas.resolve(event_type, version))
+                schema.validate(envelope.payload)
                 # Parsed once, here: the handler, its retries and a shared transaction get
                 # this message.
                 message = Message.parse(envelope, subscription.model,
@@ -76,6 +94,8 @@ class Admission:
                                         address=(raw.topic, raw.partition, raw.offset))
         except registry.UnknownEventType as exc:
             return Rejected(envelope, "unknown_event_type", exc, repr(exc))
+        except UnknownSchema as exc:
+            return Rejected(envelope, "unknown_schema", exc, str(exc))
         except registry.SchemaViolation as exc:
             return Rejected(envelope, "schema_invalid", exc, str(exc))
         if subscription is None:

@@ -2,7 +2,8 @@
 or in a transaction shared with other records'.
 
 The unit of work claims the message in the inbox with its commit, so a duplicate is found there
-and rolled back (``AlreadyProcessed``). A handler whose guarded write found the state it decided
+and rolled back (``AlreadyProcessed``); another version of an event handled already, published
+beside it, is one too (``sagakit.twins``). A handler whose guarded write found the state it decided
 on gone wrote nothing: that is a ``StaleRead``, retried at once like a lost race.
 """
 
@@ -22,6 +23,7 @@ from sagakit.settings import MessagingSettings
 from sagakit.store.conflicts import CONFLICT_SQLSTATES
 from sagakit.store.shared_transaction import SharedTransaction
 from sagakit.store.unit_of_work import AlreadyProcessed, UnitOfWorkFactory
+from sagakit.twins import claim_id
 
 
 class Handling:
@@ -68,7 +70,7 @@ class Handling:
         with self.span(admitted) as span:
             try:
                 async with uow:
-                    uow.claim(envelope.message_id, envelope.event_type, envelope.saga_id)
+                    uow.claim(claim_id(envelope), envelope.event_type, envelope.saga_id)
                     await subscription.handler(uow, admitted.message)
                     if not uow.ended:
                         await uow.commit()
@@ -86,7 +88,7 @@ class Handling:
                 # (A lost race is retried at once, and a lost database cannot answer: the
                 # retry's claim settles those.)
                 if (sqlstate(exc) not in CONFLICT_SQLSTATES and not is_connection_failure(exc)
-                        and await self._processed_before(envelope.message_id)):
+                        and await self._processed_before(claim_id(envelope))):
                     span.set_attribute("saga.duplicate", True)
                     return "duplicate"
                 raise
@@ -106,7 +108,7 @@ class Handling:
         try:
             with self.span(admitted):
                 async with shared.unit() as uow:
-                    uow.claim(envelope.message_id, envelope.event_type, envelope.saga_id)
+                    uow.claim(claim_id(envelope), envelope.event_type, envelope.saga_id)
                     await admitted.subscription.handler(uow, admitted.message)
                     if not uow.ended:
                         await uow.commit()

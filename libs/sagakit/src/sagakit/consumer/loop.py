@@ -32,6 +32,7 @@ from sagakit.consumer.retry_policy import INFRASTRUCTURE_BACKOFF, RetryPolicy
 from sagakit.consumer.shared_runs import SharedRuns
 from sagakit.consumer.subscription import Subscription, by_event_type
 from sagakit.kafka import manual_commit_consumer
+from sagakit.schema_registry import Schemas
 from sagakit.settings import MessagingSettings
 from sagakit.store.reachability import Reachability
 from sagakit.store.shared_transaction import SharedTransaction
@@ -84,19 +85,21 @@ class EventConsumer:
                  shared_transaction: Callable[[], SharedTransaction] | None = None,
                  dead_letters: DeadLetterWriter | None = None,
                  origins: Mapping[str, Origin] | None = None,
-                 reachability: Reachability | None = None) -> None:
+                 reachability: Reachability | None = None,
+                 schemas: Schemas | None = None) -> None:
         """``dead_letters``: where records given up on go (by default through the outbox of
         ``uow_factory``'s units of work). ``origins``: the topic and producer each handled event
         type must come from, by default its schema's; a test that reads a scratch topic names
         that topic here. ``reachability``: while it says the database is lost, this consumer
-        stays out of its group."""
+        stays out of its group. ``schemas``: what payloads are validated against
+        (``sagakit.schema_registry``); the contracts' package's by default."""
         self.service = service
         self.topics = topics
         self.settings = settings
         report = Report(service)
         handling = Handling(service, uow_factory, settings)
         admission = Admission(service, by_event_type(subscriptions), origins,
-                              OperatorKeys.parse(settings.operator_public_keys))
+                              OperatorKeys.parse(settings.operator_public_keys), schemas)
         self.processor = Processor(service, admission, handling, RetryPolicy(settings),
                                    dead_letters or DeadLetters(service, uow_factory), report)
         self.offsets = Offsets(service, settings)

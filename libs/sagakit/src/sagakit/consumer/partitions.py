@@ -27,7 +27,7 @@ from sagakit.settings import MessagingSettings
 class Processing(Protocol):
     """What the partitions ask of ``sagakit.consumer.processing.Processor``."""
 
-    def admit(self, raw: RawRecord) -> Verdict: ...
+    async def admit(self, raw: RawRecord) -> Verdict: ...
 
     def skipped(self, outcome: Outcome) -> Outcome: ...
 
@@ -55,7 +55,7 @@ class Partitions:
         run: list[tuple[RawRecord, Admitted]] = []
         try:
             for raw in batch:
-                verdict = self.processing.admit(raw)
+                verdict = await self.processing.admit(raw)
                 if isinstance(verdict, Outcome):
                     # Nothing to write and nothing to wait for: it does not end a run.
                     await self._settle(tp, raw, self.processing.skipped(verdict), completed)

@@ -45,8 +45,8 @@ class Processor:
         self.dead_letters = dead_letters
         self.report = report
 
-    def admit(self, raw: RawRecord) -> Verdict:
-        return self.admission.admit(raw)
+    async def admit(self, raw: RawRecord) -> Verdict:
+        return await self.admission.admit(raw)
 
     def skipped(self, outcome: Outcome) -> Outcome:
         return self.report.skipped(outcome)
@@ -58,7 +58,7 @@ class Processor:
         attempts so far (``prior_attempts``). ``verdict``: the record's ``admit``, if known.
         Raises ``InfrastructureDown`` while the database is unreachable."""
         started = time.perf_counter()
-        verdict = verdict or self.admission.admit(raw)
+        verdict = verdict or await self.admission.admit(raw)
         if isinstance(verdict, Outcome):
             return self.report.skipped(verdict)
         if isinstance(verdict, Rejected):

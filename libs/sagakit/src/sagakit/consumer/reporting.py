@@ -8,6 +8,7 @@ import logging
 from sagakit.consumer.records import Outcome
 from sagakit.envelope import Envelope
 from sagakit.observability import metrics
+from sagakit.schema_versions.use import SCHEMA_USE
 
 log = logging.getLogger("sagakit.consumer")
 
@@ -21,6 +22,7 @@ class Report:
         label = metrics.event_type_label(event_type)
         metrics.HANDLER_DURATION.labels(self.service, label).observe(elapsed)
         metrics.MESSAGES_CONSUMED.labels(self.service, label, status).inc()
+        SCHEMA_USE.consumed(self.service, event_type, envelope.schema_version)
         log.info("event %s", "duplicate ignored" if status == "duplicate" else "processed",
                  extra={"service": self.service, "saga_id": envelope.saga_id,
                         "event_type": event_type, "status": "SUCCESS",

@@ -126,6 +126,20 @@ FORGED_REPLAYS = Counter(
     "(reason dead_letter_mismatch)",
     ["service", "reason"],
 )
+SCHEMA_FETCHES = Counter(
+    "saga_schema_registry_fetches_total",
+    "Schema versions this service asked the schema registry for, by when (start: warming its "
+    "cache; miss: a version a record brought that the cache lacked) and outcome (found, "
+    "missing: the registry does not hold it, unavailable: no answer or not its API's). After "
+    "the start, only cache misses reach the registry",
+    ["service", "when", "outcome"],
+)
+SCHEMA_MISMATCHES = Counter(
+    "saga_schema_registry_mismatches_total",
+    "Schema versions the registry holds with another content than the contracts' package's "
+    "of the same version; the registry's is used",
+    ["service", "event_type", "version"],
+)
 SAGA_DEADLINE_USED = Gauge(
     "saga_deadline_used_ratio",
     "Largest fraction of its overall deadline used by an active saga (1.0 = expired)",

@@ -71,6 +71,7 @@ from sagakit.outbox.statements import (
     RELAY_SESSION,
     OutboxRow,
 )
+from sagakit.schema_versions.use import SCHEMA_USE
 from sagakit.settings import MessagingSettings
 from sagakit.store.outbox_signal import OutboxSignal
 from sagakit.store.postgres_url import postgres_target
@@ -473,6 +474,9 @@ class OutboxRelay:
         for row in rows:
             metrics.RELAY_COMMIT_TO_ACK.labels(self.service).observe(
                 max(0.0, (now - row.created_at).total_seconds()))
+            version = row.payload.get("schema_version") if isinstance(row.payload, dict) else None
+            if isinstance(version, str):
+                SCHEMA_USE.produced(self.service, row.event_type, version)
         metrics.RELAY_PUBLISHED.labels(self.service).inc(len(rows))
         self.published_total += len(rows)
         self._failures = 0

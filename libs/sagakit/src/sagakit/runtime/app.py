@@ -31,8 +31,12 @@ from sagakit.runtime.http_errors import (
 from sagakit.runtime.http_metrics import HttpMetricsMiddleware
 from sagakit.runtime.jobs import messaging_jobs, run_periodic
 from sagakit.runtime.operations import operational_router
+from sagakit.runtime.schema_version_jobs import schema_version_jobs
 from sagakit.runtime.service import Runtime, ServiceDefinition
 from sagakit.runtime.settings import HttpLimits, ServiceSettings
+from sagakit.schema_registry import SchemaRegistrySettings, open_schemas
+from sagakit.schema_versions.deprecations import SchemaVersionSettings
+from sagakit.schema_versions.last_seen import write_last_seen
 from sagakit.settings import MessagingSettings, load
 from sagakit.store.database import build_engine
 from sagakit.store.reachability import Reachability
@@ -59,6 +63,11 @@ def create_app(definition: ServiceDefinition) -> FastAPI:
             raise SystemExit(f"[{definition.name}] SAGA_OPERATOR_PUBLIC_KEYS is empty: a "
                              "service that runs its consumer needs the operator's replay-"
                              "signing public keys (sagactl signing-key prints them)")
+        # Before anything runs: a service whose produced versions are not registered does not
+        # start, and the consumer validates against the registry's schemas, cached now.
+        registry = load(SchemaRegistrySettings)
+        schemas = await open_schemas(definition.name,
+                                     [s.event_type for s in subscriptions], registry)
         reachability = None
         if topics:
             reachability = Reachability(engine.url, definition.name,
@@ -66,7 +75,7 @@ def create_app(definition: ServiceDefinition) -> FastAPI:
             rt.consumer = EventConsumer(service=definition.name, topics=topics,
                                         subscriptions=subscriptions, uow_factory=rt.uow,
                                         settings=msg, shared_transaction=rt.shared_transaction,
-                                        reachability=reachability)
+                                        reachability=reachability, schemas=schemas)
         metrics.initialise(definition.name, sorted({s.event_type for s in subscriptions}),
                            definition.saga_types)
         if definition.metrics_at_zero:
@@ -90,6 +99,9 @@ def create_app(definition: ServiceDefinition) -> FastAPI:
         if svc.run_jobs:
             for job in [*messaging_jobs(msg), *definition.jobs]:
                 tasks.append(asyncio.create_task(run_periodic(job, rt, stop), name=job.name))
+        # Every instance's, whether it runs the jobs or not: each counts its own use.
+        for job in schema_version_jobs(load(SchemaVersionSettings), registry):
+            tasks.append(asyncio.create_task(run_periodic(job, rt, stop), name=job.name))
         gc_tuning.settle_heap(svc.gc_gen0_threshold)
         log.info("%s started", definition.name)
         try:
@@ -106,8 +118,11 @@ def create_app(definition: ServiceDefinition) -> FastAPI:
                 t.cancel()
             if definition.on_stop:
                 await definition.on_stop(rt)
+            with contextlib.suppress(Exception):  # the last uses counted, if it can
+                await write_last_seen(engine, definition.tables.schema)
             await relay.close()
             await verifier.close()
+            await schemas.close()
             await engine.dispose()
 
     # The HTML docs are served by operator_docs_router, behind an operator's token.

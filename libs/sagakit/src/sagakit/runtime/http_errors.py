@@ -1,6 +1,6 @@
-"""How a service's HTTP API answers what went wrong below it: the database away or a commit in
-doubt (503, saying whether anything may have been done), a race lost every time (503), and a
-request that fails validation (422, whatever its input held)."""
+"""How a service's HTTP API answers what went wrong below it: the database away, busy or a
+commit in doubt (503, saying whether anything may have been done), a race lost every time
+(503), and a request that fails validation (422, whatever its input held)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from sagakit.errors import CommitOutcomeUnknown, is_connection_failure
 from sagakit.store.conflicts import StillConflicting
@@ -23,7 +24,8 @@ log = logging.getLogger("sagakit.runtime")
 
 def install_database_error_handlers(app: FastAPI) -> None:
     """503 + Retry-After when the database is unreachable, telling apart a request that failed
-    before its COMMIT (nothing was done) from one whose COMMIT was in flight (unknown)."""
+    before its COMMIT (nothing was done) from one whose COMMIT was in flight (unknown), and
+    when no connection of the pool came free within its timeout."""
     @app.exception_handler(DBAPIError)
     @app.exception_handler(asyncpg.InterfaceError)  # from the unit of work's commit statement
     @app.exception_handler(asyncpg.PostgresError)
@@ -34,6 +36,17 @@ def install_database_error_handlers(app: FastAPI) -> None:
         # Failed before COMMIT: nothing was committed; the client may simply retry.
         log.warning("request failed, database unavailable: %r", exc)
         return JSONResponse({"detail": "database unavailable, nothing was done; retry later"},
+                            status_code=503, headers={"Retry-After": "1"})
+
+    @app.exception_handler(PoolTimeout)
+    async def database_busy(request: Request, exc: Exception) -> JSONResponse:
+        # Every pooled connection stayed in use for the pool's timeout (a database paused or
+        # slow under load): this request got none for the statement that needed one. It does
+        # not claim nothing was done (a request may have committed on an earlier connection):
+        # the retry it asks for is the idempotent one.
+        log.warning("request failed, no database connection free in time: %r", exc)
+        return JSONResponse({"detail": "database busy: no connection was free in time; retry "
+                                       "later (with the same Idempotency-Key, if any)"},
                             status_code=503, headers={"Retry-After": "1"})
 
     @app.exception_handler(CommitOutcomeUnknown)

@@ -9,7 +9,7 @@ A service imports what it uses from here (and ``driver``, for its reads on the d
 migration scripts use ``migrations`` and ``alembic_env``. The other modules are the store's own.
 """
 
-from sagakit.store.commit_statement import StagedWrite
+from sagakit.store.commit_statement import Part, StagedWrite, WriteShape
 from sagakit.store.conflicts import retry_on_conflict
 from sagakit.store.postgres_url import postgres_target
 from sagakit.store.shared_transaction import SharedTransaction
@@ -21,6 +21,6 @@ from sagakit.store.tables import (
 )
 from sagakit.store.unit_of_work import AlreadyProcessed, UnitOfWork, UnitOfWorkFactory
 
-__all__ = ["AlreadyProcessed", "MessagingTables", "SharedTransaction", "StagedWrite",
-           "UnitOfWork", "UnitOfWorkFactory", "messaging_tables", "operator_actions_table",
-           "postgres_target", "retry_on_conflict", "service_metadata"]
+__all__ = ["AlreadyProcessed", "MessagingTables", "Part", "SharedTransaction", "StagedWrite",
+           "UnitOfWork", "UnitOfWorkFactory", "WriteShape", "messaging_tables",
+           "operator_actions_table", "postgres_target", "retry_on_conflict", "service_metadata"]

@@ -14,46 +14,178 @@ woken on each side: ADR 0002), so a unit of work sends as few as it can:
 
 Statements are built once per shape and kept (``commit_statement`` is cached), so that the
 driver compiles each once; their values are plain (casts in the SQL).
+
+A handler's writes are typed parts (``Part``: its SQL, the tables and earlier parts it names,
+the values it binds), put together in a ``WriteShape`` that says which part guards the write
+and which one it hands back, and staged with their values (``StagedWrite``). What the commit
+statement needs of them is checked when they are built: the unit of work's own names
+(``uow_``) left alone, every table given (the unit of work writes it in its schema), a value for
+each bind and no other, a guard and a returning part that belong to the write. The parts stay
+SQL text, not SQLAlchemy Core statements: the commit statement is one text statement whose
+parts refer to each other by name, compiled once per shape, and its values stay plain.
 """
 
 from __future__ import annotations
 
+import re
+import string
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from sqlalchemy import TextClause, text
+from sqlalchemy import TableClause, TextClause, text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from sagakit import jsonio
 from sagakit.envelope import Envelope, new_message_id
 
+RESERVED_PREFIX = "uow_"
+"""Names of the commit statement's own parts and values: no staged write may take one."""
+
+_IDENTIFIER = re.compile(r"[a-z_][a-z0-9_]*\Z")
+
+
+def _checked_name(name: str, what: str) -> str:
+    if not _IDENTIFIER.match(name):
+        raise ValueError(f"{what} {name!r} is not a lower-case SQL identifier")
+    if name.startswith(RESERVED_PREFIX):
+        raise ValueError(f"{what} {name!r}: names starting {RESERVED_PREFIX!r} are the unit "
+                         f"of work's")
+    return name
+
+
+class Part:
+    """One statement of a staged write, a part (CTE) of the commit statement: an INSERT,
+    UPDATE or DELETE (or a SELECT a later part reads) without a WITH of its own, RETURNING what
+    a later part reads.
+
+    Its SQL names each table and each earlier part it reads or writes as ``{name}`` and gives
+    it after the SQL, by its own name (``Part("x", "... FROM {orders}", orders)``) or under
+    the one the SQL uses (``source=inserted``): a table (SQLAlchemy's ``Table``) is written in
+    the unit of work's schema, the service's own (``"schema".table``), a part by its name.
+    Values are bound as ``:name``, found as SQLAlchemy's ``text()`` finds them. A name, a value
+    or a ``{name}`` the part does not give fails here, when the part is built: build parts
+    once, at import or per shape."""
+
+    __slots__ = ("_hash", "_key", "binds", "name", "sql", "uses")
+
+    def __init__(self, name: str, sql: str, /, *uses: TableClause | Part,
+                 **named: TableClause | Part) -> None:
+        self.name = _checked_name(name, "part")
+        self.sql = sql
+        given: dict[str, TableClause | Part] = {}
+        for key, use in [*((u.name, u) for u in uses), *named.items()]:
+            if key in given:
+                raise ValueError(f"part {name!r} is given two uses named {key!r}")
+            given[key] = use
+        self.uses: Mapping[str, TableClause | Part] = given
+        try:
+            fields = {field for _, field, spec, conversion in string.Formatter().parse(sql)
+                      if field is not None and not (spec or conversion)}
+        except ValueError as exc:
+            raise ValueError(f"part {name!r}: {exc} (a literal brace is written twice)"
+                             ) from None
+        if unknown := fields - given.keys():
+            raise ValueError(f"part {name!r} names {sorted(unknown)} in its SQL but is given "
+                             f"no table or part for it (give them after the SQL)")
+        if unused := given.keys() - fields:
+            raise ValueError(f"part {name!r} is given {sorted(unused)}, which its SQL does "
+                             f"not name as {{name}}")
+        self.binds = frozenset(text(sql).compile().params)
+        for bind in self.binds:
+            _checked_name(bind, f"part {name!r}: value")
+        self._key = (name, sql, tuple(sorted(
+            (key, ("part", u) if isinstance(u, Part) else ("table", u.name))
+            for key, u in given.items())))
+        self._hash = hash(self._key)
+
+    def render(self, schema: str) -> str:
+        """The part's SQL, its tables in ``schema``."""
+        return self.sql.format_map({
+            key: u.name if isinstance(u, Part) else f'"{schema}".{u.name}'
+            for key, u in self.uses.items()})
+
+    def __eq__(self, other: object) -> bool:
+        return self is other or (isinstance(other, Part) and self._key == other._key)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __repr__(self) -> str:
+        return f"Part({self.name!r})"
+
+
+class WriteShape:
+    """The parts of a staged write, in order, and which of them is its ``guard`` and which it
+    hands back (``returning``): what the commit statement is built from, once per shape (and
+    schema). ``guard`` returns a row only if the write applied; without that row nothing is
+    written, inbox and outbox rows included, and ``commit`` returns False. ``returning``'s rows
+    are what ``commit`` hands back (``UnitOfWork.returned``). Every part a part uses is an
+    earlier one of the same shape, and ``guard`` and ``returning`` are parts of it: checked
+    here. Shapes are equal when their parts are: build them once, not per call."""
+
+    __slots__ = ("_hash", "_key", "binds", "guard", "parts", "returning")
+
+    def __init__(self, *parts: Part, guard: Part | None = None,
+                 returning: Part | None = None) -> None:
+        if not parts:
+            raise ValueError("a staged write has at least one part")
+        seen: list[Part] = []
+        for part in parts:
+            if any(p.name == part.name for p in seen):
+                raise ValueError(f"two parts named {part.name!r}")
+            for used in part.uses.values():
+                if isinstance(used, Part) and used not in seen:
+                    raise ValueError(f"part {part.name!r} uses part {used.name!r}, which is not "
+                                     f"an earlier part of this write")
+            seen.append(part)
+        for role, named in (("guard", guard), ("returning", returning)):
+            if named is not None and named not in parts:
+                raise ValueError(f"{role} {named!r} is not a part of this write "
+                                 f"({', '.join(p.name for p in parts)})")
+        self.parts = parts
+        self.guard = guard
+        self.returning = returning
+        self.binds: frozenset[str] = frozenset().union(*(p.binds for p in parts))
+        """The names of the values the write binds: a ``StagedWrite`` gives exactly these."""
+        self._key = (parts, guard.name if guard else None,
+                     returning.name if returning else None)
+        self._hash = hash(self._key)
+
+    def __eq__(self, other: object) -> bool:
+        return self is other or (isinstance(other, WriteShape) and self._key == other._key)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __repr__(self) -> str:
+        return f"WriteShape({', '.join(p.name for p in self.parts)})"
+
 
 @dataclass(frozen=True)
 class StagedWrite:
-    """A handler's writes, run by the commit statement ahead of its inbox and outbox rows.
+    """A handler's writes, run by the commit statement ahead of its inbox and outbox rows:
+    a ``shape`` built once and the values of this call, one for each value the shape binds
+    and no other (checked here)."""
 
-    ``ctes`` are (name, statement) pairs in order: INSERT, UPDATE or DELETE statements without
-    a WITH of their own (RETURNING what a later part reads), values bound as ``:name`` from
-    ``params``; names of parts and values starting ``uow_`` are the unit of work's. Tables are
-    named ``{schema}.table``: the unit of work's schema, the service's own. ``guard``
-    names the part that returns a row only if the write applied; without that row nothing is
-    written, inbox and outbox rows included, and ``commit`` returns False. Statements are kept
-    per shape: build ``ctes`` once, not per call."""
+    shape: WriteShape
+    params: Mapping[str, Any]
 
-    ctes: tuple[tuple[str, str], ...]
-    params: Mapping[str, Any] = field(default_factory=dict)
-    guard: str | None = None
-    returning: str | None = None
-    """The part whose rows ``commit`` hands back (``UnitOfWork.returned``)."""
+    def __post_init__(self) -> None:
+        if self.params.keys() != self.shape.binds:
+            missing = sorted(self.shape.binds - self.params.keys())
+            unknown = sorted(self.params.keys() - self.shape.binds)
+            raise ValueError(f"{self.shape!r}: "
+                             + "; ".join(([f"no value for {missing}"] if missing else [])
+                                         + ([f"values no part binds: {unknown}"]
+                                            if unknown else [])))
 
     async def run(self, conn: AsyncConnection, schema: str) -> bool:
         """Runs the write by itself on ``conn``, in whatever transaction the caller holds, its
         tables in ``schema`` (for code outside a unit of work, and tests); True unless its
         guard found nothing."""
-        statement = commit_statement(schema, False, False, self.ctes, self.guard,
-                                      self.returning)
+        statement = commit_statement(schema, False, False, self.shape, False)
         return bool((await conn.execute(statement, dict(self.params))).first()[0])  # type: ignore[index]
 
 
@@ -97,13 +229,15 @@ _OUTBOX_INSERT_CTE = """uow_published AS (
 
 
 @cache
-def commit_statement(schema: str, claim: bool, outbox: bool,
-                      staged: tuple[tuple[str, str], ...], guard: str | None,
-                      returning: str | None = None, notify: bool = True) -> TextClause:
-    """What goes to the database at commit; its first column is 1, or 0 if ``guard`` found
-    nothing; with ``returning``, one row per row of that part (uow_present), or one without."""
-    quoted = f'"{schema}"'
-    ctes = [f"{name} AS (\n{body.replace('{schema}', quoted)}\n)" for name, body in staged]
+def commit_statement(schema: str, claim: bool, outbox: bool, staged: WriteShape | None,
+                     notify: bool = True) -> TextClause:
+    """What goes to the database at commit; its first column is 1, or 0 if the staged write's
+    guard found nothing; with a ``returning`` part, one row per row of that part (uow_present),
+    or one without."""
+    parts = staged.parts if staged else ()
+    guard = staged.guard.name if staged and staged.guard else None
+    returning = staged.returning.name if staged and staged.returning else None
+    ctes = [f"{part.name} AS (\n{part.render(schema)}\n)" for part in parts]
     if claim:
         ctes.append(_CLAIM_CTE.format(inbox=f'"{schema}".processed_messages',
                                       guarded=(f" FROM (SELECT FROM {guard} LIMIT 1) AS g"

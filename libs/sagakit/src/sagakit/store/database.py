@@ -55,11 +55,15 @@ def session_settings(idle_in_transaction_timeout_s: float = IDLE_IN_TRANSACTION_
             f"{round(idle_in_transaction_timeout_s * 1000)}ms"}
 
 
+# SQLAlchemy's default: a database paused for longer than this leaves requests a 503.
+POOL_TIMEOUT_S = 30.0
+
+
 def build_engine(url: str, name: str, pool_size: int,
                  ping_if_idle_for_s: float = PING_IF_IDLE_FOR_S,
                  server_settings: dict[str, str] | None = None,
-                 idle_in_transaction_timeout_s: float = IDLE_IN_TRANSACTION_TIMEOUT_S
-                 ) -> AsyncEngine:
+                 idle_in_transaction_timeout_s: float = IDLE_IN_TRANSACTION_TIMEOUT_S,
+                 pool_timeout_s: float = POOL_TIMEOUT_S) -> AsyncEngine:
     engine = create_engine_for(
         url,
         server_settings={**session_settings(idle_in_transaction_timeout_s),
@@ -70,6 +74,9 @@ def build_engine(url: str, name: str, pool_size: int,
         # concurrent units of work, the next one waits for a connection instead.
         pool_size=pool_size,
         max_overflow=0,
+        # How long a unit of work waits for a connection before it gives up
+        # (``sqlalchemy.exc.TimeoutError``, answered 503 by ``sagakit.runtime.http_errors``).
+        pool_timeout=pool_timeout_s,
         pool_recycle=1800,
         # The most recently used connection first: under load the same few stay warm (and are
         # never tested), the rest age out of use instead of all going idle in turn.

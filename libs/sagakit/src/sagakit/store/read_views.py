@@ -1,4 +1,5 @@
-"""DDL of the published read views, for the services' Alembic migrations (database-as-api.md).
+"""DDL of the published read views, for the services' Alembic migrations
+(docs/operations.md#the-read-contract).
 
 A service publishes what others may read of its data as views in a schema of its own,
 ``<service>_read``, each named with its version (``sagas_v1``). The views belong to the schema's

@@ -191,7 +191,7 @@ class UnitOfWork:
     def stage(self, write: StagedWrite) -> None:
         """Writes ``write`` with the commit statement (one staged write per unit of work)."""
         if self._staged is not None:
-            raise RuntimeError("a unit of work stages one write; make it several CTEs")
+            raise RuntimeError("a unit of work stages one write; make it several parts")
         self._staged = write
 
     async def commit(self) -> bool:
@@ -232,7 +232,7 @@ class UnitOfWork:
                             f"connection lost during commit: {exc!r}") from exc
                 raise
             held = rows[0]["uow_held"]
-            if self._staged and self._staged.returning:
+            if self._staged and self._staged.shape.returning:
                 self.returned = [r for r in rows if r["uow_present"]]
             if not held:
                 await self._give_up(alone)
@@ -278,11 +278,9 @@ class UnitOfWork:
         self.ended = True
 
     def _statement(self) -> TextClause:
-        staged = self._staged
         return commit_statement(self.tables.schema, self._claim is not None,
-                                bool(self._outgoing), staged.ctes if staged else (),
-                                staged.guard if staged else None,
-                                staged.returning if staged else None, self._notifies())
+                                bool(self._outgoing),
+                                self._staged.shape if self._staged else None, self._notifies())
 
     def _notifies(self) -> bool:
         return bool(self._outgoing) and (self._signal is None or self._signal.notify_needed)

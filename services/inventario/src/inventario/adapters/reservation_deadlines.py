@@ -6,19 +6,24 @@ from __future__ import annotations
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from inventario.adapters.tables import reservations
+from inventario.adapters.tables import products, reservations
 from inventario.usecases.ports import ExpiredReservation
 
 # The expiry job's: RESERVED rows past their deadline, oldest first, each marked EXPIRED once
 # (SKIP LOCKED: two instances at once take different rows, and the status re-checked on the row
-# as it is updated keeps a row a cancel or a confirm changed meanwhile as they left it).
+# as it is updated keeps a row a cancel or a confirm changed meanwhile as they left it). A row
+# whose product is locked is left for the next run: an allocation that holds the product, or
+# waits for it, may be about to confirm it (it took the units the reservation held), and
+# marking it EXPIRED under that allocation would leave the row saying the units went back.
 _EXPIRE_DUE = f"""UPDATE {{schema}}.{reservations.name} AS r
 SET status = 'EXPIRED', updated_at = now()
-FROM (SELECT saga_id, sku FROM {{schema}}.{reservations.name}
-      WHERE status = 'RESERVED' AND expires_at <= now()
-      ORDER BY expires_at
+FROM (SELECT d.saga_id, d.sku FROM {{schema}}.{reservations.name} AS d
+      JOIN {{schema}}.{products.name} AS p ON p.sku = d.sku
+      WHERE d.status = 'RESERVED' AND d.expires_at <= now()
+      ORDER BY d.expires_at
       LIMIT :k_limit
-      FOR UPDATE SKIP LOCKED) AS due
+      FOR UPDATE OF d SKIP LOCKED
+      FOR KEY SHARE OF p SKIP LOCKED) AS due
 WHERE r.saga_id = due.saga_id AND r.sku = due.sku AND r.status = 'RESERVED'
 RETURNING r.saga_id, r.sku, r.quantity"""
 _NEXT_DEADLINE = f"""SELECT extract(epoch FROM min(expires_at) - now()) AS seconds

@@ -40,7 +40,7 @@ from inventario.usecases.ports import AllocationState, ProductStock, RecordedChe
 from saga_contracts.events import parse
 from saga_contracts.events.base import Event
 from sagakit import jsonio
-from sagakit.store import StagedWrite, UnitOfWork, driver
+from sagakit.store import Part, StagedWrite, UnitOfWork, WriteShape, driver
 
 
 def _live(alias: str) -> str:
@@ -48,12 +48,22 @@ def _live(alias: str) -> str:
     return f"{alias}.status = 'RESERVED' AND {alias}.expires_at > now()"
 
 
+# The units of a product that Check-Then-Pay orders in flight are on their way to take: other
+# sagas' verified checks within the window, neither allocated nor holding a live reservation
+# (migration 0010). A function with a snapshot of its own: called once the product is locked,
+# it counts a check committed while the lock was waited for.
+_CHECKED_IN_FLIGHT = ("inventario.checked_in_flight(:{schema}, {sku}, :{saga}, "
+                      "CAST(:{window} AS double precision))")
+
+_IN_FLIGHT_AT_READ = _CHECKED_IN_FLIGHT.format(schema="k_schema", saga="k_saga_id",
+                                              window="k_ttl_s", sku="p.sku")
+
 # Validation's questions in one round trip: has the saga an allocation row already (it was
 # cancelled before it was validated), its recorded check, the database clock, and, per product
 # asked about, what is on hand at which catalog price, the units other sagas hold in live
-# reservations, its strategy and, for an ``auto`` product only, the units of other orders in
-# flight (verified within the TTL, neither allocated nor reserved). The one-row side of the
-# outer join keeps an answer when none of the products exists.
+# reservations, its strategy and, for an ``auto`` product only, the units of Check-Then-Pay
+# orders in flight (``_CHECKED_IN_FLIGHT``). The one-row side of the outer join keeps an
+# answer when none of the products exists.
 _VALIDATION_READ = f"""SELECT
     (SELECT status FROM {{schema}}.{allocations.name} WHERE saga_id = :k_saga_id) AS allocation,
     c.result AS check_result, c.answer AS check_answer, now() AS db_now,
@@ -61,16 +71,7 @@ _VALIDATION_READ = f"""SELECT
     (SELECT coalesce(sum(r.quantity), 0)::int FROM {{schema}}.{reservations.name} AS r
      WHERE r.sku = p.sku AND {_live('r')} AND r.saga_id <> :k_saga_id) AS reserved,
     CASE WHEN p.allocation_strategy = '{AllocationStrategy.AUTO.value}' THEN
-      (SELECT coalesce(sum((l->>'quantity')::int), 0)::int
-       FROM {{schema}}.{stock_checks.name} AS v
-       CROSS JOIN LATERAL jsonb_array_elements(v.items) AS l
-       WHERE v.result = 'verified'
-         AND v.checked_at > now() - make_interval(secs => CAST(:k_ttl_s AS double precision))
-         AND v.saga_id <> :k_saga_id AND l->>'sku' = p.sku
-         AND NOT EXISTS (SELECT 1 FROM {{schema}}.{allocations.name} AS a
-                         WHERE a.saga_id = v.saga_id)
-         AND NOT EXISTS (SELECT 1 FROM {{schema}}.{reservations.name} AS r
-                         WHERE r.saga_id = v.saga_id AND {_live('r')}))
+      {_IN_FLIGHT_AT_READ}
     END AS in_flight
 FROM (SELECT 1) AS one
 LEFT JOIN {{schema}}.{stock_checks.name} AS c ON c.saga_id = :k_saga_id
@@ -125,50 +126,91 @@ def _allocation_read(schema: str) -> TextClause:
 # Guarded ("checked"): a check recorded for the saga meanwhile (its OrdenSolicitada handled
 # twice at once: a replay beside the original) keeps its place, and this unit of work writes
 # nothing, its answer included.
-_STOCK_CHECK = (("checked", f"""INSERT INTO {{schema}}.{stock_checks.name}
+_CHECKED = Part("checked", """INSERT INTO {stock_checks}
     (saga_id, order_id, items, result, payment_amount, payment_currency, answer)
 VALUES (:chk_saga_id, :chk_order_id, CAST(:chk_items AS jsonb), :chk_result,
         :chk_payment_amount, :chk_payment_currency, CAST(:chk_answer AS jsonb))
 ON CONFLICT (saga_id) DO NOTHING
-RETURNING saga_id"""),)
+RETURNING saga_id""", stock_checks)
+_STOCK_CHECK = WriteShape(_CHECKED, guard=_CHECKED)
 # The units other sagas hold in live reservations on product ``l.sku``, by a function that reads
 # them with a snapshot of its own (migration 0009): called once the product is locked, it
 # counts a reservation that committed while the lock was waited for, which a subquery of the
 # same statement, on the snapshot the statement began with, would miss.
 _HELD_BY_OTHERS = "inventario.reserved_by_others(:held_schema, l.sku, :{saga})"
-# A verified check that reserves (reserve_then_pay), in one statement: the lines' products
-# locked in SKU order (as the allocation locks them: no deadlock between the two), what other
-# sagas hold read under the lock, then the check and the reservation written only if every
-# line still has its units and the saga has no check yet. Otherwise nothing is written and
-# the message is handled again, on what another saga reserved meanwhile.
-_RESERVING_CHECK = (
-    ("res_wanted", """SELECT l.sku, sum(l.quantity)::int AS quantity
+_IN_FLIGHT_LOCKED = _CHECKED_IN_FLIGHT.format(schema="held_schema", saga="chk_saga_id",
+                                             window="auto_window_s", sku="l.sku")
+# A verified check that reserves, in one statement: the lines' products locked in SKU order (as
+# the allocation locks them: no deadlock between the two), what other sagas hold read under the
+# lock, then the check and the reservation written only if every line still has its units and
+# the saga has no check yet. An ``auto`` product's units also leave those of the Check-Then-Pay
+# orders in flight, read under the lock too: they are on their way to take them, and a
+# reservation that took them would make them lose their race after their charge. Otherwise
+# nothing is written and the message is handled again, on what another saga took meanwhile.
+_RESERVING_CHECK = WriteShape(
+    Part("res_wanted", """SELECT l.sku, sum(l.quantity)::int AS quantity
 FROM jsonb_to_recordset(CAST(:chk_items AS jsonb)) AS l(sku text, quantity int)
 GROUP BY l.sku"""),
-    ("res_locked", f"""SELECT sku, quantity FROM {{schema}}.{products.name}
+    Part("res_locked", """SELECT sku, quantity, allocation_strategy FROM {products}
 WHERE sku = ANY (ARRAY(SELECT sku FROM res_wanted))
 ORDER BY sku
-FOR UPDATE"""),
-    ("res_held", f"""SELECT l.sku, l.quantity - {_HELD_BY_OTHERS.format(saga="chk_saga_id")} AS units
+FOR UPDATE""", products),
+    Part("res_held", f"""SELECT l.sku, l.quantity - {_HELD_BY_OTHERS.format(saga="chk_saga_id")}
+       - CASE WHEN l.allocation_strategy = '{AllocationStrategy.AUTO.value}'
+              THEN {_IN_FLIGHT_LOCKED} ELSE 0 END AS units
 FROM res_locked AS l"""),
-    ("res_agreed", """SELECT 1 AS agreed
+    Part("res_agreed", """SELECT 1 AS agreed
 WHERE NOT EXISTS (SELECT 1 FROM res_wanted w LEFT JOIN res_held h ON h.sku = w.sku
                   WHERE coalesce(h.units, 0) < w.quantity)"""),
-    ("checked", f"""INSERT INTO {{schema}}.{stock_checks.name}
+    (_RESERVING_CHECKED := Part("checked", """INSERT INTO {stock_checks}
     (saga_id, order_id, items, result, payment_amount, payment_currency, answer)
 SELECT :chk_saga_id, CAST(:chk_order_id AS uuid), CAST(:chk_items AS jsonb), :chk_result,
        CAST(:chk_payment_amount AS numeric), :chk_payment_currency,
        CAST(:chk_answer AS jsonb)
 FROM res_agreed
 ON CONFLICT (saga_id) DO NOTHING
-RETURNING saga_id"""),
-    ("reserved", f"""INSERT INTO {{schema}}.{reservations.name}
+RETURNING saga_id""", stock_checks)),
+    Part("reserved", """INSERT INTO {reservations}
     (saga_id, sku, quantity, status, expires_at)
 SELECT :chk_saga_id, w.sku, w.quantity, 'RESERVED', CAST(:res_expires_at AS timestamptz)
 FROM res_wanted AS w, checked
 ON CONFLICT (saga_id, sku) DO NOTHING
-RETURNING sku"""),
-)
+RETURNING sku""", reservations),
+    guard=_RESERVING_CHECKED)
+# A verified check that does not reserve although a line's product is ``auto``: the ``auto``
+# rule asked again under the products' lock (``auto`` ones only, in SKU order), on what other
+# sagas hold and the Check-Then-Pay orders in flight read after the lock. Validations of the
+# product thus decide one after the other, each on every check committed before it, however many
+# ran at once (in shared transactions too, whose checks count once they commit): a burst's
+# orders see the burst. If the rule now says reserve, nothing is written and the message is
+# handled again: its read sees what it missed, and it reserves.
+_AUTO_CHECK = WriteShape(
+    Part("auto_wanted", """SELECT l.sku, sum(l.quantity)::int AS quantity
+FROM jsonb_to_recordset(CAST(:chk_items AS jsonb)) AS l(sku text, quantity int)
+GROUP BY l.sku"""),
+    Part("auto_locked", f"""SELECT sku, quantity FROM {{products}}
+WHERE sku = ANY (ARRAY(SELECT sku FROM auto_wanted))
+  AND allocation_strategy = '{AllocationStrategy.AUTO.value}'
+ORDER BY sku
+FOR UPDATE""", products),
+    Part("auto_seen", f"""SELECT l.sku,
+       greatest(l.quantity - {_HELD_BY_OTHERS.format(saga="chk_saga_id")}, 0) AS available,
+       {_IN_FLIGHT_LOCKED} AS in_flight
+FROM auto_locked AS l"""),
+    # inventario.domain.allocation_strategy.reserves, in the same arithmetic (double precision).
+    Part("auto_agreed", """SELECT 1 AS agreed
+WHERE NOT EXISTS (SELECT 1 FROM auto_seen s JOIN auto_wanted w ON w.sku = s.sku
+                  WHERE s.in_flight + w.quantity
+                        >= CAST(:auto_ratio AS double precision) * s.available)"""),
+    (_AUTO_CHECKED := Part("checked", """INSERT INTO {stock_checks}
+    (saga_id, order_id, items, result, payment_amount, payment_currency, answer)
+SELECT :chk_saga_id, CAST(:chk_order_id AS uuid), CAST(:chk_items AS jsonb), :chk_result,
+       CAST(:chk_payment_amount AS numeric), :chk_payment_currency,
+       CAST(:chk_answer AS jsonb)
+FROM auto_agreed
+ON CONFLICT (saga_id) DO NOTHING
+RETURNING saga_id""", stock_checks)),
+    guard=_AUTO_CHECKED)
 # The allocation, decided on what ``_ALLOCATION_READ`` found, in one statement, the last of the
 # transaction that read began. It sets its lock timeout first (a subquery every later part
 # reads, LATERAL, so that it is evaluated before any lock is waited for), then locks the lines'
@@ -182,46 +224,48 @@ RETURNING sku"""),
 # joined to the lines alone, which PostgreSQL guesses at a hundred rows, the update was
 # planned as a scan of the whole catalogue, whose cost grew with every product added (7.7 ms
 # of a 9 ms statement with 4,900 products).
-_ALLOCATION = (
-    ("alloc_timeout", """SELECT set_config('lock_timeout', :alloc_lock_timeout, true) AS value"""),
-    ("wanted", """SELECT l.sku, sum(l.quantity)::int AS quantity
+_ALLOCATION = WriteShape(
+    Part("alloc_timeout", """SELECT set_config('lock_timeout', :alloc_lock_timeout, true) AS value"""),
+    Part("wanted", """SELECT l.sku, sum(l.quantity)::int AS quantity
 FROM jsonb_to_recordset(CAST(:alloc_items AS jsonb)) AS l(sku text, quantity int)
 GROUP BY l.sku"""),
-    ("locked", f"""SELECT p.sku, p.quantity
+    Part("locked", """SELECT p.sku, p.quantity
 FROM alloc_timeout AS t
-CROSS JOIN LATERAL (SELECT sku, quantity FROM {{schema}}.{products.name}
+CROSS JOIN LATERAL (SELECT sku, quantity FROM {products}
                     WHERE t.value IS NOT NULL AND sku = ANY (ARRAY(SELECT sku FROM wanted))
                     ORDER BY sku
-                    FOR UPDATE) AS p"""),
+                    FOR UPDATE) AS p""", products),
     # What other sagas hold, read once the product is locked, with a snapshot of its own
     # (``_HELD_BY_OTHERS``): a reservation committed while this waited for the lock counts.
-    ("held", f"""SELECT l.sku, l.quantity - {_HELD_BY_OTHERS.format(saga="alloc_saga_id")} AS units
+    Part("held", f"""SELECT l.sku, l.quantity - {_HELD_BY_OTHERS.format(saga="alloc_saga_id")} AS units
 FROM locked AS l"""),
-    ("agreed", f"""SELECT 1 AS agreed
+    Part("agreed", f"""SELECT 1 AS agreed
 WHERE (NOT EXISTS (SELECT 1 FROM wanted w LEFT JOIN held h ON h.sku = w.sku
                    WHERE coalesce(h.units, 0) < w.quantity))
       = (:alloc_status = '{AllocationStatus.ALLOCATED.value}')"""),
-    ("recorded", f"""INSERT INTO {{schema}}.{allocations.name} (saga_id, order_id, status, items)
+    (_RECORDED := Part("recorded", """INSERT INTO {allocations} (saga_id, order_id, status, items)
 SELECT :alloc_saga_id, CAST(:alloc_order_id AS uuid), :alloc_status, CAST(:alloc_items AS jsonb)
 FROM agreed
 ON CONFLICT (saga_id) DO NOTHING
-RETURNING saga_id"""),
-    ("taken", f"""UPDATE {{schema}}.{products.name} p
+RETURNING saga_id""", allocations)),
+    Part("taken", f"""UPDATE {{products}} p
 SET quantity = p.quantity - w.quantity, updated_at = now()
 FROM wanted w, recorded r
 WHERE p.sku = ANY (ARRAY(SELECT sku FROM wanted)) AND p.sku = w.sku
   AND :alloc_status = '{AllocationStatus.ALLOCATED.value}'
-RETURNING p.sku"""),
-    # The saga's live reservation, if it holds one, is what was just taken: confirmed. After
-    # the allocation's row, in the order a cancellation takes them (no deadlock between the
-    # two).
-    ("confirmed", f"""UPDATE {{schema}}.{reservations.name} AS r
+RETURNING p.sku""", products),
+    # The saga's reservation, if it still holds one, is what was just taken: confirmed. Any
+    # RESERVED row, its deadline passed or not: the units it held are the ones taken, and a
+    # row the expiry job marked EXPIRED meanwhile stays so. What it returns is what the
+    # metrics count. After the allocation's row, in the order a cancellation takes them (no
+    # deadlock between the two).
+    (_CONFIRMED := Part("confirmed", f"""UPDATE {{reservations}} AS r
 SET status = 'CONFIRMED', updated_at = now()
 FROM recorded
-WHERE r.saga_id = :alloc_saga_id AND {_live('r')}
+WHERE r.saga_id = :alloc_saga_id AND r.status = 'RESERVED'
   AND :alloc_status = '{AllocationStatus.ALLOCATED.value}'
-RETURNING r.sku"""),
-)
+RETURNING r.sku""", reservations)),
+    guard=_RECORDED, returning=_CONFIRMED)
 _LOCK_ALLOCATION = (select(allocations.c.status, allocations.c["items"])
                     .where(allocations.c.saga_id == bindparam("k_saga_id", type_=Text))
                     .with_for_update())
@@ -240,10 +284,22 @@ _TRANSITION_ALLOCATION = (update(allocations)
                                   updated_at=func.now()))
 
 
+# A cancellation that finds the saga unvalidated closes its check: a validation that read
+# before the cancellation committed then finds this row where its own (and its reservation)
+# would go, and writes nothing (its guard); handled again, it reads the saga blocked. A check
+# recorded first is kept.
+_CLOSE_CHECK = (pg_insert(stock_checks)
+                .values(saga_id=bindparam("v_saga_id", type_=Text),
+                        order_id=bindparam("v_order_id", type_=stock_checks.c.order_id.type),
+                        items=[], result="cancelled")
+                .on_conflict_do_nothing(index_elements=[stock_checks.c.saga_id]))
 _RELEASE_RESERVATION = (update(reservations)
                         .where(reservations.c.saga_id == bindparam("k_saga_id", type_=Text),
                                reservations.c.status == "RESERVED")
                         .values(status="RELEASED", updated_at=func.now()))
+_LOCK_PRODUCT = (select(products.c.sku)
+                 .where(products.c.sku == bindparam("k_sku", type_=Text))
+                 .with_for_update())
 # A product's units held by live reservations (the HTTP query's).
 _RESERVED_UNITS = (select(func.coalesce(func.sum(reservations.c.quantity), 0))
                    .where(reservations.c.sku == products.c.sku,
@@ -303,7 +359,8 @@ class StockRepository:
         without locks."""
         rows = await driver.fetch(self.conn, _validation_read(self.uow.tables.schema),
                                   {"k_saga_id": saga_id, "skus": list(skus),
-                                   "k_ttl_s": float(in_flight_window_s)})
+                                   "k_ttl_s": float(in_flight_window_s),
+                                   "k_schema": self.uow.tables.schema})
         first = rows[0]
         status = first["allocation"]
         found = [r for r in rows if r["sku"] is not None]
@@ -331,25 +388,43 @@ class StockRepository:
             "chk_payment_currency": (payment_requested.currency if payment_requested
                                      else None),
             "chk_answer": jsonio.dumps({"event_type": answer.event_type,
-                                        "payload": answer.to_payload()})},
-            guard="checked"))
+                                        "payload": answer.to_payload()})}))
 
     def record_reserving_check(self, saga_id: str, order_id: str, lines: list[Line],
                                payment_requested: Money, answer: Event,
-                               expires_at: datetime) -> None:
+                               expires_at: datetime, *, in_flight_window_s: float = 120.0
+                               ) -> None:
         """The verified check's record and the saga's reservation until ``expires_at``,
         staged: the commit statement locks the lines' products and writes both only if every
-        line still has its units beside other sagas' live reservations and the saga has no
-        check yet (the guard)."""
+        line still has its units beside other sagas' live reservations (and, for an ``auto``
+        product, the Check-Then-Pay orders in flight) and the saga has no check yet (the
+        guard)."""
         self.uow.stage(StagedWrite(_RESERVING_CHECK, {
+            **self._verified(saga_id, order_id, lines, payment_requested, answer),
+            "res_expires_at": expires_at, "auto_window_s": float(in_flight_window_s)}))
+
+    def record_auto_check(self, saga_id: str, order_id: str, lines: list[Line],
+                          payment_requested: Money, answer: Event, *, ratio: float,
+                          in_flight_window_s: float = 120.0) -> None:
+        """A verified check that does not reserve, staged: the commit statement locks the
+        lines' ``auto`` products and writes it only if the ``auto`` rule, asked again on what
+        it reads under the lock, still says not to reserve, and the saga has no check yet
+        (the guard)."""
+        self.uow.stage(StagedWrite(_AUTO_CHECK, {
+            **self._verified(saga_id, order_id, lines, payment_requested, answer),
+            "auto_window_s": float(in_flight_window_s), "auto_ratio": float(ratio)}))
+
+    def _verified(self, saga_id: str, order_id: str, lines: list[Line],
+                  payment_requested: Money, answer: Event) -> dict[str, Any]:
+        """The values of a verified check's record, for the statements that lock products."""
+        return {
             "chk_saga_id": saga_id, "chk_order_id": uuid.UUID(order_id),
             "chk_items": jsonio.dumps(lines_to_json(lines)), "chk_result": "verified",
             "chk_payment_amount": payment_requested.amount,
             "chk_payment_currency": payment_requested.currency,
             "chk_answer": jsonio.dumps({"event_type": answer.event_type,
                                         "payload": answer.to_payload()}),
-            "res_expires_at": expires_at, "held_schema": self.uow.tables.schema},
-            guard="checked"))
+            "held_schema": self.uow.tables.schema}
 
     # ---- allocations
 
@@ -386,7 +461,11 @@ class StockRepository:
             "alloc_lock_timeout": f"{int(lock_timeout_ms)}ms",
             "alloc_saga_id": saga_id, "alloc_order_id": order_id, "alloc_status": status.value,
             "alloc_items": jsonio.dumps(lines_to_json(lines)),
-            "held_schema": self.uow.tables.schema}, guard="recorded"))
+            "held_schema": self.uow.tables.schema}))
+
+    def reservations_confirmed(self) -> int:
+        """Once the allocation committed: the saga's reservations its statement confirmed."""
+        return len(self.uow.returned)
 
     async def lock_allocation(self, saga_id: str) -> tuple[AllocationStatus, list[Line]] | None:
         rows = await driver.fetch(self.conn, _LOCK_ALLOCATION, {"k_saga_id": saga_id})
@@ -394,7 +473,11 @@ class StockRepository:
                 if rows else None)
 
     async def block(self, saga_id: str, order_id: str) -> bool:
-        return await self.insert_allocation(saga_id, order_id, AllocationStatus.BLOCKED, [])
+        if not await self.insert_allocation(saga_id, order_id, AllocationStatus.BLOCKED, []):
+            return False
+        await self.conn.execute(_CLOSE_CHECK, {"v_saga_id": saga_id,
+                                               "v_order_id": uuid.UUID(order_id)})
+        return True
 
     async def release(self, saga_id: str, lines: list[Line]) -> None:
         await self.put_back(lines)
@@ -438,5 +521,10 @@ class StockRepository:
             index_elements=[products.c.sku], set_={**values, "updated_at": func.now()}))
 
     async def product(self, sku: str) -> ProductStock | None:
+        return await find_product(self.conn, sku)
+
+    async def lock_product(self, sku: str) -> ProductStock | None:
+        """Two statements: the lock, then the product read on a snapshot taken after it."""
+        await self.conn.execute(_LOCK_PRODUCT, {"k_sku": sku})
         return await find_product(self.conn, sku)
 

@@ -9,14 +9,14 @@ from decimal import Decimal
 from typing import Annotated, Self
 
 from fastapi import APIRouter, HTTPException, Path, Request, Security
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from inventario.adapters.stock_repository import StockRepository, find_product
 from inventario.domain.allocation_strategy import AllocationStrategy
 from inventario.domain.payment_match import Money
 from inventario.usecases.ports import ProductStock
-from inventario.usecases.set_stock import set_stock
+from inventario.usecases.set_stock import BelowReserved, QuantityRequired, set_stock
 from saga_contracts.events.fields import Currency
 from saga_contracts.minor_units import exponent, fits
 from sagakit.auth import AUTH_RESPONSES, CUSTOMER, OPERATOR, require, require_operator
@@ -35,10 +35,15 @@ CatalogPrice = Annotated[Decimal, Field(gt=0, max_digits=12, decimal_places=2,
 
 class StockUpdate(BaseModel):
     """The product's units on hand and, optionally, its catalog price: ``price`` and
-    ``currency`` come together; left out, the product keeps the price it has."""
+    ``currency`` come together; left out, the product keeps the price it has. The quantity is a
+    JSON integer (``true``, ``"7"`` or ``7.0`` are refused, never read as a count); left out, a
+    product that exists keeps its units, so that a change of price or strategy during a sale
+    cannot write back a count read before orders took units."""
 
     model_config = ConfigDict(extra="forbid")
-    quantity: int = Field(..., ge=0, le=10_000_000)
+    quantity: StrictInt | None = Field(None, ge=0, le=10_000_000, description=(
+        "Units on hand. Left out: the product keeps the units it has (a new product needs "
+        "them)."))
     price: CatalogPrice | None = None
     currency: Currency | None = None
     allocation_strategy: AllocationStrategy | None = Field(None, description=(
@@ -94,14 +99,29 @@ def _view(product: ProductStock) -> Product:
                    updated_at=product.updated_at)
 
 
-@router.put("/products/{sku}", response_model=Product, responses=AUTH_RESPONSES,
-            dependencies=[Security(require_operator)])
+@router.put("/products/{sku}", response_model=Product, responses={
+    **AUTH_RESPONSES, 409: {"description": "The quantity is below the units reserved "
+                                           "(detail: the field and how many are reserved)"}},
+    dependencies=[Security(require_operator)])
 async def put_product(sku: Sku, body: StockUpdate, request: Request) -> Product:
     price = (Money(body.price, body.currency)
              if body.price is not None and body.currency is not None else None)
-    async with runtime_of(request).uow() as uow:
-        product = await set_stock(uow, StockRepository(uow), sku, body.quantity, price,
-                                  body.allocation_strategy)
+    try:
+        async with runtime_of(request).uow() as uow:
+            product = await set_stock(uow, StockRepository(uow), sku, body.quantity, price,
+                                      body.allocation_strategy)
+    except QuantityRequired:
+        # As the 422 a missing field gets: the field and why.
+        raise HTTPException(422, detail=[{
+            "loc": ["body", "quantity"], "type": "missing", "input": None,
+            "msg": f"{sku} does not exist yet: a new product needs its quantity"}]) from None
+    except BelowReserved as refused:
+        # Shaped as a 422's field error: the field, why, and the figure it must reach.
+        raise HTTPException(409, detail=[{
+            "loc": ["body", "quantity"], "type": "below_reserved", "input": refused.quantity,
+            "msg": (f"live reservations hold {refused.reserved} units of {sku}: the quantity "
+                    f"cannot go below {refused.reserved}"),
+            "ctx": {"reserved": refused.reserved}}]) from None
     return _view(product)
 
 

@@ -13,7 +13,9 @@ A saga that holds a live reservation (reserve_then_pay) finds its units there: t
 takes them and confirms the reservation, under the same lock and guard. One whose reservation
 expired or was released, or that never had one, takes the Check-Then-Pay path: the units on
 hand less the live reservations of other sagas, allocated or FalloAsignacion and a refund;
-never an oversell.
+never an oversell (a reservation past its deadline that the expiry job has not marked yet is
+then confirmed too, if the allocation takes the units). The reservations counted confirmed
+are those the commit statement confirmed: one the job marked EXPIRED meanwhile is not.
 
 Only the payment the saga asked for takes stock: the amount and currency its stock check sent
 pagos in StockVerificado. A PagoExitoso of another amount or currency, or for a saga whose
@@ -86,14 +88,18 @@ async def allocate_stock(uow: UnitOfWorkPort, stock: StockStore, event: Message[
                                  unavailable=shortage_parts(missing)))
     else:
         uow.emit(StockAsignado(order_id=order_id, items=stock_lines(lines)))
-        if state.reservation_live:
-            # One reservation per product of the saga, confirmed with the allocation.
-            products = len({line.sku for line in lines})
-            uow.after_commit(lambda: inventario_metrics.RESERVATIONS.labels(
-                SERVICE, ReservationOutcome.CONFIRMED).inc(products))
+        # The reservations the commit confirmed, as it says: one the expiry job marked
+        # EXPIRED after the read is counted there, not here.
+        uow.after_commit(lambda: _count_confirmed(stock.reservations_confirmed()))
     # False (nothing written) when the locked units disagree with the decision: the consumer
     # handles the message again (sagakit.consumer, StaleRead).
     await uow.commit()
+
+
+def _count_confirmed(confirmed: int) -> None:
+    if confirmed:
+        inventario_metrics.RESERVATIONS.labels(SERVICE, ReservationOutcome.CONFIRMED).inc(
+            confirmed)
 
 
 def _refuse(uow: UnitOfWorkPort, event: Message[PagoExitoso], mismatch: PaymentMismatch,

@@ -45,8 +45,9 @@ class ValidationRead:
     strategies: dict[str, AllocationStrategy] = field(default_factory=dict)
     """The allocation strategy of those products."""
     in_flight: dict[str, int] = field(default_factory=dict)
-    """Of the ``auto`` products only: units of other orders verified within the reservation
-    TTL and not allocated yet."""
+    """Of the ``auto`` products only: units of Check-Then-Pay orders in flight (other sagas'
+    verified checks within the reservation TTL, neither allocated nor holding a live
+    reservation)."""
     now: datetime | None = None
     """The database clock at the read: a reservation's deadline counts from it."""
 
@@ -54,6 +55,12 @@ class ValidationRead:
         """Units on hand less other sagas' live reservations, never below zero."""
         return {sku: max(0, units - self.reserved.get(sku, 0))
                 for sku, units in self.on_hand.items()}
+
+    def reservable(self) -> dict[str, int]:
+        """Units a reservation may hold: the available ones less, for an ``auto`` product, those
+        of the Check-Then-Pay orders in flight, which are on their way to take them."""
+        return {sku: max(0, units - self.in_flight.get(sku, 0))
+                for sku, units in self.available().items()}
 
 
 @dataclass(frozen=True)
@@ -108,8 +115,8 @@ class StockStore(Protocol):
                               in_flight_window_s: float = 120.0) -> ValidationRead:
         """The saga's allocation, its recorded stock check, the database clock, and the units
         on hand, catalog prices, strategies and units held by other sagas of ``skus``, and
-        of the ``auto`` ones the units of orders verified within ``in_flight_window_s`` and
-        neither allocated nor reserved, without locks."""
+        of the ``auto`` ones the units of Check-Then-Pay orders verified within
+        ``in_flight_window_s`` and neither allocated nor reserved, without locks."""
         ...
 
     def record_check(self, saga_id: str, order_id: str, lines: list[Line], result: str,
@@ -122,12 +129,26 @@ class StockStore(Protocol):
 
     def record_reserving_check(self, saga_id: str, order_id: str, lines: list[Line],
                                payment_requested: Money, answer: Event,
-                               expires_at: datetime) -> None:
+                               expires_at: datetime, *, in_flight_window_s: float = 120.0
+                               ) -> None:
         """Records a verified stock check with the commit, as ``record_check`` does, and the
         reservation of the lines' units for the saga until ``expires_at``. Guarded: the lines'
         products are locked in SKU order and written only if each still has the line's units
-        beside the live reservations of other sagas, and the saga has no check; otherwise
-        nothing of the unit of work is written and its ``commit`` returns False."""
+        beside the live reservations of other sagas (and, for an ``auto`` product, beside the
+        Check-Then-Pay orders verified within ``in_flight_window_s`` and in flight), and the
+        saga has no check; otherwise nothing of the unit of work is written and its
+        ``commit`` returns False."""
+        ...
+
+    def record_auto_check(self, saga_id: str, order_id: str, lines: list[Line],
+                          payment_requested: Money, answer: Event, *, ratio: float,
+                          in_flight_window_s: float = 120.0) -> None:
+        """Records a verified stock check that reserves nothing for an order with ``auto``
+        lines, with the commit. Guarded: the lines' ``auto`` products are locked in SKU order,
+        and written only if the ``auto`` rule (``ratio``), asked again on the units held by
+        other sagas and of the Check-Then-Pay orders in flight read after the lock, still says
+        not to reserve, and the saga has no check; otherwise nothing of the unit of work is
+        written and its ``commit`` returns False."""
         ...
 
     async def allocation_state(self, saga_id: str, *, statement_timeout_ms: int
@@ -147,9 +168,14 @@ class StockStore(Protocol):
         ``ALLOCATED``, some line has too few for ``FAILED``) and no allocation was recorded
         for the saga meanwhile; otherwise nothing of the unit of work is written and its
         ``commit`` returns False. A line has its units when its product has them beside the
-        live reservations of other sagas. An ``ALLOCATED`` confirms the saga's live
-        reservation (``CONFIRMED``). A product's lock waited for longer than
-        ``lock_timeout_ms`` fails the commit with a transient error."""
+        live reservations of other sagas. An ``ALLOCATED`` confirms the saga's reservation
+        still ``RESERVED`` (``CONFIRMED``), its deadline passed or not. A product's lock waited
+        for longer than ``lock_timeout_ms`` fails the commit with a transient error."""
+        ...
+
+    def reservations_confirmed(self) -> int:
+        """After ``record_allocation``'s commit: how many of the saga's reservations (one per
+        product) it confirmed."""
         ...
 
     async def lock_allocation(self, saga_id: str) -> tuple[AllocationStatus, list[Line]] | None:
@@ -157,8 +183,10 @@ class StockStore(Protocol):
         ...
 
     async def block(self, saga_id: str, order_id: str) -> bool:
-        """Records that the saga must never be allocated (``BLOCKED``, no lines); False when
-        another transaction recorded its allocation first (nothing written)."""
+        """Records that the saga must never be allocated (``BLOCKED``, no lines) and closes
+        its stock check if it has none (a check not committed yet then writes nothing, its
+        reservation included); False when another transaction recorded its allocation first
+        (nothing written)."""
         ...
 
     async def release(self, saga_id: str, lines: list[Line]) -> None:
@@ -183,6 +211,12 @@ class ProductStore(Protocol):
         ...
 
     async def product(self, sku: str) -> ProductStock | None:
+        ...
+
+    async def lock_product(self, sku: str) -> ProductStock | None:
+        """The product (None: there is none), its row locked until the commit, and the units
+        its live reservations hold read after the lock: a reservation committed while the
+        lock was waited for counts."""
         ...
 
 

@@ -2,7 +2,9 @@
 
 Idempotent: the allocation's transition ALLOCATED → RELEASED happens once. When nothing was
 allocated yet, the saga is marked BLOCKED so a late PagoExitoso never allocates for a cancelled
-order.
+order, and its stock check is closed if it has none: a validation that read the saga before
+this committed finds the check taken at its commit and writes nothing (no reservation for a
+cancelled saga); handled again, it reads the saga blocked.
 
 A reservation the saga holds (reserve_then_pay) is released with it, RESERVED → RELEASED once:
 whatever the order's allocation, a cancelled saga holds no units.

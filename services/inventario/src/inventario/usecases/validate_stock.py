@@ -1,5 +1,6 @@
 """OrdenSolicitada → StockVerificado | StockNoDisponible | PrecioRechazado. Reads without locks;
-changes no stock; reserves it for the saga when the order's strategy says so.
+changes no stock; reserves it for the saga when the order's strategy says so. OrdenSolicitada_v4,
+the same order with its address in lines, is checked alike.
 
 Availability is the units on hand less the live reservations of other sagas, whatever the
 strategy: a Check-Then-Pay order does not validate against units another saga holds. A verified
@@ -7,9 +8,13 @@ order reserves when any line's product is ``reserve_then_pay``, or ``auto`` and 
 demand approaches its stock (``inventario.domain.allocation_strategy``). The reservation is
 written with the check, guarded: the products locked at the commit must still have the units
 (else nothing is written and the message is handled again, on what another saga reserved
-meanwhile: StockNoDisponible), so units are held before pagos is asked to charge. Its deadline
-is the database clock at the read plus the TTL, and StockVerificado says which strategy ran and
-until when the units are held: the saga's history shows it.
+meanwhile: StockNoDisponible), so units are held before pagos is asked to charge; an ``auto``
+product's units are those left beside its Check-Then-Pay orders in flight. Its deadline is the
+database clock at the read plus the TTL, and StockVerificado says which strategy ran and until
+when the units are held: the saga's history shows it. An order with ``auto`` lines that does
+not reserve is written under the ``auto`` products' lock too, only if the rule, asked again on
+what is committed then, still says so (else it is handled again, and reserves): validations
+that ran at once decide one after the other.
 
 Stock first: an order short of units is StockNoDisponible whatever its prices. Then prices
 (``inventario.domain.pricing``): an item whose product has no catalog price, or one in
@@ -54,7 +59,7 @@ from inventario.usecases.event_parts import (
 from inventario.usecases.ports import RecordedCheck, StockStore, ValidationRead
 from saga_contracts.events.base import Event
 from saga_contracts.events.inventory import PrecioRechazado, StockNoDisponible, StockVerificado
-from saga_contracts.events.orders import OrdenSolicitada
+from saga_contracts.events.orders import OrderRequest
 from sagakit.message import Message
 from sagakit.ports import UnitOfWorkPort
 
@@ -70,7 +75,7 @@ class ReservationPolicy:
 
 
 async def validate_stock(uow: UnitOfWorkPort, stock: StockStore,
-                         event: Message[OrdenSolicitada],
+                         event: Message[OrderRequest],
                          policy: ReservationPolicy = ReservationPolicy()) -> None:
     order = event.payload
     lines = merge_lines(Line(i.sku, i.quantity) for i in order.items)
@@ -87,7 +92,9 @@ async def validate_stock(uow: UnitOfWorkPort, stock: StockStore,
         await uow.commit()
         return
     available = read.available()
-    missing = shortages(lines, available)
+    reserving = _reserves(lines, read, available, policy)
+    # A reservation leaves an ``auto`` product's Check-Then-Pay orders in flight their units.
+    missing = shortages(lines, read.reservable() if reserving else available)
     refused = [] if missing else refused_items(
         (OrderedItem(i.sku, i.quantity, i.price) for i in order.items), order.currency,
         read.prices)
@@ -109,10 +116,16 @@ async def validate_stock(uow: UnitOfWorkPort, stock: StockStore,
                                    total_amount=charged.amount, currency=charged.currency,
                                    payment_method=order.payment_method,
                                    allocation_strategy=AllocationStrategy.CHECK_THEN_PAY.value)
-        if not _reserves(lines, read, available, policy):
+        if not reserving:
             answer = verified
-            stock.record_check(event.saga_id, order.order_id, lines, "verified",
-                               payment_requested=charged, answer=answer)
+            if _any_auto(lines, read):
+                # Asked again under the products' lock: a burst validated at once sees itself.
+                stock.record_auto_check(event.saga_id, order.order_id, lines, charged, answer,
+                                        ratio=policy.auto_ratio,
+                                        in_flight_window_s=policy.ttl_s)
+            else:
+                stock.record_check(event.saga_id, order.order_id, lines, "verified",
+                                   payment_requested=charged, answer=answer)
         else:
             until = (read.now or datetime.now(UTC)) + timedelta(seconds=policy.ttl_s)
             # Built whole, validated: the deadline is left out, never null, when nothing is
@@ -122,7 +135,7 @@ async def validate_stock(uow: UnitOfWorkPort, stock: StockStore,
                 "allocation_strategy": AllocationStrategy.RESERVE_THEN_PAY.value,
                 "reserved_until": utc_timestamp(until)})
             stock.record_reserving_check(event.saga_id, order.order_id, lines, charged, answer,
-                                         expires_at=until)
+                                         expires_at=until, in_flight_window_s=policy.ttl_s)
             uow.after_commit(_reserved(event, len(lines), until))
     uow.emit(answer)
     # False (nothing written, the answer included) when a check of the saga committed
@@ -130,7 +143,7 @@ async def validate_stock(uow: UnitOfWorkPort, stock: StockStore,
     await uow.commit()
 
 
-def _reserved(event: Message[OrdenSolicitada], products: int, until: datetime
+def _reserved(event: Message[OrderRequest], products: int, until: datetime
               ) -> Callable[[], None]:
     """What follows a reservation's commit: counted (one per product) and logged."""
     def counted() -> None:
@@ -147,7 +160,11 @@ def _reserves(lines: list[Line], read: ValidationRead, available: dict[str, int]
     return order_reserves(read.strategies, demands, policy.auto_ratio)
 
 
-def _answer_again(uow: UnitOfWorkPort, event: Message[OrdenSolicitada],
+def _any_auto(lines: list[Line], read: ValidationRead) -> bool:
+    return any(read.strategies.get(line.sku) is AllocationStrategy.AUTO for line in lines)
+
+
+def _answer_again(uow: UnitOfWorkPort, event: Message[OrderRequest],
                   check: RecordedCheck) -> None:
     """The saga was checked already: the same answer again, or none if it was not kept."""
     if check.answer is None:

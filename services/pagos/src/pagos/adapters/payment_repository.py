@@ -32,7 +32,7 @@ from pagos.usecases.ports import CallOutcome, PaymentUnits
 from sagakit import jsonio
 from sagakit.dead_letters import DeadLetter
 from sagakit.ids import time_ordered_id
-from sagakit.store import StagedWrite, UnitOfWork, driver
+from sagakit.store import Part, StagedWrite, UnitOfWork, WriteShape, driver
 
 # The statements of a saga step are built once (per shape) and their values bound at
 # execution: building a statement and its cache key costs more CPU than sending it.
@@ -56,23 +56,23 @@ _INSERT = (pg_insert(payments)
 
 
 @functools.cache
-def _new_payment(leased: bool) -> tuple[tuple[str, str], ...]:
+def _new_payment(leased: bool) -> WriteShape:
     """A payment due now (leased to the caller's gateway call if ``leased``), unless the saga
     has one: staged on the unit of work, sent with its commit statement."""
     lease = (", now() + make_interval(secs => CAST(:pay_lease_s AS double precision))"
              if leased else "")
     lease_column = ", lease_until" if leased else ""
-    return (("inserted", f"""INSERT INTO {{schema}}.{payments.name} (payment_id, saga_id, order_id,
+    inserted = Part("inserted", f"""INSERT INTO {{payments}} (payment_id, saga_id, order_id,
     customer_id, status, amount, currency, payment_token, trigger, next_attempt_at{lease_column})
 VALUES (:pay_payment_id, :pay_saga_id, :pay_order_id, :pay_customer_id, :pay_status, :pay_amount,
         :pay_currency, :pay_token, CAST(:pay_trigger AS jsonb), now(){lease})
 ON CONFLICT (saga_id) DO NOTHING
-RETURNING *"""),)
+RETURNING *""", payments)
+    return WriteShape(inserted, returning=inserted)
 
 
 @functools.cache
-def _outcome(columns: tuple[str, ...], schedules: bool, lease_held: bool
-             ) -> tuple[tuple[str, str], ...]:
+def _outcome(columns: tuple[str, ...], schedules: bool, lease_held: bool) -> WriteShape:
     """A gateway call's outcome, applied only if the payment's status and attempt counts are
     still those it was decided on (the guard), and with ``lease_held`` only while the call
     still holds its lease: the columns set, the call appended to the attempt log, the call's
@@ -84,7 +84,7 @@ def _outcome(columns: tuple[str, ...], schedules: bool, lease_held: bool
     schedule = ("next_attempt_at = now() + make_interval(secs => CAST(:out_retry_in_s AS "
                 "double precision)),\n    " if schedules else "")
     held = ("\n      AND lease_until = CAST(:out_lease AS timestamptz)" if lease_held else "")
-    return (("recorded", f"""UPDATE {{schema}}.{payments.name} SET {assigned}
+    recorded = Part("recorded", f"""UPDATE {{payments}} SET {assigned}
     attempt_log = attempt_log || jsonb_build_array(CAST(:out_attempt AS jsonb)),
     lease_until = CASE WHEN lease_until = CAST(:out_lease AS timestamptz) THEN NULL
                        ELSE lease_until END,
@@ -93,7 +93,8 @@ WHERE saga_id = :out_saga_id AND status = :out_expected
       AND charge_attempts = :out_seen_charge_attempts
       AND resolve_attempts = :out_seen_resolve_attempts
       AND refund_attempts = :out_seen_refund_attempts{held}
-RETURNING 1"""),)
+RETURNING 1""", payments)
+    return WriteShape(recorded, guard=recorded)
 
 
 @functools.cache
@@ -141,11 +142,12 @@ _MARK_ALLOCATION_FAILED = (update(payments)
 
 # inventario allocated the stock: staged, guarded by what the decision was taken on (the
 # status, and that no allocation was recorded and whether a failure was).
-_STOCK_ALLOCATED = (("allocated", f"""UPDATE {{schema}}.{payments.name}
+_ALLOCATED = Part("allocated", """UPDATE {payments}
 SET stock_allocated_at = now()
 WHERE saga_id = :alloc_saga_id AND status = :alloc_expected AND stock_allocated_at IS NULL
       AND (allocation_failed_at IS NOT NULL) = CAST(:alloc_failed AS boolean)
-RETURNING 1"""),)
+RETURNING 1""", payments)
+_STOCK_ALLOCATED = WriteShape(_ALLOCATED, guard=_ALLOCATED)
 
 
 def payment_of(row: driver.Row, leased: bool = False) -> Payment:
@@ -266,8 +268,7 @@ class PaymentRepository:
             "pay_trigger": jsonio.dumps(trigger)}
         if lease_s is not None:
             params["pay_lease_s"] = lease_s
-        self.uow.stage(StagedWrite(_new_payment(lease_s is not None), params,
-                                   returning="inserted"))
+        self.uow.stage(StagedWrite(_new_payment(lease_s is not None), params))
         self._leased = lease_s is not None
 
     def created(self) -> Payment | None:
@@ -307,13 +308,13 @@ class PaymentRepository:
         if outcome.schedules:
             params["out_retry_in_s"] = outcome.retry_in_s
         self.uow.stage(StagedWrite(_outcome(tuple(sorted(values)), outcome.schedules,
-                                            outcome.lease_held), params, guard="recorded"))
+                                            outcome.lease_held), params))
 
     def record_stock_allocated(self, decided_on: Payment) -> None:
         """Staged, guarded by the status and the allocation outcomes it was decided on."""
         self.uow.stage(StagedWrite(_STOCK_ALLOCATED, {
             "alloc_saga_id": decided_on.saga_id, "alloc_expected": decided_on.status.value,
-            "alloc_failed": decided_on.allocation_failed}, guard="allocated"))
+            "alloc_failed": decided_on.allocation_failed}))
 
     def dead_letter(self, letter: DeadLetter) -> None:
         letter.emit(self.uow)

@@ -20,14 +20,15 @@ from pagos.usecases.resolve_payment import (
     ResolutionStore,
 )
 from sagakit import jsonio
-from sagakit.store import StagedWrite, UnitOfWork
+from sagakit.store import Part, StagedWrite, UnitOfWork, WriteShape
 
-_RECORD = (("resolved", f"""INSERT INTO {{schema}}.{operator_actions.name} (operator, action, saga_id, target,
+_RESOLVED = Part("resolved", f"""INSERT INTO {{operator_actions}} (operator, action, saga_id, target,
                                      reason, detail)
 VALUES (:res_operator, '{PAYMENT_RESOLVED}', :res_saga_id, :res_target, :res_note,
         CAST(:res_detail AS jsonb))
 ON CONFLICT (target) WHERE action = '{PAYMENT_RESOLVED}' DO NOTHING
-RETURNING id"""),)
+RETURNING id""", operator_actions)
+_RECORD = WriteShape(_RESOLVED, guard=_RESOLVED)
 
 
 def _resolution(row: Any) -> Resolution | None:
@@ -64,8 +65,7 @@ class ResolutionRepository(ResolutionStore):
         self.uow.stage(StagedWrite(_RECORD, {
             "res_operator": resolution.operator, "res_saga_id": resolution.saga_id,
             "res_target": resolution.payment_id, "res_note": resolution.note,
-            "res_detail": jsonio.dumps({"reference": resolution.reference})},
-            guard="resolved"))
+            "res_detail": jsonio.dumps({"reference": resolution.reference})}))
 
 
 async def payments_needing_a_person(conn: AsyncConnection) -> int:

@@ -9,6 +9,7 @@ import dataclasses
 import functools
 import uuid
 from collections.abc import Callable, Mapping
+from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
@@ -28,6 +29,7 @@ from sqlalchemy import (
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from pedidos.adapters.tables import notifications, operator_actions, orders, saga_audit, sagas
+from pedidos.config import ORDEN_SOLICITADA_VERSIONS
 from pedidos.domain.order import ACTIVE, SAGA_TYPE, STEP_OF, OrderStatus, owner_of
 from pedidos.usecases.ports import (
     AuditEntry,
@@ -37,7 +39,7 @@ from pedidos.usecases.ports import (
     Standing,
 )
 from sagakit import jsonio
-from sagakit.store import StagedWrite, UnitOfWork, driver
+from sagakit.store import Part, StagedWrite, UnitOfWork, WriteShape, driver
 
 
 def _seconds_from_now(param: str) -> str:
@@ -52,12 +54,9 @@ LOCK_ORDER = ("sagas", "orders")
 
 # A saga step's writes are staged on its unit of work and go to the database with its commit
 # statement (sagakit.store.unit_of_work): one round trip for the business rows, the inbox row and the
-# outbox rows. Their SQL is built once per shape, every value a bind parameter.
-_ORDERS, _SAGAS = f"{{schema}}.{orders.name}", f"{{schema}}.{sagas.name}"
-_AUDIT, _NOTIFICATIONS = f"{{schema}}.{saga_audit.name}", f"{{schema}}.{notifications.name}"
-_OPERATOR_ACTIONS = f"{{schema}}.{operator_actions.name}"
+# outbox rows. Their parts are built once per shape, every value a bind parameter.
 # What a write hands back of the saga row it wrote: the state the next event of that saga is
-# decided on (pedidos.usecases.known_sagas), and the clock its metrics are taken from.
+# decided on (pedidos.adapters.known_sagas), and the clock its metrics are taken from.
 _ROW_IMAGE = ("saga_id, status, started_at, step_started_at, step_deadline_at, expires_at, "
               "now() AS db_now, stock_allocated_at IS NOT NULL AS stock_allocated")
 
@@ -77,15 +76,21 @@ def _guard_params(saga: SagaState) -> dict[str, Any]:
             "expected_allocated": saga.stock_allocated}
 
 
-def _audit_cte(source: str) -> tuple[str, str]:
+def _audit_part(source: Part, with_deadline: bool = False) -> Part:
     """The audit row of a write, for the saga id ``source`` returns (none when it wrote
-    nothing); its values are the ``audit_*`` parameters."""
-    return ("audited", f"""INSERT INTO {_AUDIT} (saga_id, event_type, actor, from_status, to_status,
+    nothing); its values are the ``audit_*`` parameters. ``with_deadline``: its detail also
+    says when the step it started falls due (``step_deadline_at``, UTC), as ``source``
+    returned it."""
+    detail = "CAST(:audit_detail AS jsonb)"
+    if with_deadline:
+        detail += (" || jsonb_build_object('step_deadline_at', to_char(step_deadline_at "
+                   "AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'))")
+    return Part("audited", f"""INSERT INTO {{saga_audit}} (saga_id, event_type, actor, from_status, to_status,
                           message_id, detail)
 SELECT saga_id, :audit_event_type, :audit_actor, :audit_from, :audit_to, :audit_message_id,
-       CAST(:audit_detail AS jsonb)
-FROM {source}
-RETURNING id""")
+       {detail}
+FROM {{source}}
+RETURNING id""", saga_audit, source=source)
 
 
 def _audit_params(audit: AuditEntry, from_status: str | None, to_status: str | None
@@ -96,15 +101,15 @@ def _audit_params(audit: AuditEntry, from_status: str | None, to_status: str | N
             "audit_detail": jsonio.dumps(audit.detail or {})}
 
 
-def _operator_action_cte(source: str) -> tuple[str, str]:
+def _operator_action_part(source: Part) -> Part:
     """The operator's action that made a write, for the saga id ``source`` returns (none when
     it wrote nothing); its values are the ``act_*`` parameters."""
-    return ("acted", f"""INSERT INTO {_OPERATOR_ACTIONS} (operator, action, saga_id, target, reason,
+    return Part("acted", """INSERT INTO {operator_actions} (operator, action, saga_id, target, reason,
                                   detail)
 SELECT :act_operator, :act_action, saga_id::text, saga_id::text, :act_reason,
        CAST(:act_detail AS jsonb)
 FROM {source}
-RETURNING id""")
+RETURNING id""", operator_actions, source=source)
 
 
 def _operator_action_params(action: OperatorAction) -> dict[str, Any]:
@@ -119,7 +124,7 @@ _JSON_COLUMNS = {"items", "shipping_address"}
 
 
 @functools.cache
-def _creation(with_idempotency_key: bool) -> tuple[tuple[str, str], ...]:
+def _creation(with_idempotency_key: bool) -> WriteShape:
     """Order, saga row and first audit row; with an idempotency key used before, nothing (the
     guard is the saga row, which goes in only with the order)."""
     first = OrderStatus.PENDIENTE_VALIDACION
@@ -127,27 +132,36 @@ def _creation(with_idempotency_key: bool) -> tuple[tuple[str, str], ...]:
                        for c in _ORDER_COLUMNS)
     conflict = (" ON CONFLICT (customer_id, idempotency_key) DO NOTHING" if with_idempotency_key
                 else "")
-    return (
-        ("inserted_order", f"""INSERT INTO {_ORDERS} ({", ".join(_ORDER_COLUMNS)})
+    inserted_order = Part("inserted_order", f"""INSERT INTO {{orders}} ({", ".join(_ORDER_COLUMNS)})
 VALUES ({values}){conflict}
-RETURNING order_id"""),
-        ("inserted_saga", f"""INSERT INTO {_SAGAS} (saga_id, saga_type, status, current_step, order_id, owner,
+RETURNING order_id""", orders)
+    saga_row = f"""INSERT INTO {{sagas}} (saga_id, saga_type, status, current_step, order_id, owner,
                     context, step_deadline_at, expires_at)
 SELECT :new_saga_id, '{SAGA_TYPE}', '{first.value}', '{STEP_OF[first]}', order_id, :owner,
        CAST(:context AS jsonb), {_seconds_from_now("step_timeout_s")},
        {_seconds_from_now("saga_timeout_s")}
-FROM inserted_order
-RETURNING {_ROW_IMAGE}"""),
-        _audit_cte("inserted_saga"),
-    )
+FROM {{inserted_order}}
+RETURNING {_ROW_IMAGE}"""
+    inserted_saga = Part("inserted_saga", saga_row, sagas, inserted_order)
+    return WriteShape(inserted_order, inserted_saga, _audit_part(inserted_saga),
+                      guard=inserted_saga, returning=inserted_saga)
+
+
+def _step_deadline(capped: bool) -> str:
+    """SQL for a step's deadline: its timeout from the statement's clock, or, ``capped``, the
+    earlier of that and ``:step_deadline_by``."""
+    timeout = _seconds_from_now("step_timeout_s")
+    return (f"LEAST({timeout}, CAST(:step_deadline_by AS timestamptz))" if capped
+            else timeout)
 
 
 @functools.cache
 def _transition(to: OrderStatus, order_columns: tuple[str, ...], timed: bool,
-                notified: bool, acted: bool = False) -> tuple[tuple[str, str], ...]:
+                notified: bool, acted: bool = False, capped: bool = False) -> WriteShape:
     """Saga, order and audit row (and the customer's notification, if ``notified``, and the
     operator's action, if ``acted``); each part runs only if the one before it matched
-    (``_GUARD``): the guard is the saga row.
+    (``_GUARD``): the guard is the saga row. With ``capped``, the step's deadline is no later
+    than ``:step_deadline_by``, and the audit row says when it falls due.
 
     The saga row is written first, the order row after it: every path that changes a saga
     takes the saga row's lock before the order row's (``LOCK_ORDER``)."""
@@ -155,48 +169,46 @@ def _transition(to: OrderStatus, order_columns: tuple[str, ...], timed: bool,
     current_step = f"'{step}'" if step else "NULL"
     saga_set = [f"status = '{to.value}'", "updated_at = now()",
                 f"current_step = {current_step}", "step_started_at = now()",
-                "step_deadline_at = " + (_seconds_from_now("step_timeout_s") if timed else "NULL")]
+                "step_deadline_at = " + (_step_deadline(capped) if timed else "NULL")]
     if to not in ACTIVE:
         saga_set.append("finished_at = now()")
     order_set = [f"status = '{to.value}'", "updated_at = now()",
                  *(f"{c} = :set_{c}" for c in order_columns)]
-    ctes = [
-        ("moved_saga", f"""UPDATE {_SAGAS} SET {", ".join(saga_set)}
+    moved_saga = Part("moved_saga", f"""UPDATE {{sagas}} SET {", ".join(saga_set)}
 WHERE {_GUARD}
-RETURNING {_ROW_IMAGE}"""),
-        ("moved_order", f"""UPDATE {_ORDERS} SET {", ".join(order_set)}
-WHERE order_id = :key_order_id AND EXISTS (SELECT 1 FROM moved_saga)
-RETURNING order_id"""),
-        _audit_cte("moved_saga"),
-    ]
+RETURNING {_ROW_IMAGE}""", sagas)
+    moved_order = Part("moved_order", f"""UPDATE {{orders}} SET {", ".join(order_set)}
+WHERE order_id = :key_order_id AND EXISTS (SELECT 1 FROM {{moved_saga}})
+RETURNING order_id""", orders, moved_saga)
+    parts = [moved_saga, moved_order, _audit_part(moved_saga, with_deadline=capped)]
     if notified:
-        ctes.append(("notified", f"""INSERT INTO {_NOTIFICATIONS} (order_id, customer_id, kind, message)
+        parts.append(Part("notified", f"""INSERT INTO {{notifications}} (order_id, customer_id, kind, message)
 SELECT order_id, :notify_customer_id, '{to.value}', :notify_message
-FROM moved_order
-RETURNING id"""))
+FROM {{moved_order}}
+RETURNING id""", notifications, moved_order))
     if acted:
-        ctes.append(_operator_action_cte("moved_saga"))
-    return tuple(ctes)
+        parts.append(_operator_action_part(moved_saga))
+    return WriteShape(*parts, guard=moved_saga, returning=moved_saga)
 
 
 @functools.cache
-def _unmoved(order_columns: tuple[str, ...], allocated: bool = False
-             ) -> tuple[tuple[str, str], ...]:
+def _unmoved(order_columns: tuple[str, ...], allocated: bool = False) -> WriteShape:
     """An event that does not move the saga, recorded in its history (and the order's columns
     ``order_columns`` set; with ``allocated``, the saga's stock recorded as allocated), if the
     saga is still as decided on (``_GUARD``): the guard is the saga row, touched (an UPDATE
     re-reads a row changed meanwhile, where a SELECT would not)."""
     saga_set = "updated_at = now()" + (", stock_allocated_at = now()" if allocated else "")
-    ctes = [("kept_saga", f"""UPDATE {_SAGAS} SET {saga_set}
+    kept_saga = Part("kept_saga", f"""UPDATE {{sagas}} SET {saga_set}
 WHERE {_GUARD}
-RETURNING saga_id""")]
+RETURNING saga_id""", sagas)
+    parts = [kept_saga]
     if order_columns:
         order_set = ", ".join(f"{c} = :set_{c}" for c in order_columns)
-        ctes.append(("annotated", f"""UPDATE {_ORDERS} SET updated_at = now(), {order_set}
-WHERE order_id = :key_order_id AND EXISTS (SELECT 1 FROM kept_saga)
-RETURNING order_id"""))
-    ctes.append(_audit_cte("kept_saga"))
-    return tuple(ctes)
+        parts.append(Part("annotated", f"""UPDATE {{orders}} SET updated_at = now(), {order_set}
+WHERE order_id = :key_order_id AND EXISTS (SELECT 1 FROM {{kept_saga}})
+RETURNING order_id""", orders, kept_saga))
+    parts.append(_audit_part(kept_saga))
+    return WriteShape(*parts, guard=kept_saga)
 
 
 @functools.cache
@@ -231,30 +243,34 @@ def creation_write(*, order_id: uuid.UUID, saga_id: uuid.UUID, body: dict[str, A
               "context": jsonio.dumps(context), "step_timeout_s": step_timeout_s,
               "saga_timeout_s": saga_timeout_s,
               **_audit_params(audit, None, OrderStatus.PENDIENTE_VALIDACION.value)}
-    return StagedWrite(_creation(idempotency_key is not None), params, "inserted_saga",
-                       returning="inserted_saga")
+    return StagedWrite(_creation(idempotency_key is not None), params)
 
 
 def transition_write(saga: SagaState, to: OrderStatus, *, step_timeout_s: float | None,
                      audit: AuditEntry, notification: str | None = None,
                      operator_action: OperatorAction | None = None,
+                     step_deadline_by: datetime | None = None,
                      **order_values: Any) -> StagedWrite:
     """Order, saga and audit row, and the customer's ``notification`` and the
     ``operator_action`` if any, only if the status is still the one the decision was made on
-    (the guard)."""
-    ctes = _transition(to, tuple(sorted(order_values)), step_timeout_s is not None,
-                       notification is not None, operator_action is not None)
+    (the guard). ``step_deadline_by``: the latest the step it starts may fall due (its
+    timeout's deadline if that is earlier)."""
+    capped = step_timeout_s is not None and step_deadline_by is not None
+    shape = _transition(to, tuple(sorted(order_values)), step_timeout_s is not None,
+                        notification is not None, operator_action is not None, capped)
     params = {"key_order_id": uuid.UUID(saga.order_id), **_guard_params(saga),
               "step_timeout_s": step_timeout_s,
               **{f"set_{c}": v for c, v in order_values.items()},
               **_audit_params(audit, saga.status.value, to.value)}
     if step_timeout_s is None:
         del params["step_timeout_s"]
+    if capped:
+        params["step_deadline_by"] = step_deadline_by
     if notification is not None:
         params.update(notify_customer_id=saga.customer_id, notify_message=notification)
     if operator_action is not None:
         params.update(_operator_action_params(operator_action))
-    return StagedWrite(ctes, params, "moved_saga", returning="moved_saga")
+    return StagedWrite(shape, params)
 
 
 def unmoved_write(saga: SagaState, audit: AuditEntry, **order_values: Any) -> StagedWrite:
@@ -264,7 +280,7 @@ def unmoved_write(saga: SagaState, audit: AuditEntry, **order_values: Any) -> St
               **_audit_params(audit, saga.status.value, saga.status.value)}
     if order_values:
         params["key_order_id"] = uuid.UUID(saga.order_id)
-    return StagedWrite(_unmoved(tuple(sorted(order_values))), params, "kept_saga")
+    return StagedWrite(_unmoved(tuple(sorted(order_values))), params)
 
 
 def allocation_write(saga: SagaState, audit: AuditEntry) -> StagedWrite:
@@ -274,7 +290,7 @@ def allocation_write(saga: SagaState, audit: AuditEntry) -> StagedWrite:
     if saga.stock_allocated:
         raise ValueError(f"saga {saga.saga_id}: its allocation is recorded already")
     params = {**_guard_params(saga), **_audit_params(audit, saga.status.value, saga.status.value)}
-    return StagedWrite(_unmoved((), allocated=True), params, "kept_saga")
+    return StagedWrite(_unmoved((), allocated=True), params)
 
 
 # ---- the saga's state
@@ -400,10 +416,12 @@ class OrderRepository:
 
     def move(self, saga: SagaState, to: OrderStatus, *, step_timeout_s: float | None,
              audit: AuditEntry, notification: str | None = None,
-             operator_action: OperatorAction | None = None, **order_values: Any) -> None:
+             operator_action: OperatorAction | None = None,
+             step_deadline_by: datetime | None = None, **order_values: Any) -> None:
         self.uow.stage(transition_write(saga, to, step_timeout_s=step_timeout_s, audit=audit,
                                         notification=notification,
-                                        operator_action=operator_action, **order_values))
+                                        operator_action=operator_action,
+                                        step_deadline_by=step_deadline_by, **order_values))
         self._written = functools.partial(_as_written, saga)
 
     def record_unmoved(self, saga: SagaState, audit: AuditEntry, **order_values: Any) -> None:
@@ -459,7 +477,8 @@ class OrderRepository:
         outbox = self.uow.tables.outbox
         row = (await self.uow.connection.execute(
             select(outbox.c.payload)
-            .where(outbox.c.saga_id == saga_id, outbox.c.event_type == "OrdenSolicitada")
+            .where(outbox.c.saga_id == saga_id,
+                   outbox.c.event_type.in_(ORDEN_SOLICITADA_VERSIONS))
             .order_by(outbox.c.id).limit(1))).first()
         if row is None:
             return None

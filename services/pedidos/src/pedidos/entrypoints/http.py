@@ -17,8 +17,8 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Header, HTTPException, Request, Response, Security
 from fastapi.responses import JSONResponse
 
+from pedidos.adapters.known_sagas import OrderStores
 from pedidos.adapters.order_queries import OrderQueries
-from pedidos.adapters.order_repository import OrderRepository
 from pedidos.config import PedidosSettings
 from pedidos.domain.order import TERMINAL, CannotCancel, CannotRetry, OrderStatus
 from pedidos.entrypoints.schemas import (
@@ -37,7 +37,6 @@ from pedidos.entrypoints.schemas import (
 from pedidos.usecases.cancel_saga import SAGA_CANCELLED, SagaNotFound, cancel_saga
 from pedidos.usecases.decline_velocity import OrderRefused
 from pedidos.usecases.fingerprints import Fingerprints
-from pedidos.usecases.known_sagas import KnownSagas
 from pedidos.usecases.place_order import IdempotencyKeyReused, PlacedOrder, place_order
 from pedidos.usecases.ports import OperatorAction, PaymentTokenSealer
 from pedidos.usecases.retry_step import STEP_RETRIED, RequestGone, retry_step
@@ -63,11 +62,11 @@ def _refused(loc: list[str], type_: str, msg: str) -> JSONResponse:
         {"loc": loc, "type": type_, "msg": msg}]})
 
 
-def routes(settings: PedidosSettings, known: KnownSagas, sealer: PaymentTokenSealer,
+def routes(settings: PedidosSettings, stores: OrderStores, sealer: PaymentTokenSealer,
            fingerprints: Fingerprints) -> APIRouter:
-    """The API, its commands deciding with ``settings`` and the instance's ``known`` sagas; an
-    order's payment token is sealed for pagos with ``sealer``, and known again (its card, its
-    request) by its keyed ``fingerprints``."""
+    """The API, its commands deciding with ``settings`` on the order store ``stores`` puts on
+    each unit of work; an order's payment token is sealed for pagos with ``sealer``, and known
+    again (its card, its request) by its keyed ``fingerprints``."""
     router = APIRouter()
     # Each customer's orders: every one costs a saga and a charge at the gateway.
     orders_of = RateLimiter(settings.order_rate_per_customer, settings.order_burst_per_customer)
@@ -111,8 +110,8 @@ def routes(settings: PedidosSettings, known: KnownSagas, sealer: PaymentTokenSea
 
         async def attempt() -> PlacedOrder:
             async with rt.uow() as uow:
-                return await place_order(uow, OrderRepository(uow), wire, body.computed_total,
-                                         idempotency_key, settings, known, sealer=sealer,
+                return await place_order(uow, stores(uow), wire, body.computed_total,
+                                         idempotency_key, settings, sealer=sealer,
                                          fingerprints=fingerprints, request_span_id=span_id)
 
         try:
@@ -209,9 +208,8 @@ def routes(settings: PedidosSettings, known: KnownSagas, sealer: PaymentTokenSea
 
         async def attempt() -> OrderStatus:
             async with rt.uow() as uow:
-                return await cancel_saga(uow, OrderRepository(uow), str(saga_id),
-                                         _actor(caller), settings, known,
-                                         request_span_id=span_id,
+                return await cancel_saga(uow, stores(uow), str(saga_id), _actor(caller),
+                                         settings, request_span_id=span_id,
                                          customer_id=caller.owner_filter(),
                                          operator_action=action)
 
@@ -246,8 +244,8 @@ def routes(settings: PedidosSettings, known: KnownSagas, sealer: PaymentTokenSea
 
         async def attempt() -> str:
             async with rt.uow() as uow:
-                return await retry_step(uow, OrderRepository(uow), str(saga_id), action,
-                                        settings, known, request_span_id=span_id)
+                return await retry_step(uow, stores(uow), str(saga_id), action, settings,
+                                        request_span_id=span_id)
 
         try:
             message_id = await retry_on_conflict(attempt, what="retry saga step")

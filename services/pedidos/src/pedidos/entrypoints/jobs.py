@@ -7,28 +7,27 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
 from pedidos.adapters.deadline_schedule import DeadlineSchedule
-from pedidos.adapters.order_repository import OrderRepository
+from pedidos.adapters.known_sagas import OrderStores
 from pedidos.config import PedidosSettings
 from pedidos.usecases.enforce_deadlines import enforce_deadlines
-from pedidos.usecases.known_sagas import KnownSagas
 from pedidos.usecases.ports import OrderStore, OrderUnits
 from sagakit.ports import UnitOfWorkPort
 from sagakit.runtime import RunAgainIn, Runtime
 
 
-def order_units(rt: Runtime) -> OrderUnits:
+def order_units(rt: Runtime, stores: OrderStores) -> OrderUnits:
     @asynccontextmanager
     async def unit() -> AsyncIterator[tuple[UnitOfWorkPort, OrderStore]]:
         async with rt.uow() as uow:
-            yield uow, OrderRepository(uow)
+            yield uow, stores(uow)
 
     return unit
 
 
-def deadline_job(settings: PedidosSettings, known: KnownSagas
+def deadline_job(settings: PedidosSettings, stores: OrderStores
                  ) -> Callable[[Runtime], Awaitable[RunAgainIn]]:
     async def run(rt: Runtime) -> RunAgainIn:
-        return await enforce_deadlines(DeadlineSchedule(rt.engine), order_units(rt), settings,
-                                       known)
+        return await enforce_deadlines(DeadlineSchedule(rt.engine), order_units(rt, stores),
+                                       settings)
 
     return run

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from pedidos.config import PedidosSettings
 from pedidos.domain.order import OrderStatus, on_cancel_requested
-from pedidos.usecases.known_sagas import KnownSagas
 from pedidos.usecases.ports import OperatorAction, OrderStore
 from pedidos.usecases.transitions import stage_transition
 from sagakit.envelope import new_span_id
@@ -23,8 +22,7 @@ class SagaNotFound(Exception):
 
 
 async def cancel_saga(uow: UnitOfWorkPort, orders: OrderStore, saga_id: str, actor: str,
-                      settings: PedidosSettings, known: KnownSagas | None = None,
-                      request_span_id: str | None = None, *,
+                      settings: PedidosSettings, request_span_id: str | None = None, *,
                       customer_id: str | None = None,
                       operator_action: OperatorAction | None = None) -> OrderStatus:
     """Raises ``CannotCancel`` (409) when the saga is terminal or already compensating, and
@@ -37,8 +35,7 @@ async def cancel_saga(uow: UnitOfWorkPort, orders: OrderStore, saga_id: str, act
         raise SagaNotFound(saga_id)
     transition = on_cancel_requested(saga.status)
     stage_transition(uow, orders, saga, transition, cause="CancelacionSolicitada", actor=actor,
-                     settings=settings, known=known,
-                     parent_span_id=request_span_id or new_span_id(),
+                     settings=settings, parent_span_id=request_span_id or new_span_id(),
                      operator_action=operator_action)
     # The row is locked: the status it was decided on holds, and the guard finds it.
     await uow.commit()

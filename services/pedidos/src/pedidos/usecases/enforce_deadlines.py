@@ -15,7 +15,6 @@ import logging
 from pedidos.config import PedidosSettings
 from pedidos.domain.order import STEP_OF, on_saga_deadline, on_step_deadline
 from pedidos.usecases import order_events
-from pedidos.usecases.known_sagas import KnownSagas
 from pedidos.usecases.ports import Deadlines, OrderUnits
 from pedidos.usecases.transitions import stage_transition
 from sagakit.envelope import new_span_id
@@ -30,21 +29,21 @@ _MARGIN_S = 0.02
 
 
 async def enforce_deadlines(deadlines: Deadlines, units: OrderUnits, settings: PedidosSettings,
-                            known: KnownSagas, batch: int = 100) -> RunAgainIn:
+                            batch: int = 100) -> RunAgainIn:
     """Handles the sagas past a deadline, each in a unit of work of its own (``units``); says
     when to look again: when the earliest deadline still to come falls due, at the latest
     after ``deadline_scan_interval_s`` (sagas started meanwhile by other instances, sagas
     skipped because an event held their lock)."""
     due = await deadlines.due(batch)
     for saga_id in due.saga_ids:
-        await enforce_deadline(deadlines, units, settings, known, saga_id)
+        await enforce_deadline(deadlines, units, settings, saga_id)
     if due.seconds_to_next is None:
         return RunAgainIn(settings.deadline_scan_interval_s)
     return RunAgainIn(due.seconds_to_next + _MARGIN_S)
 
 
 async def enforce_deadline(deadlines: Deadlines, units: OrderUnits, settings: PedidosSettings,
-                           known: KnownSagas, saga_id: str) -> int:
+                           saga_id: str) -> int:
     """1 if the saga was timed out, 0 if it was not (no longer due, or another holds it)."""
     # The timer's work belongs to the saga's trace, continued from where the saga started.
     traceparent = await deadlines.traceparent_of(saga_id)
@@ -65,7 +64,7 @@ async def enforce_deadline(deadlines: Deadlines, units: OrderUnits, settings: Pe
                          parent_span_id=span_id)
                 stage_transition(uow, orders, saga, transition, cause="SagaExpirada",
                                  actor="pedidos.deadlines", settings=settings,
-                                 known=known, parent_span_id=span_id)
+                                 parent_span_id=span_id)
                 uow.after_commit(metrics.ALERTS.labels("pedidos", "saga_expired", "high").inc)
                 log.error("saga expired", extra={"saga_id": saga.saga_id, "span_id": span_id,
                                                  "event_type": "SagaExpirada",
@@ -80,7 +79,7 @@ async def enforce_deadline(deadlines: Deadlines, units: OrderUnits, settings: Pe
                 stage_transition(uow, orders, saga, transition, cause="StepTimedOut",
                                  actor="pedidos.deadlines", settings=settings,
                                  detail={"step": step, "elapsed_ms": saga.step_elapsed_ms},
-                                 known=known, parent_span_id=span_id)
+                                 parent_span_id=span_id)
                 uow.after_commit(metrics.STEP_TIMEOUTS.labels("pedidos", step).inc)
                 log.error("step timed out", extra={"saga_id": saga.saga_id, "span_id": span_id,
                                                    "event_type": "StepTimedOut", "step": step,

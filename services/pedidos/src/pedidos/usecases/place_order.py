@@ -23,7 +23,7 @@ from pedidos.config import PedidosSettings
 from pedidos.domain.order import SAGA_TYPE, OrderStatus, owner_of
 from pedidos.usecases.decline_velocity import OrderRefused, hold_within_limits
 from pedidos.usecases.fingerprints import Fingerprints
-from pedidos.usecases.known_sagas import KnownSagas
+from pedidos.usecases.order_request_versions import in_versions
 from pedidos.usecases.ports import AuditEntry, OrderStore, PaymentTokenSealer
 from saga_contracts.events.orders import (
     OrdenSolicitada,
@@ -36,6 +36,7 @@ from sagakit.envelope import new_span_id
 from sagakit.ids import time_ordered_id
 from sagakit.observability import metrics, tracing
 from sagakit.ports import UnitOfWorkPort
+from sagakit.twins import emit_versions
 
 
 class IdempotencyKeyReused(Exception):
@@ -60,13 +61,11 @@ def sealed(body: dict[str, Any], sealer: PaymentTokenSealer, charge: Binding
 
 async def place_order(uow: UnitOfWorkPort, orders: OrderStore, body: dict[str, Any],
                       total: Decimal, idempotency_key: str | None, settings: PedidosSettings,
-                      known: KnownSagas, *, sealer: PaymentTokenSealer,
-                      fingerprints: Fingerprints,
+                      *, sealer: PaymentTokenSealer, fingerprints: Fingerprints,
                       request_span_id: str | None = None) -> PlacedOrder:
     """``body`` is the validated request in JSON form (money as two-decimal strings), its
-    payment token in the clear; ``sealer`` seals it for pagos. The saga it starts is remembered
-    in ``known``, for its first event. Raises ``OrderRefused`` when its customer or its card
-    is over a limit, and nothing is written.
+    payment token in the clear; ``sealer`` seals it for pagos. Raises ``OrderRefused`` when its
+    customer or its card is over a limit, and nothing is written.
 
     ``request_span_id`` is the span of the request that places the order, OrdenSolicitada's parent
     (docs/standard.md#saga-and-span-ids); without one the order is placed under a span of its own.
@@ -105,7 +104,7 @@ async def place_order(uow: UnitOfWorkPort, orders: OrderStore, body: dict[str, A
                  "request_span_id": request_span_id},
         step_timeout_s=settings.validation_timeout_s, saga_timeout_s=settings.saga_timeout_s,
         audit=AuditEntry("OrdenSolicitada", owner_of(body)))
-    uow.emit(OrdenSolicitada(
+    request = OrdenSolicitada(
         order_id=str(order_id),
         customer_id=body["customer_id"],
         items=tuple(OrderLine.model_validate(item) for item in body["items"]),
@@ -113,12 +112,14 @@ async def place_order(uow: UnitOfWorkPort, orders: OrderStore, body: dict[str, A
         currency=body["currency"],
         shipping_address=ShippingAddress.model_validate(body["shipping_address"]),
         payment_method=PaymentMethod.model_validate(body["payment_method"]),
-    ), saga_id=str(saga_id), parent_span_id=request_span_id,
-       metadata={"correlation_id": str(order_id), "user_id": body["customer_id"],
-                 "channel": "api"})
+    )
+    # In each version published (a breaking change's transition), in this commit.
+    emit_versions(uow, in_versions(request, settings.orden_solicitada_versions),
+                  saga_id=str(saga_id), parent_span_id=request_span_id,
+                  metadata={"correlation_id": str(order_id), "user_id": body["customer_id"],
+                            "channel": "api"})
     uow.after_commit(lambda: metrics.SAGAS_STARTED.labels(SAGA_TYPE).inc())
     if await uow.commit():
-        known.remember(orders.written())
         return PlacedOrder(str(order_id), str(saga_id), OrderStatus.PENDIENTE_VALIDACION.value,
                            created=True)
     # The idempotency key was used before: nothing was written, that request's order stands.

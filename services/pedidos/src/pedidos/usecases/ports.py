@@ -131,12 +131,14 @@ class OrderStore(Protocol):
 
     def move(self, saga: SagaState, to: OrderStatus, *, step_timeout_s: float | None,
              audit: AuditEntry, notification: str | None = None,
-             operator_action: OperatorAction | None = None, **order_values: Any) -> None:
+             operator_action: OperatorAction | None = None,
+             step_deadline_by: datetime | None = None, **order_values: Any) -> None:
         """Stages the saga and its order moving to ``to`` (the order's columns
         ``order_values`` set; ``to`` may be its status, which starts its step afresh), its
         history entry, the customer's ``notification`` and the ``operator_action`` that moved
-        it, if any. Its guard: the saga is still in ``saga.status`` (and
-        ``saga.stock_allocated``)."""
+        it, if any. The step it starts falls due ``step_timeout_s`` from now, or at
+        ``step_deadline_by`` if that is earlier (the history entry then says when). Its guard:
+        the saga is still in ``saga.status`` (and ``saga.stock_allocated``)."""
         ...
 
     def record_unmoved(self, saga: SagaState, audit: AuditEntry, **order_values: Any) -> None:
@@ -173,12 +175,14 @@ class OrderStore(Protocol):
         ...
 
     async def read(self, saga_id: str) -> SagaState | None:
-        """The saga as it is now, without a lock."""
+        """The saga without a lock: as it is now, or as this process's own last write of it
+        left it (``pedidos.adapters.known_sagas``). Either may be stale by the time a write
+        decided on it commits; that write's guard then finds it moved."""
         ...
 
     async def order_request(self, saga_id: str) -> dict[str, Any] | None:
         """The payload of the OrdenSolicitada that started the saga, as pedidos emitted it (its
-        payment token sealed), if pedidos still keeps it."""
+        payment token sealed; the first version it published), if pedidos still keeps it."""
         ...
 
     async def lock(self, saga_id: str, skip_locked: bool = False) -> SagaState | None:

@@ -1,14 +1,11 @@
 """Every event of the saga that pedidos listens to: decide, apply, record.
 
 One handler serves all of them because the decision is the state machine's; this module only
-finds the saga and writes what the machine decided. It takes no lock: the write (with the inbox
+reads the saga and writes what the machine decided. It takes no lock: the write (with the inbox
 and outbox rows) is one statement that applies only if the saga is still as the decision found
 it: its status, and whether a StockAsignado that came before the payment was recorded (both
-decide a PagoExitoso). The saga is the one this process's last write of it returned
-(``KnownSagas``), or else read outside a transaction. If another event, a deadline or another
-instance moved it meanwhile, nothing is written, the saga is forgotten, and the consumer runs
-the handler again at once, on the row as it is now. One round trip in the common case, where a
-locked read-decide-write took five.
+decide a PagoExitoso). If another event, a deadline or another instance moved it meanwhile,
+nothing is written and the consumer runs the handler again at once, on the saga as it is now.
 
 A PagoExitoso that does not pay the order's total in its currency is not the order's payment:
 it is recorded in the saga's history as ignored (without its charge id, which is not this
@@ -20,17 +17,21 @@ nothing: the saga records that its stock is allocated, and the PagoExitoso compl
 when it comes. Whichever of the two commits second was decided on a row the first one changed,
 finds its guard gone, and is decided again on the row as it is now: the order completes once,
 with one OrdenCompletada, in either order.
+
+A StockVerificado that says inventario holds the units until ``reserved_until``
+(reserve_then_pay) starts a payment step that falls due ``RESERVATION_MARGIN_S`` before then
+at the latest, however much of its timeout that leaves: the reservation may have been taken
+late in the validation step, and a payment made within the step must find its units held.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import logging
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, TypeAlias, get_args
 
 from pedidos import metrics as pedidos_metrics
-from pedidos.config import PedidosSettings
+from pedidos.config import RESERVATION_MARGIN_S, PedidosSettings
 from pedidos.domain.order import (
     AllocationBeforePayment,
     Annotation,
@@ -40,7 +41,6 @@ from pedidos.domain.order import (
     on_event,
     payment_mismatch,
 )
-from pedidos.usecases.known_sagas import KnownSagas
 from pedidos.usecases.ports import AuditEntry, OrderStore, SagaState
 from pedidos.usecases.transitions import stage_transition
 from saga_contracts.events.inventory import (
@@ -70,6 +70,17 @@ Tracked: TypeAlias = (StockVerificado | StockNoDisponible | PrecioRechazado | Pa
 TRACKED_EVENTS: tuple[type[Tracked], ...] = get_args(Tracked)
 
 
+def _payment_step_by(event: Tracked) -> datetime | None:
+    """The latest a payment step started by ``event`` may fall due: ``RESERVATION_MARGIN_S``
+    before the units inventario reserved for the saga stop being held. A payment that succeeds
+    within the step then finds them still held; past it the saga times out and its
+    cancellation releases them. None: nothing was reserved (Check-Then-Pay)."""
+    if not isinstance(event, StockVerificado) or event.reserved_until is None:
+        return None
+    until = datetime.fromisoformat(event.reserved_until)
+    return until - timedelta(seconds=RESERVATION_MARGIN_S)
+
+
 def _strategy_ran(verified: StockVerificado) -> dict[str, str]:
     """Which allocation strategy inventario ran, and until when it holds the units if it
     reserved them: the saga's history shows them (absent from a StockVerificado before 4.1)."""
@@ -79,12 +90,8 @@ def _strategy_ran(verified: StockVerificado) -> dict[str, str]:
 
 
 async def track_saga(uow: UnitOfWorkPort, orders: OrderStore, event: Message[Tracked],
-                     settings: PedidosSettings, known: KnownSagas) -> None:
-    """Everything that follows the commit waits in ``after_commit``, so the unit of work may
-    share its transaction with others (the consumer's batches)."""
-    saga = known.get(event.saga_id)
-    if saga is None:
-        saga = await orders.read(event.saga_id)
+                     settings: PedidosSettings) -> None:
+    saga = await orders.read(event.saga_id)
     if saga is None:
         raise PermanentError(f"unknown saga {event.saga_id}")
     detail: dict[str, Any] = {"source_service": event.source_service}
@@ -111,9 +118,10 @@ async def track_saga(uow: UnitOfWorkPort, orders: OrderStore, event: Message[Tra
         stage_transition(uow, orders, saga, decision, cause=event.event_type,
                          actor=event.source_service, settings=settings,
                          message_id=event.message_id, detail=detail,
-                         order_values=order_values, known=known)
+                         order_values=order_values,
+                         step_deadline_by=_payment_step_by(event.payload))
     elif isinstance(decision, AllocationBeforePayment):
-        _stage_allocation(uow, orders, saga, event, detail, known)
+        _stage_allocation(uow, orders, saga, event, detail)
     else:
         if isinstance(decision, Annotation):
             order_values["refund_status"] = decision.refund_status.value
@@ -127,20 +135,12 @@ async def track_saga(uow: UnitOfWorkPort, orders: OrderStore, event: Message[Tra
         uow.after_commit(lambda: log.info(
             "event does not move the order (%s)", saga.status.value,
             extra={"saga_id": event.saga_id, "event_type": event.event_type}))
-        uow.after_commit(lambda: known.remember(saga))
-    # False (nothing written) if the saga moved since it was read or written here: the
-    # consumer retries, and the retry reads it. After an error, what the commit left is
-    # not known either.
-    committed = False
-    try:
-        committed = await uow.commit()
-    finally:
-        if not committed:
-            known.forget(event.saga_id)
+    # False (nothing written) if the saga moved since it was read: the consumer retries.
+    await uow.commit()
 
 
 def _stage_allocation(uow: UnitOfWorkPort, orders: OrderStore, saga: SagaState,
-                      event: Message[Tracked], detail: dict[str, Any], known: KnownSagas) -> None:
+                      event: Message[Tracked], detail: dict[str, Any]) -> None:
     """The stock allocated before the payment: recorded, the saga left where it is, its
     deadline running (if no payment comes, the deadline cancels the order and OrdenCancelada
     makes inventario release the stock)."""
@@ -150,7 +150,6 @@ def _stage_allocation(uow: UnitOfWorkPort, orders: OrderStore, saga: SagaState,
     uow.after_commit(lambda: log.info(
         "stock allocated before the payment: waiting for it (%s)", saga.status.value,
         extra={"saga_id": event.saga_id, "event_type": event.event_type}))
-    uow.after_commit(lambda: known.remember(dataclasses.replace(saga, stock_allocated=True)))
 
 
 def _count_mismatch(uow: UnitOfWorkPort, event: Message[Tracked],

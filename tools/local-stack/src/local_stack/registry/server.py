@@ -4,8 +4,10 @@ which owns that schema: Apicurio makes and upgrades its tables itself as it star
 APIs listen on REGISTRY_PORT (``/apis/registry/v3``, and the Confluent-compatible
 ``/apis/ccompat/v7``), its health checks and metrics on REGISTRY_MANAGEMENT_PORT.
 
-``up`` starts it before the services and waits for it after them: no service needs it to start,
-and its JVM's start overlaps theirs. Its settings are a properties file of its own, 0600 (it
+``up`` starts it before the services, which wait for it as they start (they cache the schemas
+and refuse to start unless the versions they produce are registered: sagakit.schema_registry),
+so that its JVM's start overlaps theirs; then ``up`` registers the schemas and waits for the
+services. Its settings are a properties file of its own, 0600 (it
 holds the database password), where Quarkus reads one: ``config/application.properties`` in its
 working directory."""
 
@@ -36,6 +38,13 @@ ROLE = "registry_owner"
 SCHEMA = "registry"
 # Where the registry's APIs are, for its clients (sagactl, the tests, make credentials).
 API_URL = f"http://127.0.0.1:{REGISTRY_PORT}/apis/registry/v3"
+
+
+def api_url(port: int = REGISTRY_PORT) -> str:
+    """The registry's REST API (v3), on its own port or on a route of the TCP proxy to it."""
+    return f"http://127.0.0.1:{port}/apis/registry/v3"
+
+
 CCOMPAT_URL = f"http://127.0.0.1:{REGISTRY_PORT}/apis/ccompat/v7"
 READY_URL = f"http://127.0.0.1:{REGISTRY_MANAGEMENT_PORT}/health/ready"
 
@@ -73,6 +82,10 @@ def properties() -> dict[str, str]:
         # The Confluent-compatible API names a subject <group>:<artifact>
         # (saga-events:OrdenSolicitada), so that it reaches the event schemas' group.
         "apicurio.ccompat.group-concat.enabled": "true",
+        # A group, with its artifacts, may be deleted (by the deployer): the tests register
+        # into throwaway groups and delete them. The registries of docker-compose.yml and of
+        # the Kubernetes manifests keep Apicurio's default, which refuses it.
+        "apicurio.rest.deletion.group.enabled": "true",
         "apicurio.storage.snapshot.location": str(REGISTRY_DIR / "tmp"),
         "apicurio.import.work-dir": str(REGISTRY_DIR / "tmp"),
         **principals.properties(),
