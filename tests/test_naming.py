@@ -11,7 +11,7 @@ from typing import get_args
 
 from pedidos.domain.order import OrderStatus
 from saga_contracts import topics
-from saga_contracts.events.inventory import PriceProblem
+from saga_contracts.events.inventory import PriceProblem, PriceProblem_v2
 from saga_contracts.events.orders import CancellationReason, TimedOutStep
 from saga_contracts.registry import all_schemas
 
@@ -27,7 +27,8 @@ def glossary() -> str:
 
 def wire_words() -> set[str]:
     return {*all_schemas(), *(s.value for s in OrderStatus), *get_args(CancellationReason),
-            *get_args(TimedOutStep), *get_args(PriceProblem), *topics.DOMAIN_TOPICS}
+            *get_args(TimedOutStep), *get_args(PriceProblem), *get_args(PriceProblem_v2),
+            *topics.DOMAIN_TOPICS}
 
 
 def snake(event_type: str) -> str:

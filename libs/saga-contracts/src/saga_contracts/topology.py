@@ -20,7 +20,8 @@ label of each one's metrics."""
 
 CONSUMES: Mapping[str, frozenset[str]] = {
     "pedidos": frozenset({
-        "StockVerificado", "StockNoDisponible", "PrecioRechazado", "PagoExitoso",
+        "StockVerificado", "StockNoDisponible", "PrecioRechazado", "PrecioRechazado_v2",
+        "PagoExitoso",
         "PagoRechazado", "StockAsignado", "FalloAsignacion", "ReembolsoEjecutado",
         "FalloReembolso"}),
     "inventario": frozenset({"OrdenSolicitada", "PagoExitoso", "OrdenCancelada"}),

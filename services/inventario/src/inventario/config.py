@@ -16,6 +16,7 @@ from saga_contracts.registry import superseding_types
 from sagakit.twins import versions_setting
 
 ORDEN_SOLICITADA_VERSIONS = tuple(superseding_types("OrdenSolicitada"))
+PRECIO_RECHAZADO_VERSIONS = tuple(superseding_types("PrecioRechazado"))
 
 
 class InventarioSettings(BaseSettings):
@@ -28,6 +29,14 @@ class InventarioSettings(BaseSettings):
         "Which versions of the event that starts a saga inventario handles, comma-separated: "
         "`OrdenSolicitada`, `OrdenSolicitada_v4` or both; the others are skipped. With both, "
         "a saga published in both is checked once, on the first that comes."))
+
+    # PrecioRechazado_v2 writes PrecioRechazado's problem codes in English: inventario
+    # publishes both while pedidos, and any other reader, moves to it.
+    publishes_precio_rechazado: str = Field("PrecioRechazado_v2,PrecioRechazado", description=(
+        "Which versions of the price refusal inventario publishes, comma-separated, each in "
+        "the same commit: `PrecioRechazado` (problem codes in Spanish), `PrecioRechazado_v2` "
+        "(in English) or both. A consumer handles a saga's once, whichever version it reads "
+        "first: list first the one its consumers read."))
 
     lock_timeout_s: float = Field(10.0, gt=0, le=60, description=(
         "Longest the stock allocation waits for a product's row lock; past it the attempt fails "
@@ -56,6 +65,16 @@ class InventarioSettings(BaseSettings):
     @classmethod
     def _known_versions(cls, value: str) -> str:
         return ",".join(versions_setting(value, ORDEN_SOLICITADA_VERSIONS))
+
+    @field_validator("publishes_precio_rechazado")
+    @classmethod
+    def _known_refusal_versions(cls, value: str) -> str:
+        return ",".join(versions_setting(value, PRECIO_RECHAZADO_VERSIONS))
+
+    @property
+    def precio_rechazado_versions(self) -> list[str]:
+        """``INVENTARIO_PUBLISHES_PRECIO_RECHAZADO`` as a list, in its order."""
+        return self.publishes_precio_rechazado.split(",")
 
     @property
     def orden_solicitada_versions(self) -> list[str]:

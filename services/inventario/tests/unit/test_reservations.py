@@ -18,7 +18,11 @@ from inventario.domain.stock import AllocationStatus, Line
 from inventario.usecases.allocate_stock import allocate_stock
 from inventario.usecases.expire_reservations import expire_reservations
 from inventario.usecases.release_stock import release_stock
-from inventario.usecases.validate_stock import ReservationPolicy, validate_stock
+from inventario.usecases.validate_stock import (
+    ReservationPolicy,
+    ValidationPolicy,
+    validate_stock,
+)
 from saga_harness.events import handling, orden_cancelada, orden_solicitada, pago_exitoso
 
 from .fakes import (
@@ -31,7 +35,7 @@ from .fakes import (
 )
 
 EUR_2_50 = Money(Decimal("2.50"), "EUR")
-POLICY = ReservationPolicy(ttl_s=120.0, auto_ratio=0.5)
+POLICY = ValidationPolicy(ReservationPolicy(ttl_s=120.0, auto_ratio=0.5))
 NOW = datetime(2026, 12, 6, 9, 0, tzinfo=UTC)
 
 

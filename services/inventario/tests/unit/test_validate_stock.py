@@ -1,4 +1,4 @@
-"""validate_stock: OrdenSolicitada → StockVerificado | StockNoDisponible | PrecioRechazado, the
+"""validate_stock: OrdenSolicitada → StockVerificado | StockNoDisponible | PrecioRechazado(_v2), the
 check recorded with the commit (a verified one with the payment it asks pagos for: the lines at
 their catalog prices), no stock taken; nothing checked for a saga cancelled first."""
 
@@ -11,20 +11,23 @@ import pytest
 
 from inventario.domain.payment_match import Money
 from inventario.domain.stock import AllocationStatus, Line
-from inventario.usecases.validate_stock import validate_stock
+from inventario.usecases.validate_stock import ValidationPolicy, validate_stock
 from saga_harness.events import PAYMENT_METHOD, handling, orden_solicitada, orden_solicitada_v4
+from sagakit.twins import TWIN_OF
 
 from .fakes import Allocation, FakeStockRepository, Inventory, StagingUnitOfWork, StockCheck
 
 EUR_2_50 = Money(Decimal("2.50"), "EUR")
+DEFAULT_POLICY = ValidationPolicy()
 
 
 async def _validate(inventory: Inventory, *items: tuple[str, int], saga_id: str | None = None,
+                    policy: ValidationPolicy = DEFAULT_POLICY,
                     **order: Any) -> tuple[StagingUnitOfWork, str, str]:
     event = orden_solicitada(*items, saga_id=saga_id, **order)
     uow = StagingUnitOfWork()
     with handling(event):
-        await validate_stock(uow, FakeStockRepository(inventory, uow), event)
+        await validate_stock(uow, FakeStockRepository(inventory, uow), event, policy)
     return uow, event.saga_id, event.payload.order_id
 
 
@@ -84,11 +87,15 @@ async def test_a_price_below_the_catalogs_is_refused_and_nothing_asked_for() -> 
     inventory.put("A", 5, Money(Decimal("50.00"), "USD"))
     uow, saga_id, order_id = await _validate(inventory, ("A", 1), price="0.01", currency="USD")
 
-    assert uow.committed and uow.emitted_types == ["PrecioRechazado"]
+    assert uow.committed and uow.emitted_types == ["PrecioRechazado_v2", "PrecioRechazado"]
+    refused = {"sku": "A", "price": "0.01", "currency": "USD", "catalog_price": "50.00",
+               "catalog_currency": "USD"}
     assert uow.emitted[0].payload == {
+        "order_id": order_id, "reason": "not the catalog's price",
+        "refused": [{**refused, "problem": "other_price"}]}
+    assert uow.emitted[1].payload == {
         "order_id": order_id, "reason": "precio distinto del catálogo",
-        "refused": [{"sku": "A", "problem": "precio_distinto", "price": "0.01",
-                     "currency": "USD", "catalog_price": "50.00", "catalog_currency": "USD"}]}
+        "refused": [{**refused, "problem": "precio_distinto"}]}
     assert inventory.checks[saga_id] == StockCheck(order_id, [Line("A", 1)], "price_refused",
                                                    None)
     assert inventory.products == {"A": 5}
@@ -101,11 +108,57 @@ async def test_a_product_in_another_currency_or_without_a_price_is_refused() -> 
     inventory.put("C", 5)
     uow, _, _ = await _validate(inventory, ("A", 1), ("B", 1), ("C", 1), currency="EUR")
 
-    assert uow.emitted_types == ["PrecioRechazado"]
+    assert uow.emitted_types == ["PrecioRechazado_v2", "PrecioRechazado"]
     assert uow.emitted[0].payload["refused"] == [
-        {"sku": "B", "problem": "moneda_distinta", "price": "2.50", "currency": "EUR",
+        {"sku": "B", "problem": "other_currency", "price": "2.50", "currency": "EUR",
          "catalog_price": "2.50", "catalog_currency": "USD"},
-        {"sku": "C", "problem": "sin_precio", "price": "2.50", "currency": "EUR"}]
+        {"sku": "C", "problem": "not_priced", "price": "2.50", "currency": "EUR"}]
+    assert [line["problem"] for line in uow.emitted[1].payload["refused"]] == [
+        "moneda_distinta", "sin_precio"]
+
+
+async def test_a_price_refusal_goes_out_in_the_versions_published_the_later_ones_as_twins(
+        ) -> None:
+    """Both versions of one refusal are one event: the second names the first's message id,
+    so a consumer that reads both handles the saga's refusal once (sagakit.twins)."""
+    inventory = Inventory()
+    inventory.put("A", 5, EUR_2_50)
+    uow, saga_id, _ = await _validate(inventory, ("A", 1), price="9.99")
+
+    first, second = uow.emitted
+    assert first.saga_id == second.saga_id == saga_id
+    assert TWIN_OF not in first.metadata and second.metadata[TWIN_OF] == first.message_id
+
+
+@pytest.mark.parametrize("versions", [("PrecioRechazado",), ("PrecioRechazado_v2",),
+                                      ("PrecioRechazado", "PrecioRechazado_v2")])
+async def test_a_price_refusal_goes_out_in_exactly_the_versions_set(
+        versions: tuple[str, ...]) -> None:
+    inventory = Inventory()
+    inventory.put("A", 5, EUR_2_50)
+    uow, _, _ = await _validate(inventory, ("A", 1), price="9.99",
+                                policy=ValidationPolicy(price_refusal_versions=versions))
+
+    assert uow.emitted_types == list(versions)
+
+
+async def test_a_price_refusal_answered_again_goes_out_in_the_versions_published_now() -> None:
+    """Recorded while inventario published PrecioRechazado alone; handled again after it moved
+    to PrecioRechazado_v2: the same refusal, in the version its consumers read now."""
+    inventory = Inventory()
+    inventory.put("A", 5, EUR_2_50)
+    uow, saga_id, _ = await _validate(inventory, ("A", 1), price="9.99",
+                                      policy=ValidationPolicy(
+                                          price_refusal_versions=("PrecioRechazado",)))
+    [recorded] = uow.emitted
+
+    again, _, _ = await _validate(inventory, ("A", 1), saga_id=saga_id, price="9.99",
+                                  policy=ValidationPolicy(
+                                      price_refusal_versions=("PrecioRechazado_v2",)))
+
+    assert again.committed and again.emitted_types == ["PrecioRechazado_v2"]
+    assert [line["problem"] for line in again.emitted[0].payload["refused"]] == ["other_price"]
+    assert again.emitted[0].payload["order_id"] == recorded.payload["order_id"]
 
 
 @pytest.mark.parametrize("status", [AllocationStatus.BLOCKED, AllocationStatus.RELEASED])

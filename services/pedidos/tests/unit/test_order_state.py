@@ -36,6 +36,7 @@ S = OrderStatus
     (S.PENDIENTE_VALIDACION, "StockVerificado", S.PENDIENTE_PAGO),
     (S.PENDIENTE_VALIDACION, "StockNoDisponible", S.CANCELADA_SIN_STOCK),
     (S.PENDIENTE_VALIDACION, "PrecioRechazado", S.CANCELADA_PRECIO_RECHAZADO),
+    (S.PENDIENTE_VALIDACION, "PrecioRechazado_v2", S.CANCELADA_PRECIO_RECHAZADO),
     (S.PENDIENTE_PAGO, "PagoExitoso", S.PENDIENTE_ASIGNACION),
     (S.PENDIENTE_PAGO, "PagoRechazado", S.CANCELADA_PAGO_RECHAZADO),
     (S.PENDIENTE_ASIGNACION, "StockAsignado", S.COMPLETADA),
@@ -95,6 +96,8 @@ def test_an_allocation_recorded_before_the_payment_does_not_stop_the_deadlines()
     (S.CANCELADA_PAGO_RECHAZADO, "StockAsignado"),  # after a declined payment: the same
     (S.PENDIENTE_ASIGNACION, "StockNoDisponible"),  # impossible story: ignored
     (S.PENDIENTE_ASIGNACION, "PrecioRechazado"),    # impossible story: ignored
+    (S.PENDIENTE_ASIGNACION, "PrecioRechazado_v2"),
+    (S.CANCELADA_PRECIO_RECHAZADO, "PrecioRechazado"),  # the twin of one handled: nothing
 ])
 def test_stale_events_change_nothing(status: OrderStatus, event: str) -> None:
     assert on_event(status, event, stock_allocated=False) is None

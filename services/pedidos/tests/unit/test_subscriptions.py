@@ -7,7 +7,8 @@ from pedidos.adapters.order_repository import OrderRepository
 from pedidos.app import subscriptions
 from pedidos.config import PedidosSettings
 
-PARTICIPANT_EVENTS = {"StockVerificado", "StockNoDisponible", "PrecioRechazado", "PagoExitoso",
+PARTICIPANT_EVENTS = {"StockVerificado", "StockNoDisponible", "PrecioRechazado",
+                      "PrecioRechazado_v2", "PagoExitoso",
                       "PagoRechazado", "StockAsignado", "FalloAsignacion", "ReembolsoEjecutado",
                       "FalloReembolso"}
 

@@ -130,6 +130,8 @@ async def test_stock_allocated_completes_the_order_and_emits_orden_completada() 
     (S.PENDIENTE_VALIDACION, "StockNoDisponible", S.CANCELADA_SIN_STOCK, "stock_insuficiente"),
     (S.PENDIENTE_VALIDACION, "PrecioRechazado", S.CANCELADA_PRECIO_RECHAZADO,
      "precio_rechazado"),
+    (S.PENDIENTE_VALIDACION, "PrecioRechazado_v2", S.CANCELADA_PRECIO_RECHAZADO,
+     "precio_rechazado"),
     (S.PENDIENTE_PAGO, "PagoRechazado", S.CANCELADA_PAGO_RECHAZADO, "pago_rechazado"),
     (S.PENDIENTE_REEMBOLSO, "ReembolsoEjecutado", S.CANCELADA_CON_REEMBOLSO,
      "fallo_asignacion"),

@@ -83,6 +83,9 @@ def payload_of(event_type: str, order_id: str, **fields: Any) -> dict[str, Any]:
         "PrecioRechazado": {"reason": "precio distinto del catálogo", "refused": [
             {"sku": "SKU-1", "problem": "precio_distinto", "price": "0.01", "currency": "USD",
              "catalog_price": "10.00", "catalog_currency": "USD"}]},
+        "PrecioRechazado_v2": {"reason": "not the catalog's price", "refused": [
+            {"sku": "SKU-1", "problem": "other_price", "price": "0.01", "currency": "USD",
+             "catalog_price": "10.00", "catalog_currency": "USD"}]},
         "StockAsignado": {"items": _ITEMS},
         "FalloAsignacion": {"reason": "stock consumed after validation",
                             "unavailable": _SHORT},

@@ -82,13 +82,14 @@ class StockNoDisponible(Event):
 
 
 PriceProblem = Literal["sin_precio", "moneda_distinta", "precio_distinto"]
+"""PrecioRechazado's problem codes (its first MAJOR), in Spanish."""
+
+PriceProblem_v2 = Literal["not_priced", "other_currency", "other_price"]
+"""PrecioRechazado_v2's: the same three, in English, as the codes the project adds are."""
 
 
-class RefusedLine(EventPart):
-    """An order item whose price is not its product's catalog price."""
-
+class _RefusedLineFields(EventPart):
     sku: Sku
-    problem: PriceProblem
     price: Amount
     currency: Currency
     catalog_price: Amount | None = None
@@ -104,6 +105,18 @@ class RefusedLine(EventPart):
         return value
 
 
+class RefusedLine(_RefusedLineFields):
+    """An order item whose price is not its product's catalog price."""
+
+    problem: PriceProblem
+
+
+class RefusedLine_v2(_RefusedLineFields):
+    """The same, its problem in PrecioRechazado_v2's codes."""
+
+    problem: PriceProblem_v2
+
+
 class PrecioRechazado(Event):
     """Every item had enough stock, but some item's price or currency is not its catalog price
     (or the product has none): the saga ends without a charge."""
@@ -113,6 +126,23 @@ class PrecioRechazado(Event):
     order_id: Uuid
     reason: str
     refused: Annotated[tuple[RefusedLine, ...], Field(min_length=1)]
+
+
+class PrecioRechazado_v2(Event):
+    """PrecioRechazado's second MAJOR, an event type of its own (the standard's suffix): its
+    problem codes in English. Published beside PrecioRechazado while its consumers move
+    (docs/operations.md#evolving-an-event-schema)."""
+
+    event_type: ClassVar[str] = "PrecioRechazado_v2"
+
+    order_id: Uuid
+    reason: str
+    refused: Annotated[tuple[RefusedLine_v2, ...], Field(min_length=1)]
+
+
+PriceRefusal = PrecioRechazado | PrecioRechazado_v2
+"""The event that refuses an order's prices, in either version published during the
+transition."""
 
 
 class StockAsignado(Event):
@@ -145,4 +175,5 @@ class StockLiberado(Event):
 
 
 MODELS: tuple[type[Event], ...] = (StockVerificado, StockNoDisponible, PrecioRechazado,
-                                   StockAsignado, FalloAsignacion, StockLiberado)
+                                   PrecioRechazado_v2, StockAsignado, FalloAsignacion,
+                                   StockLiberado)

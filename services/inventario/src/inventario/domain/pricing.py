@@ -29,11 +29,12 @@ class OrderedItem:
 
 
 class PriceProblem(StrEnum):
-    """Why an item is refused (the ``problem`` PrecioRechazado names)."""
+    """Why an item is refused: the ``problem`` PrecioRechazado_v2 names (PrecioRechazado names
+    it in Spanish: ``inventario.usecases.price_refusal_versions``)."""
 
-    NOT_PRICED = "sin_precio"
-    OTHER_CURRENCY = "moneda_distinta"
-    OTHER_PRICE = "precio_distinto"
+    NOT_PRICED = "not_priced"
+    OTHER_CURRENCY = "other_currency"
+    OTHER_PRICE = "other_price"
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,11 @@ from inventario.adapters.stock_repository import StockRepository
 from inventario.config import InventarioSettings
 from inventario.usecases.allocate_stock import allocate_stock
 from inventario.usecases.release_stock import release_stock
-from inventario.usecases.validate_stock import ReservationPolicy, validate_stock
+from inventario.usecases.validate_stock import (
+    ReservationPolicy,
+    ValidationPolicy,
+    validate_stock,
+)
 from saga_contracts.events.orders import OrdenCancelada, OrdenSolicitada, OrdenSolicitada_v4
 from saga_contracts.events.payments import PagoExitoso
 from sagakit.consumer import Handler
@@ -18,13 +22,14 @@ from sagakit.message import Message
 from sagakit.store import UnitOfWork
 
 
-def _reservation_policy(settings: InventarioSettings) -> ReservationPolicy:
-    return ReservationPolicy(ttl_s=settings.reservation_ttl_s,
-                             auto_ratio=settings.auto_reserve_ratio)
+def _validation_policy(settings: InventarioSettings) -> ValidationPolicy:
+    return ValidationPolicy(ReservationPolicy(ttl_s=settings.reservation_ttl_s,
+                                              auto_ratio=settings.auto_reserve_ratio),
+                            price_refusal_versions=tuple(settings.precio_rechazado_versions))
 
 
 def make_on_orden_solicitada(settings: InventarioSettings) -> Handler[OrdenSolicitada]:
-    policy = _reservation_policy(settings)
+    policy = _validation_policy(settings)
 
     async def on_orden_solicitada(uow: UnitOfWork, event: Message[OrdenSolicitada]) -> None:
         await validate_stock(uow, StockRepository(uow), event, policy)
@@ -35,7 +40,7 @@ def make_on_orden_solicitada(settings: InventarioSettings) -> Handler[OrdenSolic
 def make_on_orden_solicitada_v4(settings: InventarioSettings) -> Handler[OrdenSolicitada_v4]:
     """The same check: the stock check reads the order's lines, currency and payment method,
     which both versions carry alike; the address it does not read."""
-    policy = _reservation_policy(settings)
+    policy = _validation_policy(settings)
 
     async def on_orden_solicitada_v4(uow: UnitOfWork,
                                      event: Message[OrdenSolicitada_v4]) -> None:

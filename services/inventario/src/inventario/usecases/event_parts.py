@@ -9,7 +9,7 @@ from typing import Any
 from inventario.domain.payment_match import Money
 from inventario.domain.pricing import RefusedItem
 from inventario.domain.stock import Line, Shortage
-from saga_contracts.events.inventory import PricedLine, RefusedLine, StockLine
+from saga_contracts.events.inventory import PricedLine, RefusedLine_v2, StockLine
 from saga_contracts.events.inventory import Shortage as ShortagePart
 
 
@@ -27,14 +27,14 @@ def shortage_parts(missing: Iterable[Shortage]) -> tuple[ShortagePart, ...]:
                  for s in missing)
 
 
-def refused_parts(refused: Iterable[RefusedItem], currency: str) -> tuple[RefusedLine, ...]:
+def refused_parts(refused: Iterable[RefusedItem], currency: str) -> tuple[RefusedLine_v2, ...]:
     parts = []
     for item in refused:
         # A product without a price leaves the catalog's fields out (absent, never null).
         listed: dict[str, Any] = ({} if item.catalog is None else
                                   {"catalog_price": item.catalog.amount,
                                    "catalog_currency": item.catalog.currency})
-        parts.append(RefusedLine(sku=item.sku, problem=item.problem.value, price=item.price,
+        parts.append(RefusedLine_v2(sku=item.sku, problem=item.problem.value, price=item.price,
                                  currency=currency, **listed))
     return tuple(parts)
 

@@ -1,4 +1,4 @@
-"""OrdenSolicitada → StockVerificado | StockNoDisponible | PrecioRechazado. Reads without locks;
+"""OrdenSolicitada → StockVerificado | StockNoDisponible | PrecioRechazado(_v2). Reads without locks;
 changes no stock; reserves it for the saga when the order's strategy says so. OrdenSolicitada_v4,
 the same order with its address in lines, is checked alike.
 
@@ -18,10 +18,10 @@ that ran at once decide one after the other.
 
 Stock first: an order short of units is StockNoDisponible whatever its prices. Then prices
 (``inventario.domain.pricing``): an item whose product has no catalog price, or one in
-another currency or at another price than the order's, refuses the order (PrecioRechazado)
-and nothing is charged. A verified order asks pagos for its lines at their catalog prices,
-computed here: that is what StockVerificado carries and pagos charges, never a figure of the
-order's own.
+another currency or at another price than the order's, refuses the order (PrecioRechazado, in
+the versions inventario publishes: ``price_refusal_versions``) and nothing is charged. A
+verified order asks pagos for its lines at their catalog prices, computed here: that is what
+StockVerificado carries and pagos charges, never a figure of the order's own.
 
 The check is recorded for the allocation to know, later, what the saga asked for: its lines,
 and the payment a verified check asks pagos for (the amount in StockVerificado, which goes
@@ -30,9 +30,10 @@ genuine PagoExitoso). A saga that has an allocation already was cancelled before
 checked: nothing is left to check.
 
 A saga is checked once. Its OrdenSolicitada handled again (an operator's retry, a dead letter's
-replay, a copy handled beside the original) is answered with the event its check recorded,
-never with a second check's: stock restocked in between must not turn a StockNoDisponible
-already on its way to pedidos into a StockVerificado that pagos would charge. Two checks of one
+replay, a copy handled beside the original) is answered with the event its check recorded (a
+price refusal in the versions published now), never with a second check's: stock restocked in
+between must not turn a StockNoDisponible already on its way to pedidos into a StockVerificado
+that pagos would charge. Two checks of one
 saga at once: the first to commit keeps its record, the other writes nothing (the record's
 guard), is handled again and answers as the first did.
 """
@@ -40,7 +41,7 @@ guard), is handled again and answers as the first did.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -57,11 +58,18 @@ from inventario.usecases.event_parts import (
     utc_timestamp,
 )
 from inventario.usecases.ports import RecordedCheck, StockStore, ValidationRead
+from inventario.usecases.price_refusal_versions import REASONS, in_versions
 from saga_contracts.events.base import Event
-from saga_contracts.events.inventory import PrecioRechazado, StockNoDisponible, StockVerificado
+from saga_contracts.events.inventory import (
+    PrecioRechazado,
+    PrecioRechazado_v2,
+    StockNoDisponible,
+    StockVerificado,
+)
 from saga_contracts.events.orders import OrderRequest
 from sagakit.message import Message
 from sagakit.ports import UnitOfWorkPort
+from sagakit.twins import emit_versions
 
 log = logging.getLogger("inventario.validate_stock")
 
@@ -74,9 +82,20 @@ class ReservationPolicy:
     auto_ratio: float = 0.5
 
 
+@dataclass(frozen=True)
+class ValidationPolicy:
+    """How a stock check answers: its reservations, and the versions of PrecioRechazado it
+    publishes, each in the same commit (InventarioSettings)."""
+
+    reservation: ReservationPolicy = ReservationPolicy()
+    price_refusal_versions: tuple[str, ...] = (PrecioRechazado_v2.event_type,
+                                               PrecioRechazado.event_type)
+
+
 async def validate_stock(uow: UnitOfWorkPort, stock: StockStore,
                          event: Message[OrderRequest],
-                         policy: ReservationPolicy = ReservationPolicy()) -> None:
+                         validation: ValidationPolicy = ValidationPolicy()) -> None:
+    policy = validation.reservation
     order = event.payload
     lines = merge_lines(Line(i.sku, i.quantity) for i in order.items)
     read = await stock.validation_read(event.saga_id, [line.sku for line in lines],
@@ -88,7 +107,7 @@ async def validate_stock(uow: UnitOfWorkPort, stock: StockStore,
         await uow.commit()
         return
     if read.check is not None:
-        _answer_again(uow, event, read.check)
+        _answer_again(uow, event, read.check, validation.price_refusal_versions)
         await uow.commit()
         return
     available = read.available()
@@ -99,14 +118,19 @@ async def validate_stock(uow: UnitOfWorkPort, stock: StockStore,
         (OrderedItem(i.sku, i.quantity, i.price) for i in order.items), order.currency,
         read.prices)
     answer: Event
+    # Each version of a price refusal goes out with the commit; the first is recorded.
+    versions: list[Event] = []
     if missing:
         answer = StockNoDisponible(order_id=order.order_id, reason="stock insuficiente",
                                    unavailable=shortage_parts(missing))
         stock.record_check(event.saga_id, order.order_id, lines, "unavailable",
                            payment_requested=None, answer=answer)
     elif refused:
-        answer = PrecioRechazado(order_id=order.order_id, reason="precio distinto del catálogo",
-                                 refused=refused_parts(refused, order.currency))
+        refusal = PrecioRechazado_v2(order_id=order.order_id,
+                                     reason=REASONS[PrecioRechazado_v2.event_type],
+                                     refused=refused_parts(refused, order.currency))
+        versions = [*in_versions(refusal, validation.price_refusal_versions)]
+        answer = versions[0]
         stock.record_check(event.saga_id, order.order_id, lines, "price_refused",
                            payment_requested=None, answer=answer)
     else:
@@ -137,7 +161,7 @@ async def validate_stock(uow: UnitOfWorkPort, stock: StockStore,
             stock.record_reserving_check(event.saga_id, order.order_id, lines, charged, answer,
                                          expires_at=until, in_flight_window_s=policy.ttl_s)
             uow.after_commit(_reserved(event, len(lines), until))
-    uow.emit(answer)
+    emit_versions(uow, versions or [answer])
     # False (nothing written, the answer included) when a check of the saga committed
     # meanwhile: the consumer handles the message again and answers as that check did.
     await uow.commit()
@@ -165,7 +189,7 @@ def _any_auto(lines: list[Line], read: ValidationRead) -> bool:
 
 
 def _answer_again(uow: UnitOfWorkPort, event: Message[OrderRequest],
-                  check: RecordedCheck) -> None:
+                  check: RecordedCheck, price_refusal_versions: Sequence[str]) -> None:
     """The saga was checked already: the same answer again, or none if it was not kept."""
     if check.answer is None:
         log.warning("order checked before answers were kept: not answered again (%s)",
@@ -174,4 +198,7 @@ def _answer_again(uow: UnitOfWorkPort, event: Message[OrderRequest],
         return
     log.info("order checked already: its answer sent again",
              extra={"saga_id": event.saga_id, "event_type": event.event_type})
-    uow.emit(check.answer)
+    if isinstance(check.answer, PrecioRechazado | PrecioRechazado_v2):
+        emit_versions(uow, in_versions(check.answer, price_refusal_versions))
+    else:
+        uow.emit(check.answer)

@@ -52,6 +52,9 @@ TERMINAL = frozenset(set(S) - ACTIVE)
 # The forward part of the happy path, by progress.
 _BEFORE_PAYMENT = frozenset({S.PENDIENTE_VALIDACION, S.PENDIENTE_PAGO})
 _BEFORE_ALLOCATION = _BEFORE_PAYMENT | {S.PENDIENTE_ASIGNACION}
+# A price refusal in either version inventario publishes (PrecioRechazado_v2: its codes in
+# English); a saga's is handled once, whichever comes first.
+PRICE_REFUSALS = frozenset({"PrecioRechazado", "PrecioRechazado_v2"})
 
 STEP_OF = {
     S.PENDIENTE_VALIDACION: "validacion",
@@ -138,7 +141,7 @@ def on_event(status: OrderStatus, event_type: str, *, stock_allocated: bool) -> 
         return Transition(S.PENDIENTE_PAGO)
     if event_type == "StockNoDisponible" and status is S.PENDIENTE_VALIDACION:
         return Transition(S.CANCELADA_SIN_STOCK, CancelReason.STOCK_INSUFICIENTE)
-    if event_type == "PrecioRechazado" and status is S.PENDIENTE_VALIDACION:
+    if event_type in PRICE_REFUSALS and status is S.PENDIENTE_VALIDACION:
         return Transition(S.CANCELADA_PRECIO_RECHAZADO, CancelReason.PRECIO_RECHAZADO)
     if event_type == "PagoExitoso" and status in _BEFORE_PAYMENT:
         # The allocation, already in, waited for this payment: both are in.

@@ -46,6 +46,7 @@ from pedidos.usecases.transitions import stage_transition
 from saga_contracts.events.inventory import (
     FalloAsignacion,
     PrecioRechazado,
+    PrecioRechazado_v2,
     StockAsignado,
     StockNoDisponible,
     StockVerificado,
@@ -64,8 +65,8 @@ log = logging.getLogger("pedidos.track_saga")
 
 # Every participant event pedidos tracks, listed once: the handler's type, and the models the
 # consumer subscribes to (pedidos.app).
-Tracked: TypeAlias = (StockVerificado | StockNoDisponible | PrecioRechazado | PagoExitoso
-                      | PagoRechazado | StockAsignado | FalloAsignacion | ReembolsoEjecutado
+Tracked: TypeAlias = (StockVerificado | StockNoDisponible | PrecioRechazado | PrecioRechazado_v2
+                      | PagoExitoso | PagoRechazado | StockAsignado | FalloAsignacion | ReembolsoEjecutado
                       | FalloReembolso)
 TRACKED_EVENTS: tuple[type[Tracked], ...] = get_args(Tracked)
 
