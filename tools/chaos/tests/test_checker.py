@@ -103,6 +103,39 @@ def test_each_violation_is_caught(name: str, mutate, caught: list[str]) -> None:
     assert _broken(mutate) == caught, name
 
 
+def cancelled_after_its_charge_failed() -> Snapshot:
+    """The healthy run and s4, whose three charge calls the proxy answered (CHARGE_FAILED), then
+    cancelled by its customer: pagos replays the charge under the charge's key to find out
+    whether it was made; the proxy answered the first replay too, and the gateway declined the
+    second (no charge was made). pagos logs the replays as "resolve" attempts."""
+    s = healthy()
+    s.orders["o4"] = Order("o4", "s4", "CANCELADA_POR_USUARIO", Decimal("3.00"),
+                           [{"sku": "SKU-A", "quantity": 1}])
+    s.acknowledged.append("o4")
+    s.payments["s4"] = Payment("CANCELLED", None, False, [
+        *({"kind": "charge", "outcome": "unavailable"} for _ in range(3)),
+        {"kind": "resolve", "outcome": "unavailable"},
+        {"kind": "resolve", "outcome": "declined"}])
+    s.garbled += ["charge-s4"] * 4
+    return s
+
+
+def test_a_garbled_replay_of_a_cancelled_charge_is_recorded_as_its_resolve() -> None:
+    assert check(cancelled_after_its_charge_failed()) == []
+
+
+def test_a_garbled_replay_never_recorded_is_caught() -> None:
+    s = cancelled_after_its_charge_failed()
+    s.payments["s4"].attempts.pop(3)
+    assert [(v.invariant, v.sagas) for v in check(s)] == [("recorded", ("s4",))]
+
+
+def test_a_replay_whose_answer_was_understood_does_not_stand_for_a_garbled_one() -> None:
+    s = cancelled_after_its_charge_failed()
+    s.payments["s4"].attempts[3]["outcome"] = "approved"
+    assert [(v.invariant, v.sagas) for v in check(s)] == [("recorded", ("s4",))]
+
+
 def test_a_manual_refund_is_left_to_the_operators() -> None:
     s = healthy()
     s.orders["o2"].status = "REEMBOLSO_FALLIDO"

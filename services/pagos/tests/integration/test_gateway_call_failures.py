@@ -167,6 +167,28 @@ async def test_a_cancelled_charge_whose_replays_get_a_proxys_page_is_left_for_a_
     assert await _events(engine, saga_id) == ["FalloReembolso"]
 
 
+async def test_a_failed_charge_cancelled_then_replayed_into_a_proxys_page_logs_every_call(
+        scratch: Scratch, gateway: tuple[_Gateway, str]) -> None:
+    """The charge's every call gets a proxy's page (CHARGE_FAILED), then the order is
+    cancelled: pagos replays the charge, under its key, to find out whether it was made, and
+    each replay gets a page too. Each call the gateway was sent is in the attempt log as not
+    understood, the replays as the resolution's: none made again unrecorded."""
+    engine, tables = scratch
+    fake, url = gateway
+    fake.proxy.add("charges")
+    saga_id, order_id = str(uuid.uuid4()), str(uuid.uuid4())
+    async with _running(engine, tables, url) as worker:
+        await pay.deliver(engine, tables, worker, ev.stock_verificado(saga_id, order_id))
+        await _settled(engine, saga_id, "CHARGE_FAILED")
+        await pay.deliver(engine, tables, worker, ev.orden_cancelada(saga_id, order_id))
+        row = await _settled(engine, saga_id, "REFUND_FAILED")
+    assert (row.charge_attempts, row.resolve_attempts) == (3, 2), row
+    assert await _attempts(engine, saga_id) == [
+        *[("charge", "unavailable")] * 3, *[("resolve", "unavailable")] * 2]
+    assert fake.calls["charges"] == 5, "every call the gateway was sent is in the log"
+    assert await _events(engine, saga_id) == ["FalloReembolso"]
+
+
 async def test_a_refund_answered_by_a_proxys_page_is_left_for_a_refund_by_hand(
         scratch: Scratch, gateway: tuple[_Gateway, str]) -> None:
     engine, tables = scratch

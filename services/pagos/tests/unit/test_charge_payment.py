@@ -247,6 +247,38 @@ async def test_a_charge_that_used_every_retry_still_gets_every_replay() -> None:
                               else S.REFUND_FAILED)
 
 
+async def test_a_replay_answered_with_a_reply_that_is_not_the_apis_is_a_resolve_recorded(
+        ) -> None:
+    """A charge failed after its every call went unanswered (CHARGE_FAILED), then cancelled: the
+    replay that asks the gateway whether it was made gets a reply that is not the API's (the
+    client makes it an unknown outcome). It is in the attempt log as a resolve whose outcome
+    was not understood, one replay of the resolution's budget, and the replay is scheduled."""
+    table = PaymentTable()
+    row, payment = _leased(table)
+    for _ in range(len(SETTINGS.charge_retry_schedule_s) + 1):
+        await _charge(table, payment, FakeGateway([UNAVAILABLE]))
+        row.lease_until = table.in_(45)
+        payment = row.payment(table.now)
+    assert row.status is S.CHARGE_FAILED and row.token is not None
+    units = FakeUnits(table)
+    async with units() as (uow, payments):
+        await compensate_order_cancellation(uow, payments, lambda: None,
+                                            orden_cancelada(row.saga_id, ORDER_ID))
+    assert row.status is S.CANCEL_REQUESTED
+    row.lease_until = table.in_(45)
+    garbled = ChargeResult(Outcome.UNAVAILABLE, detail="HTTP 200 without the charge's id: a "
+                           "reply that is not the API's")
+    gateway = FakeGateway([garbled])
+    await _charge(table, row.payment(table.now), gateway)
+    assert [c["idempotency_key"] for _, c in gateway.calls] == [charge_key(row.saga_id)]
+    assert [(a["kind"], a["attempt"], a["outcome"]) for a in row.attempt_log] == [
+        ("charge", 1, "unavailable"), ("charge", 2, "unavailable"),
+        ("charge", 3, "unavailable"), ("resolve", 1, "unavailable")]
+    assert row.attempt_log[-1]["detail"] == garbled.detail
+    assert (row.status, row.charge_attempts, row.resolve_attempts) == (S.CANCEL_REQUESTED, 3, 1)
+    assert row.next_attempt_at is not None and row.lease_until is None
+
+
 async def test_a_charge_call_answered_after_the_cancellation_is_no_replay() -> None:
     """The call left while the payment was CHARGING and the cancellation landed while it was
     in flight: its unknown answer is the charge's, and the resolution keeps every replay."""

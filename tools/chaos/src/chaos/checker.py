@@ -205,8 +205,12 @@ def no_manual_refund(s: Snapshot) -> list[Violation]:
                       (saga,)) for saga in sorted(flagged)]
 
 
-# What each kind of gateway call's attempt log says when the call was understood.
-_UNDERSTOOD = {"charge": {"approved", "declined"}, "refund": {"refunded"}}
+# The gateway calls by their idempotency key's prefix: the kinds of attempt pagos' log records
+# them as, and what the log says of a call that was understood. A charge's replays, sent to
+# find out whether a cancelled charge was made, carry the charge's key and are logged as
+# "resolve" attempts (pagos.usecases.charge_payment).
+_CALLS = {"charge": ({"charge", "resolve"}, {"approved", "declined"}),
+          "refund": ({"refund"}, {"refunded"})}
 
 
 def gateway_calls_recorded(s: Snapshot) -> list[Violation]:
@@ -215,15 +219,16 @@ def gateway_calls_recorded(s: Snapshot) -> list[Violation]:
     counted against the payment's budget, never a silent retry."""
     garbled: dict[tuple[str, str], int] = defaultdict(int)
     for key in s.garbled:
-        kind, _, saga_id = key.partition("-")
-        if kind in _UNDERSTOOD and saga_id in s.payments:
-            garbled[(saga_id, kind)] += 1
+        call, _, saga_id = key.partition("-")
+        if call in _CALLS and saga_id in s.payments:
+            garbled[(saga_id, call)] += 1
     out = []
-    for (saga_id, kind), calls in sorted(garbled.items()):
+    for (saga_id, call), calls in sorted(garbled.items()):
+        kinds, understood = _CALLS[call]
         recorded = sum(1 for a in s.payments[saga_id].attempts
-                       if a.get("kind") == kind and a.get("outcome") not in _UNDERSTOOD[kind])
+                       if a.get("kind") in kinds and a.get("outcome") not in understood)
         if recorded < calls:
-            out.append(Violation("recorded", f"{calls} {kind} calls answered with a body that "
+            out.append(Violation("recorded", f"{calls} {call} calls answered with a body that "
                                  f"is not the gateway's, {recorded} recorded as not understood",
                                  (saga_id,)))
     return out
