@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from inventario.adapters import stock_repository as r
-from saga_harness.staged_writes import PinnedStatements
+from saga_harness.staged_writes import PinnedStatements, StagedWriteStatementsSuite
 from sagakit.store import WriteShape
 
 
@@ -19,17 +19,13 @@ def _shapes() -> Iterator[tuple[str, WriteShape]]:
     yield "allocation", r._ALLOCATION
 
 
-PINNED = PinnedStatements("inventario", Path(__file__).with_name("staged_write_statements.json"),
-                          _shapes)
+STATEMENTS = PinnedStatements("inventario", Path(__file__).with_name("staged_write_statements.json"),
+                              _shapes)
 
 
-def test_every_staged_write_sends_the_statement_pinned() -> None:
-    PINNED.assert_pinned()
-
-
-def test_every_shape_is_built_once_so_its_statement_is_compiled_once() -> None:
-    PINNED.assert_built_once()
+class TestStagedWriteStatements(StagedWriteStatementsSuite):
+    statements = STATEMENTS
 
 
 if __name__ == "__main__":
-    PINNED.pin()
+    STATEMENTS.pin()

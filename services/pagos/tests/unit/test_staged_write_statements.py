@@ -11,7 +11,7 @@ from pathlib import Path
 
 from pagos.adapters import payment_repository as r
 from pagos.adapters import resolutions
-from saga_harness.staged_writes import PinnedStatements
+from saga_harness.staged_writes import PinnedStatements, StagedWriteStatementsSuite
 from sagakit.store import WriteShape
 
 _COLUMNS = [(), ("status",), ("charge_attempts", "charge_id", "payment_token", "status"),
@@ -28,17 +28,13 @@ def _shapes() -> Iterator[tuple[str, WriteShape]]:
     yield "resolution", resolutions._RECORD
 
 
-PINNED = PinnedStatements("pagos", Path(__file__).with_name("staged_write_statements.json"),
-                          _shapes)
+STATEMENTS = PinnedStatements("pagos", Path(__file__).with_name("staged_write_statements.json"),
+                              _shapes)
 
 
-def test_every_staged_write_sends_the_statement_pinned() -> None:
-    PINNED.assert_pinned()
-
-
-def test_every_shape_is_built_once_so_its_statement_is_compiled_once() -> None:
-    PINNED.assert_built_once()
+class TestStagedWriteStatements(StagedWriteStatementsSuite):
+    statements = STATEMENTS
 
 
 if __name__ == "__main__":
-    PINNED.pin()
+    STATEMENTS.pin()
