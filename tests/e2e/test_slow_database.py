@@ -21,8 +21,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from local_stack.settings import REGISTRY_PORT
-from netproxy.layout import kafka_listener_port, route_port
+from local_stack.settings import GATEWAY_PORT, KAFKA_BROKERS, REGISTRY_PORT
+from netproxy.layout import service_routes
 from netproxy.proxy import ProxySet
 from saga_harness import config, db, stack
 from saga_harness.clients import Saga, new_sku, order_body
@@ -39,15 +39,10 @@ SHORT_VALIDATION = {"SAGA_ALLOW_UNSAFE_LIMITS": "1", "PEDIDOS_VALIDATION_TIMEOUT
 
 @pytest.fixture
 async def inventario_behind_proxy(running_stack: None) -> AsyncIterator[ProxySet]:
-    routes = {
-        "inventario-postgres": (route_port("inventario", "postgres"), "127.0.0.1", config.PG_PORT),
-        "inventario-kafka": (route_port("inventario", "kafka"), "127.0.0.1",
-                             kafka_listener_port("inventario")),
-        # Behind the proxy (SAGA_NETPROXY=1) a service reads the schema registry through its
-        # route too, and waits for it before it is ready.
-        "inventario-registry": (route_port("inventario", "registry"), "127.0.0.1",
-                                REGISTRY_PORT),
-    }
+    # Behind the proxy (SAGA_NETPROXY=1) a service reaches all of its dependencies through its
+    # routes, the schema registry too (it waits for it before it is ready): every one is served.
+    routes = service_routes("inventario", config.PG_PORT, GATEWAY_PORT, REGISTRY_PORT,
+                            brokers=KAFKA_BROKERS)
     async with ProxySet(routes) as proxies:
         # In a thread: the proxy runs on this loop and the restart waits for inventario's
         # readiness, which needs the proxy to answer.

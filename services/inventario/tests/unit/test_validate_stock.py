@@ -12,7 +12,9 @@ import pytest
 from inventario.domain.payment_match import Money
 from inventario.domain.stock import AllocationStatus, Line
 from inventario.usecases.validate_stock import ValidationPolicy, validate_stock
+from saga_contracts.events.orders import OrderRequest
 from saga_harness.events import PAYMENT_METHOD, handling, orden_solicitada, orden_solicitada_v4
+from sagakit.message import Message
 from sagakit.twins import TWIN_OF
 
 from .fakes import Allocation, FakeStockRepository, Inventory, StagingUnitOfWork, StockCheck
@@ -21,14 +23,23 @@ EUR_2_50 = Money(Decimal("2.50"), "EUR")
 DEFAULT_POLICY = ValidationPolicy()
 
 
+async def _handle(inventory: Inventory, event: Message[OrderRequest],
+                  policy: ValidationPolicy = DEFAULT_POLICY,
+                  **repository: Any) -> StagingUnitOfWork:
+    """``event`` handled as the consumer hands it over, on ``inventory`` (``repository``: the
+    fake repository's options)."""
+    uow = StagingUnitOfWork()
+    with handling(event):
+        await validate_stock(uow, FakeStockRepository(inventory, uow, **repository), event,
+                             policy)
+    return uow
+
+
 async def _validate(inventory: Inventory, *items: tuple[str, int], saga_id: str | None = None,
                     policy: ValidationPolicy = DEFAULT_POLICY,
                     **order: Any) -> tuple[StagingUnitOfWork, str, str]:
     event = orden_solicitada(*items, saga_id=saga_id, **order)
-    uow = StagingUnitOfWork()
-    with handling(event):
-        await validate_stock(uow, FakeStockRepository(inventory, uow), event, policy)
-    return uow, event.saga_id, event.payload.order_id
+    return await _handle(inventory, event, policy), event.saga_id, event.payload.order_id
 
 
 async def test_stock_on_hand_is_verified_with_the_lines_merged_and_nothing_taken() -> None:
@@ -182,10 +193,7 @@ async def test_a_saga_checked_already_is_answered_as_its_check_answered() -> Non
     inventory = Inventory()
     inventory.put("A", 0, EUR_2_50)
     first = orden_solicitada(("A", 1))
-    uow = StagingUnitOfWork()
-    with handling(first):
-        await validate_stock(uow, FakeStockRepository(inventory, uow), first)
-    [answer] = uow.emitted
+    [answer] = (await _handle(inventory, first)).emitted
     inventory.put("A", 5, EUR_2_50)
 
     again, _, _ = await _validate(inventory, ("A", 1), saga_id=first.saga_id)
@@ -206,10 +214,7 @@ async def test_a_check_recorded_meanwhile_keeps_its_place_and_this_one_writes_no
     def first_commits(inv: Inventory) -> None:
         inv.checks[event.saga_id] = recorded
 
-    uow = StagingUnitOfWork()
-    with handling(event):
-        await validate_stock(uow, FakeStockRepository(inventory, uow, meanwhile=first_commits),
-                             event)
+    uow = await _handle(inventory, event, meanwhile=first_commits)
 
     assert uow.commits == 1 and not uow.committed
     assert uow.emitted == []
@@ -232,10 +237,7 @@ async def test_orden_solicitada_v4_is_checked_as_orden_solicitada_is() -> None:
     inventory = Inventory()
     inventory.put("A", 5, EUR_2_50)
     event = orden_solicitada_v4(("A", 2))
-    uow = StagingUnitOfWork()
-    with handling(event):
-        await validate_stock(uow, FakeStockRepository(inventory, uow), event)
-    [answer] = uow.emitted
+    [answer] = (await _handle(inventory, event)).emitted
     assert answer.event_type == "StockVerificado" and answer.saga_id == event.saga_id
     assert answer.payload["total_amount"] == "5.00"
     assert inventory.checks[event.saga_id].result == "verified"

@@ -82,30 +82,56 @@ def kafka_bootstrap(service: str, instance: int, brokers: int) -> str:
                     for b in range(1, brokers + 1))
 
 
-def stack_routes(pg_port: int, gateway_port: int, replicas: int = 1, brokers: int = 1
-                 ) -> dict[str, tuple[int, str, int]]:
-    """Every route of a stack of ``replicas`` instances of each service and ``brokers``
-    brokers: name → (listen port, target host, target port)."""
-    routes: dict[str, tuple[int, str, int]] = {}
-    for k in range(1, replicas + 1):
-        for svc in SERVICES:
-            routes[route_name(svc, "postgres", k)] = (route_port(svc, "postgres", k),
-                                                      "127.0.0.1", pg_port)
-            for b in range(1, brokers + 1):
-                routes[route_name(svc, "kafka", k, b)] = (
-                    route_port(svc, "kafka", k, b), "127.0.0.1", kafka_listener_port(svc, k, b))
-        routes[route_name("pagos", "gateway", k)] = (route_port("pagos", "gateway", k),
-                                                     "127.0.0.1", gateway_port)
+Routes = dict[str, tuple[int, str, int]]
+
+
+def _dependency_routes(service: str, pg_port: int, gateway_port: int, instance: int,
+                       brokers: int) -> Routes:
+    """Instance ``instance`` of ``service``'s routes to PostgreSQL, to every broker and (pagos)
+    to the gateway: name → (listen port, target host, target port)."""
+    routes = {route_name(service, "postgres", instance): (
+        route_port(service, "postgres", instance), "127.0.0.1", pg_port)}
+    for b in range(1, brokers + 1):
+        routes[route_name(service, "kafka", instance, b)] = (
+            route_port(service, "kafka", instance, b), "127.0.0.1",
+            kafka_listener_port(service, instance, b))
+    if service == "pagos":
+        routes[route_name(service, "gateway", instance)] = (
+            route_port(service, "gateway", instance), "127.0.0.1", gateway_port)
     return routes
 
 
-def registry_routes(registry_port: int, replicas: int = 1) -> dict[str, tuple[int, str, int]]:
+def _registry_route(service: str, registry_port: int, instance: int) -> Routes:
+    return {route_name(service, "registry", instance): (
+        route_port(service, "registry", instance), "127.0.0.1", registry_port)}
+
+
+def service_routes(service: str, pg_port: int, gateway_port: int, registry_port: int,
+                   instance: int = 1, brokers: int = 1) -> Routes:
+    """Every route of instance ``instance`` of ``service``, the schema registry's included:
+    what a test that puts one instance behind the proxy serves, so that every connection the
+    instance opens (``SAGA_NETPROXY=1`` points it at all of these) finds its route."""
+    return {**_dependency_routes(service, pg_port, gateway_port, instance, brokers),
+            **_registry_route(service, registry_port, instance)}
+
+
+def stack_routes(pg_port: int, gateway_port: int, replicas: int = 1, brokers: int = 1
+                 ) -> Routes:
+    """Every route of a stack of ``replicas`` instances of each service and ``brokers``
+    brokers but the schema registry's (``registry_routes``): name → (listen port, target host,
+    target port)."""
+    return {name: route
+            for k in range(1, replicas + 1) for svc in SERVICES
+            for name, route in _dependency_routes(svc, pg_port, gateway_port, k, brokers).items()}
+
+
+def registry_routes(registry_port: int, replicas: int = 1) -> Routes:
     """Every instance's route to the schema registry (``<instance>-registry``). Apart from
     ``stack_routes``, whose routes the chaos suite faults at random: the registry is faulted
     by the tests that mean it (tests/e2e/test_registered_schemas.py)."""
-    return {route_name(svc, "registry", k): (route_port(svc, "registry", k), "127.0.0.1",
-                                             registry_port)
-            for k in range(1, replicas + 1) for svc in SERVICES}
+    return {name: route
+            for k in range(1, replicas + 1) for svc in SERVICES
+            for name, route in _registry_route(svc, registry_port, k).items()}
 
 
 def instance_routes(part: str, dependency: str, brokers: int = 1) -> list[str]:

@@ -140,6 +140,42 @@ _STOCK_CHECK = WriteShape(_CHECKED, guard=_CHECKED)
 _HELD_BY_OTHERS = "inventario.reserved_by_others(:held_schema, l.sku, :{saga})"
 _IN_FLIGHT_LOCKED = _CHECKED_IN_FLIGHT.format(schema="held_schema", saga="chk_saga_id",
                                              window="auto_window_s", sku="l.sku")
+
+
+# Parts the statements that lock products share (the two checks below; the allocation asks
+# for the units wanted too), each named as the statement it is a part of names it.
+def _wanted(name: str, items: str) -> Part:
+    """The units asked for per SKU, from the lines in the JSON value bound as ``items``
+    (lines of the same SKU count together)."""
+    return Part(name, f"""SELECT l.sku, sum(l.quantity)::int AS quantity
+FROM jsonb_to_recordset(CAST(:{items} AS jsonb)) AS l(sku text, quantity int)
+GROUP BY l.sku""")
+
+
+def _locked(prefix: str, columns: str, *, auto_only: bool = False) -> Part:
+    """``{prefix}_wanted``'s products (its ``auto`` ones only, if ``auto_only``), locked in SKU
+    order: the order every statement that locks products locks them in."""
+    only = (f"\n  AND allocation_strategy = '{AllocationStrategy.AUTO.value}'" if auto_only
+            else "")
+    return Part(f"{prefix}_locked", f"""SELECT {columns} FROM {{products}}
+WHERE sku = ANY (ARRAY(SELECT sku FROM {prefix}_wanted)){only}
+ORDER BY sku
+FOR UPDATE""", products)
+
+
+def _checked_if(agreed: str) -> Part:
+    """The check, recorded only if the part ``agreed`` returned its row and the saga has none
+    yet: the guard of a check that locks products."""
+    return Part("checked", f"""INSERT INTO {{stock_checks}}
+    (saga_id, order_id, items, result, payment_amount, payment_currency, answer)
+SELECT :chk_saga_id, CAST(:chk_order_id AS uuid), CAST(:chk_items AS jsonb), :chk_result,
+       CAST(:chk_payment_amount AS numeric), :chk_payment_currency,
+       CAST(:chk_answer AS jsonb)
+FROM {agreed}
+ON CONFLICT (saga_id) DO NOTHING
+RETURNING saga_id""", stock_checks)
+
+
 # A verified check that reserves, in one statement: the lines' products locked in SKU order (as
 # the allocation locks them: no deadlock between the two), what other sagas hold read under the
 # lock, then the check and the reservation written only if every line still has its units and
@@ -148,13 +184,8 @@ _IN_FLIGHT_LOCKED = _CHECKED_IN_FLIGHT.format(schema="held_schema", saga="chk_sa
 # reservation that took them would make them lose their race after their charge. Otherwise
 # nothing is written and the message is handled again, on what another saga took meanwhile.
 _RESERVING_CHECK = WriteShape(
-    Part("res_wanted", """SELECT l.sku, sum(l.quantity)::int AS quantity
-FROM jsonb_to_recordset(CAST(:chk_items AS jsonb)) AS l(sku text, quantity int)
-GROUP BY l.sku"""),
-    Part("res_locked", """SELECT sku, quantity, allocation_strategy FROM {products}
-WHERE sku = ANY (ARRAY(SELECT sku FROM res_wanted))
-ORDER BY sku
-FOR UPDATE""", products),
+    _wanted("res_wanted", "chk_items"),
+    _locked("res", "sku, quantity, allocation_strategy"),
     Part("res_held", f"""SELECT l.sku, l.quantity - {_HELD_BY_OTHERS.format(saga="chk_saga_id")}
        - CASE WHEN l.allocation_strategy = '{AllocationStrategy.AUTO.value}'
               THEN {_IN_FLIGHT_LOCKED} ELSE 0 END AS units
@@ -162,14 +193,7 @@ FROM res_locked AS l"""),
     Part("res_agreed", """SELECT 1 AS agreed
 WHERE NOT EXISTS (SELECT 1 FROM res_wanted w LEFT JOIN res_held h ON h.sku = w.sku
                   WHERE coalesce(h.units, 0) < w.quantity)"""),
-    (_RESERVING_CHECKED := Part("checked", """INSERT INTO {stock_checks}
-    (saga_id, order_id, items, result, payment_amount, payment_currency, answer)
-SELECT :chk_saga_id, CAST(:chk_order_id AS uuid), CAST(:chk_items AS jsonb), :chk_result,
-       CAST(:chk_payment_amount AS numeric), :chk_payment_currency,
-       CAST(:chk_answer AS jsonb)
-FROM res_agreed
-ON CONFLICT (saga_id) DO NOTHING
-RETURNING saga_id""", stock_checks)),
+    (_RESERVING_CHECKED := _checked_if("res_agreed")),
     Part("reserved", """INSERT INTO {reservations}
     (saga_id, sku, quantity, status, expires_at)
 SELECT :chk_saga_id, w.sku, w.quantity, 'RESERVED', CAST(:res_expires_at AS timestamptz)
@@ -185,14 +209,8 @@ RETURNING sku""", reservations),
 # orders see the burst. If the rule now says reserve, nothing is written and the message is
 # handled again: its read sees what it missed, and it reserves.
 _AUTO_CHECK = WriteShape(
-    Part("auto_wanted", """SELECT l.sku, sum(l.quantity)::int AS quantity
-FROM jsonb_to_recordset(CAST(:chk_items AS jsonb)) AS l(sku text, quantity int)
-GROUP BY l.sku"""),
-    Part("auto_locked", f"""SELECT sku, quantity FROM {{products}}
-WHERE sku = ANY (ARRAY(SELECT sku FROM auto_wanted))
-  AND allocation_strategy = '{AllocationStrategy.AUTO.value}'
-ORDER BY sku
-FOR UPDATE""", products),
+    _wanted("auto_wanted", "chk_items"),
+    _locked("auto", "sku, quantity", auto_only=True),
     Part("auto_seen", f"""SELECT l.sku,
        greatest(l.quantity - {_HELD_BY_OTHERS.format(saga="chk_saga_id")}, 0) AS available,
        {_IN_FLIGHT_LOCKED} AS in_flight
@@ -202,14 +220,7 @@ FROM auto_locked AS l"""),
 WHERE NOT EXISTS (SELECT 1 FROM auto_seen s JOIN auto_wanted w ON w.sku = s.sku
                   WHERE s.in_flight + w.quantity
                         >= CAST(:auto_ratio AS double precision) * s.available)"""),
-    (_AUTO_CHECKED := Part("checked", """INSERT INTO {stock_checks}
-    (saga_id, order_id, items, result, payment_amount, payment_currency, answer)
-SELECT :chk_saga_id, CAST(:chk_order_id AS uuid), CAST(:chk_items AS jsonb), :chk_result,
-       CAST(:chk_payment_amount AS numeric), :chk_payment_currency,
-       CAST(:chk_answer AS jsonb)
-FROM auto_agreed
-ON CONFLICT (saga_id) DO NOTHING
-RETURNING saga_id""", stock_checks)),
+    (_AUTO_CHECKED := _checked_if("auto_agreed")),
     guard=_AUTO_CHECKED)
 # The allocation, decided on what ``_ALLOCATION_READ`` found, in one statement, the last of the
 # transaction that read began. It sets its lock timeout first (a subquery every later part
@@ -226,9 +237,7 @@ RETURNING saga_id""", stock_checks)),
 # of a 9 ms statement with 4,900 products).
 _ALLOCATION = WriteShape(
     Part("alloc_timeout", """SELECT set_config('lock_timeout', :alloc_lock_timeout, true) AS value"""),
-    Part("wanted", """SELECT l.sku, sum(l.quantity)::int AS quantity
-FROM jsonb_to_recordset(CAST(:alloc_items AS jsonb)) AS l(sku text, quantity int)
-GROUP BY l.sku"""),
+    _wanted("wanted", "alloc_items"),
     Part("locked", """SELECT p.sku, p.quantity
 FROM alloc_timeout AS t
 CROSS JOIN LATERAL (SELECT sku, quantity FROM {products}
