@@ -141,6 +141,12 @@ def _token_pattern(doc: dict) -> None:
     (_add_optional, "3.1.0", False),       # an optional field is a MINOR change
     (lambda d: d["properties"]["currency"]["enum"].remove("EUR"), "3.2.0", True),
     (_token_pattern, "3.1.0", True),       # what a field holds, nested or not
+    # What a reader of 3.0.0 refuses, and so the registry's FORWARD rule: a new enum value, a
+    # field where unknown ones are refused.
+    (lambda d: d["properties"]["currency"]["enum"].append("JPY"), "3.1.0", True),
+    (lambda d: d["properties"]["payment_method"]["properties"].update(cvc={"type": "string"}),
+     "3.1.0", True),
+    (lambda d: d["properties"]["currency"]["enum"].append("JPY"), "4.0.0", False),
 ])
 def test_breaking_changes_need_a_major_bump(mutate, version: str, breaks: bool) -> None:  # type: ignore[no-untyped-def]
     current = registry.schema_for("OrdenSolicitada", "3.0.0")
@@ -269,3 +275,11 @@ def test_the_event_models_accept_what_jsonschema_accepts(event_type: str) -> Non
         assert accepted is reference.is_valid(payload), payload
         verdicts[accepted] += 1
     assert verdicts[True] and verdicts[False] > 10, verdicts
+
+
+def test_the_one_version_published_before_the_check_is_the_one_it_would_refuse() -> None:
+    """OrdenCancelada 1.1.0 added a reason a reader of 1.0.0 refuses; it is let through by name,
+    and nothing else is."""
+    one, one_one = registry.all_schemas()["OrdenCancelada"][:2]
+    assert breaking_changes(one.document, one_one.document) == ["field reason gained enum values"]
+    assert registry.PUBLISHED_BEFORE_THE_CHECK == {("OrdenCancelada", "1.1.0")}

@@ -183,12 +183,25 @@ def _type_of(prop: dict[str, Any]) -> Any:
     return prop.get("type"), prop.get("format"), prop.get("pattern")
 
 
+# Versions published before the check refused what a reader of the version before refuses (a
+# new enum value): OrdenCancelada 1.1.0 added the reason ``precio_rechazado``, and shipped
+# together with every consumer of it. The list is closed: a version made since passes the check
+# or is a new major.
+PUBLISHED_BEFORE_THE_CHECK = frozenset({("OrdenCancelada", "1.1.0")})
+
+
 def breaking_changes(old: dict[str, Any], new: dict[str, Any], path: str = "") -> list[str]:
     """What in ``new`` would break a consumer written against ``old``
-    (docs/standard.md#schemas-and-their-versions)."""
+    (docs/standard.md#schemas-and-their-versions), either way: a payload of ``new`` that
+    ``old`` refuses (what the registry's FORWARD rule refuses too: a new enum value, a field
+    where unknown ones are refused), and a consumer of ``new`` that could not read a payload
+    of ``old`` (a field removed or made required, a type or enum narrowed)."""
     problems: list[str] = []
     old_props = old.get("properties", {})
     new_props = new.get("properties", {})
+    if old.get("additionalProperties") is False:
+        for name in sorted(set(new_props) - set(old_props)):
+            problems.append(f"field {path}{name} is new where unknown fields are refused")
     for name, old_prop in old_props.items():
         where = f"{path}{name}"
         if name not in new_props:
@@ -199,6 +212,8 @@ def breaking_changes(old: dict[str, Any], new: dict[str, Any], path: str = "") -
             problems.append(f"field {where} changed type {_type_of(old_prop)} -> {_type_of(new_prop)}")
         if "enum" in old_prop and set(old_prop["enum"]) - set(new_prop.get("enum", old_prop["enum"])):
             problems.append(f"field {where} lost enum values")
+        if "enum" in old_prop and set(new_prop.get("enum", ())) - set(old_prop["enum"]):
+            problems.append(f"field {where} gained enum values")
         if old_prop.get("type") == "object":
             problems += breaking_changes(old_prop, new_prop, f"{where}.")
         if old_prop.get("type") == "array" and isinstance(old_prop.get("items"), dict):
@@ -216,7 +231,7 @@ def check_evolution(versions: list[EventSchema]) -> list[str]:
         if n <= o:
             problems.append(f"{new.event_type}: version {new.version} does not increase")
             continue
-        if n[0] == o[0]:
+        if n[0] == o[0] and (new.event_type, new.version) not in PUBLISHED_BEFORE_THE_CHECK:
             for p in breaking_changes(old.document, new.document):
                 problems.append(f"{new.event_type} {old.version} -> {new.version}: {p} "
                                 "without a MAJOR bump")

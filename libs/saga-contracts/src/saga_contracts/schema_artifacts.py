@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 
-from saga_contracts.registry import EventSchema, parse_version
+from saga_contracts.registry import PUBLISHED_BEFORE_THE_CHECK, EventSchema, parse_version
 
 GROUP = "saga-events"
 # Apicurio's rule names and settings: the registry refuses a version that a consumer of the
@@ -30,10 +30,8 @@ GROUP = "saga-events"
 # and accept a new enum value that an old consumer refuses.
 RULES = {"VALIDITY": "FULL", "COMPATIBILITY": "FORWARD"}
 # Versions published before the registry checked them, registered before their artifact's
-# rules are set. OrdenCancelada 1.1.0 added the reason ``precio_rechazado``, which a consumer
-# that knows only 1.0.0 refuses: it shipped together with every consumer of it. The list is
-# closed: a version made since passes the rules or is a new major.
-PUBLISHED_BEFORE_THE_REGISTRY = frozenset({("OrdenCancelada", "1.1.0")})
+# rules are set: those the repository's own check lets through for the same reason.
+PUBLISHED_BEFORE_THE_REGISTRY = PUBLISHED_BEFORE_THE_CHECK
 EVENT_TYPE_LABEL = "event-type"
 
 _SUFFIXED = re.compile(r"(?P<event_type>.+)_v(?P<major>[2-9]|[1-9]\d+)")
