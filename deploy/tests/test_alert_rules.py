@@ -67,7 +67,7 @@ def test_each_mandatory_alert_fires_when_it_should_and_only_then() -> None:
 # refunded, payment events that are not their saga's payment, payment tokens sealed for another
 # charge, replays the operator did not sign, refunds pagos refused because they were not the
 # saga's to make, an instance that cannot reach its database, a deprecated schema version still
-# in use; scrapes that fail or find nothing
+# in use, an instance the schema registry does not answer; scrapes that fail or find nothing
 # (without them every other alert is silent); and the HTTP answers.
 OWN = {"PaymentNeedsManualAction": "critical", "AllocationContradicted": "critical",
        "PaymentEventMismatch": "critical", "SealedTokenMismatch": "critical",
@@ -75,7 +75,7 @@ OWN = {"PaymentNeedsManualAction": "critical", "AllocationContradicted": "critic
        "DatabaseUnreachable": "critical", "MetricsTargetDown": "high",
        "ServiceMetricsAbsent": "critical", "HttpServerErrors": "critical",
        "HttpServiceUnavailable": "high", "HttpRequestsRateLimited": "medium",
-       "DeprecatedSchemaVersionInUse": "medium"}
+       "DeprecatedSchemaVersionInUse": "medium", "SchemaRegistryUnreachable": "high"}
 # What the Prometheus Operator labels a ServiceMonitor's target with.
 OPERATOR_LABELS = {"job", "namespace", "pod", "service", "endpoint", "instance", "container"}
 OPERATIONS = ROOT / "docs/operations.md"

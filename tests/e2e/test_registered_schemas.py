@@ -3,7 +3,8 @@ docs/operations.md, "Schemas at run time"): a service refuses to start when a ve
 produces is not registered; inventario validates an event of a version only the registry holds
 with the registry's schema, fetched once, and dead-letters one the registry lacks as
 ``unknown_schema`` and goes on; with the registry stopped, or hung, down or answering garbage
-behind the TCP proxy, sagas complete: every version in use is cached."""
+behind the TCP proxy, sagas complete: every version in use is cached; and a registry that stops
+answering is seen in ``saga_schema_registry_reachable``."""
 
 from __future__ import annotations
 
@@ -167,6 +168,34 @@ async def test_with_the_registry_stopped_sagas_complete(registry_stopped: None,
                                                         saga: Saga) -> None:
     for _ in range(3):
         await saga.settled_order(5, "COMPLETADA")
+
+
+async def _registry_reachable(saga: Saga) -> float | None:
+    text = (await saga.http.get(f"{config.INVENTARIO}/metrics")).text
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if (sample.name == "saga_schema_registry_reachable"
+                    and sample.labels == {"service": "inventario"}):
+                return sample.value
+    return None
+
+
+async def test_a_registry_that_stops_answering_is_seen_and_seen_back(running_stack: None,
+                                                                    saga: Saga) -> None:
+    """What the alert SchemaRegistryUnreachable watches: inventario, asking every half second
+    which versions are deprecated, says the registry stopped answering, and then that it
+    answers again."""
+    with reconfigured("inventario", {"SAGA_SCHEMA_DEPRECATIONS_INTERVAL_S": "0.5"}):
+        await wait_for(lambda: _registry_reachable(saga), lambda v: v == 1, timeout=20,
+                       what="inventario's first answer from the registry")
+        stack.stop("registry")
+        try:
+            await wait_for(lambda: _registry_reachable(saga), lambda v: v == 0, timeout=30,
+                           what="inventario says the stopped registry is unreachable")
+        finally:
+            stack.start("registry")
+        await wait_for(lambda: _registry_reachable(saga), lambda v: v == 1, timeout=30,
+                       what="inventario says the registry answers again")
 
 
 @pytest.fixture(scope="module")

@@ -7,12 +7,15 @@ registry marks it; the last uses handed over once to be written down; what the r
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from datetime import UTC, datetime
 
+import httpx
 import pytest
 from prometheus_client import REGISTRY
 
-from sagakit.schema_versions.deprecations import deprecated_versions
+from sagakit.schema_registry.settings import SchemaRegistrySettings
+from sagakit.schema_versions.deprecations import deprecated_versions, learn_deprecations
 from sagakit.schema_versions.use import SchemaVersionUse
 
 
@@ -70,3 +73,31 @@ def test_the_registry_s_answer_is_read_as_versions_of_the_contracts() -> None:
     assert deprecated_versions(answer) == {("OrdenSolicitada", "3.0.0"),
                                            ("OrdenSolicitada_v4", "4.0.0")}
     assert deprecated_versions({"versions": "nonsense"}) == set()
+
+
+def _reachable(service: str) -> float | None:
+    return REGISTRY.get_sample_value("saga_schema_registry_reachable", {"service": service})
+
+
+@pytest.mark.parametrize("answer", [
+    lambda request: httpx.Response(503, text="unavailable"),
+    lambda request: httpx.Response(200, text="<html>not the registry</html>"),
+    lambda request: (_ for _ in ()).throw(httpx.ConnectError("refused", request=request)),
+    lambda request: (_ for _ in ()).throw(httpx.ReadTimeout("hung", request=request)),
+], ids=["down", "garbage", "refused", "hung"])
+async def test_a_registry_that_does_not_answer_is_said_unreachable_and_what_was_learned_stays(
+        answer: Callable[[httpx.Request], httpx.Response]) -> None:
+    """The silence is seen: the gauge says the registry did not answer (the alert
+    SchemaRegistryUnreachable), and the deprecations learned last are kept."""
+    registry = SchemaRegistrySettings(url="http://registry.invalid/apis/registry/v3")
+    use = SchemaVersionUse()
+    await learn_deprecations("svc-reach", registry, use, transport=httpx.MockTransport(
+        lambda request: httpx.Response(200, json={"versions": [
+            {"artifactId": "OrdenSolicitada_v3", "version": "3.0.0", "state": "DEPRECATED"}]})))
+    assert _reachable("svc-reach") == 1
+    assert ("OrdenSolicitada", "3.0.0") in use.deprecated
+
+    await learn_deprecations("svc-reach", registry, use, transport=httpx.MockTransport(answer))
+
+    assert _reachable("svc-reach") == 0
+    assert ("OrdenSolicitada", "3.0.0") in use.deprecated

@@ -134,6 +134,13 @@ SCHEMA_FETCHES = Counter(
     "the start, only cache misses reach the registry",
     ["service", "when", "outcome"],
 )
+SCHEMA_REGISTRY_REACHABLE = Gauge(
+    "saga_schema_registry_reachable",
+    "1 when the schema registry answered this instance's last question (which versions are "
+    "deprecated, every SAGA_SCHEMA_DEPRECATIONS_INTERVAL_S), 0 when it did not: no answer, "
+    "or not its API's. Absent without SCHEMA_REGISTRY_URL",
+    ["service"],
+)
 SCHEMA_MISMATCHES = Counter(
     "saga_schema_registry_mismatches_total",
     "Schema versions the registry holds with another content than the contracts' package's "

@@ -4,7 +4,9 @@
 service reads the registry as (``sagakit.schema_registry.SchemaRegistrySettings``).
 ``sagactl schemas deprecate`` sets that state; the services then count and warn
 (``sagakit.schema_versions.use``). Without ``SCHEMA_REGISTRY_URL`` a service learns nothing and
-warns about nothing; an unreachable registry leaves what it learned last.
+warns about nothing; an unreachable registry leaves what it learned last, and says so in
+``saga_schema_registry_reachable`` (0), so that the silence is seen: the alert
+SchemaRegistryUnreachable (docs/operations.md#schemaregistryunreachable).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from saga_contracts.registry import all_schemas
 from saga_contracts.schema_artifacts import artifact_id
+from sagakit.observability import metrics
 from sagakit.schema_registry.settings import SchemaRegistrySettings
 from sagakit.schema_versions.use import SCHEMA_USE, SchemaVersionUse, Version
 
@@ -76,12 +79,17 @@ async def fetch_deprecated(registry: SchemaRegistrySettings,
 
 
 async def learn_deprecations(service: str, registry: SchemaRegistrySettings,
-                             use: SchemaVersionUse = SCHEMA_USE) -> None:
+                             use: SchemaVersionUse = SCHEMA_USE,
+                             transport: httpx.AsyncBaseTransport | None = None) -> None:
+    """Asks the registry (through ``transport``, else the network) and marks what it says."""
+    reachable = metrics.SCHEMA_REGISTRY_REACHABLE.labels(service)
     try:
-        async with httpx.AsyncClient() as client:
+        async with httpx.AsyncClient(transport=transport) as client:
             found = await fetch_deprecated(registry, client)
     except (httpx.HTTPError, ValueError) as exc:
+        reachable.set(0)
         log.warning("cannot ask the schema registry which versions are deprecated: %s",
                     type(exc).__name__, extra={"service": service})
         return
+    reachable.set(1)
     use.mark_deprecated(service, found)
