@@ -147,6 +147,16 @@ def _token_pattern(doc: dict) -> None:
     (lambda d: d["properties"]["payment_method"]["properties"].update(cvc={"type": "string"}),
      "3.1.0", True),
     (lambda d: d["properties"]["currency"]["enum"].append("JPY"), "4.0.0", False),
+    # ... and the other ways a reader of 3.0.0 would refuse what the new version allows.
+    (lambda d: d["required"].remove("customer_id"), "3.1.0", True),
+    (lambda d: d["properties"]["currency"].pop("enum"), "3.1.0", True),
+    (lambda d: d["properties"]["customer_id"].update(maxLength=200), "3.1.0", True),
+    (lambda d: d["properties"]["customer_id"].pop("minLength"), "3.1.0", True),
+    (lambda d: d["properties"]["items"].update(maxItems=100), "3.1.0", True),
+    (lambda d: d["properties"]["items"].pop("minItems"), "3.1.0", True),
+    (lambda d: d["properties"]["payment_method"].update(additionalProperties=True), "3.1.0",
+     True),
+    (lambda d: d["properties"]["items"].update(maxItems=40), "3.1.0", False),  # a reader reads it
 ])
 def test_breaking_changes_need_a_major_bump(mutate, version: str, breaks: bool) -> None:  # type: ignore[no-untyped-def]
     current = registry.schema_for("OrdenSolicitada", "3.0.0")

@@ -190,18 +190,42 @@ def _type_of(prop: dict[str, Any]) -> Any:
 PUBLISHED_BEFORE_THE_CHECK = frozenset({("OrdenCancelada", "1.1.0")})
 
 
+# A bound a payload of the newer version may go beyond, whereupon a consumer of the older one,
+# which validates against its schema, refuses it: raised or dropped upper bounds, lowered or
+# dropped lower ones.
+_UPPER_BOUNDS = ("maxLength", "maxItems", "maximum", "exclusiveMaximum")
+_LOWER_BOUNDS = ("minLength", "minItems", "minimum", "exclusiveMinimum")
+
+
+def _widened(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """The constraints of ``old`` that ``new`` loosens (one property's schema)."""
+    out = [f"{key} raised or dropped" for key in _UPPER_BOUNDS
+           if key in old and not new.get(key, float("inf")) <= old[key]]
+    out += [f"{key} lowered or dropped" for key in _LOWER_BOUNDS
+            if key in old and not new.get(key, float("-inf")) >= old[key]]
+    if "enum" in old and "enum" not in new:
+        out.append("enum dropped")
+    return out
+
+
 def breaking_changes(old: dict[str, Any], new: dict[str, Any], path: str = "") -> list[str]:
     """What in ``new`` would break a consumer written against ``old``
-    (docs/standard.md#schemas-and-their-versions), either way: a payload of ``new`` that
-    ``old`` refuses (what the registry's FORWARD rule refuses too: a new enum value, a field
-    where unknown ones are refused), and a consumer of ``new`` that could not read a payload
-    of ``old`` (a field removed or made required, a type or enum narrowed)."""
+    (docs/standard.md#schemas-and-their-versions), either way. A payload of ``new`` that
+    ``old`` refuses, which the registry's FORWARD rule refuses too: a new enum value or an enum
+    dropped, a field no longer required, a field where unknown ones are refused or unknown ones
+    now taken, a bound loosened. And stricter than FORWARD, a consumer of ``new`` that could not
+    read a payload of ``old``: a field removed or made required, a type, format or pattern
+    changed, an enum value gone."""
     problems: list[str] = []
     old_props = old.get("properties", {})
     new_props = new.get("properties", {})
     if old.get("additionalProperties") is False:
+        if new.get("additionalProperties") is not False:
+            problems.append(f"object {path or '(root)'} now takes unknown fields")
         for name in sorted(set(new_props) - set(old_props)):
             problems.append(f"field {path}{name} is new where unknown fields are refused")
+    for name in sorted(set(old.get("required", [])) - set(new.get("required", []))):
+        problems.append(f"field {path}{name} is no longer required")
     for name, old_prop in old_props.items():
         where = f"{path}{name}"
         if name not in new_props:
@@ -214,6 +238,7 @@ def breaking_changes(old: dict[str, Any], new: dict[str, Any], path: str = "") -
             problems.append(f"field {where} lost enum values")
         if "enum" in old_prop and set(new_prop.get("enum", ())) - set(old_prop["enum"]):
             problems.append(f"field {where} gained enum values")
+        problems += [f"field {where}: {loosened}" for loosened in _widened(old_prop, new_prop)]
         if old_prop.get("type") == "object":
             problems += breaking_changes(old_prop, new_prop, f"{where}.")
         if old_prop.get("type") == "array" and isinstance(old_prop.get("items"), dict):

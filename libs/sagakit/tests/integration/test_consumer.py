@@ -24,8 +24,8 @@ from saga_harness import config
 from saga_harness.kafka import envelope
 from saga_harness.scratch import scratch_outbox
 from saga_harness.waiting import wait_for
-from sagakit.consumer import EventConsumer, Handler, Origin, Subscription
-from sagakit.errors import TransientError
+from sagakit.consumer import EventConsumer, Handler, Origin, RawRecord, Subscription
+from sagakit.errors import PermanentError, TransientError
 from sagakit.message import Message
 from sagakit.settings import MessagingSettings
 from sagakit.store.tables import MessagingTables
@@ -352,3 +352,44 @@ async def test_a_record_with_a_nul_byte_is_parked_as_bytes_and_its_partition_goe
             f"SELECT status FROM {SERVICE}.processed_messages WHERE message_id = :m"),
             {"m": original["message_id"]})).scalar()
     assert inbox == "dead_lettered"
+
+
+async def test_a_twin_is_handled_when_the_version_first_claimed_was_dead_lettered(scratch) -> None:  # type: ignore[no-untyped-def]
+    """One event in two versions (sagakit.twins): the first, claimed under its own id, cannot be
+    handled and is dead-lettered under that id; its twin, which claims the same id, is not
+    thrown away as a duplicate but handled, claimed under its own. A redelivery of the twin is
+    then a duplicate."""
+    engine, tables = scratch
+    saga_id = str(uuid.uuid4())
+    first = _event(saga_id)
+    twin = {**_event(saga_id), "metadata": {"twin_of": first["message_id"]}}
+
+    async def handler(uow: UnitOfWork, event: Message[OrdenCompletada]) -> None:
+        if event.message_id == first["message_id"]:
+            raise PermanentError("this version cannot be handled")
+        # The handler's effect, written with its claim (rolled back with a duplicate's).
+        await uow.connection.execute(text(
+            f"INSERT INTO {SERVICE}.processed_messages (message_id, event_type, saga_id, status) "
+            "VALUES (:m, 'Effect', :s, 'processed')"), {"m": str(uuid.uuid4()), "s": saga_id})
+        await uow.commit()
+
+    consumer = EventConsumer(service=SERVICE, topics=[TOPIC],
+                             subscriptions=[Subscription(OrdenCompletada, handler)],
+                             uow_factory=lambda **kw: UnitOfWork(engine, tables, SERVICE, **kw),
+                             settings=MessagingSettings(**config.kafka_fields()),
+                             origins={"OrdenCompletada": Origin(TOPIC, "pedidos")})
+
+    def record(event: dict, offset: int) -> RawRecord:
+        return RawRecord(TOPIC, 0, offset, saga_id.encode(), json.dumps(event).encode(), [])
+
+    outcomes = [(await consumer.processor.process(record(e, i))).status
+                for i, e in enumerate([first, twin, twin])]
+
+    assert outcomes == ["dead_lettered", "processed", "duplicate"]
+    async with engine.connect() as conn:
+        rows = (await conn.execute(text(
+            f"SELECT message_id, event_type, status FROM {SERVICE}.processed_messages "
+            "WHERE saga_id = :s"), {"s": saga_id})).all()
+    inbox = {m: status for m, event_type, status in rows if event_type != "Effect"}
+    assert inbox == {first["message_id"]: "dead_lettered", twin["message_id"]: "processed"}
+    assert sum(1 for _, event_type, _ in rows if event_type == "Effect") == 1

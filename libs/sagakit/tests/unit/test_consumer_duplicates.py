@@ -21,8 +21,10 @@ from sagakit.store.unit_of_work import AlreadyProcessed
 class FakeUnitOfWork:
     """The inbox semantics of the real one: the claim is checked when the work commits."""
 
-    def __init__(self, inbox: set[str]) -> None:
+    def __init__(self, inbox: set[str], dead_lettered: set[str] | None = None) -> None:
         self.inbox = inbox
+        self.dead_lettered = dead_lettered if dead_lettered is not None else set()
+        """The claims of ``inbox`` that are dead letters."""
         self.claimed: str | None = None
         self.committed = self.ended = False
 
@@ -46,6 +48,11 @@ class FakeUnitOfWork:
 
     async def was_processed(self, message_id: str) -> bool:
         return message_id in self.inbox
+
+    async def inbox_status(self, message_id: str) -> str | None:
+        if message_id not in self.inbox:
+            return None
+        return "dead_lettered" if message_id in self.dead_lettered else "processed"
 
 
 def _record() -> RawRecord:

@@ -6,6 +6,7 @@ registry marks it; the last uses handed over once to be written down; what the r
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -15,6 +16,7 @@ import pytest
 from prometheus_client import REGISTRY
 
 from sagakit.schema_registry.settings import SchemaRegistrySettings
+from sagakit.schema_versions import deprecations
 from sagakit.schema_versions.deprecations import deprecated_versions, learn_deprecations
 from sagakit.schema_versions.use import SchemaVersionUse
 
@@ -82,9 +84,13 @@ def _reachable(service: str) -> float | None:
 @pytest.mark.parametrize("answer", [
     lambda request: httpx.Response(503, text="unavailable"),
     lambda request: httpx.Response(200, text="<html>not the registry</html>"),
+    lambda request: httpx.Response(200, json={}),
+    lambda request: httpx.Response(200, json={"versions": "nonsense"}),
+    lambda request: httpx.Response(200, json={"error_code": 404, "message": "no such group"}),
     lambda request: (_ for _ in ()).throw(httpx.ConnectError("refused", request=request)),
     lambda request: (_ for _ in ()).throw(httpx.ReadTimeout("hung", request=request)),
-], ids=["down", "garbage", "refused", "hung"])
+], ids=["down", "garbage", "no-versions", "versions-not-a-list", "another-answer", "refused",
+        "read-timeout"])
 async def test_a_registry_that_does_not_answer_is_said_unreachable_and_what_was_learned_stays(
         answer: Callable[[httpx.Request], httpx.Response]) -> None:
     """The silence is seen: the gauge says the registry did not answer (the alert
@@ -101,3 +107,27 @@ async def test_a_registry_that_does_not_answer_is_said_unreachable_and_what_was_
 
     assert _reachable("svc-reach") == 0
     assert ("OrdenSolicitada", "3.0.0") in use.deprecated
+
+
+class _Trickling(httpx.AsyncBaseTransport):
+    """A registry that took the connection and never finishes its answer (a byte now and then
+    keeps httpx's read timeout from firing)."""
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        await asyncio.Event().wait()
+        raise AssertionError("never answered")
+
+
+async def test_a_registry_that_never_finishes_its_answer_is_said_unreachable(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The question has a deadline of its own: the periodic job comes back, and asks again."""
+    monkeypatch.setattr(deprecations, "_QUESTION_S", 0.2)
+    registry = SchemaRegistrySettings(url="http://registry.invalid/apis/registry/v3")
+    await learn_deprecations("svc-hung", registry, SchemaVersionUse(), transport=httpx.MockTransport(
+        lambda request: httpx.Response(200, json={"versions": []})))
+    assert _reachable("svc-hung") == 1
+
+    await asyncio.wait_for(learn_deprecations("svc-hung", registry, SchemaVersionUse(),
+                                              transport=_Trickling()), timeout=5)
+
+    assert _reachable("svc-hung") == 0

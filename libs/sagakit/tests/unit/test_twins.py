@@ -14,8 +14,9 @@ from prometheus_client import REGISTRY
 
 from saga_contracts.events.orders import OrdenSolicitada, OrdenSolicitada_v4
 from saga_harness.events import orden_solicitada, orden_solicitada_v4
-from sagakit.consumer import EventConsumer, RawRecord, Subscription
+from sagakit.consumer import EventConsumer, Outcome, RawRecord, Subscription
 from sagakit.envelope import Envelope
+from sagakit.errors import PermanentError
 from sagakit.fakes import FakeUnitOfWork as EmittingUnitOfWork
 from sagakit.message import Message
 from sagakit.settings import MessagingSettings
@@ -112,3 +113,38 @@ def test_a_versions_setting_names_known_versions_each_once() -> None:
     for wrong in ("", "OrdenSolicitada_v2", "OrdenSolicitada,OrdenSolicitada"):
         with pytest.raises(ValueError, match="one or more of"):
             versions_setting(wrong, BOTH)
+
+
+async def test_the_twin_of_a_dead_lettered_version_is_handled_claimed_under_its_own_id() -> None:
+    """The version first claimed could not be handled and was dead-lettered under its id: the
+    saga's event was not handled, so its twin is, claimed under its own id (one dead-lettered
+    version must not lose the event); a twin of one handled stays a duplicate."""
+    inbox: set[str] = set()
+    dead: set[str] = set()
+    handled: list[str] = []
+    first, twin = _twins()
+
+    class DeadLetters:
+        async def write(self, raw: RawRecord, envelope: Any, reason: str, *_: Any) -> Outcome:
+            inbox.add(envelope.message_id)
+            dead.add(envelope.message_id)
+            return Outcome("dead_lettered")
+
+    async def on_v3(uow: Any, event: Message[OrdenSolicitada]) -> None:
+        raise PermanentError("this version cannot be handled")
+
+    async def on_v4(uow: Any, event: Message[OrdenSolicitada_v4]) -> None:
+        handled.append(event.message_id)
+
+    consumer = EventConsumer(service="inventario", topics=["order-events"],
+                             subscriptions=[Subscription(OrdenSolicitada, on_v3),
+                                            Subscription(OrdenSolicitada_v4, on_v4)],
+                             uow_factory=lambda: FakeUnitOfWork(inbox, dead),
+                             settings=MessagingSettings(), dead_letters=DeadLetters())
+    outcomes = [(await consumer.processor.process(_record(e, i))).status
+                for i, e in enumerate([first, twin, twin])]
+
+    # The twin's handler ran more than once, as a duplicate's does; one claim committed.
+    assert outcomes == ["dead_lettered", "processed", "duplicate"]
+    assert set(handled) == {twin.message_id}
+    assert inbox == {first.message_id, twin.message_id} and dead == {first.message_id}

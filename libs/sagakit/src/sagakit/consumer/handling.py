@@ -3,8 +3,10 @@ or in a transaction shared with other records'.
 
 The unit of work claims the message in the inbox with its commit, so a duplicate is found there
 and rolled back (``AlreadyProcessed``); another version of an event handled already, published
-beside it, is one too (``sagakit.twins``). A handler whose guarded write found the state it decided
-on gone wrote nothing: that is a ``StaleRead``, retried at once like a lost race.
+beside it, is one too (``sagakit.twins``). Unless the version first claimed was dead-lettered:
+then the event was not handled, and its twin is, claimed under its own id, so that one version a
+consumer could not handle does not lose the saga's event. A handler whose guarded write found the
+state it decided on gone wrote nothing: that is a ``StaleRead``, retried at once like a lost race.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from sagakit.observability import tracing
 from sagakit.settings import MessagingSettings
 from sagakit.store.conflicts import CONFLICT_SQLSTATES
 from sagakit.store.shared_transaction import SharedTransaction
+from sagakit.store.tables import INBOX_DEAD_LETTERED
 from sagakit.store.unit_of_work import AlreadyProcessed, UnitOfWorkFactory
 from sagakit.twins import claim_id
 
@@ -62,15 +65,16 @@ class Handling:
                 id=envelope.saga_id, event_type=envelope.event_type,
                 message_id=envelope.message_id, service=self.service)})
 
-    async def _once(self, admitted: Admitted) -> str:
+    async def _once(self, admitted: Admitted, claim: str | None = None) -> str:
         envelope, subscription = admitted.envelope, admitted.subscription
+        claim = claim or claim_id(envelope)
         # A handler may ask for a stronger isolation level, or to read outside a transaction
         # and write with its commit statement alone (its Subscription says which).
         uow = self.uow_factory(**subscription.unit_of_work_options)
         with self.span(admitted) as span:
             try:
                 async with uow:
-                    uow.claim(claim_id(envelope), envelope.event_type, envelope.saga_id)
+                    uow.claim(claim, envelope.event_type, envelope.saga_id)
                     await subscription.handler(uow, admitted.message)
                     if not uow.ended:
                         await uow.commit()
@@ -79,6 +83,8 @@ class Handling:
                         raise StaleRead(f"{envelope.event_type}: what the handler read "
                                         "changed before its write; nothing was written")
             except AlreadyProcessed:
+                if await self._twin_of_a_dead_letter(claim, envelope.message_id):
+                    return await self._once(admitted, claim=envelope.message_id)
                 span.set_attribute("saga.duplicate", True)
                 return "duplicate"
             except Exception as exc:
@@ -88,11 +94,21 @@ class Handling:
                 # (A lost race is retried at once, and a lost database cannot answer: the
                 # retry's claim settles those.)
                 if (sqlstate(exc) not in CONFLICT_SQLSTATES and not is_connection_failure(exc)
-                        and await self._processed_before(claim_id(envelope))):
+                        and await self._processed_before(claim)):
                     span.set_attribute("saga.duplicate", True)
                     return "duplicate"
                 raise
         return "processed"
+
+    async def _twin_of_a_dead_letter(self, claim: str, message_id: str) -> bool:
+        """Whether a twin (claimed under its first version's id, ``claim``) found that version
+        dead-lettered, not handled."""
+        if claim == message_id:
+            return False
+        with contextlib.suppress(Exception):  # cannot tell: a duplicate, as the claim says
+            async with self.uow_factory() as uow:
+                return await uow.inbox_status(claim) == INBOX_DEAD_LETTERED
+        return False
 
     async def _processed_before(self, message_id: str) -> bool:
         with contextlib.suppress(Exception):  # cannot tell: the original error stands

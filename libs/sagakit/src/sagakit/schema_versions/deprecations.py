@@ -11,6 +11,7 @@ SchemaRegistryUnreachable (docs/operations.md#schemaregistryunreachable).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from functools import cache
 
@@ -28,6 +29,9 @@ log = logging.getLogger("sagakit.schema_versions")
 
 # Far more than there are versions: one page holds them all.
 _PAGE = 1000
+# The longest one question may take, whole: httpx's timeout bounds each read, and a server that
+# sends a byte now and then would otherwise hold the periodic job, and the gauge, for ever.
+_QUESTION_S = 15.0
 
 
 class SchemaVersionSettings(BaseSettings):
@@ -75,7 +79,11 @@ async def fetch_deprecated(registry: SchemaRegistrySettings,
         timeout=10.0)
     response.raise_for_status()
     found = response.json()
-    return deprecated_versions(found if isinstance(found, dict) else {})
+    # Only the registry's answer says what is deprecated: any other JSON (a proxy's, another
+    # API's) would otherwise forget what was learned, and be taken for an answer.
+    if not isinstance(found, dict) or not isinstance(found.get("versions"), list):
+        raise ValueError("not the registry's answer to /search/versions")
+    return deprecated_versions(found)
 
 
 async def learn_deprecations(service: str, registry: SchemaRegistrySettings,
@@ -84,9 +92,9 @@ async def learn_deprecations(service: str, registry: SchemaRegistrySettings,
     """Asks the registry (through ``transport``, else the network) and marks what it says."""
     reachable = metrics.SCHEMA_REGISTRY_REACHABLE.labels(service)
     try:
-        async with httpx.AsyncClient(transport=transport) as client:
+        async with asyncio.timeout(_QUESTION_S), httpx.AsyncClient(transport=transport) as client:
             found = await fetch_deprecated(registry, client)
-    except (httpx.HTTPError, ValueError) as exc:
+    except (httpx.HTTPError, ValueError, TimeoutError) as exc:
         reachable.set(0)
         log.warning("cannot ask the schema registry which versions are deprecated: %s",
                     type(exc).__name__, extra={"service": service})

@@ -148,9 +148,14 @@ class UnitOfWork:
         self._claim = Claim(message_id, event_type, saga_id, status)
 
     async def was_processed(self, message_id: str) -> bool:
+        return await self.inbox_status(message_id) is not None
+
+    async def inbox_status(self, message_id: str) -> str | None:
+        """How the inbox holds ``message_id``: processed, dead-lettered, or None (not at all)."""
         t = self.tables.processed_messages
-        return (await self.connection.execute(
-            select(t.c.message_id).where(t.c.message_id == message_id))).first() is not None
+        row = (await self.connection.execute(
+            select(t.c.status).where(t.c.message_id == message_id))).first()
+        return None if row is None else str(row.status)
 
     # ---------------------------------------------------------------- outbox
 
