@@ -50,8 +50,9 @@ def _live(alias: str) -> str:
 
 # The units of a product that Check-Then-Pay orders in flight are on their way to take: other
 # sagas' verified checks within the window, neither allocated nor holding a live reservation
-# (migration 0010). A function with a snapshot of its own: called once the product is locked,
-# it counts a check committed while the lock was waited for.
+# (migrations 0010 and 0012: found by the product, through an index on the checks' lines). A
+# function with a snapshot of its own: called once the product is locked, it counts a check
+# committed while the lock was waited for.
 _CHECKED_IN_FLIGHT = ("inventario.checked_in_flight(:{schema}, {sku}, :{saga}, "
                       "CAST(:{window} AS double precision))")
 
