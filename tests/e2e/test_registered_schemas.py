@@ -87,16 +87,23 @@ async def _handled(event: dict[str, Any], timeout: float = 15) -> None:
         what=f"inventario handled {event['schema_version']}")
 
 
-async def _fetches(saga: Saga, when: str, outcome: str) -> float:
+async def _sample(saga: Saga, name: str, labels: dict[str, str]) -> float | None:
+    """The value of one sample at inventario's /metrics, None if it has none."""
     text = (await saga.http.get(f"{config.INVENTARIO}/metrics")).text
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
-            if (sample.name == "saga_schema_registry_fetches_total"
-                    and sample.labels == {"service": "inventario", "when": when,
-                                          "outcome": outcome}):
+            if sample.name == name and sample.labels == labels:
                 return sample.value
-    raise AssertionError(f"no saga_schema_registry_fetches_total{{when={when}, "
-                         f"outcome={outcome}}} at inventario's /metrics")
+    return None
+
+
+async def _fetches(saga: Saga, when: str, outcome: str) -> float:
+    value = await _sample(saga, "saga_schema_registry_fetches_total",
+                          {"service": "inventario", "when": when, "outcome": outcome})
+    if value is None:
+        raise AssertionError(f"no saga_schema_registry_fetches_total{{when={when}, "
+                             f"outcome={outcome}}} at inventario's /metrics")
+    return value
 
 
 def test_a_service_refuses_to_start_when_a_version_it_produces_is_not_registered(
@@ -171,13 +178,7 @@ async def test_with_the_registry_stopped_sagas_complete(registry_stopped: None,
 
 
 async def _registry_reachable(saga: Saga) -> float | None:
-    text = (await saga.http.get(f"{config.INVENTARIO}/metrics")).text
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            if (sample.name == "saga_schema_registry_reachable"
-                    and sample.labels == {"service": "inventario"}):
-                return sample.value
-    return None
+    return await _sample(saga, "saga_schema_registry_reachable", {"service": "inventario"})
 
 
 async def test_a_registry_that_stops_answering_is_seen_and_seen_back(running_stack: None,

@@ -27,15 +27,17 @@ REASONS = {
 }
 """The reason each version gives: free text, for people; a consumer reads the codes."""
 
-# The English codes (inventario.domain.pricing.PriceProblem's values) as MAJOR 1 wrote them.
+# The codes MAJOR 1 writes in Spanish, by the English code PrecioRechazado_v2 writes
+# (inventario.domain.pricing.PriceProblem's values).
 _MAJOR_1_CODES = {"not_priced": "sin_precio", "other_currency": "moneda_distinta",
                   "other_price": "precio_distinto"}
-_CODES_IN = {
-    PrecioRechazado.event_type: _MAJOR_1_CODES,
-    PrecioRechazado_v2.event_type: {english: english for english in _MAJOR_1_CODES},
-}
-_ENGLISH = {**{spanish: english for english, spanish in _MAJOR_1_CODES.items()},
-            **{english: english for english in _MAJOR_1_CODES}}
+_ENGLISH = {spanish: english for english, spanish in _MAJOR_1_CODES.items()}
+
+
+def _code_in(event_type: str, code: str) -> str:
+    """``code``, in either version's words, as ``event_type`` writes it."""
+    english = _ENGLISH.get(code, code)
+    return _MAJOR_1_CODES[english] if event_type == PrecioRechazado.event_type else english
 
 
 def as_version(refusal: PriceRefusal, event_type: str) -> PriceRefusal:
@@ -43,9 +45,8 @@ def as_version(refusal: PriceRefusal, event_type: str) -> PriceRefusal:
     if refusal.event_type == event_type:
         return refusal
     fields: dict[str, Any] = refusal.to_payload()
-    codes = _CODES_IN[event_type]
     fields["reason"] = REASONS[event_type]
-    fields["refused"] = [{**line, "problem": codes[_ENGLISH[line["problem"]]]}
+    fields["refused"] = [{**line, "problem": _code_in(event_type, line["problem"])}
                          for line in fields["refused"]]
     return MODELS[event_type].model_validate(fields)
 
